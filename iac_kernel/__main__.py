@@ -1,0 +1,3 @@
+from iac_kernel.cli import main
+
+raise SystemExit(main())

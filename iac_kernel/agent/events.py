@@ -1,0 +1,139 @@
+"""Events the agent loop streams to a front end (kernel or ACP) during a turn."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+StopReason = Literal["end_turn", "max_turn_requests", "max_tokens", "cancelled", "refusal"]
+ToolStatus = Literal["pending", "in_progress", "completed", "failed"]
+
+
+@dataclass
+class Usage:
+    """Token counts; added up over every model call of a turn."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return (
+            self.input_tokens
+            + self.output_tokens
+            + self.cache_read_tokens
+            + self.cache_write_tokens
+        )
+
+    def add(self, other: Usage) -> None:
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.cache_read_tokens += other.cache_read_tokens
+        self.cache_write_tokens += other.cache_write_tokens
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+            "total_tokens": self.total_tokens,
+        }
+
+
+@dataclass
+class Diff:
+    """A file change shown to the user: whole old and new text of one file."""
+
+    path: str
+    old_text: str | None
+    new_text: str
+
+
+@dataclass
+class UserMessage:
+    """A user prompt (only produced when replaying history)."""
+
+    text: str
+
+
+@dataclass
+class TextDelta:
+    text: str
+
+
+@dataclass
+class ThinkingDelta:
+    text: str
+
+
+@dataclass
+class ToolCallStarted:
+    """The model began a tool call; its input is not known yet."""
+
+    call_id: str
+    name: str
+    title: str
+    kind: str
+
+
+@dataclass
+class ToolCallInput:
+    """The tool call's whole input is known (and about to be checked and run)."""
+
+    call_id: str
+    name: str
+    title: str
+    kind: str
+    input: dict[str, Any]
+    locations: list[str] = field(default_factory=list)
+    diff: Diff | None = None
+
+
+@dataclass
+class ToolCallResult:
+    """A tool call ended. ``denied`` marks a refusal by the user or the mode."""
+
+    call_id: str
+    name: str
+    status: Literal["completed", "failed"]
+    output: str
+    raw_output: Any = None
+    diff: Diff | None = None
+    denied: bool = False
+
+
+@dataclass
+class Compacted:
+    """Older turns were summarised to fit the model's context window."""
+
+    notice: str
+    summarized_messages: int
+
+
+@dataclass
+class ErrorNotice:
+    """Something went wrong that the user should read (model error, retry, ...)."""
+
+    message: str
+
+
+@dataclass
+class TurnEnded:
+    stop_reason: StopReason
+    usage: Usage
+
+
+AgentEvent = (
+    UserMessage
+    | TextDelta
+    | ThinkingDelta
+    | ToolCallStarted
+    | ToolCallInput
+    | ToolCallResult
+    | Compacted
+    | ErrorNotice
+    | TurnEnded
+)

@@ -1,0 +1,73 @@
+"""Turn stored messages back into agent events, to replay a session to a front end."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from iac_kernel.agent.events import (
+    AgentEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallInput,
+    ToolCallResult,
+    ToolCallStarted,
+    UserMessage,
+)
+from iac_kernel.agent.permissions import DENIED_MESSAGE
+from iac_kernel.tools.base import Tool
+
+
+def replay(messages: list[dict[str, Any]], tools: dict[str, Tool]) -> Iterator[AgentEvent]:
+    """Events that show ``messages`` as they happened: prompts, answers, thoughts, tools."""
+    names: dict[str, str] = {}
+    for message in messages:
+        content = message.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        if message.get("role") == "user":
+            texts = [b.get("text", "") for b in blocks if b.get("type") == "text"]
+            for block in blocks:
+                if block.get("type") == "tool_result":
+                    call_id = block.get("tool_use_id", "")
+                    output = _result_text(block.get("content"))
+                    yield ToolCallResult(
+                        call_id,
+                        names.get(call_id, "tool"),
+                        "failed" if block.get("is_error") else "completed",
+                        output,
+                        denied=output.startswith(DENIED_MESSAGE),
+                    )
+            if texts:
+                yield UserMessage("\n".join(texts))
+            continue
+        for block in blocks:
+            kind = block.get("type")
+            if kind == "text" and block.get("text"):
+                yield TextDelta(block["text"])
+            elif kind == "thinking" and block.get("thinking"):
+                yield ThinkingDelta(block["thinking"])
+            elif kind == "tool_use":
+                tool = tools.get(block.get("name", ""))
+                args = block.get("input") or {}
+                title = _title(tool, args, block.get("name", "tool"))
+                tool_kind = tool.kind if tool else "other"
+                names[block["id"]] = block.get("name", "tool")
+                yield ToolCallStarted(block["id"], block.get("name", "tool"), title, tool_kind)
+                yield ToolCallInput(block["id"], block.get("name", "tool"), title, tool_kind, args)
+
+
+def _title(tool: Tool | None, args: dict[str, Any], default: str) -> str:
+    if tool is None:
+        return default
+    try:
+        return tool.title(args)
+    except Exception:
+        return default
+
+
+def _result_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(b.get("text", "") for b in content if isinstance(b, dict))
+    return ""

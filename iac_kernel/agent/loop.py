@@ -1,0 +1,484 @@
+"""The agent loop: the one implementation of a turn, used by the kernel and the ACP server.
+
+A turn sends the conversation to the model, streams events to the front end, runs the
+tool calls the model asks for (through the permission gate), and loops until the model
+ends the turn or a limit stops it. Every message is persisted when it completes; a
+cancelled turn still leaves a valid history (every tool_use has a tool_result).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from iac_kernel.agent import compaction
+from iac_kernel.agent.events import (
+    AgentEvent,
+    Compacted,
+    ErrorNotice,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallInput,
+    ToolCallResult,
+    ToolCallStarted,
+    TurnEnded,
+    Usage,
+)
+from iac_kernel.agent.permissions import AskPermission, PermissionGate, PermissionRequest
+from iac_kernel.config import Settings
+from iac_kernel.models.base import (
+    MessageDone,
+    Model,
+    ModelError,
+    ModelRequest,
+    TextChunk,
+    ThinkingChunk,
+    ToolUseBegin,
+    ToolUseEnd,
+)
+from iac_kernel.redact import redact
+from iac_kernel.tools.base import Tool, ToolContext, ToolError, ToolResult
+
+log = logging.getLogger(__name__)
+
+CANCELLED_RESULT = "Cancelled."
+NOT_RUN_MAX_TOKENS = "Not run: the response was cut off by the output token limit."
+UNKNOWN_TOOL = "Unknown tool {name!r}. Available tools: {names}."
+
+Emit = Callable[[AgentEvent], Awaitable[None] | None]
+
+
+@dataclass
+class Conversation:
+    """The session's messages, and what the model sees of them after compaction."""
+
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    summary: str | None = None
+    keep_from: int = 0
+
+    def model_messages(self) -> list[dict[str, Any]]:
+        """What is sent to the model: the summary, then the kept messages, roles merged."""
+        messages = self.messages[self.keep_from :]
+        if self.summary:
+            messages = [{"role": "user", "content": compaction.SUMMARY_PREFIX + self.summary}]
+            messages += self.messages[self.keep_from :]
+        return merge_roles(messages)
+
+
+class Persist:
+    """Where the loop writes completed messages and compactions (the session store)."""
+
+    def message(self, message: dict[str, Any]) -> None: ...
+
+    def compaction(self, summary: str, keep_from: int) -> None: ...
+
+
+def merge_roles(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Join consecutive messages of one role (e.g. a prompt after a cancelled turn)."""
+    merged: list[dict[str, Any]] = []
+    for message in messages:
+        blocks = _blocks(message["content"])
+        if merged and merged[-1]["role"] == message["role"]:
+            merged[-1] = {"role": message["role"], "content": merged[-1]["content"] + blocks}
+        else:
+            merged.append({"role": message["role"], "content": blocks})
+    return merged
+
+
+def _blocks(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+
+
+@dataclass
+class _Call:
+    """A tool call the model made in this response."""
+
+    call_id: str
+    name: str
+    tool: Tool | None
+    input: dict[str, Any] = field(default_factory=dict)
+    title: str = ""
+    finished: bool = False
+
+
+class AgentLoop:
+    """Runs turns for one conversation."""
+
+    def __init__(
+        self,
+        *,
+        model: Model,
+        tools: list[Tool],
+        gate: PermissionGate,
+        settings: Settings,
+        cwd: Path,
+        system_prompt: str,
+        conversation: Conversation,
+        persist: Persist,
+        allow_subagents: bool = True,
+    ):
+        self.model = model
+        self.tools = {tool.name: tool for tool in tools}
+        self.gate = gate
+        self.settings = settings
+        self.cwd = cwd
+        self.system_prompt = system_prompt
+        self.conversation = conversation
+        self.persist = persist
+        self.allow_subagents = allow_subagents
+
+    async def run_turn(
+        self, prompt: list[dict[str, Any]], emit: Emit, ask: AskPermission | None
+    ) -> TurnEnded:
+        """Run one user turn to its end. Cancelling the task ends the turn as ``cancelled``."""
+        usage = Usage()
+        self._append({"role": "user", "content": prompt})
+        calls: dict[str, _Call] = {}
+        partial_text: list[str] = []
+        try:
+            for _request in range(self.settings.max_turn_requests):
+                await self._maybe_compact(emit)
+                calls = {}
+                partial_text = []
+                done = await self._stream_response(emit, calls, partial_text, usage)
+                if done is None:
+                    return await self._end(emit, "end_turn", usage)
+                partial_text = []
+                self._append({"role": "assistant", "content": done.content})
+                tool_uses = [b for b in done.content if b.get("type") == "tool_use"]
+                if done.stop_reason in ("max_tokens", "model_context_window_exceeded"):
+                    if tool_uses:
+                        await self._close_calls(emit, calls, tool_uses, NOT_RUN_MAX_TOKENS)
+                    return await self._end(emit, "max_tokens", usage)
+                if done.stop_reason == "refusal":
+                    if tool_uses:
+                        await self._close_calls(emit, calls, tool_uses, "Not run: refusal.")
+                    return await self._end(emit, "refusal", usage)
+                if done.stop_reason == "pause_turn":
+                    continue
+                if not tool_uses:
+                    return await self._end(emit, "end_turn", usage)
+                results, cancelled = await self._run_tools(emit, calls, tool_uses, ask)
+                self._append({"role": "user", "content": results})
+                if cancelled:
+                    raise asyncio.CancelledError
+            return await self._end(emit, "max_turn_requests", usage)
+        except asyncio.CancelledError:
+            await self._repair_after_cancel(emit, calls, partial_text)
+            return await self._end(emit, "cancelled", usage)
+
+    # -- model streaming -------------------------------------------------------------
+
+    async def _stream_response(
+        self,
+        emit: Emit,
+        calls: dict[str, _Call],
+        partial_text: list[str],
+        usage: Usage,
+    ) -> MessageDone | None:
+        request = ModelRequest(
+            system=self.system_prompt,
+            messages=self.conversation.model_messages(),
+            tools=[t.definition() for t in self.tools.values() if self._offered(t)],
+            max_tokens=self.settings.max_tokens,
+            thinking_budget=self.settings.thinking_budget,
+        )
+        try:
+            async for event in self.model.stream(request):
+                if isinstance(event, TextChunk):
+                    partial_text.append(event.text)
+                    await _send(emit, TextDelta(event.text))
+                elif isinstance(event, ThinkingChunk):
+                    await _send(emit, ThinkingDelta(event.text))
+                elif isinstance(event, ToolUseBegin):
+                    tool = self.tools.get(event.name)
+                    call = _Call(event.id, event.name, tool, title=event.name)
+                    calls[event.id] = call
+                    await _send(
+                        emit,
+                        ToolCallStarted(event.id, event.name, call.title, _kind(tool)),
+                    )
+                elif isinstance(event, ToolUseEnd):
+                    await self._announce_input(emit, calls, event)
+                elif isinstance(event, MessageDone):
+                    usage.add(event.usage)
+                    self._last_input_tokens = event.usage.input_tokens
+                    return event
+        except ModelError as exc:
+            await _send(emit, ErrorNotice(f"Model error: {redact(str(exc))}"))
+            if partial_text:
+                self._append({"role": "assistant", "content": "".join(partial_text)})
+                partial_text.clear()
+            await self._fail_open_calls(emit, calls, f"Not run: model error: {exc}")
+            return None
+        await _send(emit, ErrorNotice("Model error: the response ended without finishing."))
+        await self._fail_open_calls(emit, calls, "Not run: the response did not finish.")
+        return None
+
+    async def _announce_input(self, emit: Emit, calls: dict[str, _Call], event: ToolUseEnd):
+        call = calls.get(event.id) or _Call(event.id, event.name, self.tools.get(event.name))
+        calls[event.id] = call
+        call.input = event.input if isinstance(event.input, dict) else {}
+        diff = None
+        locations: list[str] = []
+        if call.tool is not None:
+            call.title = _safe(lambda: call.tool.title(call.input), call.name)
+            ctx = self._context(None)
+            locations = [str(p) for p in _safe(lambda: call.tool.paths(call.input, ctx), [])]
+            diff = _safe(lambda: call.tool.preview(call.input, ctx), None)
+        await _send(
+            emit,
+            ToolCallInput(
+                call.call_id, call.name, call.title, _kind(call.tool), call.input, locations, diff
+            ),
+        )
+
+    # -- tools -----------------------------------------------------------------------
+
+    async def _run_tools(
+        self,
+        emit: Emit,
+        calls: dict[str, _Call],
+        tool_uses: list[dict[str, Any]],
+        ask: AskPermission | None,
+    ) -> tuple[list[dict[str, Any]], bool]:
+        """Run the response's tool calls in order; returns the tool_result blocks and
+        whether the turn was cancelled on the way (the remaining calls then get
+        "Cancelled." without running)."""
+        results: list[dict[str, Any]] = []
+        for index, block in enumerate(tool_uses):
+            call = calls.get(block["id"])
+            if call is None:  # a provider that skipped the begin/end events
+                call = _Call(block["id"], block["name"], self.tools.get(block["name"]))
+                calls[block["id"]] = call
+                await self._announce_input(
+                    emit, calls, ToolUseEnd(block["id"], block["name"], block.get("input", {}))
+                )
+            try:
+                result, denied = await self._run_one(emit, call, ask)
+            except asyncio.CancelledError:
+                for rest in tool_uses[index:]:
+                    other = calls.get(rest["id"]) or _Call(rest["id"], rest["name"], None)
+                    cancelled = ToolResult(CANCELLED_RESULT, is_error=True)
+                    results.append(_tool_result(other.call_id, cancelled))
+                    await self._finish(emit, other, cancelled, False)
+                return results, True
+            results.append(_tool_result(call.call_id, result))
+            await self._finish(emit, call, result, denied)
+        return results, False
+
+    async def _run_one(
+        self, emit: Emit, call: _Call, ask: AskPermission | None
+    ) -> tuple[ToolResult, bool]:
+        """Check permission and run one call; returns the result and whether it was denied."""
+        if call.tool is None:
+            names = ", ".join(sorted(self.tools))
+            return ToolResult(UNKNOWN_TOOL.format(name=call.name, names=names), True), False
+        ctx = self._context(ask)
+        request = PermissionRequest(
+            call_id=call.call_id,
+            tool_name=call.name,
+            title=call.title,
+            kind=call.tool.kind,
+            input=call.input,
+            options=[],
+            reason="",
+            diff=_safe(lambda: call.tool.preview(call.input, ctx), None),
+        )
+        decision = await self.gate.check(call.tool, call.input, ctx, request, ask)
+        if decision.outcome == "cancelled":
+            raise asyncio.CancelledError
+        if not decision.allowed:
+            return ToolResult(decision.message, is_error=True), True
+        try:
+            result = await call.tool.run(call.input, ctx)
+        except ToolError as exc:
+            result = ToolResult(str(exc), is_error=True)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a tool bug must not end the turn or leak a traceback
+            log.exception("tool %s failed", call.name)
+            result = ToolResult(f"{call.name} failed: {type(exc).__name__}: {exc}", True)
+        result.content = redact(result.content)
+        result.raw_output = _redact_value(result.raw_output)
+        return result, False
+
+    async def _finish(self, emit: Emit, call: _Call, result: ToolResult, denied: bool) -> None:
+        call.finished = True
+        await _send(
+            emit,
+            ToolCallResult(
+                call.call_id,
+                call.name,
+                "failed" if result.is_error else "completed",
+                result.content,
+                raw_output=result.raw_output,
+                diff=result.diff,
+                denied=denied,
+            ),
+        )
+
+    async def _close_calls(
+        self, emit: Emit, calls: dict[str, _Call], tool_uses: list[dict], text: str
+    ) -> None:
+        """Give every tool_use of the last response a result without running it."""
+        results = []
+        for block in tool_uses:
+            call = calls.get(block["id"]) or _Call(block["id"], block["name"], None)
+            result = ToolResult(text, is_error=True)
+            results.append(_tool_result(call.call_id, result))
+            if not call.finished:
+                await self._finish(emit, call, result, False)
+        self._append({"role": "user", "content": results})
+
+    async def _fail_open_calls(self, emit: Emit, calls: dict[str, _Call], text: str) -> None:
+        for call in calls.values():
+            if not call.finished:
+                await self._finish(emit, call, ToolResult(text, is_error=True), False)
+
+    # -- cancellation, compaction, sub-agents ------------------------------------------
+
+    async def _repair_after_cancel(
+        self, emit: Emit, calls: dict[str, _Call], partial_text: list[str]
+    ) -> None:
+        """Leave a valid history: keep streamed text, close every tool_use with a result."""
+        try:
+            if partial_text:
+                self._append({"role": "assistant", "content": "".join(partial_text)})
+            last = self.conversation.messages[-1] if self.conversation.messages else {}
+            if last.get("role") == "assistant" and isinstance(last.get("content"), list):
+                open_ids = [b for b in last["content"] if b.get("type") == "tool_use"]
+                if open_ids:
+                    await self._close_calls(emit, calls, open_ids, CANCELLED_RESULT)
+            await self._fail_open_calls(emit, calls, CANCELLED_RESULT)
+        except Exception:  # the turn must still answer "cancelled"
+            log.exception("repair after cancel failed")
+
+    async def _maybe_compact(self, emit: Emit) -> None:
+        window = self.settings.context_window or self.model.context_window
+        tools = [t.definition() for t in self.tools.values()]
+        messages = self.conversation.model_messages()
+        used = max(
+            compaction.context_tokens(self.system_prompt, messages, tools),
+            getattr(self, "_last_input_tokens", 0),
+        )
+        if used < self.settings.compact_threshold * window:
+            return
+        visible = self.conversation.messages[self.conversation.keep_from :]
+        cut = compaction.split_point(visible, int(compaction.KEEP_SHARE * window))
+        if cut <= 0:
+            return
+        try:
+            summary = await compaction.summarise(
+                self.model, visible[:cut], self.conversation.summary
+            )
+        except ModelError as exc:
+            await _send(emit, ErrorNotice(f"Could not compact the context: {exc}"))
+            return
+        self.conversation.summary = summary
+        self.conversation.keep_from += cut
+        self._last_input_tokens = 0
+        self.persist.compaction(summary, self.conversation.keep_from)
+        await _send(
+            emit,
+            Compacted(
+                f"Context compacted: {cut} earlier messages were summarised to stay within "
+                f"the model's {window:,}-token window.",
+                cut,
+            ),
+        )
+
+    def _offered(self, tool: Tool) -> bool:
+        return tool.name != "agent" or self.allow_subagents
+
+    def _context(self, ask: AskPermission | None) -> ToolContext:
+        async def run_subagent(prompt: str) -> str:
+            return await self.run_subagent(prompt, ask)
+
+        return ToolContext(
+            cwd=self.cwd,
+            settings=self.settings,
+            run_subagent=run_subagent if self.allow_subagents else None,
+        )
+
+    async def run_subagent(self, prompt: str, ask: AskPermission | None) -> str:
+        """A sub-agent: its own loop and history, the same tools, gate and user."""
+        child = AgentLoop(
+            model=self.model,
+            tools=[t for t in self.tools.values() if t.name != "agent"],
+            gate=self.gate,
+            settings=self.settings,
+            cwd=self.cwd,
+            system_prompt=self.system_prompt
+            + "\nYou are a sub-agent: do the task, then answer with your findings only.",
+            conversation=Conversation(),
+            persist=Persist(),
+            allow_subagents=False,
+        )
+        texts: list[str] = []
+
+        def collect(event: AgentEvent) -> None:
+            if isinstance(event, TextDelta):
+                texts.append(event.text)
+
+        ended = await child.run_turn([{"type": "text", "text": prompt}], collect, ask)
+        if ended.stop_reason == "cancelled":
+            raise asyncio.CancelledError
+        return "".join(texts).strip() or f"(the sub-agent ended with {ended.stop_reason})"
+
+    # -- helpers -----------------------------------------------------------------------
+
+    def _append(self, message: dict[str, Any]) -> None:
+        self.conversation.messages.append(message)
+        self.persist.message(message)
+
+    async def _end(self, emit: Emit, stop_reason: Any, usage: Usage) -> TurnEnded:
+        ended = TurnEnded(stop_reason, usage)
+        try:
+            await _send(emit, ended)
+        except Exception:
+            log.exception("front end failed on turn end")
+        return ended
+
+
+async def _send(emit: Emit, event: AgentEvent) -> None:
+    result = emit(event)
+    if asyncio.iscoroutine(result) or isinstance(result, Awaitable):
+        await result
+
+
+def _kind(tool: Tool | None) -> str:
+    return tool.kind if tool is not None else "other"
+
+
+def _tool_result(call_id: str, result: ToolResult) -> dict[str, Any]:
+    block: dict[str, Any] = {
+        "type": "tool_result",
+        "tool_use_id": call_id,
+        "content": result.content,
+    }
+    if result.is_error:
+        block["is_error"] = True
+    return block
+
+
+def _safe(fn: Callable[[], Any], default: Any) -> Any:
+    """Titles, paths and previews are for display; a failure there must not stop the call."""
+    try:
+        return fn()
+    except Exception:
+        return default
+
+
+def _redact_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: _redact_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redact_value(v) for v in value]
+    return value

@@ -1,0 +1,221 @@
+"""A live session: one conversation with its loop, settings, permissions and store writer.
+
+Both front ends drive sessions through this class only, so the kernel and the ACP server
+share the loop, the tools, the permission rules and the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from iac_kernel.agent import history
+from iac_kernel.agent.events import AgentEvent, ErrorNotice, TurnEnded, Usage, UserMessage
+from iac_kernel.agent.loop import AgentLoop, Conversation, Emit, _send
+from iac_kernel.agent.permissions import AskPermission, PermissionGate
+from iac_kernel.agent.prompt import build_system_prompt
+from iac_kernel.config import MODES, Settings
+from iac_kernel.models.base import Model, ModelError
+from iac_kernel.models.registry import create_model, default_model_id
+from iac_kernel.models.scripted import ScriptError
+from iac_kernel.sessions.store import SessionWriter, StoredSession
+from iac_kernel.tools.base import Tool
+
+log = logging.getLogger(__name__)
+
+TITLE_LENGTH = 60
+
+
+class SessionBusyError(RuntimeError):
+    """A turn is already running on this session (we never run two loops on one history)."""
+
+
+class SessionClosedError(RuntimeError):
+    """The session was closed; its history stays on disk."""
+
+
+class _StorePersist:
+    def __init__(self, writer: SessionWriter):
+        self.writer = writer
+
+    def message(self, message: dict[str, Any]) -> None:
+        self.writer.append_message(message)
+
+    def compaction(self, summary: str, keep_from: int) -> None:
+        self.writer.append_compaction(summary, keep_from)
+
+
+Observer = Callable[[AgentEvent], None]
+
+
+class AgentSession:
+    """One session, owned by this process (it holds the store lock)."""
+
+    def __init__(
+        self,
+        writer: SessionWriter,
+        stored: StoredSession,
+        settings: Settings,
+        tools: list[Tool],
+    ):
+        self.writer = writer
+        self.meta = writer.meta
+        self.session_id = writer.session_id
+        self.cwd = Path(self.meta.cwd)
+        self.settings = settings.copy()
+        if self.meta.mode in MODES:
+            self.settings.mode = self.meta.mode
+        self.settings.model = self.meta.model or self.settings.model or default_model_id()
+        self.tools = tools
+        self.gate = PermissionGate(mode=self.settings.mode)
+        self.conversation = Conversation(list(stored.messages), stored.summary, stored.keep_from)
+        self.repairs = list(stored.repairs)
+        self.usage = Usage()
+        self.observers: list[Observer] = []
+        self._model: Model | None = None
+        self._task: asyncio.Task[TurnEnded] | None = None
+        self._closed = False
+
+    # -- state ---------------------------------------------------------------------------
+
+    @property
+    def model_id(self) -> str:
+        return str(self.settings.model)
+
+    @property
+    def mode(self) -> str:
+        return self.settings.mode
+
+    @property
+    def title(self) -> str | None:
+        return self.meta.title
+
+    @property
+    def busy(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def model(self) -> Model:
+        """The session's model provider, built on first use."""
+        if self._model is None:
+            self._model = create_model(self.model_id, self.settings.script)
+        return self._model
+
+    # -- settings --------------------------------------------------------------------------
+
+    def set_mode(self, mode: str) -> None:
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r}; modes: {', '.join(MODES)}")
+        self.settings.mode = mode
+        self.gate.mode = mode
+        self.writer.update(mode=mode)
+
+    def set_model(self, model_id: str) -> None:
+        """Switch models; raises ValueError when the model cannot be built."""
+        try:
+            model = create_model(model_id, self.settings.script)
+        except (ScriptError, ModelError) as exc:
+            raise ValueError(str(exc)) from None
+        self.settings.model = model_id
+        self._model = model
+        self.writer.update(model=model_id)
+
+    def set_config(self, key: str, value: Any) -> None:
+        """Change one setting at run time (``model`` and ``mode`` included)."""
+        if key == "mode":
+            self.set_mode(str(value))
+        elif key == "model":
+            self.set_model(str(value))
+        elif key == "script":
+            self.settings.set("script", value)
+            self._model = None
+        elif key == "sessions_dir":
+            raise ValueError("sessions_dir cannot change for a live session")
+        else:
+            self.settings.set(key, value)
+
+    def set_title(self, title: str) -> None:
+        self.writer.update(title=title)
+
+    # -- turns ------------------------------------------------------------------------------
+
+    async def prompt(
+        self, blocks: list[dict[str, Any]], emit: Emit, ask: AskPermission | None
+    ) -> TurnEnded:
+        """Run one turn. Raises SessionBusyError if one is running, SessionClosedError if closed."""
+        if self._closed:
+            raise SessionClosedError(f"session {self.session_id} is closed")
+        if self.busy:
+            raise SessionBusyError(f"session {self.session_id} is already running a turn")
+
+        async def fan_out(event: AgentEvent) -> None:
+            for observer in list(self.observers):
+                try:
+                    observer(event)
+                except Exception:
+                    log.exception("session observer failed")
+            await _send(emit, event)
+
+        text = "\n".join(b.get("text", "") for b in blocks if b.get("type") == "text").strip()
+        if not self.meta.title and text:
+            self.writer.update(title=_title_from(text))
+        for observer in list(self.observers):
+            observer(UserMessage(text))
+        try:
+            model = self.model()
+        except (ScriptError, ModelError) as exc:
+            await fan_out(ErrorNotice(f"Model error: {exc}"))
+            ended = TurnEnded("end_turn", Usage())
+            await fan_out(ended)
+            return ended
+        loop = AgentLoop(
+            model=model,
+            tools=self.tools,
+            gate=self.gate,
+            settings=self.settings,
+            cwd=self.cwd,
+            system_prompt=build_system_prompt(self.cwd),
+            conversation=self.conversation,
+            persist=_StorePersist(self.writer),
+        )
+        self._task = asyncio.ensure_future(loop.run_turn(blocks, fan_out, ask))
+        ended = await self._task
+        self.usage.add(ended.usage)
+        return ended
+
+    def cancel(self) -> bool:
+        """Cancel the running turn (it then ends ``cancelled``); False if none runs."""
+        if not self.busy or self._task is None:
+            return False
+        if not self._task.cancelling():
+            self._task.cancel()
+        return True
+
+    async def wait_idle(self) -> None:
+        if self._task is not None and not self._task.done():
+            await asyncio.wait([self._task])
+
+    def replay(self) -> list[AgentEvent]:
+        """The whole history as events (prompts, answers, thoughts, tool calls)."""
+        tools = {tool.name: tool for tool in self.tools}
+        return list(history.replay(self.conversation.messages, tools))
+
+    async def close(self) -> None:
+        """Stop any turn, release the store lock; history stays on disk."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.cancel():
+            await self.wait_idle()
+        self.writer.close()
+
+
+def _title_from(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else "session"
+    return line if len(line) <= TITLE_LENGTH else line[: TITLE_LENGTH - 1].rstrip() + "…"

@@ -1,0 +1,1 @@
+"""Model providers: the Anthropic Messages API and the offline scripted model."""

@@ -1,0 +1,86 @@
+"""What the agent loop needs from a model provider.
+
+A provider turns a :class:`ModelRequest` (Anthropic Messages API shapes: system text,
+messages with content blocks, tool definitions) into a stream of :data:`ModelEvent`.
+The stream always ends with exactly one :class:`MessageDone` unless it raises
+:class:`ModelError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from iac_kernel.agent.events import Usage
+
+
+@dataclass
+class ModelRequest:
+    system: str
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    max_tokens: int = 8192
+    #: Budget for extended thinking; 0 turns it off.
+    thinking_budget: int = 0
+    #: Marks the compaction call, so the scripted model can answer it without a script entry.
+    purpose: str = "turn"
+
+
+@dataclass
+class TextChunk:
+    text: str
+
+
+@dataclass
+class ThinkingChunk:
+    text: str
+
+
+@dataclass
+class ToolUseBegin:
+    id: str
+    name: str
+
+
+@dataclass
+class ToolUseEnd:
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+@dataclass
+class MessageDone:
+    """The assistant message is complete.
+
+    ``content`` is the full list of content blocks as the API would return them
+    (text, thinking with signature, tool_use), ready to be stored in history.
+    """
+
+    content: list[dict[str, Any]]
+    stop_reason: str
+    usage: Usage
+
+
+ModelEvent = TextChunk | ThinkingChunk | ToolUseBegin | ToolUseEnd | MessageDone
+
+
+class ModelError(Exception):
+    """A model call failed in a way the user should be told about."""
+
+    def __init__(self, message: str, *, retryable: bool = False, status: int | None = None):
+        super().__init__(message)
+        self.retryable = retryable
+        self.status = status
+
+
+class Model(Protocol):
+    """A model provider bound to one model id."""
+
+    #: The id shown to users and stored with sessions, e.g. ``claude-sonnet-4-5`` or ``scripted``.
+    model_id: str
+    #: Context window in tokens, used to decide when to compact.
+    context_window: int
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]: ...

@@ -1,0 +1,238 @@
+"""The offline scripted model: replays a script of assistant turns.
+
+It stands in for Claude where no API key is set (notebooks, demos, tests). Only the
+model's words are scripted; the tools it calls run for real.
+
+A script is a JSON file::
+
+    {"name": "review",
+     "exchanges": [
+       {"match": "open security groups",          # regex on the user's prompt
+        "turns": [                                 # one entry per model call of that turn
+          {"thinking": "...", "text": "...",
+           "tool_use": [{"name": "grep", "input": {"pattern": "0.0.0.0/0"}}]},
+          {"text": "Two groups are open to the world: ..."}
+        ]}],
+     "fallback": "What to say when no exchange matches."}
+
+A turn may instead give ``content`` (Messages API blocks). Optional per turn:
+``stop_reason`` (default ``tool_use`` when it calls tools, else ``end_turn``), ``usage``
+({"input_tokens", "output_tokens"}; estimated when absent), ``delay`` (seconds between
+streamed chunks) and ``error`` (raise a model error instead of answering).
+
+Which turn plays is derived from the conversation, so the model keeps no state: the
+exchange is the first whose ``match`` finds the latest prompt (else the exchange at the
+prompt's position among prompts, when that exchange has no ``match``), and the turn is the
+number of assistant messages since that prompt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from iac_kernel.agent.events import Usage
+from iac_kernel.models.base import (
+    MessageDone,
+    ModelError,
+    ModelEvent,
+    ModelRequest,
+    TextChunk,
+    ThinkingChunk,
+    ToolUseBegin,
+    ToolUseEnd,
+)
+
+SCRIPTED_MODEL_ID = "scripted"
+CHARS_PER_TOKEN = 4
+_CHUNK = re.compile(r"\S+\s*|\s+")
+
+
+class ScriptError(ValueError):
+    """The script file is missing or malformed."""
+
+
+@dataclass
+class Script:
+    name: str
+    exchanges: list[dict[str, Any]]
+    fallback: str
+    source: str = ""
+    patterns: list[re.Pattern[str] | None] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, path: str | Path | None) -> Script:
+        """Load a script file; ``None`` loads the packaged default script."""
+        if path is None:
+            text = resources.files("iac_kernel.models.scripts").joinpath("default.json").read_text()
+            source = "default"
+        else:
+            try:
+                text = Path(path).expanduser().read_text()
+            except OSError as exc:
+                raise ScriptError(f"cannot read script {path}: {exc.strerror}") from None
+            source = str(path)
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ScriptError(f"script {source} is not valid JSON: {exc}") from None
+        if not isinstance(data, dict) or not isinstance(data.get("exchanges", []), list):
+            raise ScriptError(f"script {source} needs an object with an 'exchanges' list")
+        exchanges = data.get("exchanges", [])
+        patterns = []
+        for i, exchange in enumerate(exchanges):
+            if not isinstance(exchange, dict) or not isinstance(exchange.get("turns"), list):
+                raise ScriptError(f"script {source}: exchange {i} needs a 'turns' list")
+            match = exchange.get("match")
+            try:
+                patterns.append(re.compile(match, re.IGNORECASE | re.DOTALL) if match else None)
+            except re.error as exc:
+                raise ScriptError(f"script {source}: exchange {i} match: {exc}") from None
+        return cls(
+            name=str(data.get("name", source)),
+            exchanges=exchanges,
+            fallback=str(data.get("fallback", "(The scripted model has no answer for this.)")),
+            source=source,
+            patterns=patterns,
+        )
+
+
+def is_prompt(message: dict[str, Any]) -> bool:
+    """A user message the user typed (not one carrying tool results)."""
+    if message.get("role") != "user":
+        return False
+    content = message.get("content")
+    if isinstance(content, str):
+        return True
+    return not any(block.get("type") == "tool_result" for block in content)
+
+
+def message_text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    return "\n".join(block.get("text", "") for block in content if block.get("type") == "text")
+
+
+def estimate_tokens(value: Any) -> int:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return max(1, len(text) // CHARS_PER_TOKEN)
+
+
+class ScriptedModel:
+    """A :class:`~iac_kernel.models.base.Model` that replays a :class:`Script`."""
+
+    context_window = 200_000
+
+    def __init__(self, script: Script):
+        self.script = script
+        self.model_id = SCRIPTED_MODEL_ID
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        if request.purpose == "compaction":
+            turn: dict[str, Any] = {"text": _summary(request)}
+        else:
+            turn = self._pick_turn(request.messages)
+        if turn.get("error"):
+            raise ModelError(str(turn["error"]), retryable=False)
+        delay = float(turn.get("delay", 0))
+        content = _turn_content(turn, len(request.messages))
+        output_budget = request.max_tokens * CHARS_PER_TOKEN
+        stop_reason = turn.get("stop_reason") or (
+            "tool_use" if any(b["type"] == "tool_use" for b in content) else "end_turn"
+        )
+        done: list[dict[str, Any]] = []
+        used_chars = 0
+        for block in content:
+            if block["type"] in ("text", "thinking"):
+                key = block["type"]
+                streamed = ""
+                for chunk in _CHUNK.findall(block[key]):
+                    if used_chars + len(chunk) > output_budget:
+                        stop_reason = "max_tokens"
+                        break
+                    used_chars += len(chunk)
+                    streamed += chunk
+                    if delay:
+                        await asyncio.sleep(delay)
+                    yield TextChunk(chunk) if key == "text" else ThinkingChunk(chunk)
+                done.append({**block, key: streamed})
+                if stop_reason == "max_tokens":
+                    break
+            elif block["type"] == "tool_use":
+                yield ToolUseBegin(block["id"], block["name"])
+                if delay:
+                    await asyncio.sleep(delay)
+                yield ToolUseEnd(block["id"], block["name"], block["input"])
+                done.append(block)
+        usage_spec = turn.get("usage") or {}
+        usage = Usage(
+            input_tokens=int(usage_spec.get("input_tokens", estimate_tokens(request.messages))),
+            output_tokens=int(usage_spec.get("output_tokens", estimate_tokens(done))),
+        )
+        yield MessageDone(content=done, stop_reason=stop_reason, usage=usage)
+
+    def _pick_turn(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        prompts = [i for i, m in enumerate(messages) if is_prompt(m)]
+        if not prompts:
+            return {"text": self.script.fallback}
+        last = prompts[-1]
+        text = message_text(messages[last])
+        turn_index = sum(1 for m in messages[last:] if m.get("role") == "assistant")
+        exchange = None
+        for candidate, pattern in zip(self.script.exchanges, self.script.patterns, strict=True):
+            if pattern is not None and pattern.search(text):
+                exchange = candidate
+                break
+        position = len(prompts) - 1
+        if exchange is None and position < len(self.script.exchanges):
+            if self.script.patterns[position] is None:
+                exchange = self.script.exchanges[position]
+        if exchange is None:
+            return {"text": self.script.fallback} if turn_index == 0 else {"text": ""}
+        turns = exchange["turns"]
+        if turn_index >= len(turns):
+            return {"text": ""}
+        return turns[turn_index]
+
+
+def _turn_content(turn: dict[str, Any], salt: int) -> list[dict[str, Any]]:
+    """The turn's blocks in Messages API form, with tool_use ids unique in the conversation."""
+    if "content" in turn:
+        blocks = [dict(b) for b in turn["content"]]
+    else:
+        blocks = []
+        if turn.get("thinking"):
+            blocks.append({"type": "thinking", "thinking": turn["thinking"], "signature": ""})
+        if turn.get("text"):
+            blocks.append({"type": "text", "text": turn["text"]})
+        for use in turn.get("tool_use", []):
+            blocks.append({"type": "tool_use", "name": use["name"], "input": use.get("input", {})})
+    for k, block in enumerate(blocks):
+        if block.get("type") == "thinking":
+            block.setdefault("signature", "")
+        if block.get("type") == "tool_use":
+            block.setdefault("id", f"toolu_scripted_{salt:04d}_{k}")
+            block.setdefault("input", {})
+        if block.get("type") not in ("text", "thinking", "tool_use"):
+            raise ModelError(f"scripted turn has an unknown block type {block.get('type')!r}")
+    return blocks
+
+
+def _summary(request: ModelRequest) -> str:
+    """A deterministic summary for compaction calls: the prompts and tools seen so far."""
+    transcript = message_text(request.messages[-1]) if request.messages else ""
+    prompts = re.findall(r"^USER: (.*)$", transcript, re.MULTILINE)
+    tools = sorted(set(re.findall(r"^TOOL CALL: (\w+)", transcript, re.MULTILINE)))
+    lines = ["Summary of the earlier conversation (scripted model)."]
+    if prompts:
+        lines.append("The user asked: " + "; ".join(p[:120] for p in prompts))
+    if tools:
+        lines.append("Tools used: " + ", ".join(tools))
+    return "\n".join(lines)

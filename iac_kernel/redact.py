@@ -1,0 +1,35 @@
+"""Redact the values of secret-looking environment variables from text."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+
+SECRET_NAME = re.compile(
+    r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|PRIVATE|AUTH|SESSION_ID|CERT)",
+    re.IGNORECASE,
+)
+#: Shorter values are too likely to occur by chance ("1", "true") to be worth replacing.
+MIN_SECRET_LENGTH = 6
+
+
+def secret_values(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Map secret value -> variable name for every secret-looking variable."""
+    env = os.environ if env is None else env
+    found = {}
+    for name, value in env.items():
+        if SECRET_NAME.search(name) and len(value) >= MIN_SECRET_LENGTH:
+            found[value] = name
+    return found
+
+
+def redact(text: str, env: Mapping[str, str] | None = None) -> str:
+    """Replace every secret value in ``text`` with ``[REDACTED:NAME]``."""
+    if not text:
+        return text
+    # Longest first, so a secret that contains another is replaced whole.
+    for value, name in sorted(secret_values(env).items(), key=lambda kv: -len(kv[0])):
+        if value in text:
+            text = text.replace(value, f"[REDACTED:{name}]")
+    return text

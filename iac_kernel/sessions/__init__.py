@@ -1,0 +1,1 @@
+"""Session persistence (append-only JSONL store) and the registry of live sessions."""

@@ -1,0 +1,81 @@
+"""The tool interface shared by every tool, and the context a call runs in."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from iac_kernel.agent.events import Diff
+
+
+class Category(enum.Enum):
+    """How risky a tool is; the permission gate decides by this."""
+
+    READ = "read"
+    WRITE = "write"
+    EXECUTE = "execute"
+
+
+class ToolError(Exception):
+    """A tool call failed; the message goes back to the model as a tool error."""
+
+
+@dataclass
+class ToolResult:
+    content: str
+    is_error: bool = False
+    raw_output: Any = None
+    diff: Diff | None = None
+
+
+@dataclass
+class ToolContext:
+    """Where and how a tool call runs."""
+
+    cwd: Path
+    settings: Any  # iac_kernel.config.Settings (kept loose to avoid an import cycle)
+    #: Runs a sub-agent turn for the ``agent`` tool; supplied by the agent loop.
+    run_subagent: Callable[[str], Awaitable[str]] | None = None
+    #: Extra environment for commands.
+    env: dict[str, str] = field(default_factory=dict)
+
+
+class Tool:
+    """Base class: subclasses set the class attributes and implement :meth:`run`."""
+
+    name: str = ""
+    description: str = ""
+    input_schema: dict[str, Any] = {}
+    #: ACP tool kind: read, edit, search, execute, fetch, other.
+    kind: str = "other"
+    category: Category = Category.READ
+
+    def definition(self) -> dict[str, Any]:
+        """The tool as the Messages API expects it."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": self.input_schema,
+        }
+
+    def title(self, args: dict[str, Any]) -> str:
+        """A short human title, e.g. ``bash: terraform plan``."""
+        return self.name
+
+    def paths(self, args: dict[str, Any], ctx: ToolContext) -> list[Path]:
+        """Filesystem paths the call touches (for locations and the outside-cwd rule)."""
+        return []
+
+    def preview(self, args: dict[str, Any], ctx: ToolContext) -> Diff | None:
+        """For edit tools: the change the call would make, shown before it is approved."""
+        return None
+
+    def is_dangerous(self, args: dict[str, Any]) -> bool:
+        """True when the call needs a per-call approval with no "always" shortcut."""
+        return False
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        raise NotImplementedError

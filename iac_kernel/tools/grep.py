@@ -1,0 +1,170 @@
+"""grep: search file contents with a regular expression (via ripgrep)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError, ToolResult
+from iac_kernel.tools.paths import resolve_path, short, tool_paths
+from iac_kernel.tools.rg import prefix_for, run_rg, search_root
+from iac_kernel.tools.validate import check
+
+OUTPUT_MODES = ("content", "files_with_matches", "count")
+MAX_CONTEXT = 20
+#: Matched lines longer than this are cut (minified JSON, state files).
+MAX_LINE_CHARS = 500
+
+
+class GrepTool(Tool):
+    name = "grep"
+    description = (
+        "Search file contents for a regular expression (Rust regex syntax, like ripgrep). "
+        "output_mode: 'content' (default) prints `path:line:text` for matches and "
+        "`path-line-text` for context lines; 'files_with_matches' prints matching file "
+        "paths; 'count' prints `path:count`. Filter files with `glob` (e.g. `*.tf`). "
+        "Respects .gitignore; skips .git and .terraform."
+    )
+    input_schema = {
+        "type": "object",
+        "properties": {
+            "pattern": {"type": "string", "description": "Regular expression.", "minLength": 1},
+            "path": {
+                "type": "string",
+                "description": "File or directory to search (default: the working directory).",
+                "minLength": 1,
+            },
+            "glob": {"type": "string", "description": "Only search files matching this glob."},
+            "case_insensitive": {"type": "boolean", "description": "Ignore case."},
+            "context": {
+                "type": "integer",
+                "description": "Lines of context around each match (content mode).",
+                "minimum": 0,
+                "maximum": MAX_CONTEXT,
+            },
+            "output_mode": {
+                "type": "string",
+                "enum": list(OUTPUT_MODES),
+                "default": "content",
+                "description": "content, files_with_matches or count.",
+            },
+        },
+        "required": ["pattern"],
+        "additionalProperties": False,
+    }
+    kind = "search"
+    category = Category.READ
+
+    def title(self, args: dict[str, Any]) -> str:
+        where = f" in {short(args['path'])}" if args.get("path") else ""
+        return f"grep: {short(args.get('pattern', ''))}{where}"
+
+    def paths(self, args: dict[str, Any], ctx: ToolContext) -> list[Path]:
+        return tool_paths(ctx, args, default=".")
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        args = check(self, args)
+        shown = args.get("path", ".")
+        target = resolve_path(ctx, shown)
+        if not target.exists():
+            raise ToolError(f"path not found: {shown}")
+        limit = max(int(ctx.settings.output_limit), 1_000)
+        mode = args["output_mode"]
+        flags = ["--sort=path"]
+        if args.get("case_insensitive"):
+            flags.append("--ignore-case")
+        if args.get("glob"):
+            flags.append(f"--glob={args['glob']}")
+        if mode == "content":
+            flags += ["--json", f"--context={args.get('context', 0)}"]
+        elif mode == "files_with_matches":
+            flags += ["--files-with-matches", "--null"]
+        else:
+            flags += ["--count", "--with-filename", "--null"]
+        root, targets = search_root(target)
+        # JSON is verbose: read well past the output limit before stopping rg.
+        out = await run_rg([*flags, f"--regexp={args['pattern']}", "--", *targets], root, limit * 20)
+        if out.returncode == 2 and not out.stdout:
+            raise ToolError(f"grep failed: {out.stderr or 'rg exit code 2'}")
+        prefix = prefix_for(root, Path(ctx.cwd))
+        if mode == "content":
+            lines, matches = _content_lines(out.stdout, prefix)
+        else:
+            lines = _null_lines(out.stdout, prefix, mode, out.truncated)
+            matches = len(lines)
+        if not lines:
+            return ToolResult("No matches found.", raw_output={"matches": 0})
+        text, cut = _cap(lines, limit)
+        if cut or out.truncated:
+            text += (
+                f"\n\n[output truncated after {len(lines) - cut} lines; narrow the pattern, "
+                "path or glob, or use output_mode='files_with_matches']"
+            )
+        return ToolResult(text, raw_output={"matches": matches, "truncated": bool(cut)})
+
+
+def _text(obj: dict[str, Any] | None) -> str:
+    """rg JSON gives ``{"text": ...}`` or, for non-UTF-8 data, ``{"bytes": base64}``."""
+    if not obj:
+        return ""
+    if "text" in obj:
+        return obj["text"]
+    return base64.b64decode(obj.get("bytes", "")).decode("utf-8", errors="replace")
+
+
+def _content_lines(stdout: str, prefix: str) -> tuple[list[str], int]:
+    """Grep-style lines from rg's JSON stream, with ``--`` between separate groups."""
+    lines: list[str] = []
+    matches = 0
+    last: int | None = None
+    for raw in stdout.splitlines():
+        try:
+            event = json.loads(raw)
+        except ValueError:
+            continue  # a line cut short when the output cap stopped rg
+        kind, data = event.get("type"), event.get("data", {})
+        if kind == "begin":
+            if lines:
+                lines.append("--")
+            last = None
+        if kind not in ("match", "context"):
+            continue
+        path = prefix + _text(data.get("path"))
+        number = data.get("line_number") or 0
+        sep = ":" if kind == "match" else "-"
+        matches += kind == "match"
+        if last is not None and number > last + 1:
+            lines.append("--")
+        for i, text in enumerate(_text(data.get("lines")).rstrip("\n").split("\n")):
+            text = text.rstrip("\r")
+            if len(text) > MAX_LINE_CHARS:
+                text = text[:MAX_LINE_CHARS] + "… [line cut]"
+            lines.append(f"{path}{sep}{number + i}{sep}{text}")
+            last = number + i
+    return lines, matches
+
+
+def _null_lines(stdout: str, prefix: str, mode: str, truncated: bool) -> list[str]:
+    """Lines for files_with_matches (``path\\0``) and count (``path\\0N\\n``) output."""
+    if mode == "files_with_matches":
+        items = stdout.split("\0")
+        # The final item is empty, or a partial path when the output was cut.
+        return [prefix + p for p in items[:-1] if p]
+    lines = []
+    for line in stdout.splitlines() if not truncated else stdout.splitlines()[:-1]:
+        path, _, count = line.rpartition("\0")
+        if path:
+            lines.append(f"{prefix}{path}:{count}")
+    return lines
+
+
+def _cap(lines: list[str], limit: int) -> tuple[str, int]:
+    """Join ``lines`` up to ``limit`` characters; return the text and how many were left out."""
+    size = 0
+    for i, line in enumerate(lines):
+        size += len(line) + 1
+        if size > limit and i > 0:
+            return "\n".join(lines[:i]), len(lines) - i
+    return "\n".join(lines), 0

@@ -1,0 +1,109 @@
+"""list_files: a directory's entries, a few levels deep."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError, ToolResult
+from iac_kernel.tools.paths import SKIP_DIRS, resolve_path, short, tool_paths
+from iac_kernel.tools.validate import check
+
+DEFAULT_DEPTH = 2
+MAX_DEPTH = 10
+MAX_ENTRIES = 1000
+
+
+class ListFilesTool(Tool):
+    name = "list_files"
+    description = (
+        "List a directory's files and subdirectories (directories end with '/'), sorted, "
+        f"down to `depth` levels (default {DEFAULT_DEPTH}). Skips "
+        f"{', '.join(sorted(SKIP_DIRS))}. Use glob to find files by pattern."
+    )
+    input_schema = {
+        "type": "object",
+        "properties": {
+            "path": {
+                "type": "string",
+                "description": "Directory to list (default: the working directory).",
+                "default": ".",
+                "minLength": 1,
+            },
+            "depth": {
+                "type": "integer",
+                "description": f"Levels to descend, 1 = only direct entries (max {MAX_DEPTH}).",
+                "minimum": 1,
+                "maximum": MAX_DEPTH,
+            },
+        },
+        "required": [],
+        "additionalProperties": False,
+    }
+    kind = "read"
+    category = Category.READ
+
+    def title(self, args: dict[str, Any]) -> str:
+        return f"list_files: {short(args.get('path') or '.')}"
+
+    def paths(self, args: dict[str, Any], ctx: ToolContext) -> list[Path]:
+        return tool_paths(ctx, args, default=".")
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        args = check(self, args)
+        root = resolve_path(ctx, args["path"])
+        depth = args.get("depth", DEFAULT_DEPTH)
+        try:
+            if not root.exists():
+                raise ToolError(f"directory not found: {args['path']}")
+            if not root.is_dir():
+                raise ToolError(f"{args['path']} is a file, not a directory; use read_file")
+            entries, errors, more = _walk(root, depth)
+        except PermissionError:
+            raise ToolError(f"permission denied: {args['path']}") from None
+        except OSError as exc:
+            raise ToolError(f"cannot list {args['path']}: {exc.strerror or exc}") from None
+        lines = list(entries) or ["(empty directory)"]
+        if more:
+            lines.append(
+                f"\n[stopped after {MAX_ENTRIES} entries; list a subdirectory or lower depth]"
+            )
+        for error in errors:
+            lines.append(f"[{error}]")
+        return ToolResult(
+            "\n".join(lines),
+            raw_output={"path": str(root), "entries": len(entries), "truncated": more},
+        )
+
+
+def _walk(root: Path, depth: int) -> tuple[list[str], list[str], bool]:
+    """Entries below ``root`` (relative, dirs with '/'), unreadable dirs, and whether cut."""
+    entries: list[str] = []
+    errors: list[str] = []
+
+    def visit(directory: Path, prefix: str, level: int) -> bool:
+        try:
+            with os.scandir(directory) as it:
+                items = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            if level == 1:
+                raise
+            errors.append(f"cannot read {prefix or '.'}: {exc.strerror or exc}")
+            return True
+        for item in items:
+            if len(entries) >= MAX_ENTRIES:
+                return False
+            # Symlinks to directories are shown as directories but not followed (loops).
+            is_dir = item.is_dir()
+            if is_dir and item.name in SKIP_DIRS:
+                continue
+            rel = prefix + item.name
+            entries.append(rel + "/" if is_dir else rel)
+            if is_dir and level < depth and not item.is_symlink():
+                if not visit(Path(item.path), rel + "/", level + 1):
+                    return False
+        return True
+
+    complete = visit(root, "", 1)
+    return entries, errors, not complete

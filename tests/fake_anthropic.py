@@ -1,0 +1,360 @@
+"""A local fake of the Anthropic Messages API, for driving the real SDK in tests.
+
+``FakeAnthropicServer`` is a real HTTP server on 127.0.0.1 (random port, own thread) that
+answers ``POST /v1/messages`` with ``"stream": true`` as Server-Sent Events in the Messages
+API format: ``message_start``, ``content_block_start``, ``content_block_delta`` (``text_delta``,
+``thinking_delta``, ``signature_delta``, ``input_json_delta``), ``content_block_stop``,
+``message_delta``, ``message_stop``, ``ping`` and ``event: error`` frames.
+
+Tests queue scripted responses (:class:`StreamedMessage`, :class:`ErrorResponse`) and read
+back what the server received in :attr:`FakeAnthropicServer.requests`::
+
+    with FakeAnthropicServer() as server:
+        server.enqueue(StreamedMessage([text("Hello")]))
+        client = anthropic.AsyncAnthropic(base_url=server.url, api_key="k", max_retries=0)
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import socket
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+#: How long a held stream waits for :meth:`StreamedMessage.release` before going on anyway,
+#: so a test that never releases fails instead of hanging.
+HOLD_TIMEOUT = 10.0
+
+
+def text(value: str) -> dict[str, Any]:
+    """A text content block."""
+    return {"type": "text", "text": value}
+
+
+def thinking(value: str, signature: str) -> dict[str, Any]:
+    """A thinking content block with its signature."""
+    return {"type": "thinking", "thinking": value, "signature": signature}
+
+
+def redacted_thinking(data: str) -> dict[str, Any]:
+    """A redacted_thinking content block (sent whole in content_block_start)."""
+    return {"type": "redacted_thinking", "data": data}
+
+
+def tool_use(
+    id: str, name: str, input: dict[str, Any] | None = None, *, partial_json: list[str] | None = None
+) -> dict[str, Any]:
+    """A tool_use block. ``partial_json`` gives the exact input_json_delta chunks to send."""
+    block: dict[str, Any] = {"type": "tool_use", "id": id, "name": name, "input": input or {}}
+    if partial_json is not None:
+        block["partial_json"] = partial_json
+    return block
+
+
+@dataclass
+class StreamedMessage:
+    """One streamed 200 response.
+
+    ``blocks`` are API content blocks (see :func:`text`, :func:`thinking`, :func:`tool_use`,
+    :func:`redacted_thinking`); text and thinking are split into deltas of ``chunk_size``
+    characters, tool input JSON likewise unless the block gives ``partial_json``.
+    ``usage`` is sent in message_start (input and cache counts, ``output_tokens`` 1) and
+    ``output_tokens`` again in message_delta; ``delta_usage`` replaces the message_delta usage.
+
+    Failure modes, counted in SSE events written (see :meth:`events`):
+    ``drop_after`` aborts the TCP connection mid-body after that many events;
+    ``end_after`` ends the body cleanly after that many events (no message_stop);
+    ``error_after`` sends ``event: error`` with ``error`` (type, message) after that many.
+    ``hold_before`` pauses before writing that event until :meth:`release` is called.
+    """
+
+    blocks: list[dict[str, Any]]
+    stop_reason: str | None = "end_turn"
+    usage: dict[str, int] = field(default_factory=lambda: {"input_tokens": 10, "output_tokens": 5})
+    delta_usage: dict[str, int] | None = None
+    model: str = "claude-test"
+    chunk_size: int = 5
+    ping: bool = True
+    drop_after: int | None = None
+    end_after: int | None = None
+    error_after: int | None = None
+    error: dict[str, str] = field(
+        default_factory=lambda: {"type": "overloaded_error", "message": "Overloaded"}
+    )
+    hold_before: int | None = None
+    #: Set by the server when it has written that many events (read by tests).
+    events_sent: int = 0
+    _released: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    def release(self) -> None:
+        """Let a stream paused by ``hold_before`` continue."""
+        self._released.set()
+
+    def events(self) -> list[tuple[str, dict[str, Any]]]:
+        """The complete event sequence of this message, as (event name, data)."""
+        start_usage = {
+            "input_tokens": self.usage.get("input_tokens", 0),
+            "output_tokens": 1,
+        }
+        for key in ("cache_creation_input_tokens", "cache_read_input_tokens"):
+            if key in self.usage:
+                start_usage[key] = self.usage[key]
+        out: list[tuple[str, dict[str, Any]]] = [
+            (
+                "message_start",
+                {
+                    "type": "message_start",
+                    "message": {
+                        "id": "msg_fake",
+                        "type": "message",
+                        "role": "assistant",
+                        "model": self.model,
+                        "content": [],
+                        "stop_reason": None,
+                        "stop_sequence": None,
+                        "usage": start_usage,
+                    },
+                },
+            )
+        ]
+        for index, block in enumerate(self.blocks):
+            out.extend(self._block_events(index, block))
+            if index == 0 and self.ping:
+                out.append(("ping", {"type": "ping"}))
+        usage = self.delta_usage
+        if usage is None:
+            usage = {"output_tokens": self.usage.get("output_tokens", 0)}
+        out.append(
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": self.stop_reason, "stop_sequence": None},
+                    "usage": usage,
+                },
+            )
+        )
+        out.append(("message_stop", {"type": "message_stop"}))
+        return out
+
+    def _block_events(self, index: int, block: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        kind = block["type"]
+        if kind == "text":
+            start: dict[str, Any] = {"type": "text", "text": ""}
+            deltas = [
+                {"type": "text_delta", "text": part} for part in _chunks(block["text"], self.chunk_size)
+            ]
+        elif kind == "thinking":
+            start = {"type": "thinking", "thinking": "", "signature": ""}
+            deltas = [
+                {"type": "thinking_delta", "thinking": part}
+                for part in _chunks(block["thinking"], self.chunk_size)
+            ]
+            deltas.append({"type": "signature_delta", "signature": block["signature"]})
+        elif kind == "tool_use":
+            start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+            parts = block.get("partial_json")
+            if parts is None:
+                encoded = json.dumps(block["input"]) if block["input"] else ""
+                parts = _chunks(encoded, self.chunk_size)
+            deltas = [{"type": "input_json_delta", "partial_json": part} for part in parts]
+        else:
+            # redacted_thinking and anything else arrive whole in content_block_start.
+            start, deltas = dict(block), []
+        events = [
+            ("content_block_start", {"type": "content_block_start", "index": index, "content_block": start})
+        ]
+        events += [
+            ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
+            for delta in deltas
+        ]
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+        return events
+
+
+@dataclass
+class ErrorResponse:
+    """A non-200 answer with the API's JSON error body and optional extra headers."""
+
+    status: int
+    error_type: str = "api_error"
+    message: str = "Internal server error"
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def rate_limited(cls, retry_after: str | None = None) -> ErrorResponse:
+        headers = {"retry-after": retry_after} if retry_after is not None else {}
+        return cls(429, "rate_limit_error", "Number of requests has exceeded your rate limit", headers)
+
+    @classmethod
+    def overloaded(cls) -> ErrorResponse:
+        return cls(529, "overloaded_error", "Overloaded")
+
+
+@dataclass
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+class FakeAnthropicServer:
+    """The fake Messages API server; use as a context manager or call start()/stop()."""
+
+    def __init__(self) -> None:
+        self._queue: collections.deque[StreamedMessage | ErrorResponse] = collections.deque()
+        self._lock = threading.Lock()
+        self.requests: list[RecordedRequest] = []
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        """Base URL to give the SDK (``http://127.0.0.1:PORT``)."""
+        if self._httpd is None:
+            raise RuntimeError("server not started")
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def enqueue(self, *responses: StreamedMessage | ErrorResponse) -> None:
+        """Add scripted responses; each request takes the next one."""
+        with self._lock:
+            self._queue.extend(responses)
+
+    @property
+    def pending(self) -> int:
+        """Scripted responses not yet used."""
+        with self._lock:
+            return len(self._queue)
+
+    def start(self) -> FakeAnthropicServer:
+        handler = type("Handler", (_Handler,), {"fake": self})
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        with self._lock:
+            # Unblock any stream still held, so its handler thread can finish.
+            for item in self._queue:
+                if isinstance(item, StreamedMessage):
+                    item.release()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self) -> FakeAnthropicServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _next(self, request: RecordedRequest) -> StreamedMessage | ErrorResponse | None:
+        with self._lock:
+            self.requests.append(request)
+            return self._queue.popleft() if self._queue else None
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    fake: FakeAnthropicServer
+
+    def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
+        pass
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length)
+        try:
+            body: Any = json.loads(raw)
+        except ValueError:
+            body = raw.decode("utf-8", "replace")
+        request = RecordedRequest(
+            "POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body
+        )
+        if self.path.split("?")[0] != "/v1/messages":
+            self._send_error(ErrorResponse(404, "not_found_error", f"no route {self.path}"))
+            return
+        if not isinstance(body, dict) or body.get("stream") is not True:
+            self._send_error(
+                ErrorResponse(400, "invalid_request_error", "fake server only serves stream: true")
+            )
+            return
+        scripted = self.fake._next(request)
+        if scripted is None:
+            self._send_error(
+                ErrorResponse(
+                    500, "api_error", "fake server: no scripted response left", {"x-should-retry": "false"}
+                )
+            )
+        elif isinstance(scripted, ErrorResponse):
+            self._send_error(scripted)
+        else:
+            self._send_stream(scripted)
+
+    def _send_error(self, error: ErrorResponse) -> None:
+        payload = json.dumps(
+            {
+                "type": "error",
+                "error": {"type": error.error_type, "message": error.message},
+                "request_id": "req_fake",
+            }
+        ).encode()
+        self.send_response(error.status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(payload)))
+        self.send_header("request-id", "req_fake")
+        for name, value in error.headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(payload)
+        self.wfile.flush()
+
+    def _send_stream(self, message: StreamedMessage) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream; charset=utf-8")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("transfer-encoding", "chunked")
+        self.send_header("request-id", "req_fake")
+        self.end_headers()
+        self.wfile.flush()
+        for position, (name, data) in enumerate(message.events()):
+            if position == message.hold_before:
+                message._released.wait(HOLD_TIMEOUT)
+            if position == message.drop_after:
+                self._abort()
+                return
+            if position == message.end_after:
+                break
+            if position == message.error_after:
+                self._write_event("error", {"type": "error", "error": message.error})
+                break
+            self._write_event(name, data)
+            message.events_sent = position + 1
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def _write_event(self, name: str, data: dict[str, Any]) -> None:
+        frame = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+        self.wfile.write(f"{len(frame):x}\r\n".encode() + frame + b"\r\n")
+        self.wfile.flush()
+
+    def _abort(self) -> None:
+        """Cut the connection in the middle of the chunked body."""
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+def _chunks(value: str, size: int) -> list[str]:
+    size = max(1, size)
+    return [value[i : i + size] for i in range(0, len(value), size)]
