@@ -45,7 +45,11 @@ def redacted_thinking(data: str) -> dict[str, Any]:
 
 
 def tool_use(
-    id: str, name: str, input: dict[str, Any] | None = None, *, partial_json: list[str] | None = None
+    id: str,
+    name: str,
+    input: dict[str, Any] | None = None,
+    *,
+    partial_json: list[str] | None = None,
 ) -> dict[str, Any]:
     """A tool_use block. ``partial_json`` gives the exact input_json_delta chunks to send."""
     block: dict[str, Any] = {"type": "tool_use", "id": id, "name": name, "input": input or {}}
@@ -145,7 +149,8 @@ class StreamedMessage:
         if kind == "text":
             start: dict[str, Any] = {"type": "text", "text": ""}
             deltas = [
-                {"type": "text_delta", "text": part} for part in _chunks(block["text"], self.chunk_size)
+                {"type": "text_delta", "text": part}
+                for part in _chunks(block["text"], self.chunk_size)
             ]
         elif kind == "thinking":
             start = {"type": "thinking", "thinking": "", "signature": ""}
@@ -165,7 +170,10 @@ class StreamedMessage:
             # redacted_thinking and anything else arrive whole in content_block_start.
             start, deltas = dict(block), []
         events = [
-            ("content_block_start", {"type": "content_block_start", "index": index, "content_block": start})
+            (
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": start},
+            )
         ]
         events += [
             ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
@@ -187,7 +195,9 @@ class ErrorResponse:
     @classmethod
     def rate_limited(cls, retry_after: str | None = None) -> ErrorResponse:
         headers = {"retry-after": retry_after} if retry_after is not None else {}
-        return cls(429, "rate_limit_error", "Number of requests has exceeded your rate limit", headers)
+        return cls(
+            429, "rate_limit_error", "Number of requests has exceeded your rate limit", headers
+        )
 
     @classmethod
     def overloaded(cls) -> ErrorResponse:
@@ -209,6 +219,7 @@ class FakeAnthropicServer:
         self._queue: collections.deque[StreamedMessage | ErrorResponse] = collections.deque()
         self._lock = threading.Lock()
         self.requests: list[RecordedRequest] = []
+        self._served: list[StreamedMessage | ErrorResponse] = []
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -235,14 +246,16 @@ class FakeAnthropicServer:
         handler = type("Handler", (_Handler,), {"fake": self})
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
+        )
         self._thread.start()
         return self
 
     def stop(self) -> None:
         with self._lock:
             # Unblock any stream still held, so its handler thread can finish.
-            for item in self._queue:
+            for item in [*self._queue, *self._served]:
                 if isinstance(item, StreamedMessage):
                     item.release()
         if self._httpd is not None:
@@ -259,7 +272,11 @@ class FakeAnthropicServer:
     def _next(self, request: RecordedRequest) -> StreamedMessage | ErrorResponse | None:
         with self._lock:
             self.requests.append(request)
-            return self._queue.popleft() if self._queue else None
+            if not self._queue:
+                return None
+            item = self._queue.popleft()
+            self._served.append(item)
+            return item
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -291,7 +308,10 @@ class _Handler(BaseHTTPRequestHandler):
         if scripted is None:
             self._send_error(
                 ErrorResponse(
-                    500, "api_error", "fake server: no scripted response left", {"x-should-retry": "false"}
+                    500,
+                    "api_error",
+                    "fake server: no scripted response left",
+                    {"x-should-retry": "false"},
                 )
             )
         elif isinstance(scripted, ErrorResponse):
@@ -325,6 +345,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("request-id", "req_fake")
         self.end_headers()
         self.wfile.flush()
+        try:
+            self._write_events(message)
+        except (BrokenPipeError, ConnectionResetError):
+            # The client went away (a test stopped reading early): nothing to report.
+            self.close_connection = True
+
+    def _write_events(self, message: StreamedMessage) -> None:
         for position, (name, data) in enumerate(message.events()):
             if position == message.hold_before:
                 message._released.wait(HOLD_TIMEOUT)
@@ -358,3 +385,12 @@ class _Handler(BaseHTTPRequestHandler):
 def _chunks(value: str, size: int) -> list[str]:
     size = max(1, size)
     return [value[i : i + size] for i in range(0, len(value), size)]
+
+
+def sent_credential(request: RecordedRequest) -> str | None:
+    """The API key or token a request carried (``x-api-key``, or a bearer ``authorization``,
+    which is how SDK 2.x sends API keys)."""
+    if "x-api-key" in request.headers:
+        return request.headers["x-api-key"]
+    auth = request.headers.get("authorization", "")
+    return auth[len("Bearer ") :] if auth.startswith("Bearer ") else None

@@ -228,8 +228,12 @@ def _turn_content(turn: dict[str, Any], salt: int) -> list[dict[str, Any]]:
 def _summary(request: ModelRequest) -> str:
     """A deterministic summary for compaction calls: the prompts and tools seen so far."""
     transcript = message_text(request.messages[-1]) if request.messages else ""
-    prompts = re.findall(r"^USER: (.*)$", transcript, re.MULTILINE)
-    tools = sorted(set(re.findall(r"^TOOL CALL: (\w+)", transcript, re.MULTILINE)))
+    earlier = re.search(r"^The user asked: (.*)$", transcript, re.MULTILINE)
+    prompts = earlier.group(1).split("; ") if earlier else []
+    prompts += re.findall(r"^USER: (.*)$", transcript, re.MULTILINE)
+    tools = set(re.findall(r"^TOOL CALL: (\w+)", transcript, re.MULTILINE))
+    used = re.search(r"^Tools used: (.*)$", transcript, re.MULTILINE)
+    tools = sorted(tools | set(used.group(1).split(", ") if used else []))
     lines = ["Summary of the earlier conversation (scripted model)."]
     if prompts:
         lines.append("The user asked: " + "; ".join(p[:120] for p in prompts))

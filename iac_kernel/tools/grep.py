@@ -85,7 +85,8 @@ class GrepTool(Tool):
             flags += ["--count", "--with-filename", "--null"]
         root, targets = search_root(target)
         # JSON is verbose: read well past the output limit before stopping rg.
-        out = await run_rg([*flags, f"--regexp={args['pattern']}", "--", *targets], root, limit * 20)
+        argv = [*flags, f"--regexp={args['pattern']}", "--", *targets]
+        out = await run_rg(argv, root, limit * 20)
         if out.returncode == 2 and not out.stdout:
             raise ToolError(f"grep failed: {out.stderr or 'rg exit code 2'}")
         prefix = prefix_for(root, Path(ctx.cwd))

@@ -41,7 +41,9 @@ def is_inside(path: Path | str, cwd: Path | str) -> bool:
     return real == root or root in real.parents
 
 
-def tool_paths(ctx: ToolContext, args: Any, key: str = "path", default: str | None = None) -> list[Path]:
+def tool_paths(
+    ctx: ToolContext, args: Any, key: str = "path", default: str | None = None
+) -> list[Path]:
     """The ``paths()`` of a tool taking one path argument; never raises on bad input."""
     raw = args.get(key, default) if isinstance(args, dict) else None
     if raw is None:

@@ -40,11 +40,7 @@ def _check_value(name: str, value: Any, spec: dict[str, Any]) -> tuple[Any, str 
     actual = _json_type(value)
     if expected == "integer" and actual == "number" and float(value).is_integer():
         value, actual = int(value), "integer"
-    ok = (
-        expected is None
-        or actual == expected
-        or (expected == "number" and actual == "integer")
-    )
+    ok = expected is None or actual == expected or (expected == "number" and actual == "integer")
     if not ok:
         want = _TYPE_NAMES.get(expected, expected)
         return value, f"'{name}' must be {want} (got {actual})"
@@ -96,9 +92,7 @@ def validate_args(tool_name: str, schema: dict[str, Any], args: Any) -> dict[str
         result[name] = value
     if problems:
         allowed = ", ".join(props) or "none"
-        raise ToolError(
-            f"Invalid input for {tool_name}: {'; '.join(problems)}. Fields: {allowed}."
-        )
+        raise ToolError(f"Invalid input for {tool_name}: {'; '.join(problems)}. Fields: {allowed}.")
     return result
 
 

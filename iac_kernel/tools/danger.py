@@ -1,0 +1,175 @@
+"""Which shell commands are dangerous: they change or destroy real infrastructure or data.
+
+A dangerous command always needs its own approval (no "allow always"). The check errs
+on the side of asking: a command that merely mentions ``terraform destroy`` as words
+(``echo terraform destroy``) is flagged too.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import shlex
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A command is dangerous when a program in ``programs`` runs with ``words`` and ``flags``.
+
+    ``words`` must appear as consecutive non-option arguments (fnmatch patterns allowed),
+    anywhere after the program, so global options (``terraform -chdir=x apply``,
+    ``kubectl -n ns delete``) do not hide them. ``flags`` means at least one of these
+    options is present (``-r`` also matches clusters such as ``-rf``).
+    """
+
+    programs: tuple[str, ...]
+    words: tuple[str, ...] = ()
+    flags: tuple[str, ...] = ()
+    reason: str = ""
+
+
+_TF = ("terraform", "tofu", "terragrunt")
+_K8S = ("kubectl", "oc")
+
+#: The one table of dangerous commands.
+RULES: tuple[Rule, ...] = (
+    Rule(_TF, ("apply",), reason="applies infrastructure changes"),
+    Rule(_TF, ("destroy",), reason="destroys infrastructure"),
+    Rule(_TF, ("import",), reason="writes to the Terraform state"),
+    Rule(_TF, ("state", "rm"), reason="removes resources from the state"),
+    Rule(_TF, ("state", "mv"), reason="moves resources in the state"),
+    Rule(_TF, ("state", "push"), reason="overwrites the remote state"),
+    Rule(_TF, ("state", "replace-provider"), reason="rewrites providers in the state"),
+    Rule(_TF, ("force-unlock",), reason="breaks a state lock"),
+    Rule(_TF, ("taint",), reason="forces resources to be replaced"),
+    Rule(_TF, ("workspace", "delete"), reason="deletes a workspace"),
+    Rule(("terragrunt",), ("apply-all",), reason="applies infrastructure changes"),
+    Rule(("terragrunt",), ("destroy-all",), reason="destroys infrastructure"),
+    Rule(("pulumi",), ("up",), reason="applies infrastructure changes"),
+    Rule(("pulumi",), ("destroy",), reason="destroys infrastructure"),
+    Rule(("cdk", "cdktf"), ("deploy",), reason="applies infrastructure changes"),
+    Rule(("cdk", "cdktf"), ("destroy",), reason="destroys infrastructure"),
+    Rule(("make", "just"), ("apply",), reason="likely applies infrastructure changes"),
+    Rule(("make", "just"), ("destroy",), reason="likely destroys infrastructure"),
+    Rule(_K8S, ("delete",), reason="deletes Kubernetes resources"),
+    Rule(_K8S, ("drain",), reason="evicts every pod from a node"),
+    Rule(("helm",), ("uninstall",), reason="removes a Helm release"),
+    Rule(("helm",), ("delete",), reason="removes a Helm release"),
+    Rule(("aws",), ("delete-*",), reason="deletes AWS resources"),
+    Rule(("aws",), ("terminate-*",), reason="terminates AWS resources"),
+    Rule(("aws",), ("deregister-*",), reason="deregisters AWS resources"),
+    Rule(("aws",), ("s3", "rm"), reason="deletes S3 objects"),
+    Rule(("aws",), ("s3", "rb"), reason="deletes an S3 bucket"),
+    Rule(("gcloud", "az"), ("delete",), reason="deletes cloud resources"),
+    Rule(("rm",), flags=("-r", "-R", "--recursive"), reason="deletes a directory tree"),
+    Rule(("find",), flags=("-delete",), reason="deletes files"),
+    Rule(
+        ("git",),
+        ("push",),
+        flags=("-f", "--force", "--force-with-lease", "--delete", "--mirror"),
+        reason="rewrites or deletes remote history",
+    ),
+    Rule(("git",), ("reset",), flags=("--hard",), reason="discards local changes"),
+    Rule(("git",), ("clean",), flags=("-f", "--force"), reason="deletes untracked files"),
+    Rule(("dd",), ("of=/dev/*",), reason="overwrites a device"),
+    Rule(("mkfs", "mkfs.*"), reason="formats a filesystem"),
+)
+
+_MAX_DEPTH = 4
+_SHELLS = {"bash", "sh", "zsh", "dash", "ksh", "su"}
+#: The whole rest of the command line is itself a command for these.
+_RUNNERS = {"eval", "ssh", "watch"}
+_SCRIPT_FLAG = re.compile(r"^-[a-zA-Z]*c$")
+
+
+def dangerous_reason(command: str) -> str | None:
+    """Why ``command`` is dangerous (``terraform destroy: destroys infrastructure``), or None."""
+    return _check(command, 0)
+
+
+def _check(command: str, depth: int) -> str | None:
+    if depth > _MAX_DEPTH or not command.strip():
+        return None
+    for segment in _segments(command):
+        for i, token in enumerate(segment):
+            nested = _nested_script(segment, i)
+            if nested is not None:
+                reason = _check(nested, depth + 1)
+                if reason:
+                    return reason
+            program = os.path.basename(token)
+            for rule in RULES:
+                if any(fnmatch.fnmatchcase(program, p) for p in rule.programs) and _matches(
+                    rule, segment[i + 1 :]
+                ):
+                    shown = " ".join([program, *rule.words]).strip()
+                    return f"{shown}: {rule.reason}"
+    return None
+
+
+def _nested_script(segment: list[str], i: int) -> str | None:
+    """Text at ``segment[i]`` that the shell will run as a command of its own."""
+    token = segment[i]
+    if "$(" in token or "`" in token:
+        return token.replace("$(", " ; ").replace(")", " ; ").replace("`", " ; ")
+    if i == 0:
+        return None
+    before = [os.path.basename(t) for t in segment[:i]]
+    if _SCRIPT_FLAG.match(segment[i - 1]) and any(b in _SHELLS for b in before):
+        return token
+    if any(b in _RUNNERS for b in before) and " " in token:
+        return token
+    return None
+
+
+def _matches(rule: Rule, args: list[str]) -> bool:
+    if rule.words:
+        positional = [a for a in args if not a.startswith("-")]
+        n = len(rule.words)
+        if not any(
+            all(fnmatch.fnmatchcase(positional[j + k], w) for k, w in enumerate(rule.words))
+            for j in range(len(positional) - n + 1)
+        ):
+            return False
+    return not rule.flags or any(_has_flag(args, flag) for flag in rule.flags)
+
+
+def _has_flag(args: list[str], flag: str) -> bool:
+    short_letter = flag[1] if len(flag) == 2 and flag[0] == "-" and flag[1] != "-" else None
+    for arg in args:
+        if arg == "--":
+            return False
+        if arg == flag or (flag.startswith("--") and arg.startswith(flag + "=")):
+            return True
+        if short_letter and re.fullmatch(r"-[a-zA-Z]+", arg) and short_letter in arg[1:]:
+            return True
+    return False
+
+
+def _segments(command: str) -> list[list[str]]:
+    """Simple commands of ``command``: split on ``&& || ; | &``, newlines and parentheses."""
+    text = command.replace("\\\n", " ").replace("\n", " ; ")
+    lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        tokens = list(lexer)
+    except ValueError:  # unbalanced quotes: fall back to a rough split
+        tokens = re.findall(r"&&|\|\||[;|&()<>]+|[^\s;|&()<>]+", text)
+        tokens = [t.strip("'\"") for t in tokens]
+    segments: list[list[str]] = [[]]
+    skip_next = False
+    for token in tokens:
+        if skip_next:
+            skip_next = False
+            continue
+        if token and set(token) <= set("();<>|&"):
+            if "<" in token or ">" in token:
+                # A redirection; its target is a file name, not an argument.
+                skip_next = not token.endswith("&") or token in (">", ">>", "<")
+                continue
+            segments.append([])
+            continue
+        segments[-1].append(token)
+    return [s for s in segments if s]

@@ -1,0 +1,44 @@
+"""Shared fixtures. Every test runs with its own session store and no Anthropic key."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+SECRET_ENV = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "CLAUDE_CODE_USE_BEDROCK",
+    "CLAUDE_CODE_USE_VERTEX",
+    "IAC_KERNEL_PROVIDER",
+    "ANTHROPIC_BASE_URL",
+)
+
+
+@pytest.fixture(autouse=True)
+def isolated_store(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+    """Point the session store at a fresh directory and drop real credentials."""
+    store = tmp_path_factory.mktemp("sessions")
+    monkeypatch.setenv("IAC_KERNEL_SESSIONS_DIR", str(store))
+    for name in SECRET_ENV:
+        monkeypatch.delenv(name, raising=False)
+    return store
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """An empty working directory for a session (resolved, as sessions store it)."""
+    path = tmp_path / "workspace"
+    path.mkdir()
+    return Path(os.path.realpath(path))
+
+
+@pytest.fixture
+def tool_ctx(workspace: Path):
+    """A ToolContext in ``workspace`` with default Settings (tests replace fields as needed)."""
+    from iac_kernel.config import Settings
+    from iac_kernel.tools.base import ToolContext
+
+    return ToolContext(cwd=workspace, settings=Settings())
