@@ -77,19 +77,19 @@ def _coerce(key: str, type_name: Any, value: Any) -> Any:
     type_name = str(type_name)
     text = value.strip() if isinstance(value, str) else value
     try:
-        if type_name.startswith("bool"):
+        if "None" in type_name and text in (None, "", "none", "None", "null"):
+            result: Any = None
+        elif type_name.startswith("bool"):
             if isinstance(text, bool):
                 return text
             lowered = str(text).lower()
-            if lowered in ("1", "true", "yes", "on"):
-                return True
-            if lowered in ("0", "false", "no", "off"):
-                return False
-            raise ValueError
-        if type_name.startswith("int"):
+            if lowered not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+                raise ValueError
+            result = lowered in ("1", "true", "yes", "on")
+        elif type_name.startswith("int"):
             if isinstance(text, bool):
                 raise ValueError
-            result: Any = int(text)
+            result = int(text)
             if result < 0:
                 raise ValueError
         elif type_name.startswith("float"):
@@ -98,10 +98,6 @@ def _coerce(key: str, type_name: Any, value: Any) -> Any:
                 raise ValueError
         elif type_name == "Path":
             result = Path(str(text)).expanduser()
-        elif "None" in type_name and text in (None, "", "none", "None"):
-            result = None
-        elif type_name.startswith("int | None"):
-            result = int(text)
         else:
             result = str(text)
     except (TypeError, ValueError):

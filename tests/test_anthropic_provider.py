@@ -490,9 +490,7 @@ async def test_connection_dropped_before_output_is_retried(server):
 
 
 async def test_stream_ending_without_message_stop_is_retried(server):
-    server.enqueue(
-        StreamedMessage([text("abc")], end_after=2), StreamedMessage([text("complete")])
-    )
+    server.enqueue(StreamedMessage([text("abc")], end_after=2), StreamedMessage([text("complete")]))
     retries = Retries()
     events = await collect(make_model(server, on_retry=retries))
     assert len(retries.calls) == 1 and "cut short" in retries.calls[0][2]
@@ -741,3 +739,28 @@ def test_resolve_model_betas_and_errors():
 
 def test_context_window_override(server):
     assert make_model(server, context_window=50_000).context_window == 50_000
+
+
+async def test_adaptive_only_models_get_adaptive_thinking(server):
+    server.enqueue(StreamedMessage([text("ok")]))
+    # A budget above max_tokens is fine here: adaptive thinking has no budget.
+    await collect(
+        make_model(server, "claude-opus-4-7"), request(max_tokens=1000, thinking_budget=4000)
+    )
+    assert server.requests[0].body["thinking"] == {"type": "adaptive"}
+
+
+async def test_missing_credentials_are_reported_clearly(monkeypatch, tmp_path):
+    monkeypatch.delenv("ANTHROPIC_CONFIG_DIR")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    model = AnthropicModel("claude-sonnet-4-5", base_url="http://127.0.0.1:9", retry=FAST)
+    _, error = await collect_until_error(model)
+    assert "no credentials" in str(error) and "ANTHROPIC_API_KEY" in str(error)
+    assert error.retryable is False
+
+
+def test_unusable_credential_config_is_a_value_error():
+    # clean_env points ANTHROPIC_CONFIG_DIR at an empty directory: the SDK cannot load it.
+    with pytest.raises(ValueError, match="cannot set up the anthropic client"):
+        AnthropicModel("claude-sonnet-4-5")

@@ -176,10 +176,14 @@ async def test_every_tool_with_required_fields_reports_them(tool_ctx: ToolContex
 
 
 def test_titles_paths_and_previews_never_crash_on_bad_input(tool_ctx: ToolContext):
+    searched_by_default = {"list_files", "glob", "grep"}
     for tool in build_tools():
+        expected = [tool_ctx.cwd] if tool.name in searched_by_default else []
+        assert tool.paths({}, tool_ctx) == expected, tool.name
         for args in ({}, {"path": 3, "command": None}, {"path": ""}):
             assert tool.title(args).startswith(tool.name)
-            assert tool.paths(args, tool_ctx) == []
+            if args:
+                assert tool.paths(args, tool_ctx) == [], tool.name
             assert tool.is_dangerous(args) is False
             try:
                 tool.preview(args, tool_ctx)

@@ -63,6 +63,11 @@ _NATIVE_1M = frozenset(
 )
 # Documented to reach 1M only with the CONTEXT_1M_BETA header (ask with the "[1m]" suffix).
 _BETA_1M = frozenset({"claude-sonnet-4", "claude-sonnet-4-5"})
+# Documented as adaptive-thinking models without manual extended thinking: a budget cannot
+# be sent to them, so thinking_budget > 0 turns on {"type": "adaptive"} instead.
+_ADAPTIVE_THINKING = frozenset({"claude-opus-4-7", "claude-opus-5", "claude-sonnet-5"})
+
+_SECRET_ARG = re.compile(r"key|token|secret|credential", re.IGNORECASE)
 
 RetryCallback = Callable[[int, float, str], Awaitable[None] | None]
 
@@ -244,12 +249,13 @@ class AnthropicModel:
     ) -> None:
         self.model_id = model_id
         self._api_model, window, self._betas = resolve_model(model_id)
+        self._adaptive_thinking = _canonical_model(self._api_model) in _ADAPTIVE_THINKING
         self.context_window = context_window or window
         if client is None:
             kwargs: dict[str, Any] = {"api_key": api_key, "base_url": base_url, "max_retries": 0}
             if timeout is not None:
                 kwargs["timeout"] = timeout
-            client = anthropic.AsyncAnthropic(**kwargs)
+            client = _build_client("anthropic", anthropic.AsyncAnthropic, kwargs)
         elif getattr(client, "max_retries", 0) != 0:
             client = client.with_options(max_retries=0)
         self.client = client
@@ -311,7 +317,12 @@ class AnthropicModel:
             raise ModelError(f"max_tokens must be positive, got {request.max_tokens}")
         if request.thinking_budget < 0:
             raise ModelError(f"thinking_budget must not be negative, got {request.thinking_budget}")
-        if request.thinking_budget and request.thinking_budget >= request.max_tokens:
+        adaptive = self._adaptive_thinking
+        if (
+            request.thinking_budget
+            and not adaptive
+            and request.thinking_budget >= request.max_tokens
+        ):
             raise ModelError(
                 f"thinking_budget ({request.thinking_budget}) must be less than "
                 f"max_tokens ({request.max_tokens})"
@@ -328,7 +339,11 @@ class AnthropicModel:
         if request.tools:
             params["tools"] = request.tools
         if request.thinking_budget > 0:
-            params["thinking"] = {"type": "enabled", "budget_tokens": request.thinking_budget}
+            params["thinking"] = (
+                {"type": "adaptive"}
+                if adaptive
+                else {"type": "enabled", "budget_tokens": request.thinking_budget}
+            )
         if self.prompt_caching:
             _add_cache_breakpoints(params)
         if self._betas:
@@ -361,10 +376,17 @@ class AnthropicModel:
             return _Failure(True, None, "the response stream was dropped", _text(exc))
         if isinstance(exc, _IncompleteStream):
             return _Failure(True, None, "the response stream was cut short", str(exc))
+        if "Could not resolve authentication method" in str(exc):
+            return _Failure(
+                False,
+                None,
+                "no credentials for the model API",
+                "set ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN (or pass api_key)",
+            )
         if isinstance(exc, anthropic.AnthropicError):
             return _Failure(False, None, "the Anthropic SDK failed", _text(exc))
         return _Failure(
-            False, None, "unexpected error while reading the model's response", _text(exc)
+            False, None, f"the model call failed unexpectedly ({type(exc).__name__})", _text(exc)
         )
 
     def _scrub(self, text: str) -> str:
@@ -413,7 +435,7 @@ def _classify_status(exc: anthropic.APIStatusError, api_model: str) -> _Failure:
     if should_retry in ("true", "false"):
         retryable = should_retry == "true"
     else:
-        retryable = True
+        retryable = status in (408, 429) or status >= 500
     label = f"{status} {error_type}" if error_type else str(status)
     if status == 400:
         reason = f"the model API rejected the request ({label})"
@@ -636,6 +658,18 @@ class _MessageBuilder:
 # --- factory -------------------------------------------------------------------------------
 
 
+def _build_client(provider: str, factory: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    """Construct an SDK client; configuration problems become a readable ValueError."""
+    try:
+        return factory(**kwargs)
+    except (ValueError, TypeError, anthropic.AnthropicError) as exc:
+        message = redact(str(exc))
+        for name, value in kwargs.items():
+            if isinstance(value, str) and len(value) >= 4 and _SECRET_ARG.search(name):
+                message = message.replace(value, f"[REDACTED:{name}]")
+        raise ValueError(f"cannot set up the {provider} client: {message}") from None
+
+
 def create_anthropic_model(
     model_id: str,
     *,
@@ -665,10 +699,7 @@ def create_anthropic_model(
         factory = anthropic.AsyncAnthropicBedrock
     else:
         factory = anthropic.AsyncAnthropicVertex
-    try:
-        client = factory(**client_kwargs)
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"cannot set up the {chosen} client: {redact(str(exc))}") from None
+    client = _build_client(chosen, factory, client_kwargs)
     return AnthropicModel(
         model_id,
         client=client,

@@ -1,0 +1,62 @@
+"""IOPub output for one execute_request, with its parent header fixed at creation.
+
+ipykernel keeps "the current parent" in globals that a comm message (a widget click)
+replaces while a cell is still running; every send here passes the cell's own parent
+explicitly, so output never lands in another cell.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+#: ``send(msg_type, content)``: puts one message on IOPub (the kernel binds the parent).
+Send = Callable[[str, dict[str, Any]], None]
+
+RED = "\x1b[0;31m"
+RESET = "\x1b[0m"
+
+
+class Publisher:
+    """Sends display, stream and error messages for one cell."""
+
+    def __init__(self, send: Send):
+        self._send = send
+
+    def display(
+        self,
+        data: dict[str, Any],
+        display_id: str | None = None,
+        *,
+        update: bool = False,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        """A ``display_data`` (or, with ``update``, an ``update_display_data``) message."""
+        content: dict[str, Any] = {"data": data, "metadata": metadata or {}}
+        if display_id is not None:
+            content["transient"] = {"display_id": display_id}
+        elif update:
+            raise ValueError("update_display_data needs a display_id")
+        self._send("update_display_data" if update else "display_data", content)
+
+    def markdown(self, text: str, plain: str | None = None, display_id: str | None = None) -> None:
+        self.display({"text/markdown": text, "text/plain": plain or text}, display_id)
+
+    def stream(self, text: str, name: str = "stdout") -> None:
+        self._send("stream", {"name": name, "text": text})
+
+    def error(self, ename: str, evalue: str) -> dict[str, Any]:
+        """Show a short error (one line, no Python traceback); returns the reply content."""
+        content = error_content(ename, evalue)
+        self._send("error", {k: content[k] for k in ("ename", "evalue", "traceback")})
+        return content
+
+
+def error_content(ename: str, evalue: str) -> dict[str, Any]:
+    """An ``error`` reply body whose "traceback" is the one readable line."""
+    return {
+        "status": "error",
+        "ename": ename,
+        "evalue": evalue,
+        "traceback": [f"{RED}{ename}{RESET}: {evalue}"],
+    }
