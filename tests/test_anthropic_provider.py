@@ -530,6 +530,7 @@ async def test_error_event_after_output_raises_without_retry(server):
     assert texts(events) == ["Hello"]
     assert len(server.requests) == 1
     assert "Overloaded" in str(error) and error.status == 529
+    assert error.retryable is False
 
 
 async def test_connection_refused_is_retried_then_reported():
@@ -564,6 +565,13 @@ async def test_async_and_failing_retry_callbacks_are_handled(server):
     assert texts(await collect(make_model(server, on_retry=async_callback))) == ["one"]
     assert seen == [1]
     assert texts(await collect(make_model(server, on_retry=broken_callback))) == ["two"]
+
+
+def test_retry_policy_rejects_nonsense():
+    with pytest.raises(ValueError, match="max_attempts"):
+        RetryPolicy(max_attempts=0)
+    with pytest.raises(ValueError, match="negative"):
+        RetryPolicy(base_delay=-1)
 
 
 def test_backoff_doubles_within_jitter_and_is_capped():
@@ -626,6 +634,7 @@ def test_has_anthropic_credentials():
     assert has_anthropic_credentials({"ANTHROPIC_API_KEY": "k"}) is True
     assert has_anthropic_credentials({"ANTHROPIC_AUTH_TOKEN": "t"}) is True
     assert has_anthropic_credentials({"ANTHROPIC_API_KEY": ""}) is False
+    assert has_anthropic_credentials({"ANTHROPIC_PROFILE": "work"}) is True
     assert has_anthropic_credentials({"CLAUDE_CODE_USE_BEDROCK": "1"}) is True
     assert has_anthropic_credentials({"CLAUDE_CODE_USE_VERTEX": "true"}) is True
     assert has_anthropic_credentials({"CLAUDE_CODE_USE_VERTEX": "0"}) is False

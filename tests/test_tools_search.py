@@ -70,6 +70,44 @@ async def test_glob_respects_gitignore_and_skips_terraform_dir(tool_ctx: ToolCon
     assert ".github/workflows/plan.yml" in listed
 
 
+async def test_glob_pattern_naming_ignored_files_still_skips_them(
+    tool_ctx: ToolContext, repo: Path
+):
+    assert "No files match" in (await globber.run({"pattern": "*.log"}, tool_ctx)).content
+    result = await globber.run({"pattern": "ignored/**"}, tool_ctx)
+    assert "No files match" in result.content
+
+
+async def test_glob_braces(tool_ctx: ToolContext, repo: Path):
+    (repo / "prod.tfvars").write_text("")
+    result = await globber.run({"pattern": "*.{tfvars,yml}"}, tool_ctx)
+    assert result.content.splitlines() == [".github/workflows/plan.yml", "prod.tfvars"]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "path", "expected"),
+    [
+        ("**/*.tf", "main.tf", True),
+        ("**/*.tf", "a/b/main.tf", True),
+        ("*.tf", "a/b/main.tf", True),
+        ("*.tf", "a/main.tfvars", False),
+        ("modules/*/main.tf", "modules/vpc/main.tf", True),
+        ("modules/*/main.tf", "modules/a/b/main.tf", False),
+        ("modules/*/main.tf", "x/modules/vpc/main.tf", False),
+        ("a/**/b.tf", "a/b.tf", True),
+        ("a/**/b.tf", "a/x/y/b.tf", True),
+        ("modules/", "modules/vpc/main.tf", True),
+        ("/main.tf", "a/main.tf", False),
+        ("[!m]*.tf", "main.tf", False),
+        ("ma?n.tf", "main.tf", True),
+        ("env/{dev,prod}/*.tfvars", "env/prod/x.tfvars", True),
+        ("env/{dev,prod}/*.tfvars", "env/test/x.tfvars", False),
+    ],
+)
+def test_compile_glob(pattern: str, path: str, expected: bool):
+    assert bool(glob_mod.compile_glob(pattern).match(path)) is expected
+
+
 async def test_glob_with_directory_pattern(tool_ctx: ToolContext, repo: Path):
     result = await globber.run({"pattern": "modules/*/main.tf"}, tool_ctx)
     assert result.content.splitlines() == ["modules/eks/main.tf", "modules/vpc/main.tf"]
@@ -167,6 +205,29 @@ async def test_grep_case_insensitive_and_glob_filter(tool_ctx: ToolContext, repo
     args = {"pattern": "AWS_VPC", "output_mode": "files_with_matches", "glob": "*.tf"}
     assert "No matches" in (await grepper.run(args, tool_ctx)).content
     result = await grepper.run({**args, "case_insensitive": True}, tool_ctx)
+    assert result.content.splitlines() == ["modules/vpc/main.tf"]
+
+
+async def test_grep_glob_never_reincludes_ignored_files(tool_ctx: ToolContext, repo: Path):
+    # build.log is ignored by "*.log"; a glob naming it must not bring it back.
+    result = await grepper.run({"pattern": "noise", "glob": "*.log"}, tool_ctx)
+    assert result.content == "No matches found."
+    result = await grepper.run({"pattern": "aws_vpc", "glob": "ignored/**"}, tool_ctx)
+    assert "No files match" in result.content
+
+
+async def test_grep_glob_with_directories(tool_ctx: ToolContext, repo: Path):
+    result = await grepper.run(
+        {"pattern": "resource", "glob": "modules/**/*.tf", "output_mode": "files_with_matches"},
+        tool_ctx,
+    )
+    assert result.content.splitlines() == ["modules/eks/main.tf", "modules/vpc/main.tf"]
+
+
+async def test_grep_negated_glob(tool_ctx: ToolContext, repo: Path):
+    result = await grepper.run(
+        {"pattern": "aws_vpc", "glob": "!*.yml", "output_mode": "files_with_matches"}, tool_ctx
+    )
     assert result.content.splitlines() == ["modules/vpc/main.tf"]
 
 

@@ -187,6 +187,15 @@ class AgentLoop:
             max_tokens=self.settings.max_tokens,
             thinking_budget=self.settings.thinking_budget,
         )
+        if hasattr(self.model, "on_retry"):
+            # Providers that retry (429/529/5xx before output) tell the user they are waiting.
+            async def on_retry(attempt: int, delay: float, reason: str) -> None:
+                await _send(
+                    emit,
+                    ErrorNotice(f"Model call failed ({reason}); retry {attempt} in {delay:.1f}s."),
+                )
+
+            self.model.on_retry = on_retry
         try:
             async for event in self.model.stream(request):
                 if isinstance(event, TextChunk):

@@ -6,6 +6,10 @@ SDK's (its clients are built with ``max_retries=0``): 408/429/529/5xx, connectio
 dropped streams are retried with exponential backoff (honouring ``retry-after``), but only
 while nothing has been yielded to the caller; once output has streamed a failure raises
 :class:`~iac_kernel.models.base.ModelError`, because the caller has already shown it.
+
+``ModelError.retryable`` is True only for a transient failure that ran out of attempts
+before anything was yielded: calling again later is expected to help and shows nothing twice.
+A failure after output started is never marked retryable.
 """
 
 from __future__ import annotations
@@ -131,7 +135,8 @@ def provider_from_env(env: Mapping[str, str] | None = None) -> str:
 
 def has_anthropic_credentials(env: Mapping[str, str] | None = None) -> bool:
     """Whether a real Anthropic model can be tried: an API key or auth token is set, or
-    Bedrock/Vertex is selected (their credentials come from the cloud SDK chain).
+    Bedrock/Vertex is selected (their credentials come from the cloud SDK chain). An
+    ``ANTHROPIC_PROFILE`` (an SDK credential profile) counts too.
 
     A set but unknown ``IAC_KERNEL_PROVIDER`` also answers True, so that
     :func:`create_anthropic_model` reports the bad name instead of a silent fallback.
@@ -144,7 +149,11 @@ def has_anthropic_credentials(env: Mapping[str, str] | None = None) -> bool:
         _truthy(env.get("CLAUDE_CODE_USE_BEDROCK")) or _truthy(env.get("CLAUDE_CODE_USE_VERTEX"))
     ):
         return True
-    return bool(env.get("ANTHROPIC_API_KEY") or env.get("ANTHROPIC_AUTH_TOKEN"))
+    return bool(
+        env.get("ANTHROPIC_API_KEY")
+        or env.get("ANTHROPIC_AUTH_TOKEN")
+        or env.get("ANTHROPIC_PROFILE")
+    )
 
 
 def _canonical_model(model_id: str) -> str:
@@ -198,6 +207,14 @@ class RetryPolicy:
     max_delay: float = 60.0
     #: Backoff delays are scaled by a random factor in [1 - jitter, 1].
     jitter: float = 0.25
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be at least 1, got {self.max_attempts}")
+        if self.base_delay < 0 or self.max_delay < 0:
+            raise ValueError("retry delays must not be negative")
+        if not 0 <= self.jitter <= 1:
+            raise ValueError(f"jitter must be between 0 and 1, got {self.jitter}")
 
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
@@ -289,7 +306,7 @@ class AnthropicModel:
                         f"the model's response broke off after output had started "
                         f"({failure.reason}): {failure.detail}"
                     ),
-                    retryable=failure.retryable,
+                    retryable=False,
                     status=failure.status,
                 )
             if not failure.retryable:
@@ -409,7 +426,7 @@ class AnthropicModel:
         if callback is None:
             return
         try:
-            result = callback(attempt, delay, reason)
+            result = callback(attempt, delay, self._scrub(reason))
             if inspect.isawaitable(result):
                 await result
         except Exception:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -12,17 +13,122 @@ from iac_kernel.tools.validate import check
 
 MAX_RESULTS = 1000
 #: Stop reading rg's file list after this many bytes (a glob over a huge tree).
-MAX_LIST_BYTES = 4_000_000
+MAX_LIST_BYTES = 8_000_000
+
+
+def compile_glob(pattern: str) -> re.Pattern[str]:
+    """A regex for a gitignore-style glob, matched against a '/'-separated relative path.
+
+    ``*`` and ``?`` stay within one path segment, ``**`` spans segments, ``[...]`` and
+    ``{a,b}`` work as in ripgrep. A pattern without '/' matches the file name at any
+    depth; one with '/' is matched from the search root. A trailing '/' means
+    everything below that directory.
+    """
+    pat = pattern.strip()
+    while pat.startswith("./"):
+        pat = pat[2:]
+    if pat.endswith("/"):
+        pat += "**"
+    anchored = "/" in pat
+    body = _translate(pat.lstrip("/"))
+    return re.compile(("" if anchored else "(?:.*/)?") + body + r"\Z", re.DOTALL)
+
+
+def _translate(pat: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(pat):
+        c = pat[i]
+        if pat.startswith("**", i):
+            j = i
+            while j < len(pat) and pat[j] == "*":
+                j += 1
+            whole_segment = i == 0 or pat[i - 1] == "/"
+            if whole_segment and pat[j : j + 1] == "/":
+                out.append("(?:[^/]*/)*")
+                j += 1
+            elif whole_segment and j == len(pat):
+                out.append(".*")
+            else:
+                out.append("[^/]*")
+            i = j
+            continue
+        if c == "*":
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[" and (end := pat.find("]", i + 2)) != -1:
+            inner = pat[i + 1 : end]
+            if inner[0] in "!^":
+                inner = "^" + inner[1:]
+            out.append("[" + inner.replace("\\", "\\\\") + "]")
+            i = end + 1
+            continue
+        elif c == "{" and (end := _closing_brace(pat, i)) != -1:
+            options = _split_top_level(pat[i + 1 : end])
+            out.append("(?:" + "|".join(_translate(o) for o in options) + ")")
+            i = end + 1
+            continue
+        elif c == "\\" and i + 1 < len(pat):
+            out.append(re.escape(pat[i + 1]))
+            i += 2
+            continue
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return "".join(out)
+
+
+def _closing_brace(pat: str, start: int) -> int:
+    depth = 0
+    for i in range(start, len(pat)):
+        if pat[i] == "{":
+            depth += 1
+        elif pat[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1
+
+
+def _split_top_level(text: str) -> list[str]:
+    parts, depth, current = [], 0, []
+    for c in text:
+        if c == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+            continue
+        depth += (c == "{") - (c == "}")
+        current.append(c)
+    parts.append("".join(current))
+    return parts
+
+
+async def matching_files(base: Path, pattern: str) -> tuple[list[str], bool]:
+    """Files below ``base`` (relative, sorted) matching ``pattern`` and not ignored.
+
+    rg lists the files so .gitignore and the skipped directories apply; the glob is
+    matched here because an rg ``--glob`` would override .gitignore for what it matches.
+    Returns the files and whether the listing was cut short.
+    """
+    out = await run_rg(["--files"], base, MAX_LIST_BYTES)
+    if out.returncode not in (0, 1) and not out.truncated and not out.stdout:
+        raise ToolError(f"listing files failed: {out.stderr or f'rg exit code {out.returncode}'}")
+    files = out.stdout.splitlines()
+    if out.truncated and files:
+        files.pop()  # the last line may be cut mid-path
+    regex = compile_glob(pattern)
+    return sorted(f for f in files if f and regex.match(f)), out.truncated
 
 
 class GlobTool(Tool):
     name = "glob"
     description = (
         "Find files whose path matches a glob pattern, e.g. `**/*.tf`, `modules/*/main.tf`, "
-        "`*.tfvars`. Patterns are matched from `path` (default: the working directory); "
-        "a pattern without '/' matches the file name at any depth. Files ignored by "
-        ".gitignore and the .git/.terraform directories are skipped. Sorted paths, "
-        f"at most {MAX_RESULTS}."
+        "`*.{tf,tfvars}`. Patterns are matched from `path` (default: the working "
+        "directory); a pattern without '/' matches the file name at any depth. Files "
+        "ignored by .gitignore and the .git/.terraform directories are skipped. Sorted "
+        f"paths, at most {MAX_RESULTS}."
     )
     input_schema = {
         "type": "object",
@@ -56,22 +162,16 @@ class GlobTool(Tool):
         if not base.is_dir():
             raise ToolError(f"{shown} is not a directory")
         pattern = args["pattern"]
-        out = await run_rg(["--files", f"--glob={pattern}"], base, MAX_LIST_BYTES)
-        if out.returncode not in (0, 1) and not out.truncated and not out.stdout:
-            raise ToolError(f"glob failed: {out.stderr or f'rg exit code {out.returncode}'}")
-        files = [line for line in out.stdout.splitlines() if line]
-        if out.truncated and files:
-            files.pop()  # the last line may be cut mid-path
+        files, cut_short = await matching_files(base, pattern)
         if not files:
             return ToolResult(f"No files match {pattern!r} in {shown}.", raw_output={"count": 0})
         prefix = prefix_for(base, Path(ctx.cwd))
-        files = sorted(prefix + f for f in files)
         total = len(files)
-        text = "\n".join(files[:MAX_RESULTS])
-        if total > MAX_RESULTS or out.truncated:
-            count = f"{total}+" if out.truncated else str(total)
+        text = "\n".join(prefix + f for f in files[:MAX_RESULTS])
+        if total > MAX_RESULTS or cut_short:
+            count = f"{total}+" if cut_short else str(total)
             text += (
-                f"\n\n[showing the first {MAX_RESULTS} of {count} files; "
+                f"\n\n[showing the first {min(total, MAX_RESULTS)} of {count} files; "
                 "use a narrower pattern or path]"
             )
         return ToolResult(text, raw_output={"count": total, "truncated": total > MAX_RESULTS})

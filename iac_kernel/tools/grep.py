@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError, ToolResult
+from iac_kernel.tools.glob import compile_glob, matching_files
 from iac_kernel.tools.paths import resolve_path, short, tool_paths
 from iac_kernel.tools.rg import prefix_for, run_rg, search_root
 from iac_kernel.tools.validate import check
@@ -16,6 +17,8 @@ OUTPUT_MODES = ("content", "files_with_matches", "count")
 MAX_CONTEXT = 20
 #: Matched lines longer than this are cut (minified JSON, state files).
 MAX_LINE_CHARS = 500
+#: A glob with '/' is expanded to a file list; more files than this is refused.
+MAX_GLOB_FILES = 5000
 
 
 class GrepTool(Tool):
@@ -24,7 +27,8 @@ class GrepTool(Tool):
         "Search file contents for a regular expression (Rust regex syntax, like ripgrep). "
         "output_mode: 'content' (default) prints `path:line:text` for matches and "
         "`path-line-text` for context lines; 'files_with_matches' prints matching file "
-        "paths; 'count' prints `path:count`. Filter files with `glob` (e.g. `*.tf`). "
+        "paths; 'count' prints `path:count`. Filter files with `glob` (e.g. `*.tf`, "
+        "`modules/**/*.tf`, `!*.md`). "
         "Respects .gitignore; skips .git and .terraform."
     )
     input_schema = {
@@ -75,8 +79,6 @@ class GrepTool(Tool):
         flags = ["--sort=path"]
         if args.get("case_insensitive"):
             flags.append("--ignore-case")
-        if args.get("glob"):
-            flags.append(f"--glob={args['glob']}")
         if mode == "content":
             flags += ["--json", f"--context={args.get('context', 0)}"]
         elif mode == "files_with_matches":
@@ -84,8 +86,15 @@ class GrepTool(Tool):
         else:
             flags += ["--count", "--with-filename", "--null"]
         root, targets = search_root(target)
-        # JSON is verbose: read well past the output limit before stopping rg.
+        if args.get("glob") and not targets:
+            glob_flags, targets = await _glob_filter(root, args["glob"])
+            if glob_flags is None and not targets:
+                return ToolResult(
+                    f"No files match the glob {args['glob']!r}.", raw_output={"matches": 0}
+                )
+            flags += glob_flags or []
         argv = [*flags, f"--regexp={args['pattern']}", "--", *targets]
+        # JSON is verbose: read well past the output limit before stopping rg.
         out = await run_rg(argv, root, limit * 20)
         if out.returncode == 2 and not out.stdout:
             raise ToolError(f"grep failed: {out.stderr or 'rg exit code 2'}")
@@ -104,6 +113,29 @@ class GrepTool(Tool):
                 "path or glob, or use output_mode='files_with_matches']"
             )
         return ToolResult(text, raw_output={"matches": matches, "truncated": bool(cut)})
+
+
+async def _glob_filter(root: Path, glob: str) -> tuple[list[str] | None, list[str]]:
+    """rg flags, or explicit files, that restrict a search to ``glob`` and keep .gitignore.
+
+    An rg ``--glob`` would re-include ignored files it matches; a file *type* does not,
+    but types only match file names, so a glob with '/' is expanded to a file list.
+    """
+    negate = glob.startswith("!")
+    pattern = glob[1:] if negate else glob
+    if "/" not in pattern.rstrip("/"):
+        kind = "--type-not=iacglob" if negate else "--type=iacglob"
+        return [f"--type-add=iacglob:{pattern}", kind], []
+    files, _ = await matching_files(root, "**" if negate else pattern)
+    if negate:
+        regex = compile_glob(pattern)
+        files = [f for f in files if not regex.match(f)]
+    if len(files) > MAX_GLOB_FILES:
+        raise ToolError(
+            f"the glob {glob!r} matches {len(files)} files (more than {MAX_GLOB_FILES}); "
+            "narrow it or the path"
+        )
+    return None, files
 
 
 def _text(obj: dict[str, Any] | None) -> str:

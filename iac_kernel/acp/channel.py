@@ -1,0 +1,41 @@
+"""The agent's calls to the client (``session/update``, ``session/request_permission``)
+over the SDK's JSON-RPC :class:`~acp.connection.Connection`."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from acp.connection import Connection
+from acp.meta import CLIENT_METHODS
+from acp.schema import SessionNotification
+from acp.utils import serialize_params
+
+log = logging.getLogger(__name__)
+
+UPDATE = CLIENT_METHODS["session_update"]
+
+
+class ClientChannel:
+    """Sends to one connected client. A vanished client is logged once, not raised, for
+    notifications: a turn must still finish and persist a valid history."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self._gone = False
+
+    async def update(self, session_id: str, update: Any) -> None:
+        params = serialize_params(SessionNotification(session_id=session_id, update=update))
+        try:
+            await self.conn.send_notification(UPDATE, params)
+        except (ConnectionError, OSError) as exc:
+            if not self._gone:
+                log.info("client gone; dropping session updates (%s)", exc)
+            self._gone = True
+
+    async def request(self, method: str, params: dict[str, Any]) -> Any:
+        """A request to the client; raises RequestError or ConnectionError."""
+        try:
+            return await self.conn.send_request(method, params)
+        except OSError as exc:
+            raise ConnectionError(str(exc)) from None

@@ -1,0 +1,57 @@
+"""JSON-RPC errors the ACP server answers with, and what their ``data`` may carry.
+
+Error data names the field that is wrong and why, never a stack trace or a secret.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from acp import RequestError
+from pydantic import ValidationError
+
+from iac_kernel.redact import redact
+
+log = logging.getLogger(__name__)
+
+#: Field errors listed per response; a bad union can produce dozens.
+MAX_FIELD_ERRORS = 10
+MAX_MESSAGE = 300
+
+
+def session_not_found() -> RequestError:
+    return RequestError.invalid_params({"session_id": "Session not found"})
+
+
+def invalid_field(field: str, message: str) -> RequestError:
+    """-32602 naming one bad field (``{"cwd": "must be an absolute path"}``)."""
+    return RequestError.invalid_params({field: _clip(message)})
+
+
+def not_initialized(method: str) -> RequestError:
+    return RequestError.invalid_request(
+        {"method": method, "details": "initialize must be the first request on a connection"}
+    )
+
+
+def from_validation(exc: ValidationError) -> RequestError:
+    """-32602 with ``{"field.path": "what is wrong"}``; never echoes the input."""
+    data: dict[str, Any] = {}
+    for error in exc.errors(include_url=False, include_input=False, include_context=False):
+        field = ".".join(str(part) for part in error.get("loc", ())) or "params"
+        data.setdefault(field, _clip(str(error.get("msg", "invalid"))))
+        if len(data) >= MAX_FIELD_ERRORS:
+            break
+    return RequestError.invalid_params(data or {"params": "invalid"})
+
+
+def internal(exc: BaseException) -> RequestError:
+    """-32603 for an unexpected failure: the kind of error and a redacted first line."""
+    first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    details = type(exc).__name__ + (f": {first_line}" if first_line else "")
+    return RequestError.internal_error({"details": _clip(redact(details))})
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 1] + "…"

@@ -1,0 +1,109 @@
+"""The permission gate's questions as ``session/request_permission``, and the answers.
+
+The request uses the live tool call's id, title, kind and input (plus the diff for an
+edit), and offers exactly the options the gate allows for that call. Answers accepted:
+
+* spec form: ``{"outcome": {"outcome": "selected", "optionId": "allow_once"}}`` or
+  ``{"outcome": {"outcome": "cancelled"}}`` (the turn is being cancelled);
+* alias forms: ``{"outcome": "allowed", "option_id": "allow_once"}`` and
+  ``{"outcome": "denied"}``.
+
+A selected ``reject_*`` option is a refusal, never an approval; anything unreadable is
+a refusal too. When the turn is cancelled while the question is open, the pending
+request is abandoned (the turn's task is cancelled) and the late answer is ignored.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from acp import RequestError
+from acp.meta import CLIENT_METHODS
+from acp.schema import PermissionOption, RequestPermissionRequest, ToolCallUpdate
+from acp.utils import serialize_params
+
+from iac_kernel.acp.updates import acp_kind, diff_content
+from iac_kernel.agent.permissions import (
+    ALLOW_ONCE,
+    CANCELLED,
+    OPTION_NAMES,
+    REJECT_ONCE,
+    PermissionRequest,
+)
+
+log = logging.getLogger(__name__)
+
+METHOD = CLIENT_METHODS["session_request_permission"]
+#: Returned for answers we cannot read: not an offered option, so the gate refuses.
+UNREADABLE = "unreadable"
+
+
+def request_params(session_id: str, request: PermissionRequest) -> dict[str, Any]:
+    """The ``session/request_permission`` params for one gate question."""
+    tool_call = ToolCallUpdate(
+        tool_call_id=request.call_id,
+        title=request.title or request.tool_name,
+        kind=acp_kind(request.kind),
+        raw_input=request.input,
+        content=[diff_content(request.diff)] if request.diff else None,
+        field_meta={"iac_kernel": {"tool": request.tool_name, "reason": request.reason}},
+    )
+    options = [
+        PermissionOption(option_id=option, name=OPTION_NAMES.get(option, option), kind=option)
+        for option in request.options
+    ]
+    params = RequestPermissionRequest(session_id=session_id, tool_call=tool_call, options=options)
+    return serialize_params(params)
+
+
+def parse_answer(result: Any) -> str:
+    """An option id, ``"cancelled"``, or :data:`UNREADABLE`, from the client's answer."""
+    if not isinstance(result, dict):
+        return UNREADABLE
+    outcome = result.get("outcome")
+    if isinstance(outcome, dict):
+        kind = outcome.get("outcome")
+        if kind == "cancelled":
+            return CANCELLED
+        if kind == "selected":
+            return _option_id(outcome) or UNREADABLE
+        return UNREADABLE
+    if outcome == "allowed":
+        return _option_id(result) or ALLOW_ONCE
+    if outcome == "denied":
+        option = _option_id(result)
+        return option if option and option.startswith("reject") else REJECT_ONCE
+    if outcome == "cancelled":
+        return CANCELLED
+    if outcome == "selected":
+        return _option_id(result) or UNREADABLE
+    return UNREADABLE
+
+
+def _option_id(data: dict[str, Any]) -> str | None:
+    value = data.get("optionId", data.get("option_id"))
+    return value if isinstance(value, str) else None
+
+
+class PermissionAsker:
+    """The ``ask`` coroutine the agent core calls, bound to one session and connection."""
+
+    def __init__(self, channel: Any, session_id: str) -> None:
+        self.channel = channel
+        self.session_id = session_id
+
+    async def __call__(self, request: PermissionRequest) -> str:
+        params = request_params(self.session_id, request)
+        try:
+            result = await self.channel.request(METHOD, params)
+        except RequestError as exc:
+            log.warning("client failed the permission request: %s", exc)
+            return UNREADABLE
+        except ConnectionError:
+            # The client is gone: nobody can approve, and the turn is being torn down.
+            return CANCELLED
+        answer = parse_answer(result)
+        if answer == UNREADABLE:
+            log.warning("unreadable permission answer; treating it as a refusal")
+        return answer

@@ -1,0 +1,239 @@
+"""Newline-delimited JSON-RPC framing, with the checks the SDK's own framing leaves out.
+
+The SDK's NDJSON transport skips a line that is not JSON without answering and crashes
+its connection on a JSON array. This transport answers such lines itself (``-32700``
+parse error, ``-32600`` invalid request), reads lines of any length up to
+:data:`MAX_LINE_BYTES`, and hands only well-formed JSON-RPC objects to the SDK's
+:class:`acp.connection.Connection` (it implements the SDK's ``Transport`` protocol).
+
+It also runs work registered with :func:`after_answer` right after the answer to the
+request that registered it is written: notifications such as a new title must reach
+the client after the answer that tells it the session id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from typing import Any, Protocol
+
+log = logging.getLogger(__name__)
+
+#: Longest line accepted; longer ones are discarded and answered with -32600.
+MAX_LINE_BYTES = 64 * 1024 * 1024
+#: Buffer limit for stream readers created for this transport (lines may be longer).
+READ_LIMIT = 1024 * 1024
+
+Deferred = Callable[[], Awaitable[None]]
+_deferred: ContextVar[list[Deferred] | None] = ContextVar("iac_acp_deferred", default=None)
+
+
+def after_answer(work: Deferred) -> None:
+    """Run ``work()`` once the answer to the request being handled has been written.
+
+    Must be called from inside a request handler (the SDK runs each request in its own
+    task, and the answer is sent from that task, so a context variable links the two).
+    """
+    pending = _deferred.get()
+    if pending is None:
+        pending = []
+        _deferred.set(pending)
+    pending.append(work)
+
+
+class Writer(Protocol):
+    """What the transport writes to: an ``asyncio.StreamWriter`` or anything like it."""
+
+    def write(self, data: bytes) -> None: ...
+
+    async def drain(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class LineTransport:
+    """One JSON-RPC message per line over a reader/writer pair."""
+
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: Writer, *, max_line: int = MAX_LINE_BYTES
+    ) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._max_line = max_line
+        self._closed = False
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- receiving -------------------------------------------------------------------
+
+    async def receive(self) -> dict[str, Any] | None:
+        """The next valid message, or ``None`` at end of stream."""
+        while True:
+            try:
+                line = await self._read_line()
+            except (ConnectionError, OSError) as exc:
+                log.info("input stream ended: %s", exc)
+                return None
+            if line is None:
+                return None
+            if line is _TOO_LONG:
+                await self._reply_error(
+                    None, -32600, "Invalid request", f"message longer than {self._max_line} bytes"
+                )
+                continue
+            if not line.strip():
+                continue
+            try:
+                message = json.loads(line)
+            except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+                await self._reply_error(None, -32700, "Parse error", _parse_detail(exc))
+                continue
+            problem, request_id = check_message(message)
+            if problem:
+                await self._reply_error(request_id, -32600, "Invalid request", problem)
+                continue
+            return message
+
+    async def _read_line(self) -> bytes | object | None:
+        chunks: list[bytes] = []
+        size = 0
+        too_long = False
+        while True:
+            try:
+                chunk = await self._reader.readuntil(b"\n")
+                done = True
+            except asyncio.LimitOverrunError as exc:
+                chunk = await self._reader.readexactly(exc.consumed)
+                done = False
+            except asyncio.IncompleteReadError as exc:
+                chunk = exc.partial
+                if not chunk and not chunks:
+                    return None
+                done = True
+            size += len(chunk)
+            if size > self._max_line:
+                too_long = True
+                chunks.clear()  # keep reading to the end of the line, but drop it
+            else:
+                chunks.append(chunk)
+            if done:
+                return _TOO_LONG if too_long else b"".join(chunks)
+
+    # -- sending ---------------------------------------------------------------------
+
+    async def send(self, message: dict[str, Any]) -> None:
+        if self._closed:
+            raise ConnectionError("transport closed")
+        data = _encode(message)
+        is_answer = "method" not in message and "id" in message
+        deferred = _take_deferred() if is_answer else []
+        # write() is synchronous: the message is queued whole before any other send.
+        self._writer.write(data)
+        for work in deferred:
+            self._spawn(work)
+        await self._writer.drain()
+
+    async def _reply_error(self, request_id: Any, code: int, message: str, detail: str) -> None:
+        payload = {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "error": {"code": code, "message": message, "data": {"details": detail}},
+        }
+        try:
+            await self.send(payload)
+        except (ConnectionError, OSError):
+            log.info("could not answer a malformed message: the output is closed")
+
+    def _spawn(self, work: Deferred) -> None:
+        async def run() -> None:
+            try:
+                await work()
+            except (ConnectionError, OSError):
+                log.info("deferred notification dropped: connection closed")
+            except Exception:
+                log.exception("deferred notification failed")
+
+        task = asyncio.ensure_future(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for task in list(self._tasks):
+            task.cancel()
+        with contextlib.suppress(Exception):
+            self._writer.close()
+
+
+_TOO_LONG = object()
+
+
+def check_message(message: Any) -> tuple[str | None, Any]:
+    """Why ``message`` is not a valid JSON-RPC 2.0 object (``None`` if it is), and the id
+    to answer with."""
+    if not isinstance(message, dict):
+        kind = "a batch (array)" if isinstance(message, list) else type(message).__name__
+        return f"expected a JSON-RPC object, got {kind}; batches are not supported", None
+    request_id = message.get("id")
+    if "id" in message and not _valid_id(request_id):
+        return "id must be a string, an integer or null", None
+    if message.get("jsonrpc") != "2.0":
+        return 'jsonrpc must be "2.0"', request_id
+    if "method" in message:
+        if not isinstance(message["method"], str) or not message["method"]:
+            return "method must be a non-empty string", request_id
+        params = message.get("params")
+        if params is not None and not isinstance(params, dict | list):
+            return "params must be an object", request_id
+        return None, request_id
+    if "id" not in message:
+        return "a message needs a method (request) or an id (response)", None
+    if ("result" in message) == ("error" in message):
+        return "a response needs exactly one of result and error", request_id
+    return None, request_id
+
+
+def _valid_id(value: Any) -> bool:
+    return value is None or isinstance(value, str) or (type(value) is int)
+
+
+def _encode(message: dict[str, Any]) -> bytes:
+    try:
+        text = json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError):
+        log.exception("message could not be encoded as JSON")
+        if "method" in message or "id" not in message:
+            raise
+        text = json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": message["id"],
+                "error": {
+                    "code": -32603,
+                    "message": "Internal error",
+                    "data": {"details": "the answer could not be encoded as JSON"},
+                },
+            }
+        )
+    return text.encode("utf-8", errors="replace") + b"\n"
+
+
+def _take_deferred() -> list[Deferred]:
+    pending = _deferred.get()
+    if not pending:
+        return []
+    _deferred.set(None)
+    return pending
+
+
+def _parse_detail(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "the message is nested too deeply"
+    if isinstance(exc, UnicodeDecodeError):
+        return "the message is not valid UTF-8"
+    return f"invalid JSON: {str(exc)[:200]}"

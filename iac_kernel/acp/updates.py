@@ -1,0 +1,160 @@
+"""Agent events -> ACP ``session/update`` payloads.
+
+Live turns and ``session/load`` replays use the same mapping: text and thinking become
+message and thought chunks; a tool call becomes ``tool_call`` (in progress, titled by
+the tool, e.g. ``bash: terraform plan``) followed by ``tool_call_update``s carrying the
+input (``rawInput``, file ``locations``, a ``diff`` block for edits) and the final status
+with ``rawOutput``. Compaction notices and errors are shown as message text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from acp import update_agent_message_text, update_agent_thought_text, update_user_message_text
+from acp.schema import (
+    AgentMessageChunk,
+    AgentThoughtChunk,
+    ContentToolCallContent,
+    FileEditToolCallContent,
+    TextContentBlock,
+    ToolCallLocation,
+    ToolCallProgress,
+    ToolCallStart,
+    UserMessageChunk,
+)
+
+from iac_kernel.agent.events import (
+    AgentEvent,
+    Compacted,
+    Diff,
+    ErrorNotice,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallInput,
+    ToolCallResult,
+    ToolCallStarted,
+    UserMessage,
+)
+
+Update = UserMessageChunk | AgentMessageChunk | AgentThoughtChunk | ToolCallStart | ToolCallProgress
+
+ACP_KINDS = frozenset(
+    {"read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode"}
+)
+UNFINISHED = "The tool call did not finish."
+INTERRUPTED = "Interrupted: the session stopped before this tool call finished."
+
+
+def acp_kind(kind: str) -> str:
+    return kind if kind in ACP_KINDS else "other"
+
+
+def to_update(event: AgentEvent) -> Update | None:
+    """The update for one event (``None`` for events the client does not see)."""
+    if isinstance(event, TextDelta):
+        return update_agent_message_text(event.text)
+    if isinstance(event, ThinkingDelta):
+        return update_agent_thought_text(event.text)
+    if isinstance(event, ToolCallStarted):
+        return ToolCallStart(
+            session_update="tool_call",
+            tool_call_id=event.call_id,
+            title=event.title or event.name,
+            kind=acp_kind(event.kind),
+            status="in_progress",
+        )
+    if isinstance(event, ToolCallInput):
+        return ToolCallProgress(
+            session_update="tool_call_update",
+            tool_call_id=event.call_id,
+            title=event.title or event.name,
+            kind=acp_kind(event.kind),
+            status="in_progress",
+            raw_input=event.input,
+            locations=[ToolCallLocation(path=p) for p in event.locations] or None,
+            content=[diff_content(event.diff)] if event.diff else None,
+        )
+    if isinstance(event, ToolCallResult):
+        return result_update(event)
+    if isinstance(event, UserMessage):
+        return update_user_message_text(event.text)
+    if isinstance(event, Compacted):
+        return update_agent_message_text(f"\n\n_{event.notice}_\n\n")
+    if isinstance(event, ErrorNotice):
+        return update_agent_message_text(f"\n\n**{event.message}**\n\n")
+    return None
+
+
+def result_update(event: ToolCallResult) -> ToolCallProgress:
+    content: list[Any] = []
+    if event.output:
+        content.append(text_content(event.output))
+    if event.diff is not None:
+        content.append(diff_content(event.diff))
+    return ToolCallProgress(
+        session_update="tool_call_update",
+        tool_call_id=event.call_id,
+        status=event.status,
+        raw_output=event.raw_output if event.raw_output is not None else event.output,
+        content=content or None,
+    )
+
+
+def failed_update(call_id: str, message: str) -> ToolCallProgress:
+    """A final update for a call that ended without a result event."""
+    return ToolCallProgress(
+        session_update="tool_call_update",
+        tool_call_id=call_id,
+        status="failed",
+        raw_output=message,
+        content=[text_content(message)],
+    )
+
+
+def diff_content(diff: Diff) -> FileEditToolCallContent:
+    return FileEditToolCallContent(
+        type="diff", path=diff.path, old_text=diff.old_text, new_text=diff.new_text
+    )
+
+
+def text_content(text: str) -> ContentToolCallContent:
+    return ContentToolCallContent(type="content", content=TextContentBlock(type="text", text=text))
+
+
+class ToolCallTracker:
+    """Remembers which tool calls were started and not finished, so each gets a final
+    ``tool_call_update`` even when the turn ends in an unexpected way."""
+
+    def __init__(self) -> None:
+        self.open: dict[str, None] = {}
+
+    def see(self, event: AgentEvent) -> None:
+        if isinstance(event, ToolCallStarted | ToolCallInput):
+            self.open.setdefault(event.call_id)
+        elif isinstance(event, ToolCallResult):
+            self.open.pop(event.call_id, None)
+
+    def closing_updates(self, message: str = UNFINISHED) -> list[ToolCallProgress]:
+        updates = [failed_update(call_id, message) for call_id in self.open]
+        self.open.clear()
+        return updates
+
+
+Locate = Callable[[str, dict[str, Any]], list[str]]
+
+
+def replay_updates(events: Iterable[AgentEvent], locate: Locate | None = None) -> Iterator[Update]:
+    """The updates that show a stored history: user prompts, answers, thoughts and tool
+    calls ending in their final status. ``locate(tool, input)`` fills in file locations
+    the stored history does not keep."""
+    tracker = ToolCallTracker()
+    for event in events:
+        if isinstance(event, ToolCallInput) and not event.locations and locate is not None:
+            event.locations = locate(event.name, event.input)
+        tracker.see(event)
+        update = to_update(event)
+        if update is not None:
+            yield update
+    yield from tracker.closing_updates(INTERRUPTED)

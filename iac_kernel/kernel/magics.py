@@ -1,0 +1,503 @@
+"""Cell magics: lines that start with ``%`` control the session instead of prompting it.
+
+Parsing: a line whose first non-blank characters are ``%`` and a letter is a magic line,
+except inside a fenced code block (a pasted snippet stays prompt text). ``%%`` at the
+start of a line escapes a literal ``%`` (the line goes to the prompt with one ``%``
+removed). A cell's magics run first, in order, then the rest of the cell (if any text is
+left) is sent as the prompt; a cell made only of magics runs no turn. The first failing
+magic stops the cell: nothing after it runs.
+
+``%config``, ``%mode`` and ``%model`` change the kernel's defaults (used by ``%new``) and
+the current session if there is one; they do not create a session. ``%session``,
+``%fork`` and a prompt do.
+"""
+
+from __future__ import annotations
+
+import difflib
+import html
+import os
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from iac_kernel.agent.events import TextDelta, ToolCallInput, UserMessage
+from iac_kernel.agent.session import AgentSession
+from iac_kernel.config import HEADLESS_POLICIES, MODES
+from iac_kernel.kernel.permission_ui import PERMISSION_UIS, choose_ui
+from iac_kernel.kernel.state import KernelState, SessionError
+from iac_kernel.models.base import ModelError
+from iac_kernel.models.registry import available_models, create_model
+from iac_kernel.models.scripted import ScriptError
+from iac_kernel.sessions.store import SessionMeta, git_root
+
+MAGIC_LINE = re.compile(r"^\s*%([A-Za-z][\w-]*)(?:\s+(.*))?$")
+FENCE = re.compile(r"^\s*(```|~~~)")
+MODE_HELP = {
+    "default": "read-only tools run; edits and commands ask first",
+    "accept_edits": "file edits run without asking; commands still ask",
+    "read_only": "only read-only tools run; everything else is refused",
+    "bypass": "everything runs without asking (except per-call approvals)",
+}
+#: Sessions shown by %sessions before "N more".
+LIST_LIMIT = 25
+HISTORY_TURNS = 5
+
+
+class MagicError(Exception):
+    """A magic failed; ``ename`` is a short class of error, the message says what to do."""
+
+    def __init__(self, message: str, ename: str = "UsageError"):
+        super().__init__(message)
+        self.ename = ename
+
+
+@dataclass
+class MagicCall:
+    name: str
+    args: str
+    line: int
+
+
+@dataclass
+class MagicOutput:
+    markdown: str
+    plain: str
+
+
+def split_cell(code: str) -> tuple[list[MagicCall], str]:
+    """The cell's magic lines and its prompt (every other line, in order)."""
+    magics: list[MagicCall] = []
+    prompt: list[str] = []
+    fence: str | None = None
+    for number, line in enumerate(code.splitlines(), 1):
+        fenced = FENCE.match(line)
+        if fence is not None:
+            if fenced and fenced.group(1) == fence:
+                fence = None
+            prompt.append(line)
+            continue
+        if fenced:
+            fence = fenced.group(1)
+            prompt.append(line)
+            continue
+        stripped = line.lstrip()
+        if stripped.startswith("%%"):
+            prompt.append(line.replace("%%", "%", 1))
+            continue
+        match = MAGIC_LINE.match(line)
+        if match:
+            magics.append(MagicCall(match.group(1), (match.group(2) or "").strip(), number))
+        else:
+            prompt.append(line)
+    return magics, "\n".join(prompt).strip()
+
+
+Handler = Callable[["Magics", str], Awaitable[MagicOutput]]
+
+
+@dataclass
+class MagicSpec:
+    name: str
+    usage: str
+    summary: str
+    handler: Handler
+
+
+def _table(rows: list[tuple[str, str]]) -> str:
+    lines = ["| | |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in rows]
+    return "\n".join(lines)
+
+
+def _cell(text: object) -> str:
+    """Text safe inside a Markdown table cell."""
+    return html.escape(str(text)).replace("|", "\\|").replace("\n", " ")
+
+
+def _plain_table(rows: list[tuple[str, str]]) -> str:
+    width = max((len(k) for k, _ in rows), default=0)
+    return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+
+
+class Magics:
+    """Runs magic lines against the kernel's state."""
+
+    def __init__(self, state: KernelState):
+        self.state = state
+        self.specs: dict[str, MagicSpec] = {spec.name: spec for spec in SPECS}
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.specs)
+
+    async def run(self, call: MagicCall) -> MagicOutput:
+        spec = self.specs.get(call.name)
+        if spec is None:
+            close = difflib.get_close_matches(call.name, self.names, n=1)
+            hint = f" Did you mean %{close[0]}?" if close else ""
+            raise MagicError(
+                f"unknown magic %{call.name}.{hint} Magics: "
+                + ", ".join(f"%{n}" for n in self.names),
+                "UnknownMagic",
+            )
+        try:
+            return await spec.handler(self, call.args)
+        except SessionError as exc:
+            raise MagicError(str(exc), "SessionError") from None
+
+    def _current(self) -> AgentSession | None:
+        session = self.state.current
+        return session if session is not None and not session.closed else None
+
+    # -- handlers ------------------------------------------------------------------------
+
+    async def help(self, args: str) -> MagicOutput:
+        name = args.strip().lstrip("%")
+        if name:
+            spec = self.specs.get(name)
+            if spec is None:
+                raise MagicError(f"no magic %{name}; %help lists them")
+            text = f"`{spec.usage}`: {spec.summary}"
+            return MagicOutput(text, f"{spec.usage}\n    {spec.summary}")
+        rows = [(f"`{s.usage}`", s.summary) for s in self.specs.values()]
+        intro = (
+            "**iac-kernel**: each cell is a prompt to the agent; lines starting with `%` are "
+            "magics (`%%` escapes a literal `%`)."
+        )
+        markdown = intro + "\n\n| magic | what it does |\n|---|---|\n"
+        markdown += "\n".join(f"| {u} | {_cell(s)} |" for u, s in rows)
+        plain = "Each cell is a prompt; lines starting with % are magics.\n" + "\n".join(
+            f"{s.usage}\n    {s.summary}" for s in self.specs.values()
+        )
+        return MagicOutput(markdown, plain)
+
+    async def session(self, args: str) -> MagicOutput:
+        if args:
+            raise MagicError("%session takes no arguments (use %load ID to switch)")
+        session = self.state.session()
+        meta = session.meta
+        usage = session.usage
+        rows = [
+            ("id", f"`{session.session_id}`"),
+            ("title", _cell(meta.title or "(untitled until the first prompt)")),
+            ("cwd", f"`{session.cwd}`"),
+            ("git root", f"`{meta.git_root}`" if meta.git_root else "(not in a git repository)"),
+            ("model", f"`{session.model_id}`"),
+            ("mode", f"`{session.mode}`"),
+            ("messages", str(meta.message_count)),
+            (
+                "tokens used",
+                f"{usage.total_tokens:,} (input {usage.input_tokens:,}, "
+                f"output {usage.output_tokens:,}; this kernel)",
+            ),
+            ("store", f"`{self.state.manager.store.root}`"),
+        ]
+        if meta.notebook:
+            rows.append(("notebook", f"`{meta.notebook}`"))
+        if meta.forked_from:
+            rows.append(("forked from", f"`{meta.forked_from}`"))
+        plain_rows = [(k, v.replace("`", "")) for k, v in rows]
+        return MagicOutput(_table(rows), _plain_table(plain_rows))
+
+    async def sessions(self, args: str) -> MagicOutput:
+        if args not in ("", "all"):
+            raise MagicError("usage: %sessions [all]")
+        everywhere = args == "all"
+        metas = self.state.sessions(everywhere)
+        where = "in the store" if everywhere else f"in `{self.state.cwd}`"
+        if not metas:
+            text = f"No sessions {where} yet."
+            if not everywhere:
+                text += " `%sessions all` lists every folder."
+            return MagicOutput(text, text.replace("`", ""))
+        current = self._current()
+        current_id = current.session_id if current else None
+        head = "| | id | title | updated | messages | origin | open in |"
+        lines = [head, "|---|---|---|---|---|---|---|"]
+        plain = []
+        for meta in metas[:LIST_LIMIT]:
+            mark = "▶" if meta.session_id == current_id else ""
+            holder = self._holder(meta, current_id)
+            cwd = f" ({meta.cwd})" if everywhere else ""
+            lines.append(
+                f"| {mark} | `{meta.session_id}` | {_cell((meta.title or '') + cwd)} | "
+                f"{meta.updated_at} | {meta.message_count} | {meta.origin} | {_cell(holder)} |"
+            )
+            plain.append(
+                f"{'*' if mark else ' '} {meta.session_id}  {meta.title or '(untitled)'}{cwd}  "
+                f"{meta.updated_at}  {meta.message_count} messages  {meta.origin}"
+                + (f"  open in {holder}" if holder else "")
+            )
+        if len(metas) > LIST_LIMIT:
+            more = f"… and {len(metas) - LIST_LIMIT} older sessions."
+            lines.append(f"\n{more}")
+            plain.append(more)
+        title = f"**{len(metas)} session(s)** {where}; `%load ID` switches to one.\n\n"
+        return MagicOutput(title + "\n".join(lines), "\n".join(plain))
+
+    def _holder(self, meta: SessionMeta, current_id: str | None) -> str:
+        if meta.session_id == current_id:
+            return "this kernel"
+        try:
+            holder = self.state.manager.store.lock_holder(meta.session_id)
+        except OSError:
+            return ""
+        if not holder:
+            return ""
+        return str(holder.get("holder") or f"pid {holder.get('pid', '?')}")
+
+    async def load(self, args: str) -> MagicOutput:
+        if not args:
+            raise MagicError("usage: %load SESSION_ID (see %sessions)")
+        session = await self.state.load(args)
+        text = f"Loaded session `{session.session_id}`: {_cell(session.title or '(untitled)')}"
+        text += f" ({session.meta.message_count} messages, model `{session.model_id}`)."
+        if session.repairs:
+            text += " Repaired on load: " + "; ".join(session.repairs) + "."
+        history = _history(session)
+        return MagicOutput(text + ("\n\n" + history if history else ""), text.replace("`", ""))
+
+    async def fork(self, args: str) -> MagicOutput:
+        if args:
+            raise MagicError("%fork takes no arguments")
+        source = self.state.session().session_id
+        session = await self.state.fork()
+        text = f"Forked `{source}` into `{session.session_id}`; this notebook now uses the fork."
+        return MagicOutput(text, text.replace("`", ""))
+
+    async def new(self, args: str) -> MagicOutput:
+        session = await self.state.new(args or None)
+        text = f"Started a new session `{session.session_id}` in `{session.cwd}`."
+        return MagicOutput(text, text.replace("`", ""))
+
+    async def model(self, args: str) -> MagicOutput:
+        current = self._current()
+        active = current.model_id if current else (self.state.settings.model or _default_model())
+        if not args:
+            lines = [f"- `{m}`" + (" ← current" if m == active else "") for m in available_models()]
+            text = f"Model: `{active}`. Available (any Claude id works too):\n\n" + "\n".join(lines)
+            text += "\n\n`scripted:PATH` replays your own script."
+            return MagicOutput(text, f"model: {active}; available: {', '.join(available_models())}")
+        try:
+            create_model(args, self.state.settings.script)
+        except (ScriptError, ModelError, ValueError) as exc:
+            raise MagicError(f"cannot use model {args!r}: {exc}", "ModelError") from None
+        if current is not None:
+            try:
+                current.set_model(args)
+            except ValueError as exc:
+                raise MagicError(str(exc), "ModelError") from None
+        self.state.settings.model = args
+        text = f"Model set to `{args}`."
+        return MagicOutput(text, text.replace("`", ""))
+
+    async def mode(self, args: str) -> MagicOutput:
+        current = self._current()
+        active = current.mode if current else self.state.settings.mode
+        if not args:
+            lines = [
+                f"- `{m}`: {MODE_HELP[m]}" + (" ← current" if m == active else "") for m in MODES
+            ]
+            text = f"Mode: `{active}`.\n\n" + "\n".join(lines)
+            return MagicOutput(text, f"mode: {active}; modes: {', '.join(MODES)}")
+        if args not in MODES:
+            raise MagicError(f"unknown mode {args!r}; modes: {', '.join(MODES)}")
+        if current is not None:
+            current.set_mode(args)
+        self.state.settings.mode = args
+        text = f"Mode set to `{args}`: {MODE_HELP[args]}."
+        return MagicOutput(text, text.replace("`", ""))
+
+    async def cwd(self, args: str) -> MagicOutput:
+        current = self._current()
+        if not args:
+            where = str(current.cwd) if current else self.state.cwd
+            return MagicOutput(f"Working directory: `{where}`", where)
+        target = Path(args).expanduser()
+        if not target.is_absolute():
+            target = Path(self.state.cwd) / target
+        if not target.is_dir():
+            raise MagicError(f"{args!r} is not a directory")
+        new = os.path.realpath(target)
+        if current is not None:
+            if current.busy:
+                raise MagicError("a turn is running; wait for it or interrupt it", "SessionError")
+            # The loop reads session.cwd every turn; the store's meta follows, so editors
+            # listing this folder find the session.
+            current.cwd = Path(new)
+            current.writer.update(cwd=new, git_root=git_root(new))
+        self.state.cwd = new
+        text = f"Working directory set to `{new}`."
+        return MagicOutput(text, text.replace("`", ""))
+
+    async def config(self, args: str) -> MagicOutput:
+        if not args:
+            current = self._current()
+            values = (current.settings if current else self.state.settings).public()
+            rows = [(f"`{k}`", f"`{_cell(v)}`") for k, v in values.items()]
+            text = "Settings (`%config KEY VALUE` changes one):\n\n" + _table(rows)
+            return MagicOutput(text, _plain_table([(k, str(v)) for k, v in values.items()]))
+        key, _, value = args.partition(" ")
+        value = value.strip()
+        known = self.state.settings.keys()
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f" Did you mean {close[0]}?" if close else ""
+            raise MagicError(f"unknown setting {key!r}.{hint} `%config` lists them", "ConfigError")
+        if not value:
+            shown = getattr(self.state.settings, key)
+            raise MagicError(f"missing value: usage %config {key} VALUE (now {shown!r})")
+        if key == "sessions_dir":
+            raise MagicError("sessions_dir cannot change in a running kernel", "ConfigError")
+        if key == "model":
+            return await self.model(value)
+        if key == "mode":
+            return await self.mode(value)
+        try:
+            self.state.settings.copy().set(key, value)  # validate before touching anything
+            current = self._current()
+            if current is not None:
+                current.set_config(key, value)
+            self.state.settings.set(key, value)
+        except ValueError as exc:
+            raise MagicError(str(exc), "ConfigError") from None
+        shown = getattr(self.state.settings, key)
+        text = f"`{key}` set to `{shown}`."
+        return MagicOutput(text, text.replace("`", ""))
+
+    async def permissions(self, args: str) -> MagicOutput:
+        words = args.split()
+        current = self._current()
+        if words == ["reset"]:
+            if current is not None:
+                current.gate.remembered.clear()
+            text = "Forgot every 'always' answer of this session."
+            return MagicOutput(text, text)
+        if words and words[0] == "ui":
+            if len(words) != 2 or words[1] not in PERMISSION_UIS:
+                raise MagicError(f"usage: %permissions ui {'|'.join(PERMISSION_UIS)}")
+            self.state.permission_ui = words[1]
+            text = f"Permission UI set to `{words[1]}`."
+            return MagicOutput(text, text.replace("`", ""))
+        if words:
+            raise MagicError("usage: %permissions [reset | ui auto|widgets|stdin|policy]")
+        settings = current.settings if current else self.state.settings
+        remembered = current.gate.remembered if current else {}
+        always = ", ".join(f"{tool}: always {answer}" for tool, answer in remembered.items())
+        ui = self.state.permission_ui
+        rows = [
+            ("mode", f"`{settings.mode}`: {MODE_HELP.get(settings.mode, '')}"),
+            ("remembered answers", _cell(always or "none")),
+            ("headless policy", f"`{settings.headless_policy}`"),
+            (
+                "permission UI",
+                f"`{ui}` (interactive cells: `{choose_ui(ui, True, settings.headless_policy)}`; "
+                f"cells without stdin: `{choose_ui(ui, False, settings.headless_policy)}`)",
+            ),
+        ]
+        text = (
+            _table(rows) + "\n\nChange with `%mode MODE`, `%config headless_policy deny|allow|stdin`"
+            ", `%permissions ui MODE`, `%permissions reset`."
+        )
+        return MagicOutput(text, _plain_table([(k, v.replace("`", "")) for k, v in rows]))
+
+
+def _default_model() -> str:
+    from iac_kernel.models.registry import default_model_id
+
+    return default_model_id()
+
+
+def _history(session: AgentSession) -> str:
+    """The last few turns of a loaded session, collapsed."""
+    turns: list[list[str]] = []
+    for event in session.replay():
+        if isinstance(event, UserMessage):
+            turns.append([f"**You:** {_quote(event.text)}", ""])
+        elif isinstance(event, TextDelta) and turns:
+            turns[-1][1] += event.text
+        elif isinstance(event, ToolCallInput) and turns:
+            turns[-1].append(f"🔧 `{event.title}`")
+    if not turns:
+        return ""
+    shown = turns[-HISTORY_TURNS:]
+    body = []
+    for prompt, answer, *tools in shown:
+        body.append(prompt)
+        body.extend(f"- {t}" for t in tools)
+        if answer.strip():
+            body.append(f"**Agent:** {_quote(answer)}")
+        body.append("")
+    summary = f"History: last {len(shown)} of {len(turns)} turn(s)"
+    return f"<details><summary>{summary}</summary>\n\n" + "\n".join(body) + "\n</details>"
+
+
+def _quote(text: str, limit: int = 400) -> str:
+    text = text.strip()
+    return html.escape(text if len(text) <= limit else text[: limit - 1] + "…")
+
+
+SPECS = [
+    MagicSpec("help", "%help [MAGIC]", "List the magics, or explain one.", Magics.help),
+    MagicSpec(
+        "session",
+        "%session",
+        "Show the current session: id, title, cwd, model, mode, tokens used.",
+        Magics.session,
+    ),
+    MagicSpec(
+        "sessions",
+        "%sessions [all]",
+        "List the stored sessions of this folder (all: of every folder).",
+        Magics.sessions,
+    ),
+    MagicSpec(
+        "load",
+        "%load ID",
+        "Switch to a stored session (an id or a unique prefix); releases the current one.",
+        Magics.load,
+    ),
+    MagicSpec("fork", "%fork", "Copy the current session and continue in the copy.", Magics.fork),
+    MagicSpec("new", "%new [TITLE]", "Start a fresh session in this folder.", Magics.new),
+    MagicSpec("model", "%model [ID]", "Show the models, or switch the model.", Magics.model),
+    MagicSpec(
+        "mode",
+        "%mode [MODE]",
+        "Show or set the permission mode: " + ", ".join(MODES) + ".",
+        Magics.mode,
+    ),
+    MagicSpec("cwd", "%cwd [PATH]", "Show or change the agent's working directory.", Magics.cwd),
+    MagicSpec(
+        "config",
+        "%config [KEY VALUE]",
+        "List the settings, or change one (e.g. `%config max_tokens 4096`).",
+        Magics.config,
+    ),
+    MagicSpec(
+        "permissions",
+        "%permissions [reset | ui MODE]",
+        "Show the permission rules; forget 'always' answers; choose how to ask "
+        "(" + "/".join(PERMISSION_UIS) + ").",
+        Magics.permissions,
+    ),
+]
+
+#: Values a magic's first argument completes to (used by the completer).
+ARGUMENT_CHOICES: dict[str, Callable[[KernelState], list[str]]] = {
+    "help": lambda _state: [spec.name for spec in SPECS],
+    "load": lambda state: state.session_ids(),
+    "mode": lambda _state: list(MODES),
+    "model": lambda _state: available_models(),
+    "sessions": lambda _state: ["all"],
+    "permissions": lambda _state: ["reset", "ui"],
+    "config": lambda state: state.settings.keys(),
+}
+#: Values of a second argument: ``%config KEY <value>``, ``%permissions ui <mode>``.
+SECOND_CHOICES: dict[tuple[str, str], Callable[[KernelState], list[str]]] = {
+    ("config", "mode"): lambda _state: list(MODES),
+    ("config", "headless_policy"): lambda _state: list(HEADLESS_POLICIES),
+    ("config", "model"): lambda _state: available_models(),
+    ("permissions", "ui"): lambda _state: list(PERMISSION_UIS),
+}

@@ -1,0 +1,264 @@
+"""Asking the notebook user whether a tool call may run: buttons, a stdin prompt, or a policy.
+
+How the kernel knows whether anyone can answer (the ``permission_ui`` setting, from the
+``IAC_KERNEL_PERMISSION_UI`` environment variable or ``%permissions ui MODE``):
+
+``auto`` (default)
+    The execute_request's ``allow_stdin`` flag decides. nbclient, papermill and nbval
+    send ``allow_stdin: false``: nobody can click, so the headless policy
+    (``Settings.headless_policy``) decides at once and the cell says what it decided.
+    Interactive frontends (JupyterLab, Notebook 7, VS Code, jupyter console) send
+    ``allow_stdin: true``: the kernel shows ipywidgets buttons, unless
+    ``headless_policy`` is ``stdin``, which asks with an ``input_request`` instead (for
+    frontends without widgets, such as jupyter console).
+``widgets``
+    Always buttons (a widget frontend that does not allow stdin).
+``stdin``
+    Always an ``input_request``; falls back to the policy when stdin is not allowed.
+``policy``
+    Never ask; the headless policy decides even in an interactive frontend.
+
+The headless policies: ``deny`` (default) rejects the call; ``allow`` approves it, except
+calls that need a per-call approval (``terraform apply`` and the like, offered without an
+"always" option): those are always rejected when no person answers; ``stdin`` asks on
+stdin when the frontend allows it and otherwise rejects.
+
+The buttons are real ipywidgets. A click arrives as a ``comm_msg`` on the shell channel
+while the cell's execute_request is still running (ipykernel dispatches comm messages
+while an async cell awaits), possibly on another thread when the frontend uses subshells,
+so the waiting future is resolved with ``loop.call_soon_threadsafe``. Interrupting the
+kernel cancels the wait: the buttons are closed and the card says cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from iac_kernel.agent.permissions import (
+    ALLOW_ALWAYS,
+    ALLOW_ONCE,
+    OPTION_NAMES,
+    REJECT_ALWAYS,
+    REJECT_ONCE,
+    PermissionRequest,
+)
+from iac_kernel.kernel.publish import Publisher
+
+PERMISSION_UIS = ("auto", "widgets", "stdin", "policy")
+
+#: ``ask_stdin(prompt) -> answer``: an input_request on the cell's stdin channel.
+AskStdin = Callable[[str], Awaitable[str]]
+#: ``on_status(call_id, status)``: lets the tool card show "awaiting_permission".
+OnStatus = Callable[[str, str], None]
+
+DECISION_TEXT = {
+    ALLOW_ONCE: "✅ **Allowed once**",
+    ALLOW_ALWAYS: "✅ **Allowed always** (this session)",
+    REJECT_ONCE: "⛔ **Rejected once**",
+    REJECT_ALWAYS: "⛔ **Rejected always** (this session)",
+}
+BUTTON_STYLES = {
+    ALLOW_ONCE: "success",
+    ALLOW_ALWAYS: "info",
+    REJECT_ONCE: "danger",
+    REJECT_ALWAYS: "warning",
+}
+
+
+def choose_ui(ui: str, allow_stdin: bool, policy: str) -> str:
+    """Which way to ask: ``widgets``, ``stdin`` or ``policy`` (see the module docstring)."""
+    if ui == "policy":
+        return "policy"
+    if ui == "widgets":
+        return "widgets"
+    if ui == "stdin":
+        return "stdin" if allow_stdin else "policy"
+    if not allow_stdin:
+        return "policy"
+    return "stdin" if policy == "stdin" else "widgets"
+
+
+def policy_answer(policy: str, request: PermissionRequest, allow_stdin: bool) -> tuple[str, str]:
+    """The headless policy's answer and the note the cell shows about it."""
+    what = f"`{request.title}` needs approval ({request.reason.rstrip('.')})"
+    if policy == "allow":
+        if ALLOW_ALWAYS not in request.options:
+            return REJECT_ONCE, (
+                f"⛔ **Denied**: {what}. It needs a per-call approval by a person, which "
+                "`headless_policy allow` does not give. Run the cell interactively to approve it."
+            )
+        return ALLOW_ONCE, f"✅ **Allowed by policy** `headless_policy allow`: {what}."
+    if policy == "stdin":
+        why = "`headless_policy` is `stdin`, but this frontend does not allow input requests"
+    elif allow_stdin:
+        why = "the permission UI is set to `policy` and `headless_policy` is `deny`"
+    else:
+        why = (
+            "nobody can answer in this run (the frontend does not allow stdin, as with "
+            "nbclient, papermill or nbval) and `headless_policy` is `deny`"
+        )
+    return REJECT_ONCE, (
+        f"⛔ **Denied by policy**: {what}; {why}. To approve such calls in unattended runs, "
+        "set `%config headless_policy allow`, or run the notebook interactively."
+    )
+
+
+def stdin_prompt(request: PermissionRequest) -> str:
+    choices = " ".join(f"[{i}] {OPTION_NAMES[o]}" for i, o in enumerate(request.options, 1))
+    return (
+        f"Allow {request.title}? ({request.reason.rstrip('.')}.) {choices}. "
+        f"Answer 1-{len(request.options)}, y (allow once) or n (reject once): "
+    )
+
+
+def parse_stdin_answer(text: str, options: list[str]) -> str | None:
+    """The option a typed answer picks, or ``None`` when it names none of them."""
+    answer = text.strip().lower().replace("-", " ").replace("_", " ")
+    if answer.isdigit() and 1 <= int(answer) <= len(options):
+        return options[int(answer) - 1]
+    shortcuts = {"y": ALLOW_ONCE, "yes": ALLOW_ONCE, "n": REJECT_ONCE, "no": REJECT_ONCE}
+    if answer in shortcuts and shortcuts[answer] in options:
+        return shortcuts[answer]
+    for option in options:
+        if answer in (option.replace("_", " "), OPTION_NAMES[option].lower()):
+            return option
+    return None
+
+
+class WidgetPrompt:
+    """The four (or two) buttons under a tool card, and the future a click resolves."""
+
+    def __init__(self, request: PermissionRequest, loop: asyncio.AbstractEventLoop):
+        import ipywidgets as widgets
+
+        self.request = request
+        self.loop = loop
+        self.future: asyncio.Future[str] = loop.create_future()
+        self.label = widgets.HTML(_label_html(request))
+        self.buttons = []
+        for option in request.options:
+            button = widgets.Button(
+                description=OPTION_NAMES[option],
+                button_style=BUTTON_STYLES.get(option, ""),
+                tooltip=f"{OPTION_NAMES[option]}: {request.title}",
+            )
+            button.on_click(self._handler(option))
+            self.buttons.append(button)
+        self.box = widgets.VBox([self.label, widgets.HBox(self.buttons)])
+
+    def _handler(self, option: str) -> Callable[[Any], None]:
+        def clicked(_button: Any) -> None:
+            # A click may be dispatched on a subshell thread: hop to the turn's loop.
+            self.loop.call_soon_threadsafe(self._resolve, option)
+
+        return clicked
+
+    def _resolve(self, option: str) -> None:
+        if not self.future.done():
+            self.future.set_result(option)
+
+    def bundle(self) -> dict[str, Any]:
+        data = dict(self.box._repr_mimebundle_() or {})
+        data["text/plain"] = (
+            f"Permission needed: {self.request.title} ({self.request.reason}). Use the buttons "
+            "in a frontend with ipywidgets; interrupt the kernel to cancel."
+        )
+        return data
+
+    async def wait(self) -> str:
+        return await self.future
+
+    def close(self) -> None:
+        for button in self.buttons:
+            button.close()
+        self.label.close()
+        for child in self.box.children:
+            child.close()
+        self.box.close()
+
+
+def _label_html(request: PermissionRequest) -> str:
+    import html
+
+    return (
+        f"✋ <b>{html.escape(request.title)}</b> needs your approval: "
+        f"{html.escape(request.reason)}"
+    )
+
+
+class PermissionUI:
+    """The ``ask`` callback of one cell's turn."""
+
+    def __init__(
+        self,
+        out: Publisher,
+        *,
+        ui: str,
+        allow_stdin: bool,
+        policy: Callable[[], str],
+        ask_stdin: AskStdin | None,
+        on_status: OnStatus | None = None,
+    ):
+        self.out = out
+        self.ui = ui
+        self.allow_stdin = allow_stdin
+        self.policy = policy
+        self.ask_stdin = ask_stdin
+        self.on_status = on_status or (lambda _call_id, _status: None)
+        #: Every answer given in this cell, in order: (call id, option, how it was decided).
+        self.answers: list[tuple[str, str, str]] = []
+
+    async def ask(self, request: PermissionRequest) -> str:
+        policy = self.policy()
+        how = choose_ui(self.ui, self.allow_stdin and self.ask_stdin is not None, policy)
+        if how == "policy":
+            answer, note = policy_answer(policy, request, self.allow_stdin)
+            self.out.markdown(note)
+            self.answers.append((request.call_id, answer, "policy"))
+            return answer
+        self.on_status(request.call_id, "awaiting_permission")
+        answer = await (self._ask_widgets(request) if how == "widgets" else self._ask_stdin(request))
+        self.answers.append((request.call_id, answer, how))
+        if answer in (ALLOW_ONCE, ALLOW_ALWAYS):
+            self.on_status(request.call_id, "running")
+        return answer
+
+    async def _ask_widgets(self, request: PermissionRequest) -> str:
+        prompt = WidgetPrompt(request, asyncio.get_running_loop())
+        display_id = f"iac-permission-{uuid.uuid4().hex}"
+        self.out.display(prompt.bundle(), display_id)
+        outcome = "⏹ **Cancelled** while waiting for approval"
+        try:
+            answer = await prompt.wait()
+            outcome = DECISION_TEXT.get(answer, "⛔ **Rejected**")
+            return answer
+        finally:
+            prompt.close()
+            self.out.display(
+                {
+                    "text/markdown": f"{outcome}: `{request.title}`",
+                    "text/plain": f"{_plain(outcome)}: {request.title}",
+                },
+                display_id,
+                update=True,
+            )
+
+    async def _ask_stdin(self, request: PermissionRequest) -> str:
+        assert self.ask_stdin is not None
+        text = await self.ask_stdin(stdin_prompt(request))
+        answer = parse_stdin_answer(text, request.options)
+        if answer is None:
+            self.out.markdown(
+                f"⛔ **Rejected**: the answer {text.strip()!r} is not one of the options, "
+                f"so `{request.title}` was not run."
+            )
+            return REJECT_ONCE
+        self.out.markdown(f"{DECISION_TEXT[answer]}: `{request.title}`")
+        return answer
+
+
+def _plain(markdown: str) -> str:
+    return markdown.replace("**", "").replace("`", "")

@@ -1,0 +1,141 @@
+"""The kernel's sessions: the current one (created on first use), switching, listing.
+
+One kernel drives one session at a time. It is created lazily in the kernel's working
+directory (Jupyter starts kernels in the notebook's folder), titled after the notebook
+when jupyter-server says which one (``JPY_SESSION_NAME``), otherwise after the first
+prompt, with origin ``kernel``. It lives in the shared on-disk store, so an editor's
+``session/list`` shows it (and cannot take it while this kernel holds its lock).
+``%new``, ``%load`` and ``%fork`` switch to another session and release the old one.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from iac_kernel.agent.session import AgentSession
+from iac_kernel.config import Settings
+from iac_kernel.kernel.permission_ui import PERMISSION_UIS
+from iac_kernel.sessions.manager import SessionManager
+from iac_kernel.sessions.store import SessionLockedError, SessionMeta, SessionNotFoundError
+
+#: A session id prefix must be at least this long to pick a session.
+MIN_PREFIX = 4
+
+
+class SessionError(Exception):
+    """A session command failed (not found, ambiguous, locked, busy); the text says why."""
+
+
+class KernelState:
+    """What a kernel remembers between cells."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        cwd: str,
+        *,
+        notebook: str | None = None,
+        permission_ui: str = "auto",
+    ):
+        self.cwd = os.path.realpath(cwd)
+        self.notebook = notebook
+        holder = f"iac-kernel Jupyter kernel (pid {os.getpid()}"
+        holder += f", notebook {notebook})" if notebook else ")"
+        self.manager = SessionManager(settings, holder=holder, origin="kernel")
+        self.current: AgentSession | None = None
+        if permission_ui not in PERMISSION_UIS:
+            permission_ui = "auto"
+        self.permission_ui = permission_ui
+
+    @property
+    def settings(self) -> Settings:
+        """The defaults new sessions start from (``%config`` changes them too)."""
+        return self.manager.settings
+
+    def notebook_title(self) -> str | None:
+        if not self.notebook:
+            return None
+        name = Path(self.notebook).name
+        return name[:-6] if name.endswith(".ipynb") else name
+
+    def session(self) -> AgentSession:
+        """The current session, created in the kernel's cwd on first use."""
+        if self.current is None or self.current.closed:
+            self.current = self._create()
+        return self.current
+
+    def _create(self, title: str | None = None) -> AgentSession:
+        meta: dict[str, str] = {}
+        title = title or self.notebook_title()
+        if title:
+            meta["title"] = title
+        if self.notebook:
+            meta["notebook"] = self.notebook
+        try:
+            return self.manager.new(self.cwd, **meta)
+        except ValueError as exc:
+            raise SessionError(str(exc)) from None
+
+    async def _switch(self, session: AgentSession) -> AgentSession:
+        old, self.current = self.current, session
+        if old is not None and old is not session and not old.closed:
+            await self.manager.close(old.session_id)
+        return session
+
+    def _check_idle(self) -> None:
+        if self.current is not None and self.current.busy:
+            raise SessionError("a turn is running in this session; wait for it or interrupt it")
+
+    async def new(self, title: str | None = None) -> AgentSession:
+        self._check_idle()
+        return await self._switch(self._create(title))
+
+    async def load(self, id_or_prefix: str) -> AgentSession:
+        self._check_idle()
+        session_id = self.resolve(id_or_prefix)
+        if self.current is not None and self.current.session_id == session_id:
+            return self.current
+        try:
+            session = self.manager.load(session_id)
+        except SessionNotFoundError:
+            raise SessionError(f"no session {session_id} in the store") from None
+        except SessionLockedError as exc:
+            raise SessionError(str(exc)) from None
+        return await self._switch(session)
+
+    async def fork(self) -> AgentSession:
+        self._check_idle()
+        source = self.session()
+        try:
+            fork = self.manager.fork(source.session_id)
+        except SessionNotFoundError:
+            raise SessionError(f"no session {source.session_id} in the store") from None
+        return await self._switch(fork)
+
+    def resolve(self, id_or_prefix: str) -> str:
+        """A full session id from an id or a unique prefix of one."""
+        wanted = id_or_prefix.strip()
+        if not wanted:
+            raise SessionError("give a session id (see %sessions)")
+        ids = [meta.session_id for meta in self.manager.list()]
+        if wanted in ids:
+            return wanted
+        if len(wanted) < MIN_PREFIX:
+            raise SessionError(f"session id prefix {wanted!r} is too short (use {MIN_PREFIX}+)")
+        found = [i for i in ids if i.startswith(wanted)]
+        if not found:
+            raise SessionError(f"no session matches {wanted!r} (see %sessions all)")
+        if len(found) > 1:
+            raise SessionError(f"{wanted!r} matches {len(found)} sessions; give more of the id")
+        return found[0]
+
+    def sessions(self, everywhere: bool = False) -> list[SessionMeta]:
+        return self.manager.list(None if everywhere else self.cwd)
+
+    def session_ids(self) -> list[str]:
+        return [meta.session_id for meta in self.manager.list()]
+
+    async def close(self) -> None:
+        await self.manager.close_all()
+        self.current = None

@@ -1,0 +1,127 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+
+import { SessionActivity } from '../activity';
+import { SESSION_MIME, TOOLCALL_MIME } from '../payload';
+
+function display(callId: string, status: string, parent = 'exec-1', type = 'display_data') {
+  return {
+    header: { msg_type: type },
+    parent_header: { msg_id: parent, msg_type: 'execute_request' },
+    content: {
+      data: {
+        [TOOLCALL_MIME]: {
+          version: 1,
+          callId,
+          name: 'write_file',
+          title: 'Write a file',
+          kind: 'edit',
+          status,
+          input: {},
+          output: null,
+          outputTruncated: false,
+          diff: null,
+          locations: [],
+          sessionId: 'sess-1'
+        },
+        'text/plain': 'card'
+      },
+      metadata: {},
+      transient: { display_id: callId }
+    }
+  };
+}
+
+function idle(parent: string, parentType = 'execute_request') {
+  return {
+    header: { msg_type: 'status' },
+    parent_header: { msg_id: parent, msg_type: parentType },
+    content: { execution_state: 'idle' }
+  };
+}
+
+test('a card waiting for permission is pending until it updates', () => {
+  const activity = new SessionActivity();
+  let changes = 0;
+  activity.subscribe(() => changes++);
+  activity.handle(display('c1', 'running'));
+  assert.equal(activity.running.length, 1);
+  activity.handle(display('c1', 'awaiting_permission', 'exec-1', 'update_display_data'));
+  assert.deepEqual(
+    activity.pending.map(call => call.callId),
+    ['c1']
+  );
+  assert.equal(activity.running.length, 0);
+  activity.handle(display('c1', 'done', 'exec-1', 'update_display_data'));
+  assert.equal(activity.pending.length, 0);
+  assert.equal(activity.callCount, 1);
+  assert.equal(activity.sessionId, 'sess-1');
+  assert.equal(changes, 3);
+});
+
+test('the end of the execute_request retires its unfinished calls', () => {
+  const activity = new SessionActivity();
+  activity.handle(display('c1', 'awaiting_permission', 'exec-1'));
+  activity.handle(display('c2', 'awaiting_permission', 'exec-2'));
+  // Idle after a comm message (a button click) is not the end of the turn.
+  assert.equal(activity.handle(idle('comm-1', 'comm_msg')), false);
+  assert.equal(activity.pending.length, 2);
+  assert.equal(activity.handle(idle('exec-1')), true);
+  assert.deepEqual(
+    activity.pending.map(call => call.callId),
+    ['c2']
+  );
+});
+
+test('an update keeps the parent of the display that created the card', () => {
+  const activity = new SessionActivity();
+  activity.handle(display('c1', 'running', 'exec-1'));
+  activity.handle(display('c1', 'awaiting_permission', 'other', 'update_display_data'));
+  activity.handle(idle('exec-1'));
+  assert.equal(activity.pending.length, 0);
+});
+
+test('session info comes from its own bundle or from metadata', () => {
+  const activity = new SessionActivity();
+  activity.handle({
+    header: { msg_type: 'display_data' },
+    content: {
+      data: { 'text/plain': 'x' },
+      metadata: { [SESSION_MIME]: { version: 1, sessionId: 's1', model: 'scripted', mode: 'default' } }
+    }
+  });
+  assert.equal(activity.session?.model, 'scripted');
+  activity.handle({
+    header: { msg_type: 'display_data' },
+    content: {
+      data: { [SESSION_MIME]: { sessionId: 's1', model: 'm2', usage: { total_tokens: 7 } } },
+      metadata: {}
+    }
+  });
+  assert.equal(activity.session?.model, 'm2');
+  assert.equal(activity.session?.usage?.totalTokens, 7);
+  assert.ok(activity.seen);
+});
+
+test('garbage messages change nothing and do not throw', () => {
+  const activity = new SessionActivity();
+  const junk: unknown[] = [
+    {},
+    { header: { msg_type: 'display_data' }, content: null },
+    { header: { msg_type: 'display_data' }, content: { data: { [TOOLCALL_MIME]: 'nope' } } },
+    { header: { msg_type: 'stream' }, content: { text: 'hi' } },
+    { header: { msg_type: 'status' }, content: { execution_state: 'idle' } }
+  ];
+  for (const msg of junk) {
+    assert.equal(activity.handle(msg as never), false);
+  }
+  assert.equal(activity.seen, false);
+});
+
+test('reset forgets calls and session', () => {
+  const activity = new SessionActivity();
+  activity.handle(display('c1', 'awaiting_permission'));
+  activity.reset();
+  assert.equal(activity.pending.length, 0);
+  assert.equal(activity.sessionId, null);
+});

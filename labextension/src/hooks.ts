@@ -1,0 +1,26 @@
+/**
+ * State shared by the MIME renderers and the app plugin. Both entry points
+ * are exposed by the same federated bundle, so they share this module.
+ */
+
+import { ISectionState } from './toolcard';
+
+/** Set by the app plugin when it can open files; renderers work without it. */
+export const appHooks: { openLocation?: (location: string) => boolean } = {};
+
+/** Cards remembered, so a re-created renderer keeps the user's open/closed sections. */
+const MAX_REMEMBERED = 1000;
+const sections = new Map<string, ISectionState>();
+
+/** The section state for a call id (created empty on first use). */
+export function sectionState(callId: string): ISectionState {
+  let state = sections.get(callId);
+  if (!state) {
+    state = {};
+    sections.set(callId, state);
+    while (sections.size > MAX_REMEMBERED) {
+      sections.delete(sections.keys().next().value as string);
+    }
+  }
+  return state;
+}

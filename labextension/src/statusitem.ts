@@ -1,0 +1,95 @@
+/**
+ * The status bar item: the current notebook's agent model, mode, session
+ * tokens, and tool calls waiting for permission (click to jump to them).
+ */
+
+import { Signal } from '@lumino/signaling';
+import { Widget } from '@lumino/widgets';
+
+import { SessionActivity } from './activity';
+import { formatTokens } from './payload';
+
+function span(className: string, text: string): HTMLSpanElement {
+  const node = document.createElement('span');
+  node.className = className;
+  node.textContent = text;
+  return node;
+}
+
+export class AgentStatusItem extends Widget {
+  /** Fired when the item should appear or disappear. */
+  readonly activeStateChanged = new Signal<this, void>(this);
+
+  constructor(private _onActivate: () => void) {
+    super();
+    this.addClass('iac-status-item');
+    this.node.setAttribute('role', 'button');
+    this.node.tabIndex = 0;
+    this.node.addEventListener('click', () => this._onActivate());
+    this.node.addEventListener('keydown', event => {
+      if (event.key === 'Enter' || event.key === ' ') {
+        event.preventDefault();
+        this._onActivate();
+      }
+    });
+  }
+
+  /** Whether the status bar should show the item. */
+  get active(): boolean {
+    return this._active;
+  }
+
+  /**
+   * Show activity (null: no iac-kernel notebook is current). isAgentKernel
+   * shows the item before the first payload arrives.
+   */
+  render(activity: SessionActivity | null, isAgentKernel: boolean): void {
+    const active = activity !== null && (activity.seen || isAgentKernel);
+    if (active !== this._active) {
+      this._active = active;
+      this.activeStateChanged.emit();
+    }
+    this.node.replaceChildren();
+    if (!activity || !active) {
+      return;
+    }
+    const info = activity.session;
+    const pending = activity.pending.length;
+    const running = activity.running.length;
+    this.node.classList.toggle('iac-status-has-pending', pending > 0);
+    if (pending > 0) {
+      this.node.appendChild(
+        span('iac-status-pending', `⚠ ${pending} awaiting permission`)
+      );
+    }
+    this.node.appendChild(span('iac-status-model', info?.model ?? 'iac-kernel'));
+    if (info?.mode) {
+      this.node.appendChild(span('iac-status-mode', info.mode));
+    }
+    if (info?.usage) {
+      this.node.appendChild(
+        span('iac-status-tokens', `${formatTokens(info.usage.totalTokens)} tokens`)
+      );
+    }
+    if (running > 0) {
+      this.node.appendChild(span('iac-status-running', `${running} running`));
+    }
+    const lines = [
+      `Agent session: ${activity.sessionId ?? 'not started yet'}`,
+      info?.title ? `Title: ${info.title}` : '',
+      info?.cwd ? `Directory: ${info.cwd}` : '',
+      info?.model ? `Model: ${info.model}` : '',
+      info?.mode ? `Permission mode: ${info.mode}` : '',
+      info?.usage
+        ? `Tokens (session): ${info.usage.inputTokens} in, ${info.usage.outputTokens} out, ` +
+          `${info.usage.cacheReadTokens} cache read, ${info.usage.cacheWriteTokens} cache write`
+        : '',
+      info?.turnUsage ? `Tokens (last turn): ${info.turnUsage.totalTokens}` : '',
+      `Tool calls since kernel start: ${activity.callCount}`,
+      pending > 0 ? 'Click to go to the permission request.' : ''
+    ];
+    this.node.title = lines.filter(Boolean).join('\n');
+  }
+
+  private _active = false;
+}

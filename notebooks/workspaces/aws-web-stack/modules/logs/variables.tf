@@ -1,0 +1,4 @@
+variable "name" {
+  description = "Name prefix of the bucket."
+  type        = string
+}

@@ -1,0 +1,3 @@
+output "alb_dns_name" {
+  value = aws_lb.this.dns_name
+}

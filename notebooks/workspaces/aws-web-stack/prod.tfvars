@@ -1,0 +1,2 @@
+environment   = "prod"
+instance_type = "t3.medium"

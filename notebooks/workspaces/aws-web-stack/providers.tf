@@ -1,0 +1,3 @@
+provider "aws" {
+  region = var.region
+}
