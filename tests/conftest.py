@@ -42,3 +42,10 @@ def tool_ctx(workspace: Path):
     from iac_kernel.tools.base import ToolContext
 
     return ToolContext(cwd=workspace, settings=Settings())
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "browser: drives JupyterLab / Notebook 7 in headless Chromium (/usr/bin/chromium)",
+    )

@@ -28,10 +28,14 @@ def alive(pid: int) -> bool:
     return state not in (b"Z", b"X")
 
 
+def has_text(path: Path) -> bool:
+    return path.exists() and bool(path.read_text().strip())
+
+
 async def wait_for_file(path: Path) -> None:
     """Wait until the command has written ``path`` (it is running and set up)."""
     for _ in range(400):
-        if path.exists() and path.read_text().strip():
+        if has_text(path):
             return
         await asyncio.sleep(0.025)
     raise AssertionError(f"{path} never appeared")

@@ -62,9 +62,17 @@ async def test_skips_git_and_terraform_dirs(tool_ctx: ToolContext, tree):
     assert ".terraform" not in result.content
 
 
-async def test_subdirectory(tool_ctx: ToolContext, tree):
+async def test_subdirectory_entries_read_from_the_cwd(tool_ctx: ToolContext, tree):
     result = await tool.run({"path": "modules/vpc"}, tool_ctx)
-    assert result.content.splitlines() == ["main.tf", "outputs.tf"]
+    assert result.content.splitlines() == ["modules/vpc/main.tf", "modules/vpc/outputs.tf"]
+
+
+async def test_outside_directory_gives_absolute_paths(tool_ctx: ToolContext, tmp_path):
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "x.tf").write_text("")
+    result = await tool.run({"path": str(other)}, tool_ctx)
+    assert result.content.splitlines() == [str(other / "x.tf")]
 
 
 async def test_empty_directory(tool_ctx: ToolContext):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -74,7 +75,7 @@ async def test_very_long_lines_are_cut(tool_ctx: ToolContext):
 
 
 async def test_missing_file(tool_ctx: ToolContext):
-    with pytest.raises(ToolError, match="file not found: nope.tf"):
+    with pytest.raises(ToolError, match=re.escape("file not found: nope.tf")):
         await tool.run({"path": "nope.tf"}, tool_ctx)
 
 

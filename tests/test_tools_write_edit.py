@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -91,7 +92,7 @@ async def test_failed_write_leaves_old_file_and_no_temp(
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(write_file_mod.os, "replace", broken_replace)
-    with pytest.raises(ToolError, match="cannot write main.tf: No space left on device"):
+    with pytest.raises(ToolError, match=re.escape("cannot write main.tf: No space left on device")):
         await writer.run({"path": "main.tf", "content": "half"}, tool_ctx)
     assert path.read_text() == "precious\n"
     assert leftovers(tool_ctx.cwd) == []
@@ -113,13 +114,13 @@ async def test_write_permission_denied_is_a_tool_error(
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(write_file_mod.os, "open", denied)
-    with pytest.raises(ToolError, match="permission denied: x.tf"):
+    with pytest.raises(ToolError, match=re.escape("permission denied: x.tf")):
         await writer.run({"path": "x.tf", "content": "x"}, tool_ctx)
 
 
 async def test_write_parent_is_a_file(tool_ctx: ToolContext):
     (tool_ctx.cwd / "main.tf").write_text("x")
-    with pytest.raises(ToolError, match="cannot write main.tf/child.tf"):
+    with pytest.raises(ToolError, match=re.escape("cannot write main.tf/child.tf")):
         await writer.run({"path": "main.tf/child.tf", "content": "x"}, tool_ctx)
 
 
@@ -155,8 +156,8 @@ async def test_edit_replaces_unique_match(tool_ctx: ToolContext):
 
 async def test_edit_not_found(tool_ctx: ToolContext):
     (tool_ctx.cwd / "main.tf").write_text(MAIN_TF)
-    args = {"path": "main.tf", "old_string": "bucket = \"nope\"", "new_string": "x"}
-    with pytest.raises(ToolError, match="old_string not found in main.tf"):
+    args = {"path": "main.tf", "old_string": 'bucket = "nope"', "new_string": "x"}
+    with pytest.raises(ToolError, match=re.escape("old_string not found in main.tf")):
         editor.preview(args, tool_ctx)
     with pytest.raises(ToolError, match="old_string not found"):
         await editor.run(args, tool_ctx)
@@ -165,7 +166,7 @@ async def test_edit_not_found(tool_ctx: ToolContext):
 
 async def test_edit_ambiguous_match_needs_context_or_replace_all(tool_ctx: ToolContext):
     path = tool_ctx.cwd / "vars.tf"
-    path.write_text('type = string\ntype = string\ntype = string\n')
+    path.write_text("type = string\ntype = string\ntype = string\n")
     args = {"path": "vars.tf", "old_string": "type = string", "new_string": "type = number"}
     with pytest.raises(ToolError) as err:
         await editor.run(args, tool_ctx)
@@ -186,7 +187,7 @@ async def test_edit_identical_strings_refused(tool_ctx: ToolContext):
 
 
 async def test_edit_missing_file(tool_ctx: ToolContext):
-    with pytest.raises(ToolError, match="file not found: nope.tf"):
+    with pytest.raises(ToolError, match=re.escape("file not found: nope.tf")):
         editor.preview({"path": "nope.tf", "old_string": "a", "new_string": "b"}, tool_ctx)
 
 
@@ -202,11 +203,11 @@ async def test_edit_binary_and_non_utf8_refused(tool_ctx: ToolContext):
 
 async def test_edit_crlf_file_matches_lf_old_string(tool_ctx: ToolContext):
     path = tool_ctx.cwd / "win.tf"
-    path.write_bytes(b'a = 1\r\nb = 2\r\nc = 3\r\n')
+    path.write_bytes(b"a = 1\r\nb = 2\r\nc = 3\r\n")
     await editor.run(
         {"path": "win.tf", "old_string": "a = 1\nb = 2", "new_string": "a = 1\nb = 20"}, tool_ctx
     )
-    assert path.read_bytes() == b'a = 1\r\nb = 20\r\nc = 3\r\n'
+    assert path.read_bytes() == b"a = 1\r\nb = 20\r\nc = 3\r\n"
 
 
 async def test_edit_keeps_mode(tool_ctx: ToolContext):

@@ -1,6 +1,7 @@
 """JSON-RPC errors the ACP server answers with, and what their ``data`` may carry.
 
-Error data names the field that is wrong and why, never a stack trace or a secret.
+Error data names the field that is wrong and why, never a stack trace or a secret
+(every message passes through :func:`~iac_kernel.redact.redact`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,15 @@ MAX_MESSAGE = 300
 
 def session_not_found() -> RequestError:
     return RequestError.invalid_params({"session_id": "Session not found"})
+
+
+def session_busy() -> RequestError:
+    return RequestError.invalid_params(
+        {
+            "session_id": "Session is busy: a prompt is already running on it; "
+            "wait for its answer or send session/cancel"
+        }
+    )
 
 
 def invalid_field(field: str, message: str) -> RequestError:
@@ -50,8 +60,10 @@ def internal(exc: BaseException) -> RequestError:
     """-32603 for an unexpected failure: the kind of error and a redacted first line."""
     first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     details = type(exc).__name__ + (f": {first_line}" if first_line else "")
-    return RequestError.internal_error({"details": _clip(redact(details))})
+    return RequestError.internal_error({"details": _clip(details)})
 
 
 def _clip(text: str) -> str:
+    """Redacted (messages may quote input or paths) and cut to :data:`MAX_MESSAGE`."""
+    text = redact(text)
     return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 1] + "…"

@@ -4,5 +4,6 @@ Modules: ``kernel`` (the IPython-based kernel), ``app`` (launch), ``install`` (k
 ``publish`` (IOPub sends pinned to one request), ``display`` (the streamed answer),
 ``cards`` (tool-call cards), ``permission_ui`` (buttons, policy, stdin), ``magics``,
 ``completion`` (complete, is_complete, inspect), ``state`` (the kernel's sessions),
-``turn`` (agent events to cell output).
+``turn`` (agent events to cell output), ``session_info`` (status-bar metadata),
+``testing`` (a jupyter_client harness for tests).
 """

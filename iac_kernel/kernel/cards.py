@@ -175,8 +175,9 @@ def unified_diff(diff: Diff) -> list[str]:
     """The change as unified diff lines (no trailing newlines)."""
     old = (diff.old_text or "").splitlines()
     new = diff.new_text.splitlines()
-    before = "/dev/null" if diff.old_text is None else f"a/{diff.path}"
-    return list(difflib.unified_diff(old, new, before, f"b/{diff.path}", lineterm=""))
+    name = diff.path.lstrip("/")
+    before = "/dev/null" if diff.old_text is None else f"a/{name}"
+    return list(difflib.unified_diff(old, new, before, f"b/{name}", lineterm=""))
 
 
 def _input_json(card: ToolCard) -> str:
@@ -260,7 +261,11 @@ def render_html(card: ToolCard) -> str:
         parts.append(
             f"<details{opened}><summary>Output</summary>"
             f'<pre style="margin:4px 0;max-height:24em;overflow:auto">{esc(output)}</pre>'
-            + (f'<div class="iac-note" style="color:#6e7781"><em>{esc(note)}</em></div>' if note else "")
+            + (
+                f'<div class="iac-note" style="color:#6e7781"><em>{esc(note)}</em></div>'
+                if note
+                else ""
+            )
             + "</details>"
         )
     parts.append("</div>")

@@ -37,8 +37,10 @@ class Handle(Protocol):
 Schedule = Callable[[float, Callable[[], None]], Handle]
 
 
-def render_answer(text: str, thinking: str, *, streaming: bool) -> dict[str, Any]:
-    """The mime bundle of the answer so far."""
+def render_answer(
+    text: str, thinking: str, *, streaming: bool, empty: str = EMPTY_ANSWER
+) -> dict[str, Any]:
+    """The mime bundle of the answer so far (``empty`` stands in for a final empty answer)."""
     parts = []
     if thinking.strip():
         label = "Thinking…" if streaming and not text else "Thinking"
@@ -49,8 +51,8 @@ def render_answer(text: str, thinking: str, *, streaming: bool) -> dict[str, Any
     elif streaming:
         parts.append(PLACEHOLDER)
     else:
-        parts.append(EMPTY_ANSWER)
-    plain = text if text else ("…" if streaming else "(no text in this answer)")
+        parts.append(empty)
+    plain = text if text else ("…" if streaming else empty.replace("_", ""))
     return {"text/markdown": "\n".join(parts), "text/plain": plain}
 
 
@@ -101,8 +103,8 @@ class AnswerDisplay:
             self._pending = None
             self._send(streaming=True)
 
-    def finish(self) -> None:
-        """Send the whole answer; later deltas are ignored."""
+    def finish(self, empty: str = EMPTY_ANSWER, metadata: dict[str, Any] | None = None) -> None:
+        """Send the whole answer (with ``metadata``); later deltas are ignored."""
         if self._finished:
             return
         self.start()
@@ -110,7 +112,7 @@ class AnswerDisplay:
             self._pending.cancel()
             self._pending = None
         self._finished = True
-        self._send(streaming=False)
+        self._send(streaming=False, empty=empty, metadata=metadata)
 
     # -- internals ---------------------------------------------------------------------
 
@@ -131,11 +133,18 @@ class AnswerDisplay:
         if not self._finished:
             self._send(streaming=True)
 
-    def _send(self, *, streaming: bool) -> None:
+    def _send(
+        self,
+        *,
+        streaming: bool,
+        empty: str = EMPTY_ANSWER,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
         self.out.display(
-            render_answer(self.text, self.thinking, streaming=streaming),
+            render_answer(self.text, self.thinking, streaming=streaming, empty=empty),
             self.display_id,
             update=True,
+            metadata=metadata,
         )
         self.updates += 1
         self._last_sent = self.clock()

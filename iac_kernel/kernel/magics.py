@@ -315,12 +315,7 @@ class Magics:
         if not args:
             where = str(current.cwd) if current else self.state.cwd
             return MagicOutput(f"Working directory: `{where}`", where)
-        target = Path(args).expanduser()
-        if not target.is_absolute():
-            target = Path(self.state.cwd) / target
-        if not target.is_dir():
-            raise MagicError(f"{args!r} is not a directory")
-        new = os.path.realpath(target)
+        new = _directory(self.state.cwd, args)
         if current is not None:
             if current.busy:
                 raise MagicError("a turn is running; wait for it or interrupt it", "SessionError")
@@ -398,10 +393,21 @@ class Magics:
             ),
         ]
         text = (
-            _table(rows) + "\n\nChange with `%mode MODE`, `%config headless_policy deny|allow|stdin`"
+            _table(rows)
+            + "\n\nChange with `%mode MODE`, `%config headless_policy deny|allow|stdin`"
             ", `%permissions ui MODE`, `%permissions reset`."
         )
         return MagicOutput(text, _plain_table([(k, v.replace("`", "")) for k, v in rows]))
+
+
+def _directory(base: str, raw: str) -> str:
+    """``raw`` (relative to ``base``) as a real directory path; MagicError if it is none."""
+    target = Path(raw).expanduser()
+    if not target.is_absolute():
+        target = Path(base) / target
+    if not target.is_dir():
+        raise MagicError(f"{raw!r} is not a directory")
+    return os.path.realpath(target)
 
 
 def _default_model() -> str:

@@ -45,7 +45,7 @@ from iac_kernel.agent.permissions import (
     REJECT_ONCE,
     PermissionRequest,
 )
-from iac_kernel.kernel.publish import Publisher
+from iac_kernel.kernel.publish import Publisher, plain_text
 
 PERMISSION_UIS = ("auto", "widgets", "stdin", "policy")
 
@@ -172,20 +172,25 @@ class WidgetPrompt:
         return await self.future
 
     def close(self) -> None:
-        for button in self.buttons:
-            button.close()
-        self.label.close()
-        for child in self.box.children:
-            child.close()
-        self.box.close()
+        """Close every widget model (buttons, boxes and their layout/style models)."""
+        _close_tree(self.box)
+
+
+def _close_tree(widget: Any) -> None:
+    for child in getattr(widget, "children", ()):
+        _close_tree(child)
+    for part in ("layout", "style"):
+        model = getattr(widget, part, None)
+        if model is not None and hasattr(model, "close"):
+            model.close()
+    widget.close()
 
 
 def _label_html(request: PermissionRequest) -> str:
     import html
 
     return (
-        f"✋ <b>{html.escape(request.title)}</b> needs your approval: "
-        f"{html.escape(request.reason)}"
+        f"✋ <b>{html.escape(request.title)}</b> needs your approval: {html.escape(request.reason)}"
     )
 
 
@@ -220,14 +225,23 @@ class PermissionUI:
             self.answers.append((request.call_id, answer, "policy"))
             return answer
         self.on_status(request.call_id, "awaiting_permission")
-        answer = await (self._ask_widgets(request) if how == "widgets" else self._ask_stdin(request))
+        if how == "widgets":
+            try:
+                prompt = WidgetPrompt(request, asyncio.get_running_loop())
+            except Exception as exc:  # no ipywidgets / no comm manager: nobody can click
+                answer, note = policy_answer(policy, request, False)
+                self.out.markdown(f"Permission buttons are unavailable ({exc}). {note}")
+                self.answers.append((request.call_id, answer, "policy"))
+                return answer
+            answer = await self._ask_widgets(request, prompt)
+        else:
+            answer = await self._ask_stdin(request)
         self.answers.append((request.call_id, answer, how))
         if answer in (ALLOW_ONCE, ALLOW_ALWAYS):
             self.on_status(request.call_id, "running")
         return answer
 
-    async def _ask_widgets(self, request: PermissionRequest) -> str:
-        prompt = WidgetPrompt(request, asyncio.get_running_loop())
+    async def _ask_widgets(self, request: PermissionRequest, prompt: WidgetPrompt) -> str:
         display_id = f"iac-permission-{uuid.uuid4().hex}"
         self.out.display(prompt.bundle(), display_id)
         outcome = "⏹ **Cancelled** while waiting for approval"
@@ -240,7 +254,7 @@ class PermissionUI:
             self.out.display(
                 {
                     "text/markdown": f"{outcome}: `{request.title}`",
-                    "text/plain": f"{_plain(outcome)}: {request.title}",
+                    "text/plain": f"{plain_text(outcome)}: {request.title}",
                 },
                 display_id,
                 update=True,
@@ -258,7 +272,3 @@ class PermissionUI:
             return REJECT_ONCE
         self.out.markdown(f"{DECISION_TEXT[answer]}: `{request.title}`")
         return answer
-
-
-def _plain(markdown: str) -> str:
-    return markdown.replace("**", "").replace("`", "")

@@ -40,7 +40,8 @@ class Publisher:
         self._send("update_display_data" if update else "display_data", content)
 
     def markdown(self, text: str, plain: str | None = None, display_id: str | None = None) -> None:
-        self.display({"text/markdown": text, "text/plain": plain or text}, display_id)
+        """A Markdown display; its text/plain form drops the ``**`` and backtick marks."""
+        self.display({"text/markdown": text, "text/plain": plain or plain_text(text)}, display_id)
 
     def stream(self, text: str, name: str = "stdout") -> None:
         self._send("stream", {"name": name, "text": text})
@@ -50,6 +51,11 @@ class Publisher:
         content = error_content(ename, evalue)
         self._send("error", {k: content[k] for k in ("ename", "evalue", "traceback")})
         return content
+
+
+def plain_text(markdown: str) -> str:
+    """Short Markdown notes as plain text (bold and code marks removed)."""
+    return markdown.replace("**", "").replace("`", "")
 
 
 def error_content(ename: str, evalue: str) -> dict[str, Any]:

@@ -8,6 +8,8 @@ the tool cards follow it in call order; the answer's final update carries the wh
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 from iac_kernel.agent.events import (
     AgentEvent,
@@ -37,24 +39,38 @@ STOP_NOTES = {
 class TurnView:
     """Renders a turn's events into the cell."""
 
-    def __init__(self, out: Publisher, session_id: str, answer: AnswerDisplay | None = None):
+    def __init__(
+        self,
+        out: Publisher,
+        session_id: str,
+        answer: AnswerDisplay | None = None,
+        end_metadata: Callable[[TurnEnded], dict[str, Any]] | None = None,
+    ):
         self.out = out
         self.session_id = session_id
         self.answer = answer or AnswerDisplay(out)
+        #: Metadata for the answer's final update (the kernel adds the session info).
+        self.end_metadata = end_metadata or (lambda _ended: {})
         self.cards: dict[str, ToolCard] = {}
         self._display_ids: dict[str, str] = {}
         self.errors: list[str] = []
         self.ended: TurnEnded | None = None
+        self._after_tool = False
 
     def start(self) -> None:
         self.answer.start()
 
     def emit(self, event: AgentEvent) -> None:
         if isinstance(event, TextDelta):
+            if self._after_tool and self.answer.text and not self.answer.text[-1].isspace():
+                # The text of the next model call: a new paragraph, not a run-on sentence.
+                self.answer.add_text("\n\n")
+            self._after_tool = False
             self.answer.add_text(event.text)
         elif isinstance(event, ThinkingDelta):
             self.answer.add_thinking(event.text)
         elif isinstance(event, ToolCallStarted):
+            self._after_tool = True
             self.answer.flush()
             card = ToolCard(event.call_id, event.name, event.title, event.kind, self.session_id)
             self.cards[event.call_id] = card
@@ -79,7 +95,7 @@ class TurnView:
             self.errors.append(event.message)
             self.out.stream(event.message.rstrip("\n") + "\n", "stderr")
         elif isinstance(event, TurnEnded):
-            self.finish(event)
+            self.finish(event, self.end_metadata(event))
 
     def set_status(self, call_id: str, status: str) -> None:
         """For the permission UI: show "awaiting_permission", then "running" again."""
@@ -88,12 +104,17 @@ class TurnView:
             card.status = status
             self._show(card)
 
-    def finish(self, ended: TurnEnded) -> None:
-        """Send the whole answer and the note for how the turn ended (once)."""
+    def finish(self, ended: TurnEnded, metadata: dict[str, Any] | None = None) -> None:
+        """Send the whole answer (``metadata`` rides on it) and the stop note, once."""
         if self.ended is not None:
             return
         self.ended = ended
-        self.answer.finish()
+        if self.failed:
+            self.answer.finish(
+                empty="⚠️ _No answer: the model failed (the error is below)._", metadata=metadata
+            )
+        else:
+            self.answer.finish(metadata=metadata)
         note = STOP_NOTES.get(ended.stop_reason)
         if note:
             self.out.markdown(note)

@@ -20,6 +20,18 @@ A turn may instead give ``content`` (Messages API blocks). Optional per turn:
 ({"input_tokens", "output_tokens"}; estimated when absent), ``delay`` (seconds between
 streamed chunks) and ``error`` (raise a model error instead of answering).
 
+Optional ``vars`` make a script follow values given in the prompts (notebook parameters
+injected by papermill, say)::
+
+    "vars": {"environment": {"pattern": "environment\\s*=\\s*\"?([\\w.-]+)",
+                             "default": "prod"}}
+
+A variable's value is the pattern's first group in the latest user message that matches
+it: a prompt or a tool result, so a script can also pick up a value a tool printed (a
+lock id from ``terraform plan``), as a model reading the output would. Without a match it
+is ``default``. ``{{environment}}`` in a turn's strings (text, thinking, tool inputs) is
+replaced by it. The tools still run for real, on that value.
+
 Which turn plays is derived from the conversation, so the model keeps no state: the
 exchange is the first whose ``match`` finds the latest prompt (else the exchange at the
 prompt's position among prompts, when that exchange has no ``match``), and the turn is the
@@ -65,6 +77,8 @@ class Script:
     fallback: str
     source: str = ""
     patterns: list[re.Pattern[str] | None] = field(default_factory=list)
+    #: name -> (pattern with one group, default value)
+    variables: dict[str, tuple[re.Pattern[str], str]] = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: str | Path | None) -> Script:
@@ -100,15 +114,52 @@ class Script:
             fallback=str(data.get("fallback", "(The scripted model has no answer for this.)")),
             source=source,
             patterns=patterns,
+            variables=_load_vars(data.get("vars", {}), source),
         )
 
 
+def _load_vars(spec: Any, source: str) -> dict[str, tuple[re.Pattern[str], str]]:
+    if not isinstance(spec, dict):
+        raise ScriptError(f"script {source}: 'vars' must be an object")
+    variables = {}
+    for name, var in spec.items():
+        if not isinstance(var, dict) or not isinstance(var.get("pattern"), str):
+            raise ScriptError(f"script {source}: var {name!r} needs a 'pattern' string")
+        try:
+            pattern = re.compile(var["pattern"], re.IGNORECASE)
+        except re.error as exc:
+            raise ScriptError(f"script {source}: var {name!r} pattern: {exc}") from None
+        if pattern.groups < 1:
+            raise ScriptError(f"script {source}: var {name!r} pattern needs a group")
+        variables[str(name)] = (pattern, str(var.get("default", "")))
+    return variables
+
+
+def _fill(value: Any, values: dict[str, str]) -> Any:
+    """``value`` with ``{{name}}`` replaced in every string (dicts and lists walked)."""
+    if isinstance(value, str):
+        for name, text in values.items():
+            value = value.replace("{{" + name + "}}", text)
+        return value
+    if isinstance(value, list):
+        return [_fill(v, values) for v in value]
+    if isinstance(value, dict):
+        return {k: _fill(v, values) for k, v in value.items()}
+    return value
+
+
 def is_prompt(message: dict[str, Any]) -> bool:
-    """A user message the user typed (not one carrying tool results)."""
+    """A user message the user typed (not one carrying only tool results).
+
+    After a cancelled turn the next prompt is merged into the message that closes the
+    cancelled tool calls, so a message with text is a prompt even beside tool results.
+    """
     if message.get("role") != "user":
         return False
     content = message.get("content")
     if isinstance(content, str):
+        return True
+    if any(block.get("type") == "text" and block.get("text") for block in content):
         return True
     return not any(block.get("type") == "tool_result" for block in content)
 
@@ -199,7 +250,38 @@ class ScriptedModel:
         turns = exchange["turns"]
         if turn_index >= len(turns):
             return {"text": ""}
-        return turns[turn_index]
+        if not self.script.variables:
+            return turns[turn_index]
+        return _fill(turns[turn_index], self._values(messages))
+
+    def _values(self, messages: list[dict[str, Any]]) -> dict[str, str]:
+        texts = [_user_text(m) for m in reversed(messages) if m.get("role") == "user"]
+        values = {}
+        for name, (pattern, default) in self.script.variables.items():
+            values[name] = default
+            for text in texts:
+                found = pattern.search(text)
+                if found:
+                    values[name] = found.group(1)
+                    break
+        return values
+
+
+def _user_text(message: dict[str, Any]) -> str:
+    """A user message's text: the prompt, or the text of its tool results."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content:
+        if block.get("type") == "text":
+            parts.append(block.get("text", ""))
+        elif block.get("type") == "tool_result":
+            inner = block.get("content", "")
+            if isinstance(inner, list):
+                inner = "\n".join(b.get("text", "") for b in inner if b.get("type") == "text")
+            parts.append(str(inner))
+    return "\n".join(parts)
 
 
 def _turn_content(turn: dict[str, Any], salt: int) -> list[dict[str, Any]]:

@@ -130,6 +130,18 @@ async def _stop_leftovers(proc: asyncio.subprocess.Process, pgid: int, grace: fl
     return True
 
 
+async def _wait_exit(proc: asyncio.subprocess.Process) -> None:
+    """Wait for the shell itself to exit.
+
+    Not ``proc.wait()``: in Python 3.11 that also waits for the output pipe to close,
+    which a background child holding the pipe delays until it exits.
+    """
+    delay = 0.002
+    while proc.returncode is None:
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, _POLL)
+
+
 async def _pump(stream: asyncio.StreamReader, capture: OutputCapture) -> None:
     while chunk := await stream.read(65_536):
         capture.feed(chunk)
@@ -206,7 +218,7 @@ class BashTool(Tool):
         try:
             try:
                 async with asyncio.timeout(timeout):
-                    await proc.wait()
+                    await _wait_exit(proc)
             except TimeoutError:
                 timed_out = True
                 await stop_group(proc, pgid, grace)

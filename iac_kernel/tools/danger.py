@@ -112,8 +112,8 @@ def _check(command: str, depth: int) -> str | None:
 def _nested_script(segment: list[str], i: int) -> str | None:
     """Text at ``segment[i]`` that the shell will run as a command of its own."""
     token = segment[i]
-    if "$(" in token or "`" in token:
-        return token.replace("$(", " ; ").replace(")", " ; ").replace("`", " ; ")
+    if "$(" in token:
+        return token.replace("$(", " ; ").replace(")", " ; ")
     if i == 0:
         return None
     before = [os.path.basename(t) for t in segment[:i]]
@@ -150,7 +150,8 @@ def _has_flag(args: list[str], flag: str) -> bool:
 
 def _segments(command: str) -> list[list[str]]:
     """Simple commands of ``command``: split on ``&& || ; | &``, newlines and parentheses."""
-    text = command.replace("\\\n", " ").replace("\n", " ; ")
+    # Backquoted commands become separate segments (even inside quotes: errs on asking).
+    text = command.replace("\\\n", " ").replace("\n", " ; ").replace("`", " ; ")
     lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
     try:

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError, ToolResult
-from iac_kernel.tools.paths import resolve_path, short, tool_paths
-from iac_kernel.tools.rg import prefix_for, run_rg
+from iac_kernel.tools.paths import prefix_for, resolve_path, short, tool_paths
+from iac_kernel.tools.rg import run_rg
 from iac_kernel.tools.validate import check
 
 MAX_RESULTS = 1000

@@ -9,8 +9,8 @@ from typing import Any
 
 from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError, ToolResult
 from iac_kernel.tools.glob import compile_glob, matching_files
-from iac_kernel.tools.paths import resolve_path, short, tool_paths
-from iac_kernel.tools.rg import prefix_for, run_rg, search_root
+from iac_kernel.tools.paths import prefix_for, resolve_path, short, tool_paths
+from iac_kernel.tools.rg import run_rg, search_root
 from iac_kernel.tools.validate import check
 
 OUTPUT_MODES = ("content", "files_with_matches", "count")

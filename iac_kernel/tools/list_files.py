@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError, ToolResult
-from iac_kernel.tools.paths import SKIP_DIRS, resolve_path, short, tool_paths
+from iac_kernel.tools.paths import SKIP_DIRS, prefix_for, resolve_path, short, tool_paths
 from iac_kernel.tools.validate import check
 
 DEFAULT_DEPTH = 2
@@ -19,6 +19,7 @@ class ListFilesTool(Tool):
     name = "list_files"
     description = (
         "List a directory's files and subdirectories (directories end with '/'), sorted, "
+        "as paths from the working directory, "
         f"down to `depth` levels (default {DEFAULT_DEPTH}). Skips "
         f"{', '.join(sorted(SKIP_DIRS))}. Use glob to find files by pattern."
     )
@@ -64,7 +65,8 @@ class ListFilesTool(Tool):
             raise ToolError(f"permission denied: {args['path']}") from None
         except OSError as exc:
             raise ToolError(f"cannot list {args['path']}: {exc.strerror or exc}") from None
-        lines = list(entries) or ["(empty directory)"]
+        prefix = prefix_for(root, Path(ctx.cwd))
+        lines = [prefix + e for e in entries] or ["(empty directory)"]
         if more:
             lines.append(
                 f"\n[stopped after {MAX_ENTRIES} entries; list a subdirectory or lower depth]"

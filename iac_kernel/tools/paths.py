@@ -63,6 +63,14 @@ def display_path(path: Path, cwd: Path | str) -> str:
     return str(rel) if str(rel) != "." else "."
 
 
+def prefix_for(base_dir: Path, cwd: Path | str) -> str:
+    """What to put before paths relative to ``base_dir`` so they read from ``cwd``."""
+    shown = display_path(base_dir, cwd)
+    if shown == ".":
+        return ""
+    return shown + os.sep
+
+
 def short(text: Any, width: int = 80) -> str:
     """The first line of ``text``, shortened for a title."""
     line = str(text).strip().splitlines()[0] if str(text).strip() else ""

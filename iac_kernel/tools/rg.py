@@ -128,12 +128,3 @@ def search_root(base: Path) -> tuple[Path, list[str]]:
     if base.is_dir():
         return base, []
     return base.parent, [base.name]
-
-
-def prefix_for(base_dir: Path, cwd: Path) -> str:
-    """What to put before rg's relative output paths so they read from ``cwd``."""
-    try:
-        rel = base_dir.relative_to(Path(os.path.normpath(cwd)))
-    except ValueError:
-        return str(base_dir) + os.sep
-    return "" if str(rel) == "." else str(rel) + os.sep

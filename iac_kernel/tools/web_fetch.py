@@ -277,7 +277,7 @@ async def _fetch(
 
 async def _send(client: httpx.AsyncClient, url: httpx.URL, allow_private: bool) -> httpx.Response:
     """Connect to the address that was checked, not to a second DNS answer (rebinding)."""
-    host = url.host
+    host = url.raw_host.decode("ascii")  # IDNA-encoded, as DNS, SNI and Host need it
     port = url.port or (443 if url.scheme == "https" else 80)
     address = await resolve_host(host, port, allow_private)
     host_header = f"[{host}]" if ":" in host else host

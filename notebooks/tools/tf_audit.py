@@ -2,11 +2,12 @@
 
 Usage::
 
-    python3 tools/tf_audit.py {tags,versions,ingress,all} PATH
+    python3 tools/tf_audit.py {tags,versions,ingress,all} PATH [--strict]
 
 It parses every ``*.tf`` file under PATH (skipping ``.terraform``) and prints one finding per
-line as ``file:line: message``, sorted, then a count. It exits 1 when it found something, 0
-when the tree is clean and 2 on bad input (missing path, unparsable file, no python-hcl2).
+line as ``file:line: message``, sorted, then a count. It exits 0 (findings are a report,
+not a failure) unless ``--strict`` is given, then 1 when it found something (for CI); bad
+input (missing path, unparsable file, no python-hcl2) exits 2.
 
 The checks are static: ``tags`` looks for a ``tags`` argument (or ``tag`` blocks on auto
 scaling groups) on AWS resource types that take tags; ``versions`` flags
@@ -117,7 +118,7 @@ def check_tags(rel: str, text: str, doc: dict[str, Any]) -> list[Finding]:
     for rtype, name, body in blocks(doc, "resource"):
         if not rtype.startswith("aws_") or rtype in UNTAGGABLE or has_tags(rtype, body):
             continue
-        line = line_of(text, rf'^\s*resource\s+"{rtype}"\s+"{name}"')
+        line = line_of(text, rf'^[ \t]*resource\s+"{rtype}"\s+"{name}"')
         findings.append(Finding(rel, line, f"{rtype}.{name} has no tags"))
     return findings
 
@@ -129,11 +130,10 @@ def check_versions(rel: str, text: str, doc: dict[str, Any]) -> list[Finding]:
             for local_name, spec in required.items():
                 if not isinstance(spec, dict) or spec.get("version"):
                     continue
-                line = line_of(text, rf"^\s*{re.escape(local_name)}\s*=\s*\{{")
+                line = line_of(text, rf"^[ \t]*{re.escape(local_name)}\s*=\s*\{{")
                 source = spec.get("source", local_name)
-                findings.append(
-                    Finding(rel, line, f"provider {local_name} ({source}) has no version constraint")
-                )
+                message = f"provider {local_name} ({source}) has no version constraint"
+                findings.append(Finding(rel, line, message))
     for entry in doc.get("module", []):
         for name, body in entry.items():
             source = str(body.get("source", ""))
@@ -141,14 +141,32 @@ def check_versions(rel: str, text: str, doc: dict[str, Any]) -> list[Finding]:
             pinned_ref = "?ref=" in source
             if local or pinned_ref or body.get("version"):
                 continue
-            line = line_of(text, rf'^\s*module\s+"{re.escape(name)}"')
+            line = line_of(text, rf'^[ \t]*module\s+"{re.escape(name)}"')
             findings.append(Finding(rel, line, f'module {name} ("{source}") has no version'))
     return findings
+
+
+def world_ingress_lines(text: str, rtype: str, name: str) -> list[int]:
+    """Lines inside resource ``rtype.name`` that open an ingress to the world, in order."""
+    start = line_of(text, rf'^[ \t]*resource\s+"{rtype}"\s+"{name}"')
+    lines = text.splitlines()
+    found, block = [], "ingress" if rtype != "aws_security_group" else ""
+    for number in range(start, len(lines) + 1):
+        line = lines[number - 1]
+        if number > start and re.match(r"^(resource|data|module)\s", line):
+            break
+        opener = re.match(r"^[ \t]*(ingress|egress)\s*\{", line)
+        if opener:
+            block = opener.group(1)
+        if block == "ingress" and any(f'"{cidr}"' in line for cidr in WORLD):
+            found.append(number)
+    return found
 
 
 def check_ingress(rel: str, text: str, doc: dict[str, Any]) -> list[Finding]:
     findings = []
     for rtype, name, body in blocks(doc, "resource"):
+        open_lines = world_ingress_lines(text, rtype, name)
         rules: list[dict[str, Any]] = []
         if rtype == "aws_security_group":
             rules = [r for r in body.get("ingress", []) if isinstance(r, dict)]
@@ -164,10 +182,10 @@ def check_ingress(rel: str, text: str, doc: dict[str, Any]) -> list[Finding]:
             ports = f"{rule.get('from_port')}-{rule.get('to_port')}"
             if rule.get("from_port") == rule.get("to_port"):
                 ports = str(rule.get("from_port"))
-            line = line_of(text, rf'^\s*resource\s+"{rtype}"\s+"{name}"')
+            fallback = line_of(text, rf'^[ \t]*resource\s+"{rtype}"\s+"{name}"')
+            line = open_lines.pop(0) if open_lines else fallback
             message = (
-                f"{rtype}.{name} allows {rule.get('protocol', '?')}/{ports} "
-                f"from {', '.join(world)}"
+                f"{rtype}.{name} allows {rule.get('protocol', '?')}/{ports} from {', '.join(world)}"
             )
             if rule.get("description"):
                 message += f' ("{rule["description"]}")'
@@ -194,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("check", choices=[*CHECKS, "all"])
     parser.add_argument("path", type=Path)
+    parser.add_argument("--strict", action="store_true", help="exit 1 when there are findings")
     args = parser.parse_args(argv)
     names = list(CHECKS) if args.check == "all" else [args.check]
     try:
@@ -204,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     for finding in findings:
         print(finding)
     print(f"{len(findings)} finding(s) ({', '.join(names)}) in {args.path}")
-    return 1 if findings else 0
+    return 1 if findings and args.strict else 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,320 @@
+"""The ACP agent: maps each protocol method onto the session manager and its sessions.
+
+One instance serves one connection (stdio, or one client of the kernel's socket); the
+:class:`~iac_kernel.sessions.manager.SessionManager` may be shared, so a session loaded
+twice is one runtime. The SDK's router calls the methods below by name; the class does
+not subclass ``acp.Agent``, so methods it lacks (``authenticate``, extensions) answer
+-32601 instead of a silent ``null``.
+
+A ``session/prompt`` on a session that is already running a turn is refused with
+-32602 (``{"session_id": "Session is busy: ..."}``); prompts are not queued, so there are
+never two loops on one history.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from acp import PROTOCOL_VERSION
+from acp.schema import (
+    AgentCapabilities,
+    ConfigOptionUpdate,
+    CurrentModeUpdate,
+    Implementation,
+    InitializeResponse,
+    ListSessionsResponse,
+    PromptCapabilities,
+    PromptResponse,
+    SessionCapabilities,
+    SessionCloseCapabilities,
+    SessionForkCapabilities,
+    SessionInfoUpdate,
+    SessionListCapabilities,
+    SessionResumeCapabilities,
+    UsageUpdate,
+)
+
+from iac_kernel import __version__
+from iac_kernel.acp import errors, session_config
+from iac_kernel.acp.channel import ClientChannel
+from iac_kernel.acp.content import to_anthropic
+from iac_kernel.acp.listing import list_page
+from iac_kernel.acp.permissions import PermissionAsker
+from iac_kernel.acp.transport import after_answer
+from iac_kernel.acp.turn import TurnRelay, prompt_response, run_turn
+from iac_kernel.acp.updates import Locate, replay_updates
+from iac_kernel.agent.events import TurnEnded, Usage
+from iac_kernel.agent.session import AgentSession, SessionBusyError, SessionClosedError
+from iac_kernel.models.scripted import estimate_tokens
+from iac_kernel.sessions.manager import SessionManager
+from iac_kernel.sessions.store import SessionLockedError, SessionNotFoundError
+from iac_kernel.tools.base import ToolContext
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CONTEXT_WINDOW = 200_000
+
+CAPABILITIES = AgentCapabilities(
+    load_session=True,
+    prompt_capabilities=PromptCapabilities(image=False, audio=False, embedded_context=True),
+    session_capabilities=SessionCapabilities(
+        list=SessionListCapabilities(),
+        close=SessionCloseCapabilities(),
+        fork=SessionForkCapabilities(),
+        resume=SessionResumeCapabilities(),
+    ),
+)
+
+
+class IacAgent:
+    """ACP methods for one connection."""
+
+    def __init__(self, manager: SessionManager) -> None:
+        self.manager = manager
+        self.channel: ClientChannel | None = None
+        self.initialized = False
+        self.client_info: Any = None
+        #: Turns this connection started and that are still running, by session id.
+        self._turns: dict[str, TurnRelay] = {}
+
+    def attach(self, channel: ClientChannel) -> None:
+        self.channel = channel
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    async def initialize(
+        self,
+        protocol_version: int,
+        client_capabilities: Any = None,
+        client_info: Any = None,
+        **_: Any,
+    ) -> InitializeResponse:
+        self.initialized = True
+        self.client_info = client_info
+        return InitializeResponse(
+            protocol_version=PROTOCOL_VERSION,
+            agent_capabilities=CAPABILITIES,
+            agent_info=Implementation(name="iac-kernel", title="iac-kernel", version=__version__),
+            auth_methods=[],
+        )
+
+    async def new_session(self, cwd: str, mcp_servers: Any = None, **_: Any) -> dict[str, Any]:
+        try:
+            session = self.manager.new(cwd)
+        except ValueError as exc:
+            raise errors.invalid_field("cwd", str(exc)) from None
+        _ignore_mcp(mcp_servers)
+        return {"sessionId": session.session_id, **session_config.session_state(session)}
+
+    async def load_session(
+        self, cwd: str, session_id: str, mcp_servers: Any = None, **_: Any
+    ) -> dict[str, Any]:
+        """Replay the whole history as session/update, then answer."""
+        _check_cwd(cwd)
+        session = self._open(session_id)
+        _ignore_mcp(mcp_servers)
+        for update in replay_updates(session.replay(), _locator(session)):
+            await self._channel().update(session.session_id, update)
+        after_answer(lambda: self._send_info(session))
+        return session_config.session_state(session)
+
+    async def resume_session(
+        self, cwd: str, session_id: str, mcp_servers: Any = None, **_: Any
+    ) -> dict[str, Any]:
+        _check_cwd(cwd)
+        session = self._open(session_id)
+        _ignore_mcp(mcp_servers)
+        after_answer(lambda: self._send_info(session))
+        return session_config.session_state(session)
+
+    async def fork_session(
+        self, session_id: str, cwd: str, mcp_servers: Any = None, **_: Any
+    ) -> dict[str, Any]:
+        _check_cwd(cwd)
+        try:
+            session = self.manager.fork(session_id)
+        except (SessionNotFoundError, TypeError):
+            raise errors.session_not_found() from None
+        _ignore_mcp(mcp_servers)
+        after_answer(lambda: self._send_info(session))
+        return {"sessionId": session.session_id, **session_config.session_state(session)}
+
+    async def close_session(self, session_id: str, **_: Any) -> dict[str, Any]:
+        try:
+            await self.manager.close(session_id)
+        except (SessionNotFoundError, TypeError):
+            raise errors.session_not_found() from None
+        return {}
+
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **_: Any
+    ) -> ListSessionsResponse:
+        if cwd is not None:
+            _check_cwd(cwd)
+            cwd = os.path.normpath(cwd)
+        return list_page(self.manager.list(cwd), cursor)
+
+    # -- settings ----------------------------------------------------------------------
+
+    async def set_session_mode(self, session_id: str, mode_id: str, **_: Any) -> dict[str, Any]:
+        session = self._live(session_id)
+        session_config.set_mode(session, mode_id)
+        after_answer(lambda: self._send_options(session))
+        return {}
+
+    async def set_session_model(self, session_id: str, model_id: str, **_: Any) -> dict[str, Any]:
+        """``session/set_model``: not in schema v1.19 (the model is a config option), kept
+        for clients that still send it."""
+        session = self._live(session_id)
+        session_config.set_model(session, model_id)
+        after_answer(lambda: self._send_options(session))
+        return {}
+
+    async def set_config_option(
+        self, config_id: str, session_id: str, value: Any, **_: Any
+    ) -> dict[str, Any]:
+        session = self._live(session_id)
+        session_config.apply(session, config_id, value)
+        if config_id == "mode":
+            after_answer(lambda: self._send_mode(session))
+        return {"configOptions": session_config.serialized_options(session)}
+
+    # -- turns -------------------------------------------------------------------------
+
+    async def prompt(self, session_id: str, prompt: list[Any], **_: Any) -> PromptResponse:
+        session = self._live(session_id)
+        blocks = to_anthropic(prompt)
+        if session.busy:
+            raise errors.session_busy()
+        sid = session.session_id
+        relay = TurnRelay(self._channel(), sid)
+        title = session.title
+        self._turns[sid] = relay
+        try:
+            ended = await run_turn(session, blocks, relay, PermissionAsker(self._channel(), sid))
+        except SessionBusyError:
+            raise errors.session_busy() from None
+        except SessionClosedError:
+            raise errors.session_not_found() from None
+        except Exception:
+            if not relay.cancel_requested:
+                await relay.finish()
+                raise
+            # A cancelled turn answers "cancelled" even if tearing it down failed.
+            log.exception("turn failed while being cancelled")
+            ended = TurnEnded("cancelled", Usage())
+        finally:
+            if self._turns.get(sid) is relay:
+                del self._turns[sid]
+        await relay.finish()
+        after_answer(lambda: self._after_turn(session, title))
+        return prompt_response(ended)
+
+    async def cancel(self, session_id: str, **_: Any) -> None:
+        relay = self._turns.get(session_id) if isinstance(session_id, str) else None
+        if relay is not None:
+            relay.cancel_requested = True
+        session = self.manager.sessions.get(session_id) if isinstance(session_id, str) else None
+        if session is None or not session.cancel():
+            log.info("session/cancel: no running turn on %s", session_id)
+
+    async def shutdown(self) -> None:
+        """The connection ended: cancel the turns it started and wait for them to end."""
+        for sid, relay in list(self._turns.items()):
+            relay.cancel_requested = True
+            session = self.manager.sessions.get(sid)
+            if session is not None and session.cancel():
+                await session.wait_idle()
+
+    # -- helpers -----------------------------------------------------------------------
+
+    def _channel(self) -> ClientChannel:
+        if self.channel is None:
+            raise RuntimeError("agent is not attached to a connection")
+        return self.channel
+
+    def _live(self, session_id: str) -> AgentSession:
+        try:
+            session = self.manager.get(session_id)
+        except SessionNotFoundError:
+            raise errors.session_not_found() from None
+        if session.closed:
+            raise errors.session_not_found()
+        return session
+
+    def _open(self, session_id: str) -> AgentSession:
+        # Synchronous on purpose: two concurrent loads of one id cannot interleave, so
+        # the second finds the first's runtime.
+        try:
+            return self.manager.load(session_id)
+        except (SessionNotFoundError, TypeError):
+            raise errors.session_not_found() from None
+        except SessionLockedError as exc:
+            raise errors.invalid_field("session_id", f"Session is in use: {exc}") from None
+
+    async def _send_info(self, session: AgentSession) -> None:
+        update = SessionInfoUpdate(
+            session_update="session_info_update",
+            title=session.title,
+            updated_at=session.meta.updated_at,
+        )
+        await self._channel().update(session.session_id, update)
+
+    async def _send_options(self, session: AgentSession) -> None:
+        update = ConfigOptionUpdate(
+            session_update="config_option_update",
+            config_options=session_config.config_options(session),
+        )
+        await self._channel().update(session.session_id, update)
+
+    async def _send_mode(self, session: AgentSession) -> None:
+        update = CurrentModeUpdate(session_update="current_mode_update", current_mode_id=session.mode)
+        await self._channel().update(session.session_id, update)
+
+    async def _after_turn(self, session: AgentSession, title_before: str | None) -> None:
+        if session.title != title_before:
+            await self._send_info(session)
+        used, size = _context_usage(session)
+        await self._channel().update(
+            session.session_id, UsageUpdate(session_update="usage_update", used=used, size=size)
+        )
+
+
+def _check_cwd(cwd: Any) -> None:
+    if not isinstance(cwd, str) or not os.path.isabs(cwd):
+        raise errors.invalid_field("cwd", f"cwd must be an absolute path, got {cwd!r}")
+
+
+def _ignore_mcp(servers: Any) -> None:
+    if servers:
+        log.warning("MCP servers are not supported yet; ignoring %d server(s)", len(servers))
+
+
+def _locator(session: AgentSession) -> Locate:
+    tools = {tool.name: tool for tool in session.tools}
+    ctx = ToolContext(cwd=session.cwd, settings=session.settings)
+
+    def locate(name: str, args: dict[str, Any]) -> list[str]:
+        tool = tools.get(name)
+        if tool is None:
+            return []
+        try:
+            return [str(path) for path in tool.paths(args, ctx)]
+        except Exception:
+            return []
+
+    return locate
+
+
+def _context_usage(session: AgentSession) -> tuple[int, int]:
+    """Tokens the next model call would start from, and the model's context window."""
+    used = estimate_tokens(session.conversation.model_messages())
+    size = session.settings.context_window
+    if not size:
+        try:
+            size = session.model().context_window
+        except Exception:
+            size = DEFAULT_CONTEXT_WINDOW
+    return used, int(size)

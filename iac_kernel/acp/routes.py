@@ -1,0 +1,101 @@
+"""The method table: the SDK's agent router plus our aliases, behind a guard that keeps
+every failure a clean JSON-RPC error.
+
+* ``session/fork``, ``session/resume`` and ``session/close`` need the SDK's
+  ``use_unstable_protocol``;
+* ``sessions/list`` and ``config/set`` (the names our reference used) and
+  ``session/set_model`` (dropped from schema v1.19) get routes of their own: the SDK
+  hands unknown names to ``ext_method`` only when they start with ``_``;
+* anything before ``initialize`` is -32600; bad params are -32602 naming the fields;
+  an unexpected failure is -32603 with a one-line, redacted reason (never a traceback).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Annotated, Any
+
+from acp import RequestError
+from acp.agent.router import build_agent_router
+from acp.meta import AGENT_METHODS
+from acp.router import MessageRouter, Route
+from acp.schema import BaseModel, ListSessionsRequest
+from acp.utils import normalize_result
+from pydantic import Field, ValidationError
+
+from iac_kernel.acp import errors
+from iac_kernel.acp.agent import IacAgent
+
+log = logging.getLogger(__name__)
+
+class SetSessionModelRequest(BaseModel):
+    """``session/set_model`` params (the unstable method before model config options)."""
+
+    session_id: Annotated[str, Field(alias="sessionId")]
+    model_id: Annotated[str, Field(alias="modelId")]
+
+
+class ConfigSetRequest(BaseModel):
+    """``config/set`` params: like session/set_config_option, with any scalar value."""
+
+    session_id: Annotated[str, Field(alias="sessionId")]
+    config_id: Annotated[str, Field(alias="configId")]
+    value: str | int | bool
+
+
+class Dispatcher:
+    """The ``MethodHandler`` the SDK connection calls for every request and notification."""
+
+    def __init__(self, agent: IacAgent) -> None:
+        self.agent = agent
+        self.router = build_router(agent)
+
+    async def __call__(self, method: str, params: Any, is_notification: bool) -> Any:
+        if not self.agent.initialized and method != AGENT_METHODS["initialize"]:
+            if is_notification:
+                log.warning("notification %s before initialize ignored", method)
+                return None
+            raise errors.not_initialized(method)
+        try:
+            return await self.router(method, params, is_notification)
+        except RequestError:
+            raise
+        except ValidationError as exc:
+            raise errors.from_validation(exc) from None
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("%s failed", method)
+            raise errors.internal(exc) from None
+
+
+def build_router(agent: IacAgent) -> MessageRouter:
+    router = build_agent_router(agent, use_unstable_protocol=True)  # type: ignore[arg-type]
+    router.route_request("sessions/list", ListSessionsRequest, agent, "list_sessions")
+    router.route_request(
+        "session/set_model",
+        SetSessionModelRequest,
+        agent,
+        "set_session_model",
+        adapt_result=normalize_result,
+    )
+    router.add_route(
+        Route(
+            method="config/set",
+            func=_config_set(agent),
+            kind="request",
+            adapt_result=normalize_result,
+        )
+    )
+    return router
+
+
+def _config_set(agent: IacAgent):
+    async def handle(params: Any) -> Any:
+        request = ConfigSetRequest.model_validate(params)
+        return await agent.set_config_option(
+            config_id=request.config_id, session_id=request.session_id, value=request.value
+        )
+
+    return handle

@@ -1,0 +1,75 @@
+"""The kernelspec (``kernel.json``) and ``iac-kernel install``."""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from iac_kernel import __version__
+
+KERNEL_NAME = "iac-kernel"
+DISPLAY_NAME = "IaC Agent"
+
+
+def kernel_spec(executable: str | None = None) -> dict[str, Any]:
+    """The kernel.json content; ``executable`` defaults to this Python."""
+    return {
+        "argv": [
+            executable or sys.executable,
+            "-m",
+            "iac_kernel",
+            "kernel",
+            "-f",
+            "{connection_file}",
+        ],
+        "display_name": DISPLAY_NAME,
+        "language": "markdown",
+        "interrupt_mode": "signal",
+        "metadata": {
+            "debugger": False,
+            "iac_kernel": {"version": __version__},
+        },
+    }
+
+
+def write_spec(directory: Path, executable: str | None = None) -> Path:
+    """Write kernel.json into ``directory`` (created); returns the file."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "kernel.json"
+    path.write_text(json.dumps(kernel_spec(executable), indent=2) + "\n")
+    return path
+
+
+def install(user: bool = False, sys_prefix: bool = False, prefix: str | None = None) -> str:
+    """Install the kernelspec and return what to tell the user.
+
+    ``--user`` installs for this user, ``--sys-prefix`` into this environment (a venv or
+    conda env), ``--prefix P`` under ``P/share/jupyter/kernels``. With none of them it
+    installs for the user: a system-wide install usually needs root and is rarely wanted.
+    Raises SystemExit with a readable message when the place is not writable.
+    """
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    if sum(bool(x) for x in (user, sys_prefix, prefix)) > 1:
+        raise SystemExit("iac-kernel install: choose one of --user, --sys-prefix, --prefix")
+    if sys_prefix:
+        prefix = sys.prefix
+    if not prefix:
+        user = True
+    with tempfile.TemporaryDirectory() as tmp:
+        source = Path(tmp) / KERNEL_NAME
+        write_spec(source)
+        try:
+            dest = KernelSpecManager().install_kernel_spec(
+                str(source), KERNEL_NAME, user=user, prefix=prefix
+            )
+        except OSError as exc:
+            where = prefix or "the user's Jupyter data directory"
+            raise SystemExit(
+                f"iac-kernel install: cannot write the kernelspec under {where}: "
+                f"{exc.strerror or exc}. Try --user or --prefix."
+            ) from None
+    return f"Installed kernelspec {KERNEL_NAME} ({DISPLAY_NAME}) in {dest}"

@@ -1,0 +1,351 @@
+"""``IacKernel``: a Jupyter kernel whose cells are prompts to an agent session.
+
+It subclasses ipykernel's ``IPythonKernel`` only for the comm manager and the widget
+plumbing ipywidgets needs; cell text is never run as Python (nor are user expressions,
+and the debugger is switched off).
+
+Cells. The cell's magic lines (see :mod:`iac_kernel.kernel.magics`) run first; the rest
+of the text is the prompt of one ``session/prompt`` turn of the kernel's session (see
+:mod:`iac_kernel.kernel.state`). The turn's output: one Markdown display streamed in
+place (:mod:`~iac_kernel.kernel.display`), a card per tool call
+(:mod:`~iac_kernel.kernel.cards`), permission buttons or policy notes
+(:mod:`~iac_kernel.kernel.permission_ui`), and notes for how the turn ended. Silent
+execute requests (frontend housekeeping) run magics without output and never a turn.
+
+Re-running a cell (the same ``cellId`` in the request metadata) sends its prompt as a
+new turn appended to the session; the earlier turn stays in the history and the model
+sees both. The cell says so. Nothing is rewritten: ``%new`` or ``%fork`` give a clean
+slate.
+
+Interrupt. The kernelspec uses ``interrupt_mode: signal``. ipykernel would turn SIGINT
+into a KeyboardInterrupt somewhere inside the event loop, which cannot stop an awaited
+turn and can kill the loop; this kernel installs its own SIGINT handler for its whole
+life instead. It cancels every running turn (thread-safely, on the turn's own loop): the
+session ends the turn with stop reason ``cancelled`` and keeps a valid history, open
+permission prompts close, and the cell ends with an ``error`` reply whose only output is
+one line, ``Cancelled: The turn was interrupted…``. An error (not ``ok``) matches what
+Jupyter users expect from the interrupt button: "Run all" stops at that cell. The kernel
+stays alive. A SIGINT with no turn running is ignored.
+
+Errors. A bad magic, a missing setting, a locked session or an internal failure answers
+with an ``error`` reply and one readable line (short ``ename``, the message), never a
+Python traceback. A turn that produced nothing but a model error (e.g. no API key)
+shows the error on stderr and replies ``error`` with it, so unattended runs fail loudly.
+
+All output of a cell is sent with that cell's parent header, fixed when it starts: a
+widget click processed while the cell runs changes ipykernel's notion of "the current
+parent", and output sent through it would land in the wrong cell.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import zmq
+from ipykernel.ipkernel import IPythonKernel
+from traitlets import List
+
+from iac_kernel import __version__
+from iac_kernel.agent.events import TurnEnded, Usage
+from iac_kernel.agent.session import AgentSession, SessionBusyError, SessionClosedError
+from iac_kernel.config import Settings
+from iac_kernel.kernel import completion
+from iac_kernel.kernel.magics import MagicError, Magics, split_cell
+from iac_kernel.kernel.permission_ui import PermissionUI
+from iac_kernel.kernel.publish import Publisher, error_content
+from iac_kernel.kernel.session_info import SESSION_MIME
+from iac_kernel.kernel.session_info import metadata as session_metadata
+from iac_kernel.kernel.state import KernelState, SessionError
+from iac_kernel.kernel.turn import TurnView
+
+CANCELLED_NOTE = (
+    "The turn was interrupted. What the agent said and did until then is kept in the "
+    "session; send another prompt to continue."
+)
+RERUN_NOTE = (
+    "_↻ Re-run of this cell: sent as a new turn. The earlier answer stays in the session "
+    "history (`%new` or `%fork` for a clean slate)._"
+)
+STDIN_POLL = 0.05
+
+
+@dataclass(eq=False)
+class _RunningTurn:
+    session: AgentSession
+    loop: asyncio.AbstractEventLoop
+    interrupted: bool = False
+
+    def cancel(self) -> None:
+        self.interrupted = True
+        self.session.cancel()
+
+
+class IacKernel(IPythonKernel):
+    """The iac-kernel Jupyter kernel."""
+
+    implementation = "iac-kernel"
+    implementation_version = __version__
+    language_info = {
+        "name": "markdown",
+        "version": "1.0",
+        "mimetype": "text/markdown",
+        "file_extension": ".md",
+        "pygments_lexer": "markdown",
+        "codemirror_mode": "markdown",
+        "nbconvert_exporter": "markdown",
+    }
+    help_links = List([]).tag(config=True)
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        self._count = 0
+        self.state = KernelState(
+            Settings.from_env(),
+            os.getcwd(),
+            notebook=os.environ.get("JPY_SESSION_NAME") or None,
+            permission_ui=os.environ.get("IAC_KERNEL_PERMISSION_UI", "auto"),
+        )
+        self.magics = Magics(self.state)
+        self._running: set[_RunningTurn] = set()
+        self._lock = threading.Lock()
+        self._cells_run: set[tuple[str, str]] = set()
+
+    # -- kernel info -----------------------------------------------------------------------
+
+    @property
+    def banner(self) -> str:  # type: ignore[override]
+        return (
+            f"iac-kernel {__version__}: an infrastructure-as-code agent. Each cell is a prompt; "
+            "%help lists the magics."
+        )
+
+    @property
+    def kernel_info(self) -> dict[str, Any]:
+        info = dict(super().kernel_info)
+        # Python debugging makes no sense for prompts.
+        info["supported_features"] = [
+            f for f in info.get("supported_features", []) if f != "debugger"
+        ]
+        return info
+
+    @property
+    def execution_count(self) -> int:  # type: ignore[override]
+        # IPythonKernel reads the IPython shell's counter, which never moves here.
+        return getattr(self, "_count", 0)
+
+    @execution_count.setter
+    def execution_count(self, value: int) -> None:
+        self._count = value
+
+    # -- signals -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        super().start()
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, self._on_sigint)
+
+    def pre_handler_hook(self) -> None:
+        """ipykernel installs a KeyboardInterrupt handler here; our SIGINT handler stays."""
+
+    def post_handler_hook(self) -> None:
+        """Nothing to restore (see :meth:`pre_handler_hook`)."""
+
+    def _on_sigint(self, _signum: int, _frame: Any) -> None:
+        with self._lock:
+            running = list(self._running)
+        if not running:
+            self.log.info("SIGINT with no turn running: ignored")
+        for turn in running:
+            turn.loop.call_soon_threadsafe(turn.cancel)
+
+    # -- execution -----------------------------------------------------------------------------
+
+    async def do_execute(  # type: ignore[override]
+        self,
+        code: str,
+        silent: bool,
+        store_history: bool = True,
+        user_expressions: dict[str, Any] | None = None,
+        allow_stdin: bool = False,
+        *,
+        cell_meta: dict[str, Any] | None = None,
+        cell_id: str | None = None,
+    ) -> dict[str, Any]:
+        parent = self.get_parent("shell")
+        ident = self._get_shell_context_var(self._shell_parent_ident)
+        out = Publisher(self._sender(parent))
+        try:
+            content = await self._execute(code, silent, allow_stdin, cell_id, out, parent, ident)
+        except MagicError as exc:
+            content = self._fail(out, silent, exc.ename, str(exc))
+        except SessionError as exc:
+            content = self._fail(out, silent, "SessionError", str(exc))
+        except Exception as exc:  # never a traceback wall, never a dead kernel
+            self.log.exception("cell failed")
+            content = self._fail(out, silent, type(exc).__name__, str(exc) or "internal error")
+        content["execution_count"] = self.execution_count
+        if content["status"] == "ok":
+            content.setdefault("payload", [])
+            content.setdefault("user_expressions", {})
+        return content
+
+    def _fail(self, out: Publisher, silent: bool, ename: str, evalue: str) -> dict[str, Any]:
+        return error_content(ename, evalue) if silent else out.error(ename, evalue)
+
+    async def _execute(
+        self,
+        code: str,
+        silent: bool,
+        allow_stdin: bool,
+        cell_id: str | None,
+        out: Publisher,
+        parent: dict[str, Any],
+        ident: Any,
+    ) -> dict[str, Any]:
+        magics, prompt = split_cell(code)
+        for call in magics:
+            result = await self.magics.run(call)
+            if not silent:
+                out.display(
+                    {"text/markdown": result.markdown, "text/plain": result.plain},
+                    metadata=session_metadata(self.state.current),
+                )
+        if not prompt or silent:
+            return {"status": "ok"}
+        return await self._turn(prompt, out, allow_stdin, cell_id, parent, ident)
+
+    async def _turn(
+        self,
+        prompt: str,
+        out: Publisher,
+        allow_stdin: bool,
+        cell_id: str | None,
+        parent: dict[str, Any],
+        ident: Any,
+    ) -> dict[str, Any]:
+        session = self.state.session()
+        if session.busy:
+            raise SessionError("a turn is already running in this session; wait or interrupt it")
+        if cell_id:
+            key = (session.session_id, cell_id)
+            if key in self._cells_run:
+                out.markdown(RERUN_NOTE)
+            self._cells_run.add(key)
+
+        async def ask_stdin(text: str) -> str:
+            return await self._ask_stdin(text, parent, ident)
+
+        def end_metadata(ended: TurnEnded) -> dict[str, Any]:
+            # The session's usage total is added after prompt() returns: count this turn.
+            total = Usage()
+            total.add(session.usage)
+            total.add(ended.usage)
+            info = session_metadata(session, ended.usage)
+            info[SESSION_MIME]["usage"] = total.to_dict()
+            return info
+
+        view = TurnView(out, session.session_id, end_metadata=end_metadata)
+        ui = PermissionUI(
+            out,
+            ui=self.state.permission_ui,
+            allow_stdin=allow_stdin,
+            policy=lambda: session.settings.headless_policy,
+            ask_stdin=ask_stdin if allow_stdin else None,
+            on_status=view.set_status,
+        )
+        running = _RunningTurn(session, asyncio.get_running_loop())
+        with self._lock:
+            self._running.add(running)
+        view.start()
+        try:
+            ended = await session.prompt([{"type": "text", "text": prompt}], view.emit, ui.ask)
+        except (SessionBusyError, SessionClosedError) as exc:
+            view.finish(TurnEnded("end_turn", Usage()))
+            raise SessionError(str(exc)) from None
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise
+            # The turn's task was cancelled before it could start: nothing ran.
+            ended = TurnEnded("cancelled", Usage())
+        finally:
+            with self._lock:
+                self._running.discard(running)
+        view.finish(ended, session_metadata(session, ended.usage))
+        if ended.stop_reason == "cancelled":
+            return out.error("Cancelled", CANCELLED_NOTE)
+        if view.failed:
+            return error_content("ModelError", view.errors[0])
+        return {"status": "ok"}
+
+    def _sender(self, parent: dict[str, Any]) -> Any:
+        def send(msg_type: str, content: dict[str, Any]) -> None:
+            assert self.session is not None
+            self.session.send(
+                self.iopub_socket,
+                msg_type,
+                content,
+                parent=parent,
+                ident=self._topic(msg_type),
+            )
+
+        return send
+
+    async def _ask_stdin(self, prompt: str, parent: dict[str, Any], ident: Any) -> str:
+        """An input_request answered on the stdin channel, awaited without blocking the loop
+        (so widget comms and interrupts still get through)."""
+        assert self.session is not None
+        socket = self.stdin_socket
+        with contextlib.suppress(zmq.ZMQError):
+            while socket.poll(0):
+                socket.recv_multipart(zmq.NOBLOCK)  # stale replies
+        content = {"prompt": prompt, "password": False}
+        self.session.send(socket, "input_request", content, parent, ident=ident)
+        while True:
+            if socket.poll(0):
+                try:
+                    _ident, reply = self.session.recv(socket, mode=zmq.NOBLOCK)
+                except Exception:
+                    self.log.warning("bad message on stdin", exc_info=True)
+                    reply = None
+                if reply is not None and reply["header"]["msg_type"] == "input_reply":
+                    value = str(reply["content"].get("value", ""))
+                    return "" if value == "\x04" else value
+            await asyncio.sleep(STDIN_POLL)
+
+    # -- other requests ----------------------------------------------------------------------
+
+    async def do_complete(self, code: str, cursor_pos: int | None) -> dict[str, Any]:  # type: ignore[override]
+        return completion.complete(code, cursor_pos, self.state)
+
+    async def do_is_complete(self, code: str) -> dict[str, Any]:  # type: ignore[override]
+        return completion.is_complete(code)
+
+    async def do_inspect(  # type: ignore[override]
+        self, code: str, cursor_pos: int | None, detail_level: int = 0, omit_sections: Any = ()
+    ) -> dict[str, Any]:
+        return completion.inspect(code, cursor_pos)
+
+    async def do_debug_request(self, msg: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "type": "response",
+            "request_seq": msg.get("seq"),
+            "success": False,
+            "command": msg.get("command"),
+            "message": "iac-kernel cells are prompts; there is no debugger",
+        }
+
+    def do_shutdown(self, restart: bool) -> dict[str, Any]:  # type: ignore[override]
+        """Release the session locks (this runs on the control thread)."""
+        loop = getattr(self.io_loop, "asyncio_loop", None)
+        if loop is not None and loop.is_running():
+            future = asyncio.run_coroutine_threadsafe(self.state.close(), loop)
+            with contextlib.suppress(Exception):
+                future.result(timeout=5)
+        return super().do_shutdown(restart)

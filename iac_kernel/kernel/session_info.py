@@ -1,0 +1,40 @@
+"""Session info for the JupyterLab extension's status bar, carried in display metadata.
+
+The kernel puts it under ``metadata["application/vnd.iac-kernel.session+json"]`` of the
+answer display's final update and of every magic's output, so other frontends never show
+it. Shape (camelCase keys; usage counts in snake_case as :class:`Usage` writes them)::
+
+    {"version": 1, "sessionId": str, "model": str, "mode": str, "title": str | null,
+     "cwd": str, "usage": {input_tokens, output_tokens, cache_read_tokens,
+     cache_write_tokens, total_tokens},          # this kernel's total for the session
+     "turnUsage": {...} | null}                  # the last turn, after a turn
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from iac_kernel.agent.events import Usage
+from iac_kernel.agent.session import AgentSession
+
+SESSION_MIME = "application/vnd.iac-kernel.session+json"
+
+
+def session_info(session: AgentSession, turn_usage: Usage | None = None) -> dict[str, Any]:
+    return {
+        "version": 1,
+        "sessionId": session.session_id,
+        "model": session.model_id,
+        "mode": session.mode,
+        "title": session.title,
+        "cwd": str(session.cwd),
+        "usage": session.usage.to_dict(),
+        "turnUsage": turn_usage.to_dict() if turn_usage is not None else None,
+    }
+
+
+def metadata(session: AgentSession | None, turn_usage: Usage | None = None) -> dict[str, Any]:
+    """Display metadata carrying the session info (empty without a session)."""
+    if session is None or session.closed:
+        return {}
+    return {SESSION_MIME: session_info(session, turn_usage)}

@@ -1,0 +1,79 @@
+"""Execute runbooks in place with the iac-kernel kernel, the way ``pytest --nbval`` runs them.
+
+Usage (from the repository root)::
+
+    python notebooks/tools/run_notebooks.py                       # every notebooks/*.ipynb
+    python notebooks/tools/run_notebooks.py notebooks/01-quickstart.ipynb
+
+Each notebook runs headless in its own directory, with a fresh session store and no
+Anthropic credentials (as ``notebooks/conftest.py`` sets up for nbval), and is saved with
+its outputs. Commit those: they are what ``pytest --nbval`` compares against.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+NOTEBOOKS = Path(__file__).resolve().parent.parent
+CREDENTIALS = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "CLAUDE_CODE_USE_BEDROCK",
+    "CLAUDE_CODE_USE_VERTEX",
+    "IAC_KERNEL_PROVIDER",
+)
+
+
+def run(path: Path, timeout: int) -> None:
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)
+    store = tempfile.mkdtemp(prefix="iac-kernel-run-sessions-")
+    saved = {name: os.environ.get(name) for name in (*CREDENTIALS, "IAC_KERNEL_SESSIONS_DIR")}
+    try:
+        for name in CREDENTIALS:
+            os.environ.pop(name, None)
+        os.environ["IAC_KERNEL_SESSIONS_DIR"] = store
+        client = NotebookClient(
+            nb,
+            kernel_name="iac-kernel",
+            timeout=timeout,
+            allow_errors=False,
+            resources={"metadata": {"path": str(path.parent)}},
+        )
+        client.execute()
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        shutil.rmtree(store, ignore_errors=True)
+    nbformat.write(nb, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("notebooks", nargs="*", type=Path)
+    parser.add_argument("--timeout", type=int, default=120, help="seconds per cell")
+    args = parser.parse_args(argv)
+    paths = args.notebooks or sorted(NOTEBOOKS.glob("*.ipynb"))
+    for path in paths:
+        print(f"executing {path}", flush=True)
+        try:
+            run(path.resolve(), args.timeout)
+        except Exception as exc:  # a failing cell: say which notebook, not a traceback
+            print(f"{path}: {type(exc).__name__}: {str(exc).strip()[:2000]}", file=sys.stderr)
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Helpers for the headless-Chromium tests of the JupyterLab extension."""

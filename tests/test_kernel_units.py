@@ -1,0 +1,439 @@
+"""Kernel building blocks without a kernel process: coalescing, cards, parsing, policy."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from iac_kernel.agent.events import (
+    Diff,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallInput,
+    ToolCallResult,
+    ToolCallStarted,
+    TurnEnded,
+    Usage,
+)
+from iac_kernel.agent.permissions import (
+    ALL_OPTIONS,
+    ALLOW_ALWAYS,
+    ALLOW_ONCE,
+    PER_CALL_OPTIONS,
+    REJECT_ALWAYS,
+    REJECT_ONCE,
+    PermissionRequest,
+)
+from iac_kernel.config import Settings
+from iac_kernel.kernel import cards, completion
+from iac_kernel.kernel.display import AnswerDisplay, render_answer
+from iac_kernel.kernel.magics import MagicCall, MagicError, Magics, split_cell
+from iac_kernel.kernel.permission_ui import (
+    PermissionUI,
+    choose_ui,
+    parse_stdin_answer,
+    policy_answer,
+)
+from iac_kernel.kernel.publish import Publisher
+from iac_kernel.kernel.state import KernelState, SessionError
+from iac_kernel.kernel.turn import TurnView
+
+SCRIPTS = Path(__file__).parent / "scripts"
+
+
+class Recorder:
+    """A Publisher sink: every (msg_type, content) sent."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, dict[str, Any]]] = []
+
+    def __call__(self, msg_type: str, content: dict[str, Any]) -> None:
+        self.sent.append((msg_type, content))
+
+    def types(self) -> list[str]:
+        return [t for t, _ in self.sent]
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.timers: list[list[Any]] = []  # [due, callback, cancelled]
+
+    def __call__(self) -> float:
+        return self.now
+
+    def schedule(self, delay: float, callback: Any) -> Any:
+        timer = [self.now + delay, callback, False]
+        self.timers.append(timer)
+
+        class Handle:
+            def cancel(self_inner) -> None:
+                timer[2] = True
+
+        return Handle()
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+        for timer in list(self.timers):
+            if not timer[2] and timer[0] <= self.now:
+                timer[2] = True
+                timer[1]()
+
+
+# -- the streamed answer ------------------------------------------------------------------
+
+
+def test_answer_updates_are_coalesced_and_the_last_one_is_whole() -> None:
+    sink = Recorder()
+    clock = FakeClock()
+    answer = AnswerDisplay(Publisher(sink), clock=clock, schedule=clock.schedule)
+    answer.start()
+    chunks = [f"w{i} " for i in range(300)]
+    for chunk in chunks:  # 300 chunks, 2 ms apart: 0.6 s of streaming
+        answer.add_text(chunk)
+        clock.advance(0.002)
+    answer.finish()
+    updates = [c for t, c in sink.sent if t == "update_display_data"]
+    assert sink.types()[0] == "display_data"
+    # At most one update per 0.1 s of fake time (+ the final one), far fewer than chunks.
+    assert len(updates) <= 0.6 / 0.1 + 2
+    assert len(updates) < len(chunks)
+    assert updates[-1]["data"]["text/plain"] == "".join(chunks)
+    assert {c["transient"]["display_id"] for _, c in sink.sent} == {answer.display_id}
+
+
+def test_a_held_delta_is_flushed_by_the_timer_before_the_end() -> None:
+    sink = Recorder()
+    clock = FakeClock()
+    answer = AnswerDisplay(Publisher(sink), clock=clock, schedule=clock.schedule)
+    answer.start()
+    answer.add_text("first")  # within the interval after start: held
+    assert sink.types() == ["display_data"]
+    clock.advance(0.2)
+    assert sink.types() == ["display_data", "update_display_data"]
+    assert "first" in sink.sent[-1][1]["data"]["text/plain"]
+
+
+def test_deltas_after_finish_are_ignored_and_finish_is_idempotent() -> None:
+    sink = Recorder()
+    clock = FakeClock()
+    answer = AnswerDisplay(Publisher(sink), clock=clock, schedule=clock.schedule)
+    answer.add_text("all")
+    answer.finish()
+    count = len(sink.sent)
+    answer.add_text("late")
+    answer.finish()
+    clock.advance(1)
+    assert len(sink.sent) == count
+    assert sink.sent[-1][1]["data"]["text/plain"] == "all"
+
+
+def test_thinking_is_collapsed_and_escaped() -> None:
+    bundle = render_answer("Answer.", "compare <b> & a", streaming=False)
+    assert "<details>" in bundle["text/markdown"]
+    assert "&lt;b&gt; &amp; a" in bundle["text/markdown"]
+    assert "<details open" not in bundle["text/markdown"]
+    assert bundle["text/plain"] == "Answer."
+    assert "▍" in render_answer("Answ", "", streaming=True)["text/markdown"]
+
+
+# -- tool cards -----------------------------------------------------------------------------
+
+
+def _card(**kw: Any) -> cards.ToolCard:
+    base = {"call_id": "c1", "name": "read_file", "title": "read_file: a", "kind": "read"}
+    return cards.ToolCard(session_id="s1", **{**base, **kw})
+
+
+def test_card_payload_has_exactly_the_agreed_shape() -> None:
+    card = _card(input={"path": "a"}, status="done", output="hi", locations=["/w/a"])
+    card.diff = Diff("/w/a", None, "new\n")
+    payload = card.bundle()[cards.CARD_MIME]
+    assert payload == {
+        "version": 1,
+        "callId": "c1",
+        "name": "read_file",
+        "title": "read_file: a",
+        "kind": "read",
+        "status": "done",
+        "input": {"path": "a"},
+        "output": "hi",
+        "outputTruncated": False,
+        "diff": {"path": "/w/a", "oldText": None, "newText": "new\n"},
+        "locations": ["/w/a"],
+        "sessionId": "s1",
+    }
+    assert set(card.bundle()) == {"text/plain", "text/html", cards.CARD_MIME}
+
+
+def test_card_html_escapes_everything_the_model_or_tool_wrote() -> None:
+    evil = "<script>alert(1)</script>"
+    card = _card(title=evil, input={"path": evil}, output=evil)
+    card.diff = Diff(evil, evil, evil + "2")
+    text = card.bundle()["text/html"]
+    assert "<script>" not in text
+    assert html.escape(evil) in text
+
+
+def test_long_output_is_truncated_with_a_note() -> None:
+    card = _card(status="done", output="x" * 10 + "\n" + "line\n" * 5000)
+    payload = card.payload()
+    assert payload["outputTruncated"] is True
+    assert len(payload["output"]) <= cards.OUTPUT_CHARS
+    bundle = card.bundle()
+    assert "Output truncated" in bundle["text/plain"]
+    assert "Output truncated" in bundle["text/html"]
+
+
+def test_diff_renders_as_unified_diff() -> None:
+    card = _card(name="edit_file", kind="edit", status="done")
+    card.diff = Diff("/w/main.tf", "a = 1\nb = 2\n", "a = 1\nb = 3\n")
+    plain = card.bundle()["text/plain"]
+    assert "--- a/w/main.tf" in plain and "+++ b/w/main.tf" in plain
+    assert "-b = 2" in plain and "+b = 3" in plain
+    assert "iac-diff" in card.bundle()["text/html"]
+
+
+def test_secrets_in_inputs_are_redacted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MY_API_TOKEN", "s3cr3t-value-123")
+    card = _card(input={"command": "curl -H 'x: s3cr3t-value-123'"})
+    bundle = card.bundle()
+    assert "s3cr3t-value-123" not in str(bundle)
+
+
+async def test_turn_view_moves_cards_through_their_statuses() -> None:
+    sink = Recorder()
+    view = TurnView(Publisher(sink), "s1")
+    view.start()
+    view.emit(TextDelta("Reading."))
+    view.emit(ToolCallStarted("c1", "read_file", "read_file", "read"))
+    view.emit(ToolCallInput("c1", "read_file", "read_file: a", "read", {"path": "a"}, ["/a"]))
+    view.emit(ToolCallResult("c1", "read_file", "completed", "text"))
+    view.emit(ToolCallStarted("c2", "write_file", "write_file", "edit"))
+    view.emit(ToolCallResult("c2", "write_file", "failed", "Permission denied.", denied=True))
+    view.emit(ToolCallStarted("c3", "bash", "bash", "execute"))
+    view.emit(ToolCallResult("c3", "bash", "failed", "Cancelled."))
+    view.emit(TextDelta("Done."))
+    view.emit(TurnEnded("end_turn", Usage()))
+    statuses = {}
+    for _msg_type, content in sink.sent:
+        payload = content["data"].get(cards.CARD_MIME)
+        if payload:
+            statuses.setdefault(payload["callId"], []).append(payload["status"])
+    assert statuses["c1"] == ["running", "running", "done"]
+    assert statuses["c2"][-1] == "denied"
+    assert statuses["c3"][-1] == "cancelled"
+    assert view.answer.text == "Reading.\n\nDone."
+
+
+async def test_stop_reasons_other_than_end_turn_leave_a_note() -> None:
+    sink = Recorder()
+    view = TurnView(Publisher(sink), "s1")
+    view.emit(ThinkingDelta("hmm"))
+    view.emit(TurnEnded("max_tokens", Usage()))
+    notes = [c["data"]["text/markdown"] for t, c in sink.sent if "transient" not in c]
+    assert any("max_tokens" in n for n in notes)
+
+
+# -- magics parsing -------------------------------------------------------------------------
+
+
+def test_split_cell_separates_magics_from_the_prompt() -> None:
+    magics, prompt = split_cell("%mode read_only\nReview main.tf\n  %model scripted\n")
+    assert [(m.name, m.args) for m in magics] == [("mode", "read_only"), ("model", "scripted")]
+    assert prompt == "Review main.tf"
+
+
+def test_fenced_code_and_escapes_stay_in_the_prompt() -> None:
+    code = "Explain:\n```\n%load something\n```\n%%timeit is a magic\n50% of hosts"
+    magics, prompt = split_cell(code)
+    assert magics == []
+    assert "%load something" in prompt
+    assert "%timeit is a magic" in prompt
+    assert "50% of hosts" in prompt
+
+
+def test_a_cell_of_only_magics_has_no_prompt() -> None:
+    magics, prompt = split_cell("%help\n\n%session")
+    assert len(magics) == 2 and prompt == ""
+
+
+# -- completion -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def state(workspace: Path) -> KernelState:
+    return KernelState(Settings.from_env(), str(workspace))
+
+
+def test_complete_magic_names_and_arguments(state: KernelState) -> None:
+    reply = completion.complete("%se", 3, state)
+    assert set(reply["matches"]) == {"%session", "%sessions"}
+    assert (reply["cursor_start"], reply["cursor_end"]) == (0, 3)
+    reply = completion.complete("%mode re", 8, state)
+    assert reply["matches"] == ["read_only"] and reply["cursor_start"] == 6
+    reply = completion.complete("%config headless_policy a", 25, state)
+    assert reply["matches"] == ["allow"]
+    assert completion.complete("plain prompt", 5, state)["matches"] == []
+
+
+def test_complete_session_ids(state: KernelState) -> None:
+    session_id = state.session().session_id
+    reply = completion.complete("%load " + session_id[:3], 9, state)
+    assert reply["matches"] == [session_id]
+
+
+def test_is_complete_rules() -> None:
+    assert completion.is_complete("Review the module")["status"] == "complete"
+    assert completion.is_complete("")["status"] == "complete"
+    assert completion.is_complete("first line \\")["status"] == "incomplete"
+    assert completion.is_complete("Look:\n```hcl\nresource {")["status"] == "incomplete"
+    assert completion.is_complete("Look:\n```hcl\nx\n```")["status"] == "complete"
+    assert completion.is_complete("%nosuchmagic")["status"] == "invalid"
+
+
+def test_inspect_shows_the_magic_help() -> None:
+    reply = completion.inspect("%fork", 3)
+    assert reply["found"] and "%fork" in reply["data"]["text/plain"]
+    assert completion.inspect("hello", 2)["found"] is False
+
+
+# -- permission UI ------------------------------------------------------------------------------
+
+
+def test_choose_ui_by_stdin_and_settings() -> None:
+    assert choose_ui("auto", False, "deny") == "policy"
+    assert choose_ui("auto", False, "stdin") == "policy"
+    assert choose_ui("auto", True, "deny") == "widgets"
+    assert choose_ui("auto", True, "stdin") == "stdin"
+    assert choose_ui("policy", True, "deny") == "policy"
+    assert choose_ui("widgets", False, "deny") == "widgets"
+    assert choose_ui("stdin", False, "deny") == "policy"
+
+
+def _request(options: list[str]) -> PermissionRequest:
+    return PermissionRequest(
+        "c1", "write_file", "write_file: a", "edit", {}, options, "It changes files."
+    )
+
+
+def test_policy_answers() -> None:
+    answer, note = policy_answer("deny", _request(ALL_OPTIONS), False)
+    assert answer == REJECT_ONCE and "Denied by policy" in note
+    answer, note = policy_answer("allow", _request(ALL_OPTIONS), False)
+    assert answer == ALLOW_ONCE and "Allowed" in note
+    # Per-call approvals (terraform apply and the like) are never given by a policy.
+    answer, note = policy_answer("allow", _request(PER_CALL_OPTIONS), False)
+    assert answer == REJECT_ONCE and "per-call" in note
+    answer, note = policy_answer("stdin", _request(ALL_OPTIONS), False)
+    assert answer == REJECT_ONCE and "stdin" in note
+
+
+def test_parse_stdin_answers() -> None:
+    assert parse_stdin_answer("1", ALL_OPTIONS) == ALLOW_ONCE
+    assert parse_stdin_answer(" 4 ", ALL_OPTIONS) == REJECT_ALWAYS
+    assert parse_stdin_answer("y", ALL_OPTIONS) == ALLOW_ONCE
+    assert parse_stdin_answer("No", ALL_OPTIONS) == REJECT_ONCE
+    assert parse_stdin_answer("allow always", ALL_OPTIONS) == ALLOW_ALWAYS
+    assert parse_stdin_answer("allow_always", PER_CALL_OPTIONS) is None
+    assert parse_stdin_answer("3", PER_CALL_OPTIONS) is None
+    assert parse_stdin_answer("maybe", ALL_OPTIONS) is None
+
+
+async def test_unrecognised_stdin_answer_rejects_and_says_so() -> None:
+    sink = Recorder()
+
+    async def ask_stdin(_prompt: str) -> str:
+        return "perhaps"
+
+    ui = PermissionUI(
+        Publisher(sink), ui="auto", allow_stdin=True, policy=lambda: "stdin", ask_stdin=ask_stdin
+    )
+    assert await ui.ask(_request(ALL_OPTIONS)) == REJECT_ONCE
+    assert any("not one of the options" in c["data"]["text/markdown"] for _, c in sink.sent)
+
+
+# -- magics in process ---------------------------------------------------------------------------
+
+
+async def test_magics_do_not_create_a_session_until_needed(state: KernelState) -> None:
+    magics = Magics(state)
+    await magics.run(MagicCall("mode", "accept_edits", 1))
+    await magics.run(MagicCall("config", "max_tokens 1234", 1))
+    assert state.current is None and state.sessions() == []
+    session = state.session()
+    assert session.mode == "accept_edits" and session.settings.max_tokens == 1234
+
+
+async def test_magic_errors_are_readable(state: KernelState) -> None:
+    magics = Magics(state)
+    with pytest.raises(MagicError, match="Did you mean %session"):
+        await magics.run(MagicCall("sesion", "", 1))
+    with pytest.raises(MagicError, match="missing value"):
+        await magics.run(MagicCall("config", "max_tokens", 1))
+    with pytest.raises(MagicError, match="unknown setting"):
+        await magics.run(MagicCall("config", "no_such_key 1", 1))
+    with pytest.raises(MagicError, match="invalid value"):
+        await magics.run(MagicCall("config", "max_tokens lots", 1))
+    with pytest.raises(MagicError, match="no session matches"):
+        await magics.run(MagicCall("load", "00000000", 1))
+
+
+async def test_state_resolves_prefixes_and_refuses_ambiguity(state: KernelState) -> None:
+    first = state.session().session_id
+    with pytest.raises(SessionError, match="too short"):
+        state.resolve(first[:2])
+    assert state.resolve(first[:8]) == first
+    await state.close()
+
+
+async def test_a_click_on_another_thread_resolves_the_wait() -> None:
+    import asyncio
+    import threading
+
+    from iac_kernel.kernel.permission_ui import WidgetPrompt
+
+    prompt = WidgetPrompt(_request(ALL_OPTIONS), asyncio.get_running_loop())
+    labels = [b.description for b in prompt.buttons]
+    assert labels == ["Allow once", "Allow always", "Reject once", "Reject always"]
+    thread = threading.Thread(target=prompt.buttons[2].click)  # as a subshell would
+    thread.start()
+    thread.join()
+    assert await asyncio.wait_for(prompt.wait(), 10) == REJECT_ONCE
+    prompt.close()
+
+
+async def test_loading_a_session_held_elsewhere_is_a_readable_error(
+    state: KernelState,
+) -> None:
+    from iac_kernel.sessions.manager import SessionManager
+
+    editor = SessionManager(state.settings, holder="an ACP editor")
+    held = editor.new(state.cwd)
+    with pytest.raises(SessionError, match="held by an ACP editor"):
+        await state.load(held.session_id)
+    await editor.close_all()
+    assert (await state.load(held.session_id)).session_id == held.session_id
+    await state.close()
+
+
+async def test_without_widgets_the_policy_decides(monkeypatch: pytest.MonkeyPatch) -> None:
+    from iac_kernel.kernel import permission_ui
+
+    def broken(*_args: Any) -> None:
+        raise RuntimeError("no comm manager")
+
+    monkeypatch.setattr(permission_ui, "WidgetPrompt", broken)
+
+    async def never(_prompt: str) -> str:
+        raise AssertionError("stdin must not be used for the widgets UI")
+
+    sink = Recorder()
+    ui = PermissionUI(
+        Publisher(sink), ui="auto", allow_stdin=True, policy=lambda: "deny", ask_stdin=never
+    )
+    assert await ui.ask(_request(ALL_OPTIONS)) == REJECT_ONCE
+    assert any("buttons are unavailable" in c["data"]["text/markdown"] for _, c in sink.sent)
