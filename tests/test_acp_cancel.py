@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 
 import pytest
 from acp import RequestError, text_block
-from test_acp_support import RecordingClient, acp_server, wait_until
+from test_acp_support import RawServer, RecordingClient, acp_server, server_env, wait_until
 
 from iac_kernel.sessions.store import SessionStore, dangling_tool_uses
 
@@ -37,7 +38,7 @@ def all_calls_closed(client: RecordingClient, sid: str) -> None:
 
 
 async def test_cancel_right_after_the_prompt(tmp_path, workspace):
-    async with acp_server(tmp_path) as (conn, _p, client, _w):
+    async with acp_server(tmp_path) as (conn, _p, _c, _w):
         sid = (await conn.new_session(cwd=str(workspace))).session_id
         turn = asyncio.ensure_future(
             conn.prompt(session_id=sid, prompt=[text_block("stream slowly")])
@@ -149,4 +150,29 @@ async def test_close_a_running_session_cancels_it(tmp_path, workspace):
         with pytest.raises(RequestError) as again:
             await conn.close_session(session_id=sid)
         assert again.value.data == {"session_id": "Session not found"}
+    assert_history_valid(sid)
+
+
+async def test_sigterm_ends_the_turn_cancelled_and_releases_the_session(tmp_path, workspace):
+    async with RawServer.start(server_env(), tmp_path / "stderr.log") as server:
+        await server.initialize()
+        new = await server.call("session/new", {"cwd": str(workspace), "mcpServers": []})
+        sid = new["result"]["sessionId"]
+        prompt = [{"type": "text", "text": "stream slowly"}]
+        await server.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "session/prompt",
+                "params": {"sessionId": sid, "prompt": prompt},
+            }
+        )
+        first = await server.read()
+        assert first["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+        server.process.send_signal(signal.SIGTERM)
+        answer = await server.answer(1)
+        assert answer["result"]["stopReason"] == "cancelled"
+        assert await asyncio.wait_for(server.process.wait(), 20) == 0
+    store = SessionStore(os.environ["IAC_KERNEL_SESSIONS_DIR"])
+    assert store.lock_holder(sid) is None
     assert_history_valid(sid)

@@ -30,7 +30,9 @@ async def test_malformed_input_suite(tmp_path, workspace):
     cwd = str(workspace)
     async with RawServer.start(env, tmp_path / "stderr.log") as server:
         # Nothing before initialize; a notification before it is ignored.
-        await server.send({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "x"}})
+        await server.send(
+            {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "x"}}
+        )
         early = await server.call("session/new", {"cwd": cwd, "mcpServers": []})
         assert "initialize" in _error(early, -32600)["data"]["details"]
         assert (await server.initialize())["result"]["protocolVersion"] == 1

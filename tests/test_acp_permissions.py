@@ -57,18 +57,21 @@ async def test_allowed_alias_form_runs_the_tool(tmp_path, workspace):
     client, sid, prompt_answer = await _write(tmp_path, workspace, [answer])
     assert prompt_answer.stop_reason == "end_turn"
     assert (workspace / "out.txt").read_text() == WRITTEN
+    assert [client.final_status(sid, c) for c in client.tool_ids(sid)] == ["completed"]
 
 
 async def test_allowed_alias_naming_a_reject_option_is_a_refusal(tmp_path, workspace):
     answer = {"outcome": "allowed", "option_id": "reject_once"}
     client, sid, _answer = await _write(tmp_path, workspace, [answer])
     assert not (workspace / "out.txt").exists()
+    assert [client.final_status(sid, c) for c in client.tool_ids(sid)] == ["failed"]
 
 
 async def test_allow_always_does_not_ask_again(tmp_path, workspace):
     client, sid, answer = await _write(tmp_path, workspace, ["allow_always"], "write twice")
     assert answer.stop_reason == "end_turn"
     assert len(client.permissions) == 1
+    assert [client.final_status(sid, c) for c in client.tool_ids(sid)] == ["completed"] * 2
     assert (workspace / "a.txt").read_text() == "first\n"
     assert (workspace / "b.txt").read_text() == "second\n"
 
@@ -78,6 +81,7 @@ async def test_reject_once_asks_again(tmp_path, workspace):
         tmp_path, workspace, ["reject_once", "reject_once"], "write twice"
     )
     assert len(client.permissions) == 2
+    assert [p["tool_call"].tool_call_id for p in client.permissions] == client.tool_ids(sid)
     assert not (workspace / "a.txt").exists() and not (workspace / "b.txt").exists()
 
 

@@ -88,7 +88,11 @@ async def test_write_tool_call_has_title_kind_input_locations_and_diff(tmp_path,
     assert with_input.raw_input == {"path": "out.txt", "content": "written by the agent\n"}
     assert [loc.path for loc in with_input.locations] == [str(workspace / "out.txt")]
     (diff,) = with_input.content
-    assert (diff.type, diff.old_text, diff.new_text) == ("diff", "old content\n", "written by the agent\n")
+    assert (diff.type, diff.old_text, diff.new_text) == (
+        "diff",
+        "old content\n",
+        "written by the agent\n",
+    )
     assert result.status == "completed"
     assert result.raw_output["path"] == str(workspace / "out.txt")
     assert any(c.type == "diff" for c in result.content)
@@ -253,10 +257,14 @@ async def test_content_blocks_reach_the_model_as_text(tmp_path, workspace):
         EmbeddedResourceContentBlock(
             type="resource",
             resource=TextResourceContents(
-                uri=f"file://{workspace}/vars.tf", text='variable "region" {}', mime_type="text/plain"
+                uri=f"file://{workspace}/vars.tf",
+                text='variable "region" {}',
+                mime_type="text/plain",
             ),
         ),
-        ResourceContentBlock(type="resource_link", uri=f"file://{workspace}/main.tf", name="main.tf"),
+        ResourceContentBlock(
+            type="resource_link", uri=f"file://{workspace}/main.tf", name="main.tf"
+        ),
         ImageContentBlock(type="image", data="aGVsbG8=", mime_type="image/png"),
         AudioContentBlock(type="audio", data="aGVsbG8=", mime_type="audio/wav"),
     ]

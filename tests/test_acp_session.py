@@ -143,7 +143,7 @@ async def test_resume_continues_without_replay(tmp_path, workspace):
 
 
 async def test_fork_is_an_independent_branch(tmp_path, workspace):
-    async with acp_server(tmp_path) as (conn, _p, client, _w):
+    async with acp_server(tmp_path) as (conn, _p, _c, _w):
         sid = (await conn.new_session(cwd=str(workspace))).session_id
         await conn.prompt(session_id=sid, prompt=[text_block("hello")])
         fork = await conn.fork_session(session_id=sid, cwd=str(workspace))
@@ -157,7 +157,9 @@ async def test_fork_is_an_independent_branch(tmp_path, workspace):
 
     def prompts(session_id: str) -> list[str]:
         return [
-            m["content"][0]["text"] for m in store().read(session_id).messages if m["role"] == "user"
+            m["content"][0]["text"]
+            for m in store().read(session_id).messages
+            if m["role"] == "user"
         ]
 
     assert prompts(sid) == ["hello", "cut off"]
@@ -201,7 +203,9 @@ async def test_unknown_session_ids_are_invalid_params(tmp_path, workspace):
         calls = [
             conn.prompt(session_id="nope", prompt=[text_block("hello")]),
             conn.load_session(cwd=str(workspace), session_id="nope"),
-            conn.load_session(cwd=str(workspace), session_id="6f1c9a52-0000-4000-8000-000000000000"),
+            conn.load_session(
+                cwd=str(workspace), session_id="6f1c9a52-0000-4000-8000-000000000000"
+            ),
             conn.resume_session(cwd=str(workspace), session_id="nope"),
             conn.close_session(session_id="nope"),
             conn.set_session_mode(session_id="nope", mode_id="default"),

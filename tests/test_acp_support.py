@@ -47,10 +47,10 @@ def server_env(script: Path | None = MAIN_SCRIPT, **extra: str) -> dict[str, str
     return env
 
 
-async def wait_until(predicate: Callable[[], Any], what: str, timeout: float = WAIT) -> Any:
-    """Poll ``predicate`` until it is truthy; fail with ``what`` after ``timeout``."""
+async def wait_until(predicate: Callable[[], Any], what: str, seconds: float = WAIT) -> Any:
+    """Poll ``predicate`` until it is truthy; fail with ``what`` after ``seconds``."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
+    deadline = loop.time() + seconds
     while True:
         value = predicate()
         if value:
@@ -170,7 +170,7 @@ async def acp_server(
     client = client or RecordingClient()
     wire = Wire()
     command = server_command()
-    stderr = open(tmp_path / f"server-stderr-{os.urandom(3).hex()}.log", "wb")  # noqa: SIM115
+    stderr = _log_file(tmp_path / f"server-stderr-{os.urandom(3).hex()}.log")
     try:
         async with spawn_agent_process(
             client,
@@ -204,7 +204,7 @@ class RawServer:
     @contextlib.asynccontextmanager
     async def start(cls, env: dict[str, str], stderr_path: Path) -> AsyncIterator[RawServer]:
         command = server_command()
-        with open(stderr_path, "wb") as stderr:
+        with _log_file(stderr_path) as stderr:
             process = await asyncio.create_subprocess_exec(
                 *command,
                 stdin=asyncio.subprocess.PIPE,
@@ -258,6 +258,11 @@ class RawServer:
 
     async def initialize(self) -> dict[str, Any]:
         return await self.call("initialize", {"protocolVersion": 1})
+
+
+def _log_file(path: Path) -> Any:
+    """Where a server's stderr goes (read it when a test fails)."""
+    return open(path, "wb")  # closed by the caller
 
 
 def _base_env() -> dict[str, str]:

@@ -135,3 +135,15 @@ async def test_packaged_default_script_lists_files():
     events = await collect(model, [user("list the files here")])
     names = [e.name for e in events if isinstance(e, ToolUseBegin)]
     assert names == ["list_files"]
+
+
+async def test_merged_prompts_match_on_the_newest(model):
+    merged = {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "security group"},
+            {"type": "text", "text": "second one"},
+        ],
+    }
+    events = await collect(model, [merged])
+    assert "".join(e.text for e in events if isinstance(e, TextChunk)) == "no idea"

@@ -111,7 +111,11 @@ class IacAgent:
     async def load_session(
         self, cwd: str, session_id: str, mcp_servers: Any = None, **_: Any
     ) -> dict[str, Any]:
-        """Replay the whole history as session/update, then answer."""
+        """Replay the whole history as session/update, then answer.
+
+        The session keeps the working directory it was created in; ``cwd`` must be
+        absolute but need not match (an editor may open the project root).
+        """
         _check_cwd(cwd)
         session = self._open(session_id)
         _ignore_mcp(mcp_servers)
@@ -123,6 +127,7 @@ class IacAgent:
     async def resume_session(
         self, cwd: str, session_id: str, mcp_servers: Any = None, **_: Any
     ) -> dict[str, Any]:
+        """Like load without the replay (the client already shows the history)."""
         _check_cwd(cwd)
         session = self._open(session_id)
         _ignore_mcp(mcp_servers)
@@ -132,6 +137,7 @@ class IacAgent:
     async def fork_session(
         self, session_id: str, cwd: str, mcp_servers: Any = None, **_: Any
     ) -> dict[str, Any]:
+        """A new session with a copy of the history (stored or live), in the source's cwd."""
         _check_cwd(cwd)
         try:
             session = self.manager.fork(session_id)
@@ -152,8 +158,7 @@ class IacAgent:
         self, cwd: str | None = None, cursor: str | None = None, **_: Any
     ) -> ListSessionsResponse:
         if cwd is not None:
-            _check_cwd(cwd)
-            cwd = os.path.normpath(cwd)
+            cwd = _check_cwd(cwd)
         return list_page(self.manager.list(cwd), cursor)
 
     # -- settings ----------------------------------------------------------------------
@@ -270,7 +275,9 @@ class IacAgent:
         await self._channel().update(session.session_id, update)
 
     async def _send_mode(self, session: AgentSession) -> None:
-        update = CurrentModeUpdate(session_update="current_mode_update", current_mode_id=session.mode)
+        update = CurrentModeUpdate(
+            session_update="current_mode_update", current_mode_id=session.mode
+        )
         await self._channel().update(session.session_id, update)
 
     async def _after_turn(self, session: AgentSession, title_before: str | None) -> None:
@@ -282,9 +289,11 @@ class IacAgent:
         )
 
 
-def _check_cwd(cwd: Any) -> None:
+def _check_cwd(cwd: Any) -> str:
+    """``cwd`` normalised; -32602 unless it is an absolute path."""
     if not isinstance(cwd, str) or not os.path.isabs(cwd):
         raise errors.invalid_field("cwd", f"cwd must be an absolute path, got {cwd!r}")
+    return os.path.normpath(cwd)
 
 
 def _ignore_mcp(servers: Any) -> None:

@@ -29,6 +29,7 @@ from iac_kernel.acp.agent import IacAgent
 
 log = logging.getLogger(__name__)
 
+
 class SetSessionModelRequest(BaseModel):
     """``session/set_model`` params (the unstable method before model config options)."""
 

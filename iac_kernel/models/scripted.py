@@ -164,6 +164,15 @@ def is_prompt(message: dict[str, Any]) -> bool:
     return not any(block.get("type") == "tool_result" for block in content)
 
 
+def latest_text(message: dict[str, Any]) -> str:
+    """The last text block of a message: the newest prompt when roles were merged."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    texts = [b.get("text", "") for b in content if b.get("type") == "text" and b.get("text")]
+    return texts[-1] if texts else ""
+
+
 def message_text(message: dict[str, Any]) -> str:
     content = message.get("content")
     if isinstance(content, str):
@@ -234,7 +243,7 @@ class ScriptedModel:
         if not prompts:
             return {"text": self.script.fallback}
         last = prompts[-1]
-        text = message_text(messages[last])
+        text = latest_text(messages[last])
         turn_index = sum(1 for m in messages[last:] if m.get("role") == "assistant")
         exchange = None
         for candidate, pattern in zip(self.script.exchanges, self.script.patterns, strict=True):
