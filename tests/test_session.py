@@ -192,3 +192,18 @@ async def test_load_repairs_an_interrupted_tool_call(script: Path, workspace: Pa
     assert_history_valid(loaded.conversation.messages)
     results = [e for e in loaded.replay() if isinstance(e, ToolCallResult)]
     assert results[0].status == "failed"
+
+
+async def test_cancel_before_the_turn_starts(script: Path, workspace: Path):
+    session = SessionManager(_settings(script), holder="t").new(str(workspace))
+    events: list[Any] = []
+    turn = asyncio.ensure_future(
+        session.prompt([{"type": "text", "text": "hello"}], events.append, None)
+    )
+    await asyncio.sleep(0)  # prompt() has created the turn's task, which has not run yet
+    assert session.busy
+    session.cancel()
+    ended = await turn
+    assert ended.stop_reason == "cancelled"
+    assert session.conversation.messages[-1]["content"][0]["text"] == "hello"
+    assert events[-1] is ended

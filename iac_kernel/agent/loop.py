@@ -171,6 +171,10 @@ class AgentLoop:
             await self._repair_after_cancel(emit, calls, partial_text)
             return await self._end(emit, "cancelled", usage)
 
+    def record_prompt(self, prompt: list[dict[str, Any]]) -> None:
+        """Store a prompt whose turn was cancelled before it started."""
+        self._append({"role": "user", "content": prompt})
+
     # -- model streaming -------------------------------------------------------------
 
     async def _stream_response(

@@ -185,7 +185,16 @@ class AgentSession:
             persist=_StorePersist(self.writer),
         )
         self._task = asyncio.ensure_future(loop.run_turn(blocks, fan_out, ask))
-        ended = await self._task
+        try:
+            ended = await self._task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # our caller is being cancelled, not just the turn
+            # cancel() came before the turn's task first ran: keep the prompt, end cancelled.
+            loop.record_prompt(blocks)
+            ended = TurnEnded("cancelled", Usage())
+            await fan_out(ended)
         self.usage.add(ended.usage)
         return ended
 

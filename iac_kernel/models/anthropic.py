@@ -19,7 +19,6 @@ import email.utils
 import inspect
 import json
 import logging
-import os
 import random
 import re
 import time
@@ -41,11 +40,14 @@ from iac_kernel.models.base import (
     ToolUseBegin,
     ToolUseEnd,
 )
+from iac_kernel.models.credentials import (  # re-exported
+    PROVIDERS,
+    provider_from_env,
+)
 from iac_kernel.redact import redact
 
 log = logging.getLogger(__name__)
 
-PROVIDERS = ("anthropic", "bedrock", "vertex")
 DEFAULT_CONTEXT_WINDOW = 200_000
 LONG_CONTEXT_WINDOW = 1_000_000
 #: Beta that opens the 1M window on models where it is opt-in.
@@ -106,54 +108,6 @@ _TRANSPORT_ERRORS = _transport_errors()
 
 
 # --- configuration -----------------------------------------------------------------------
-
-
-def _truthy(value: str | None) -> bool:
-    return (value or "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def provider_from_env(env: Mapping[str, str] | None = None) -> str:
-    """The provider chosen by the environment.
-
-    ``IAC_KERNEL_PROVIDER`` wins; else ``CLAUDE_CODE_USE_BEDROCK=1`` or
-    ``CLAUDE_CODE_USE_VERTEX=1``; else ``anthropic``. An unknown name raises ValueError.
-    """
-    env = os.environ if env is None else env
-    named = (env.get("IAC_KERNEL_PROVIDER") or "").strip().lower()
-    if named:
-        if named not in PROVIDERS:
-            raise ValueError(
-                f"unknown IAC_KERNEL_PROVIDER {named!r}; expected one of {', '.join(PROVIDERS)}"
-            )
-        return named
-    if _truthy(env.get("CLAUDE_CODE_USE_BEDROCK")):
-        return "bedrock"
-    if _truthy(env.get("CLAUDE_CODE_USE_VERTEX")):
-        return "vertex"
-    return "anthropic"
-
-
-def has_anthropic_credentials(env: Mapping[str, str] | None = None) -> bool:
-    """Whether a real Anthropic model can be tried: an API key or auth token is set, or
-    Bedrock/Vertex is selected (their credentials come from the cloud SDK chain). An
-    ``ANTHROPIC_PROFILE`` (an SDK credential profile) counts too.
-
-    A set but unknown ``IAC_KERNEL_PROVIDER`` also answers True, so that
-    :func:`create_anthropic_model` reports the bad name instead of a silent fallback.
-    """
-    env = os.environ if env is None else env
-    named = (env.get("IAC_KERNEL_PROVIDER") or "").strip().lower()
-    if named and named != "anthropic":
-        return True
-    if not named and (
-        _truthy(env.get("CLAUDE_CODE_USE_BEDROCK")) or _truthy(env.get("CLAUDE_CODE_USE_VERTEX"))
-    ):
-        return True
-    return bool(
-        env.get("ANTHROPIC_API_KEY")
-        or env.get("ANTHROPIC_AUTH_TOKEN")
-        or env.get("ANTHROPIC_PROFILE")
-    )
 
 
 def _canonical_model(model_id: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from iac_kernel.models.base import Model
+from iac_kernel.models.credentials import has_anthropic_credentials
 from iac_kernel.models.scripted import SCRIPTED_MODEL_ID, Script, ScriptedModel
 
 DEFAULT_ANTHROPIC_MODEL = os.environ.get("ANTHROPIC_MODEL", "claude-sonnet-4-6")
@@ -13,8 +14,6 @@ ANTHROPIC_MODELS = ["claude-sonnet-4-6", "claude-opus-4-6", "claude-haiku-4-5"]
 
 
 def anthropic_available() -> bool:
-    from iac_kernel.models.anthropic import has_anthropic_credentials
-
     return has_anthropic_credentials()
 
 
