@@ -17,8 +17,6 @@ from iac_kernel.models.anthropic import (
     RetryPolicy,
     context_window_for,
     create_anthropic_model,
-    has_anthropic_credentials,
-    provider_from_env,
     resolve_model,
 )
 from iac_kernel.models.base import (
@@ -30,6 +28,7 @@ from iac_kernel.models.base import (
     ToolUseBegin,
     ToolUseEnd,
 )
+from iac_kernel.models.credentials import has_anthropic_credentials, provider_from_env
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fake_anthropic import (

@@ -40,7 +40,7 @@ from iac_kernel.models.base import (
     ToolUseBegin,
     ToolUseEnd,
 )
-from iac_kernel.models.credentials import (  # re-exported
+from iac_kernel.models.credentials import (
     PROVIDERS,
     provider_from_env,
 )
