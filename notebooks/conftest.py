@@ -11,6 +11,8 @@ Two adjustments, both so nbval checks what a notebook user sees:
 * nbval's sanitize regexes only touch strings, and a tool card's
   ``application/vnd.iac-kernel.toolcall+json`` is an object (with the session id and
   absolute paths in it): objects are compared as their sorted JSON text, sanitized.
+* Without ``--nbval-sanitize-with``, ``nbval-sanitize.cfg`` beside this file is used, so a
+  plain ``pytest --nbval notebooks/`` checks the runbooks as CI does.
 * Every notebook's kernel gets a fresh, empty session store and no Anthropic
   credentials, so ``%sessions`` lists only that notebook's sessions and the scripted
   model answers, as in the committed run (``notebooks/README.md``).
@@ -23,6 +25,7 @@ import os
 import shutil
 import tempfile
 from collections import deque
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,6 +38,7 @@ CREDENTIALS = (
     "CLAUDE_CODE_USE_VERTEX",
     "IAC_KERNEL_PROVIDER",
 )
+SANITIZE = Path(__file__).with_name("nbval-sanitize.cfg")
 _stores: list[str] = []
 
 
@@ -94,6 +98,8 @@ def _fresh_store() -> None:
 def pytest_configure(config: pytest.Config) -> None:
     if not config.pluginmanager.hasplugin("nbval"):
         return
+    if getattr(config.option, "nbval_sanitize_with", None) is None:
+        config.option.nbval_sanitize_with = str(SANITIZE)
     from nbval import kernel as nbval_kernel
     from nbval import plugin as nbval_plugin
 

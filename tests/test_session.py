@@ -207,3 +207,12 @@ async def test_cancel_before_the_turn_starts(script: Path, workspace: Path):
     assert ended.stop_reason == "cancelled"
     assert session.conversation.messages[-1]["content"][0]["text"] == "hello"
     assert events[-1] is ended
+
+
+async def test_relative_script_paths_are_stored_absolute(script: Path, workspace: Path):
+    (workspace / "mine.json").write_text('{"exchanges": [{"turns": [{"text": "mine"}]}]}')
+    session = SessionManager(_settings(script), holder="t").new(str(workspace))
+    session.set_model("scripted:mine.json")
+    assert session.model_id == f"scripted:{workspace / 'mine.json'}"
+    session.set_config("script", "mine.json")
+    assert session.settings.script == str(workspace / "mine.json")

@@ -49,7 +49,7 @@ def test_list_is_by_exact_cwd_newest_first(store: SessionStore, tmp_path: Path):
     a, b = tmp_path / "a", tmp_path / "a" / "b"
     b.mkdir(parents=True)
     first = store.create(str(a))
-    time.sleep(1.1)  # timestamps have one-second resolution
+    time.sleep(0.01)  # timestamps have millisecond resolution
     second = store.create(str(a))
     store.create(str(b))
     assert [m.session_id for m in store.list(str(a))] == [second.session_id, first.session_id]

@@ -117,7 +117,14 @@ class AgentSession:
         self.writer.update(mode=mode)
 
     def set_model(self, model_id: str) -> None:
-        """Switch models; raises ValueError when the model cannot be built."""
+        """Switch models; raises ValueError when the model cannot be built.
+
+        A relative ``scripted:PATH`` is taken from the session's cwd and stored absolute,
+        so the session still finds its script when resumed from another directory.
+        """
+        name, sep, path = model_id.partition(":")
+        if sep and name == "scripted" and path and not Path(path).expanduser().is_absolute():
+            model_id = f"scripted:{self.cwd / path}"
         try:
             model = create_model(model_id, self.settings.script)
         except (ScriptError, ModelError) as exc:
@@ -133,7 +140,8 @@ class AgentSession:
         elif key == "model":
             self.set_model(str(value))
         elif key == "script":
-            self.settings.set("script", value)
+            path = Path(str(value)).expanduser()
+            self.settings.set("script", str(path if path.is_absolute() else self.cwd / path))
             self._model = None
         elif key == "sessions_dir":
             raise ValueError("sessions_dir cannot change for a live session")

@@ -45,7 +45,9 @@ class SessionLockedError(RuntimeError):
 
 
 def now_iso() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    """UTC time with milliseconds, so sessions updated in one second still sort in order."""
+    now = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
 
 
 def git_root(cwd: str) -> str | None:
