@@ -49,3 +49,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "browser: drives JupyterLab / Notebook 7 in headless Chromium (/usr/bin/chromium)",
     )
+
+
+@pytest.fixture(autouse=True)
+def isolated_runtime_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+    """Kernels advertise their ACP endpoints in a fresh runtime directory per test."""
+    run = tmp_path_factory.mktemp("run")
+    monkeypatch.setenv("IAC_KERNEL_RUNTIME_DIR", str(run))
+    return run

@@ -26,6 +26,10 @@ class ClientChannel:
 
     async def update(self, session_id: str, update: Any) -> None:
         params = serialize_params(SessionNotification(session_id=session_id, update=update))
+        await self.forward_update(params)
+
+    async def forward_update(self, params: dict[str, Any]) -> None:
+        """Send ``session/update`` params as they are (e.g. relayed from a kernel)."""
         try:
             await self.conn.send_notification(UPDATE, params)
         except (ConnectionError, OSError) as exc:

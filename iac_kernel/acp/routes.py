@@ -6,6 +6,8 @@ every failure a clean JSON-RPC error.
 * ``sessions/list`` and ``config/set`` (the names our reference used) and
   ``session/set_model`` (dropped from schema v1.19) get routes of their own: the SDK
   hands unknown names to ``ext_method`` only when they start with ``_``;
+* requests for a session a running kernel holds (after ``session/load`` attached to it)
+  go to that kernel as they are (:class:`~iac_kernel.acp.proxy.RemoteSession`);
 * anything before ``initialize`` is -32600; bad params are -32602 naming the fields;
   an unexpected failure is -32603 with a one-line, redacted reason (never a traceback).
 """
@@ -26,6 +28,7 @@ from pydantic import Field, ValidationError
 
 from iac_kernel.acp import errors
 from iac_kernel.acp.agent import IacAgent
+from iac_kernel.acp.proxy import RemoteSession
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +61,9 @@ class Dispatcher:
                 log.warning("notification %s before initialize ignored", method)
                 return None
             raise errors.not_initialized(method)
+        remote = self.agent.remote_for(method, params)
+        if remote is not None:
+            return await _forward(remote, method, params, is_notification)
         try:
             return await self.router(method, params, is_notification)
         except RequestError:
@@ -69,6 +75,17 @@ class Dispatcher:
         except Exception as exc:
             log.exception("%s failed", method)
             raise errors.internal(exc) from None
+
+
+async def _forward(remote: RemoteSession, method: str, params: Any, is_notification: bool) -> Any:
+    """A request for a session a kernel holds: the kernel answers it (its errors too)."""
+    try:
+        return await remote.forward(method, params, is_notification)
+    except RequestError:
+        if is_notification:
+            log.info("%s for %s: the kernel is gone", method, remote.session_id)
+            return None
+        raise
 
 
 def build_router(agent: IacAgent) -> MessageRouter:

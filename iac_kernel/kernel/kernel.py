@@ -56,6 +56,8 @@ from iac_kernel.agent.events import TurnEnded, Usage
 from iac_kernel.agent.session import AgentSession, SessionBusyError, SessionClosedError
 from iac_kernel.config import Settings
 from iac_kernel.kernel import completion
+from iac_kernel.kernel.editor_turns import summary_markdown, summary_plain
+from iac_kernel.kernel.endpoint_hookup import EditorLink
 from iac_kernel.kernel.magics import MagicError, Magics, split_cell
 from iac_kernel.kernel.permission_ui import PermissionUI
 from iac_kernel.kernel.publish import Publisher, error_content
@@ -115,6 +117,7 @@ class IacKernel(IPythonKernel):
         self._running: set[_RunningTurn] = set()
         self._lock = threading.Lock()
         self._cells_run: set[tuple[str, str]] = set()
+        self.editor_link = EditorLink(self.state, self._is_notebook_turn)
 
     # -- kernel info -----------------------------------------------------------------------
 
@@ -149,6 +152,9 @@ class IacKernel(IPythonKernel):
         super().start()
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, self._on_sigint)
+        loop = getattr(self.io_loop, "asyncio_loop", None)
+        if loop is not None:
+            self.editor_link.start(loop)
 
     def pre_handler_hook(self) -> None:
         """ipykernel installs a KeyboardInterrupt handler here; our SIGINT handler stays."""
@@ -180,6 +186,8 @@ class IacKernel(IPythonKernel):
         parent = self.get_parent("shell")
         ident = self._get_shell_context_var(self._shell_parent_ident)
         out = Publisher(self._sender(parent))
+        if not silent:
+            self._show_editor_turns(out)
         try:
             content = await self._execute(code, silent, allow_stdin, cell_id, out, parent, ident)
         except MagicError as exc:
@@ -194,6 +202,17 @@ class IacKernel(IPythonKernel):
             content.setdefault("payload", [])
             content.setdefault("user_expressions", {})
         return content
+
+    def _show_editor_turns(self, out: Publisher) -> None:
+        """Editors attached through the endpoint prompted this session since the last
+        cell: say so first (their turns are already in the history)."""
+        turns = self.editor_link.editor_turns()
+        if turns:
+            out.markdown(summary_markdown(turns), summary_plain(turns))
+
+    def _is_notebook_turn(self, session: AgentSession) -> bool:
+        with self._lock:
+            return any(turn.session is session for turn in self._running)
 
     def _fail(self, out: Publisher, silent: bool, ename: str, evalue: str) -> dict[str, Any]:
         return error_content(ename, evalue) if silent else out.error(ename, evalue)
@@ -342,10 +361,17 @@ class IacKernel(IPythonKernel):
         }
 
     def do_shutdown(self, restart: bool) -> dict[str, Any]:  # type: ignore[override]
-        """Release the session locks (this runs on the control thread)."""
+        """Close the ACP endpoint and release the session locks (this runs on the control
+        thread)."""
         loop = getattr(self.io_loop, "asyncio_loop", None)
         if loop is not None and loop.is_running():
-            future = asyncio.run_coroutine_threadsafe(self.state.close(), loop)
+            future = asyncio.run_coroutine_threadsafe(self._close(), loop)
             with contextlib.suppress(Exception):
                 future.result(timeout=5)
+        if self.editor_link.endpoint is not None:
+            self.editor_link.endpoint.remove_files()
         return super().do_shutdown(restart)
+
+    async def _close(self) -> None:
+        await self.editor_link.close()  # editors first: their turns end, then the locks go
+        await self.state.close()

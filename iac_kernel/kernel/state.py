@@ -11,6 +11,7 @@ prompt, with origin ``kernel``. It lives in the shared on-disk store, so an edit
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from iac_kernel.agent.session import AgentSession
@@ -43,10 +44,25 @@ class KernelState:
         holder = f"iac-kernel Jupyter kernel (pid {os.getpid()}"
         holder += f", notebook {notebook})" if notebook else ")"
         self.manager = SessionManager(settings, holder=holder, origin="kernel")
-        self.current: AgentSession | None = None
+        #: Called with the new current session whenever it changes (the ACP endpoint
+        #: advertises it, the editor-turn mirror follows it).
+        self.listeners: list[Callable[[AgentSession | None], None]] = []
+        self._current: AgentSession | None = None
         if permission_ui not in PERMISSION_UIS:
             permission_ui = "auto"
         self.permission_ui = permission_ui
+
+    @property
+    def current(self) -> AgentSession | None:
+        return self._current
+
+    @current.setter
+    def current(self, session: AgentSession | None) -> None:
+        changed = session is not self._current
+        self._current = session
+        if changed:
+            for listener in list(self.listeners):
+                listener(session)
 
     @property
     def settings(self) -> Settings:

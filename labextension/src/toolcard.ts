@@ -140,13 +140,33 @@ function inputSection(call: IToolCall, options: ICardOptions): HTMLElement | nul
   if (typeof command === 'string') {
     body.appendChild(el('pre', 'iac-toolcard-command', `$ ${command}`));
   }
-  let json: string;
-  try {
-    json = JSON.stringify(call.input, null, 2);
-  } catch {
-    json = String(call.input);
+  // One row per argument; strings verbatim (a file's content reads as a file, not as JSON).
+  const table = el('table', 'iac-toolcard-args');
+  for (const key of keys) {
+    if (key === 'command' && typeof command === 'string') {
+      continue;
+    }
+    const value = call.input[key];
+    const row = el('tr');
+    row.appendChild(el('th', 'iac-toolcard-arg-name', key));
+    const cell = el('td');
+    let text: string;
+    if (typeof value === 'string') {
+      text = value;
+    } else {
+      try {
+        text = JSON.stringify(value, null, 2) ?? String(value);
+      } catch {
+        text = String(value);
+      }
+    }
+    cell.appendChild(el('pre', 'iac-toolcard-pre iac-toolcard-arg-value', text));
+    row.appendChild(cell);
+    table.appendChild(row);
   }
-  body.appendChild(el('pre', 'iac-toolcard-pre iac-toolcard-json', json));
+  if (table.childElementCount > 0) {
+    body.appendChild(table);
+  }
   return details;
 }
 
