@@ -15,22 +15,19 @@ import json
 import os
 import signal
 import stat
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from acp import RequestError, text_block
+from test_acp_support import WAIT, RecordingClient, acp_server, wait_until
 
 from iac_kernel.acp.runtime import EndpointInfo, live_endpoints
 from iac_kernel.config import Settings
 from iac_kernel.kernel.testing import KernelHarness, scripted_kernel
 from iac_kernel.sessions.manager import SessionManager
 from iac_kernel.sessions.store import SessionLockedError, SessionStore
-
-sys.path.insert(0, str(Path(__file__).parent))
-from test_acp_support import WAIT, RecordingClient, acp_server, wait_until  # noqa: E402
 
 SCRIPT = Path(__file__).parent / "scripts" / "endpoint_main.json"
 NOTEBOOK = "infra-review.ipynb"
@@ -107,10 +104,6 @@ def texts(messages: list[dict[str, Any]], role: str) -> list[str]:
         if joined:
             out.append(joined)
     return out
-
-
-def answer_index(wire: Any, request_id_result: str) -> int:
-    return wire.index_of_answer(lambda m: request_id_result in json.dumps(m.get("result") or {}))
 
 
 async def test_editor_lists_loads_and_prompts_the_notebook_session(
@@ -290,9 +283,7 @@ async def test_endpoint_refuses_connections_without_the_token(
 ) -> None:
     assert (await cell(kernel, "notebook first")).status == "ok"
     info = endpoint_of(run_dir)
-    assert stat.S_IMODE(run_dir.stat().st_mode) == 0o700
-    assert stat.S_IMODE((run_dir / f"kernel-{info.pid}.json").stat().st_mode) == 0o600
-    assert stat.S_IMODE(os.stat(info.socket).st_mode) == 0o600
+    assert private_modes(run_dir, info) == (0o700, 0o600, 0o600)
 
     initialize = {
         "jsonrpc": "2.0",
@@ -321,8 +312,19 @@ async def test_endpoint_refuses_connections_without_the_token(
     assert answer["id"] == 7 and answer["result"]["protocolVersion"] == 1
 
     await asyncio.to_thread(kernel.stop)
-    assert not (run_dir / f"kernel-{info.pid}.json").exists()
-    assert not os.path.exists(info.socket)
+    assert leftovers(run_dir, info) == []
+
+
+def private_modes(run_dir: Path, info: EndpointInfo) -> tuple[int, ...]:
+    """Permission bits of the runtime directory, the runtime file and the socket."""
+    files = (run_dir, run_dir / f"kernel-{info.pid}.json", Path(info.socket))
+    return tuple(stat.S_IMODE(path.stat().st_mode) for path in files)
+
+
+def leftovers(run_dir: Path, info: EndpointInfo) -> list[Path]:
+    """The endpoint's files still on disk."""
+    files = (run_dir / f"kernel-{info.pid}.json", Path(info.socket))
+    return [path for path in files if path.exists()]
 
 
 async def test_one_writer_the_loser_is_told_who_holds_the_session(
