@@ -9,9 +9,9 @@ import signal
 
 import pytest
 from acp import RequestError, text_block
-from test_acp_support import RawServer, RecordingClient, acp_server, server_env, wait_until
 
 from iac_kernel.sessions.store import SessionStore, dangling_tool_uses
+from test_acp_support import RawServer, RecordingClient, acp_server, server_env, wait_until
 
 
 def history(session_id: str) -> list[dict]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from acp import text_block
+
 from test_acp_support import RecordingClient, acp_server
 
 WRITTEN = "written by the agent\n"

@@ -14,9 +14,9 @@ from acp.schema import (
     ResourceContentBlock,
     TextResourceContents,
 )
-from test_acp_support import SCRIPTS, acp_server
 
 from iac_kernel.sessions.store import SessionStore
+from test_acp_support import SCRIPTS, acp_server
 
 
 def stored_messages(session_id: str) -> list[dict]:

@@ -9,9 +9,9 @@ import signal
 
 import pytest
 from acp import RequestError, text_block
-from test_acp_support import RecordingClient, acp_server, wait_until
 
 from iac_kernel.sessions.store import INTERRUPTED_RESULT, SessionStore
+from test_acp_support import RecordingClient, acp_server, wait_until
 
 
 def store() -> SessionStore:

@@ -17,7 +17,6 @@ from acp.schema import (
     ResourceContentBlock,
     TextContentBlock,
 )
-from test_acp_support import MAIN_SCRIPT, RecordingClient
 
 from iac_kernel.acp import serve
 from iac_kernel.acp.content import to_anthropic
@@ -37,6 +36,7 @@ from iac_kernel.agent.events import (
 from iac_kernel.config import Settings
 from iac_kernel.sessions.manager import SessionManager
 from iac_kernel.sessions.store import SessionMeta
+from test_acp_support import MAIN_SCRIPT, RecordingClient
 
 
 @pytest.mark.parametrize(

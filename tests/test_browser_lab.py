@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from browser.jupyter import CHROMIUM, CHROMIUM_ARGS, jupyter_server, write_notebook
 
 pytestmark = [

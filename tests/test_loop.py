@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from core_support import TouchTool, assert_history_valid, make_loop, write_script
 
+from core_support import TouchTool, assert_history_valid, make_loop, write_script
 from iac_kernel.agent.events import (
     Compacted,
     ErrorNotice,

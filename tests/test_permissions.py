@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from core_support import TouchTool
 
+from core_support import TouchTool
 from iac_kernel.agent.permissions import (
     ALL_OPTIONS,
     PER_CALL_OPTIONS,

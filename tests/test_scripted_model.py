@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from core_support import write_script
 
+from core_support import write_script
 from iac_kernel.models.base import (
     MessageDone,
     ModelError,

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from core_support import assert_history_valid, write_script
 
+from core_support import assert_history_valid, write_script
 from iac_kernel.agent.events import TextDelta, ToolCallResult, UserMessage
 from iac_kernel.agent.session import SessionBusyError, SessionClosedError
 from iac_kernel.config import Settings
