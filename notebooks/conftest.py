@@ -30,14 +30,8 @@ from typing import Any
 
 import pytest
 
-CREDENTIALS = (
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_AUTH_TOKEN",
-    "ANTHROPIC_BASE_URL",
-    "CLAUDE_CODE_USE_BEDROCK",
-    "CLAUDE_CODE_USE_VERTEX",
-    "IAC_KERNEL_PROVIDER",
-)
+from iac_kernel.models.credentials import CREDENTIAL_ENV as CREDENTIALS
+
 SANITIZE = Path(__file__).with_name("nbval-sanitize.cfg")
 _stores: list[str] = []
 

@@ -7,14 +7,7 @@ from pathlib import Path
 
 import pytest
 
-SECRET_ENV = (
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_AUTH_TOKEN",
-    "CLAUDE_CODE_USE_BEDROCK",
-    "CLAUDE_CODE_USE_VERTEX",
-    "IAC_KERNEL_PROVIDER",
-    "ANTHROPIC_BASE_URL",
-)
+from iac_kernel.models.credentials import CREDENTIAL_ENV
 
 
 @pytest.fixture(autouse=True)
@@ -22,7 +15,7 @@ def isolated_store(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     """Point the session store at a fresh directory and drop real credentials."""
     store = tmp_path_factory.mktemp("sessions")
     monkeypatch.setenv("IAC_KERNEL_SESSIONS_DIR", str(store))
-    for name in SECRET_ENV:
+    for name in CREDENTIAL_ENV:
         monkeypatch.delenv(name, raising=False)
     return store
 

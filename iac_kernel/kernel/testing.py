@@ -20,6 +20,7 @@ from jupyter_client.manager import KernelManager
 
 from iac_kernel.kernel.cards import CARD_MIME
 from iac_kernel.kernel.install import KERNEL_NAME, write_spec
+from iac_kernel.models.credentials import CREDENTIAL_ENV
 
 #: Hang guard for one cell (not a timing assertion: cells normally take well under a second).
 CELL_TIMEOUT = 90.0
@@ -215,17 +216,6 @@ def button_comm_id(message: dict[str, Any], description: str) -> str | None:
     if state.get("_model_name") == "ButtonModel" and state.get("description") == description:
         return content["comm_id"]
     return None
-
-
-#: Credentials a test kernel must not see (it would pick Claude over the scripted model).
-CREDENTIAL_ENV = (
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_AUTH_TOKEN",
-    "ANTHROPIC_BASE_URL",
-    "CLAUDE_CODE_USE_BEDROCK",
-    "CLAUDE_CODE_USE_VERTEX",
-    "IAC_KERNEL_PROVIDER",
-)
 
 
 def scripted_kernel(

@@ -58,3 +58,15 @@ def has_anthropic_credentials(env: Mapping[str, str] | None = None) -> bool:
         or env.get("ANTHROPIC_AUTH_TOKEN")
         or env.get("ANTHROPIC_PROFILE")
     )
+
+
+#: Environment variables that make a process pick Claude over the scripted model; tests,
+#: notebook runs and demos that must stay offline remove them.
+CREDENTIAL_ENV = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "CLAUDE_CODE_USE_BEDROCK",
+    "CLAUDE_CODE_USE_VERTEX",
+    "IAC_KERNEL_PROVIDER",
+)

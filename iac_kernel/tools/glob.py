@@ -6,9 +6,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError, ToolResult
-from iac_kernel.tools.paths import prefix_for, resolve_path, short, tool_paths
-from iac_kernel.tools.rg import run_rg
+from iac_kernel.tools.base import ToolContext, ToolError, ToolResult
+from iac_kernel.tools.paths import prefix_for, resolve_path
+from iac_kernel.tools.rg import SearchTool, run_rg
 from iac_kernel.tools.validate import check
 
 MAX_RESULTS = 1000
@@ -121,7 +121,7 @@ async def matching_files(base: Path, pattern: str) -> tuple[list[str], bool]:
     return sorted(f for f in files if f and regex.match(f)), out.truncated
 
 
-class GlobTool(Tool):
+class GlobTool(SearchTool):
     name = "glob"
     description = (
         "Find files whose path matches a glob pattern, e.g. `**/*.tf`, `modules/*/main.tf`, "
@@ -143,15 +143,6 @@ class GlobTool(Tool):
         "required": ["pattern"],
         "additionalProperties": False,
     }
-    kind = "search"
-    category = Category.READ
-
-    def title(self, args: dict[str, Any]) -> str:
-        where = f" in {short(args['path'])}" if args.get("path") else ""
-        return f"glob: {short(args.get('pattern', ''))}{where}"
-
-    def paths(self, args: dict[str, Any], ctx: ToolContext) -> list[Path]:
-        return tool_paths(ctx, args, default=".")
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         args = check(self, args)

@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError, ToolResult
+from iac_kernel.tools.base import ToolContext, ToolError, ToolResult
 from iac_kernel.tools.glob import compile_glob, matching_files
-from iac_kernel.tools.paths import prefix_for, resolve_path, short, tool_paths
-from iac_kernel.tools.rg import run_rg, search_root
+from iac_kernel.tools.paths import prefix_for, resolve_path
+from iac_kernel.tools.rg import SearchTool, run_rg, search_root
 from iac_kernel.tools.validate import check
 
 OUTPUT_MODES = ("content", "files_with_matches", "count")
@@ -21,7 +21,7 @@ MAX_LINE_CHARS = 500
 MAX_GLOB_FILES = 5000
 
 
-class GrepTool(Tool):
+class GrepTool(SearchTool):
     name = "grep"
     description = (
         "Search file contents for a regular expression (Rust regex syntax, like ripgrep). "
@@ -58,15 +58,6 @@ class GrepTool(Tool):
         "required": ["pattern"],
         "additionalProperties": False,
     }
-    kind = "search"
-    category = Category.READ
-
-    def title(self, args: dict[str, Any]) -> str:
-        where = f" in {short(args['path'])}" if args.get("path") else ""
-        return f"grep: {short(args.get('pattern', ''))}{where}"
-
-    def paths(self, args: dict[str, Any], ctx: ToolContext) -> list[Path]:
-        return tool_paths(ctx, args, default=".")
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         args = check(self, args)

@@ -10,9 +10,25 @@ import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from iac_kernel.tools.base import ToolError
-from iac_kernel.tools.paths import SKIP_DIRS
+from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError
+from iac_kernel.tools.paths import SKIP_DIRS, short, tool_paths
+
+
+class SearchTool(Tool):
+    """What glob and grep share: a pattern searched below an optional path."""
+
+    kind = "search"
+    category = Category.READ
+
+    def title(self, args: dict[str, Any]) -> str:
+        where = f" in {short(args['path'])}" if args.get("path") else ""
+        return f"{self.name}: {short(args.get('pattern', ''))}{where}"
+
+    def paths(self, args: dict[str, Any], ctx: ToolContext) -> list[Path]:
+        return tool_paths(ctx, args, default=".")
+
 
 #: A search that runs longer than this is stopped (a runaway search over a huge tree).
 RG_TIMEOUT = 60.0

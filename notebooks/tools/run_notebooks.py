@@ -19,15 +19,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from iac_kernel.models.credentials import CREDENTIAL_ENV as CREDENTIALS
+
 NOTEBOOKS = Path(__file__).resolve().parent.parent
-CREDENTIALS = (
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_AUTH_TOKEN",
-    "ANTHROPIC_BASE_URL",
-    "CLAUDE_CODE_USE_BEDROCK",
-    "CLAUDE_CODE_USE_VERTEX",
-    "IAC_KERNEL_PROVIDER",
-)
 
 
 def run(path: Path, timeout: int) -> None:
