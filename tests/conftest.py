@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,16 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "browser: drives JupyterLab / Notebook 7 in headless Chromium (/usr/bin/chromium)",
     )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_runtime_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Kernels started by module- or class-level fixtures (set up before any per-test
+    fixture) advertise their ACP endpoints here, never in ``~/.iac-code/run``."""
+    run = tmp_path_factory.mktemp("run-session")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("IAC_KERNEL_RUNTIME_DIR", str(run))
+        yield run
 
 
 @pytest.fixture(autouse=True)

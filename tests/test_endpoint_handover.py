@@ -21,13 +21,13 @@ from typing import Any
 
 import pytest
 from acp import RequestError, text_block
-from test_acp_support import WAIT, RecordingClient, acp_server, wait_until
 
 from iac_kernel.acp.runtime import EndpointInfo, live_endpoints
 from iac_kernel.config import Settings
 from iac_kernel.kernel.testing import KernelHarness, scripted_kernel
 from iac_kernel.sessions.manager import SessionManager
 from iac_kernel.sessions.store import SessionLockedError, SessionStore
+from test_acp_support import WAIT, RecordingClient, acp_server, wait_until
 
 SCRIPT = Path(__file__).parent / "scripts" / "endpoint_main.json"
 NOTEBOOK = "infra-review.ipynb"
@@ -131,6 +131,17 @@ async def test_editor_lists_loads_and_prompts_the_notebook_session(
         assert kinds[:2] == ["user_message_chunk", "agent_message_chunk"], kinds
         assert "notebook first" in replay[0][1]["content"]["text"]
         assert replay[1][1]["content"]["text"].startswith("Notebook answer one")
+        # As from a local session: the title comes after the answer, not before it.
+        await wait_until(
+            lambda: [
+                u for _, u in wire.updates_of(sid) if u["sessionUpdate"] == "session_info_update"
+            ],
+            "the title update",
+        )
+        info_at = [
+            i for i, u in wire.updates_of(sid) if u["sessionUpdate"] == "session_info_update"
+        ]
+        assert info_at[0] > load_answer
 
         client.clear()
         before = len(wire.incoming)
@@ -183,22 +194,29 @@ async def test_editor_answers_permission_for_a_turn_run_in_the_kernel(
     assert (await cell(kernel, "notebook first")).status == "ok"
     sid = endpoint_of(run_dir).sessions[0]
     target = work / "plan.txt"
+    store = SessionStore(root / "sessions")
     client = RecordingClient()
-    client.answers.extend(["reject_once", "allow_once"])
+    client.answers.extend(["hold", "allow_once"])
     async with acp_server(root, client, env=editor_env(root, run_dir)) as (conn, *_rest):
         await conn.resume_session(cwd=str(work), session_id=sid, mcp_servers=[])
         prompt = [text_block("write the plan note")]
 
-        refused = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=prompt), WAIT)
-        assert refused.stop_reason == "end_turn"
-        assert len(client.permissions) == 1
+        first_turn = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=prompt))
+        await wait_until(lambda: client.permissions, "the permission request")
         asked = client.permissions[0]
         assert asked["session_id"] == sid
         assert asked["tool_call"].kind == "edit"
         assert "allow_once" in [o.option_id for o in asked["options"]]
+        # While the editor's turn waits, the notebook cannot start a second loop on it.
+        busy = await cell(kernel, "notebook again")
+        assert busy.status == "error"
+        assert "an editor is running a turn" in busy.reply["content"]["evalue"]
+
+        client.release("reject_once")
+        refused = await asyncio.wait_for(first_turn, WAIT)
+        assert refused.stop_reason == "end_turn"
         assert not target.exists()
-        call_id = client.tool_ids(sid)[-1]
-        assert client.final_status(sid, call_id) == "failed"
+        assert client.final_status(sid, client.tool_ids(sid)[-1]) == "failed"
 
         allowed = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=prompt), WAIT)
         assert allowed.stop_reason == "end_turn"
@@ -206,9 +224,26 @@ async def test_editor_answers_permission_for_a_turn_run_in_the_kernel(
         assert target.read_text() == "reviewed from the editor\n"
         assert client.final_status(sid, client.tool_ids(sid)[-1]) == "completed"
 
-    shown = (await cell(kernel, "%session")).markdown()
-    assert shown.count("**Prompt:** write the plan note") == 2
-    assert "Tools: `write_file" in shown
+        # The notebook moves on (%new): it shows the editor's turns, then lets the
+        # session go, and the editor's next load opens it from the store.
+        switched = (await cell(kernel, "%new")).markdown()
+        assert switched.count("**Prompt:** write the plan note") == 2
+        assert "Tools: `write_file" in switched
+        assert endpoint_of(run_dir).sessions not in ([], [sid])
+        with pytest.raises(RequestError) as released:
+            await conn.prompt(session_id=sid, prompt=[text_block("editor follow-up")])
+        assert "no longer holds" in json.dumps(released.value.data)
+        await asyncio.wait_for(
+            conn.load_session(cwd=str(work), session_id=sid, mcp_servers=[]), WAIT
+        )
+        assert store.lock_holder(sid)["holder"].startswith("iac-kernel acp")
+        again = await asyncio.wait_for(
+            conn.prompt(session_id=sid, prompt=[text_block("editor follow-up")]), WAIT
+        )
+        assert again.stop_reason == "end_turn"
+    assert texts(store.read(sid).messages, "assistant")[-1] == (
+        "Editor answer: two of them have no default."
+    )
 
 
 async def test_kernel_killed_mid_turn_then_the_editor_loads_it_from_disk(
@@ -310,9 +345,29 @@ async def test_endpoint_refuses_connections_without_the_token(
     finally:
         writer.close()
     assert answer["id"] == 7 and answer["result"]["protocolVersion"] == 1
+    # The refusals were logged to the kernel's own stderr, not into a notebook cell.
+    streamed = await asyncio.to_thread(iopub_streams_until_next_cell, kernel)
+    assert not [text for text in streamed if "refused" in text], streamed
 
     await asyncio.to_thread(kernel.stop)
     assert leftovers(run_dir, info) == []
+
+
+def iopub_streams_until_next_cell(kernel: KernelHarness) -> list[str]:
+    """Every stream text on IOPub, whatever its parent, up to the end of a new cell
+    (ipykernel flushes pending stream output before a cell's reply)."""
+    msg_id = kernel.kc.execute("%session")
+    texts = []
+    while True:
+        message = kernel.kc.get_iopub_msg(timeout=WAIT)
+        if message["msg_type"] == "stream":
+            texts.append(message["content"]["text"])
+        if (
+            message["msg_type"] == "status"
+            and message["content"]["execution_state"] == "idle"
+            and message["parent_header"].get("msg_id") == msg_id
+        ):
+            return texts
 
 
 def private_modes(run_dir: Path, info: EndpointInfo) -> tuple[int, ...]:

@@ -3,6 +3,7 @@ an in-process endpoint, and the notebook's record of editor turns."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import os
@@ -28,6 +29,8 @@ from iac_kernel.agent.session import AgentSession
 from iac_kernel.config import Settings
 from iac_kernel.kernel.editor_turns import EditorTurns, summary_markdown
 from iac_kernel.sessions.manager import SessionManager
+from iac_kernel.sessions.store import dangling_tool_uses
+from test_acp_support import wait_until
 
 SCRIPT = Path(__file__).parent / "scripts" / "endpoint_main.json"
 
@@ -47,15 +50,19 @@ async def prompt(session: AgentSession, text: str) -> None:
 class FakeEditor:
     """The editor side of a proxy: records updates, answers permission questions."""
 
-    def __init__(self) -> None:
+    def __init__(self, hold: bool = False) -> None:
         self.updates: list[dict[str, Any]] = []
         self.requests: list[tuple[str, dict[str, Any]]] = []
+        #: With ``hold``, permission questions are never answered.
+        self.hold = hold
 
     async def forward_update(self, params: dict[str, Any]) -> None:
         self.updates.append(params)
 
     async def request(self, method: str, params: dict[str, Any]) -> Any:
         self.requests.append((method, params))
+        if self.hold:
+            await asyncio.Event().wait()
         return {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
 
 
@@ -207,6 +214,34 @@ async def test_proxy_notices_the_kernel_released_the_session(
         assert remote.released and remote.gone
     finally:
         await remote.close()
+        await endpoint.close()
+
+
+async def test_editor_leaving_mid_turn_cancels_its_turn_in_the_kernel(
+    manager: SessionManager, workspace: Path, tmp_path: Path
+) -> None:
+    session = manager.new(str(workspace))
+    sid = session.session_id
+    endpoint = await start_endpoint(manager, runtime_dir=tmp_path / "run", sessions=[sid])
+    editor = FakeEditor(hold=True)
+    remote = await RemoteSession.attach(sid, endpoint.info, editor)
+    try:
+        turn = asyncio.ensure_future(
+            remote.forward(
+                "session/prompt",
+                {"sessionId": sid, "prompt": [{"type": "text", "text": "write the plan note"}]},
+            )
+        )
+        await wait_until(lambda: editor.requests, "the permission question")
+        assert session.busy
+        await remote.close()  # the editor went away
+        await wait_until(lambda: not session.busy, "the kernel to cancel the turn")
+        with pytest.raises(RequestError):
+            await turn
+        assert not session.closed  # still the notebook's
+        assert dangling_tool_uses(session.conversation.messages) == []
+        assert not (workspace / "plan.txt").exists()
+    finally:
         await endpoint.close()
 
 

@@ -40,9 +40,9 @@ from iac_kernel.acp.runtime import (
     EndpointInfo,
     ensure_private_dir,
     remove_info,
-    runtime_dir,
     write_info,
 )
+from iac_kernel.acp.runtime import runtime_dir as default_runtime_dir
 from iac_kernel.acp.server import serve
 from iac_kernel.acp.transport import READ_LIMIT
 from iac_kernel.agent.session import AgentSession
@@ -237,7 +237,9 @@ async def start_endpoint(
     Raises :class:`~iac_kernel.acp.runtime.RuntimeDirError` or OSError when the endpoint
     cannot be set up; the kernel then runs without one.
     """
-    directory = ensure_private_dir(Path(runtime_dir) if runtime_dir else _default_dir())
+    if not hasattr(socket, "AF_UNIX"):
+        raise OSError("this platform has no unix sockets; the kernel runs without an endpoint")
+    directory = ensure_private_dir(Path(runtime_dir) if runtime_dir else default_runtime_dir())
     socket_path = directory / f"kernel-{os.getpid()}.sock"
     scratch = None
     if len(str(socket_path)) > MAX_SOCKET_PATH:
@@ -251,10 +253,6 @@ async def start_endpoint(
         endpoint.remove_files()
         raise
     return endpoint
-
-
-def _default_dir() -> Path:
-    return runtime_dir()
 
 
 def parse_token_line(line: bytes) -> tuple[str | None, Any]:

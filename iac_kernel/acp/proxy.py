@@ -212,7 +212,12 @@ class RemoteSession:
 
 class _KernelTransport(LineTransport):
     """The line transport to the kernel, with ``session/update`` handled in the receive
-    loop (forwarded before the next message is even read)."""
+    loop (forwarded before the next message is even read).
+
+    After handing over an answer it yields once before reading on, so the editor's
+    request handler, woken by that answer, writes its own answer first: notifications
+    the kernel sends after an answer (a title, usage) then reach the editor after it too.
+    """
 
     def __init__(
         self,
@@ -223,9 +228,13 @@ class _KernelTransport(LineTransport):
         super().__init__(reader, writer)
         self._on_update = on_update
         self.on_eof: Callable[[], None] | None = None
+        self._answered = False
 
     async def receive(self) -> dict[str, Any] | None:
         while True:
+            if self._answered:
+                self._answered = False
+                await asyncio.sleep(0)
             message = await super().receive()
             if message is None:
                 if self.on_eof is not None:
@@ -237,6 +246,7 @@ class _KernelTransport(LineTransport):
                 except Exception:
                     log.exception("could not pass a session/update on to the editor")
                 continue
+            self._answered = "method" not in message
             return message
 
 

@@ -56,6 +56,9 @@ class EditorLink:
         except (OSError, RuntimeDirError) as exc:
             log.warning("the kernel runs without an ACP endpoint: %s", exc)
             return
+        except Exception:
+            log.exception("the kernel runs without an ACP endpoint")
+            return
         # do_shutdown removes it too; this covers an exit without a shutdown request.
         atexit.register(self.endpoint.remove_files)
         log.info("ACP endpoint on %s", self.endpoint.socket_path)

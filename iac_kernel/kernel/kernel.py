@@ -58,6 +58,7 @@ from iac_kernel.config import Settings
 from iac_kernel.kernel import completion
 from iac_kernel.kernel.editor_turns import summary_markdown, summary_plain
 from iac_kernel.kernel.endpoint_hookup import EditorLink
+from iac_kernel.kernel.logs import route_to_original_stderr
 from iac_kernel.kernel.magics import MagicError, Magics, split_cell
 from iac_kernel.kernel.permission_ui import PermissionUI
 from iac_kernel.kernel.publish import Publisher, error_content
@@ -150,6 +151,7 @@ class IacKernel(IPythonKernel):
 
     def start(self) -> None:
         super().start()
+        route_to_original_stderr()
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, self._on_sigint)
         loop = getattr(self.io_loop, "asyncio_loop", None)
@@ -250,6 +252,11 @@ class IacKernel(IPythonKernel):
     ) -> dict[str, Any]:
         session = self.state.session()
         if session.busy:
+            if not self._is_notebook_turn(session):
+                raise SessionError(
+                    "an editor is running a turn in this session (through the kernel's ACP "
+                    "endpoint); wait for it to finish, or cancel it in the editor"
+                )
             raise SessionError("a turn is already running in this session; wait or interrupt it")
         if cell_id:
             key = (session.session_id, cell_id)
