@@ -7,6 +7,7 @@ from typing import Any
 
 from iac_kernel.agent.events import (
     AgentEvent,
+    Diff,
     TextDelta,
     ThinkingDelta,
     ToolCallInput,
@@ -53,7 +54,31 @@ def replay(messages: list[dict[str, Any]], tools: dict[str, Tool]) -> Iterator[A
                 tool_kind = tool.kind if tool else "other"
                 names[block["id"]] = block.get("name", "tool")
                 yield ToolCallStarted(block["id"], block.get("name", "tool"), title, tool_kind)
-                yield ToolCallInput(block["id"], block.get("name", "tool"), title, tool_kind, args)
+                yield ToolCallInput(
+                    block["id"],
+                    block.get("name", "tool"),
+                    title,
+                    tool_kind,
+                    args,
+                    diff=_stored_diff(block.get("name", ""), args),
+                )
+
+
+def _stored_diff(name: str, args: dict[str, Any]) -> Diff | None:
+    """The change an edit call made, from its stored input alone.
+
+    The file may have changed since, so the replay shows what the call asked for: the
+    whole new content of a write, the replaced snippet of an edit.
+    """
+    path = args.get("path")
+    if not isinstance(path, str):
+        return None
+    if name == "write_file" and isinstance(args.get("content"), str):
+        return Diff(path, None, args["content"])
+    if name == "edit_file" and isinstance(args.get("new_string"), str):
+        old = args.get("old_string")
+        return Diff(path, old if isinstance(old, str) else None, args["new_string"])
+    return None
 
 
 def _title(tool: Tool | None, args: dict[str, Any], default: str) -> str:
