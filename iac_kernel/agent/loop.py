@@ -130,6 +130,8 @@ class AgentLoop:
         self.conversation = conversation
         self.persist = persist
         self.allow_subagents = allow_subagents
+        #: Input tokens the model reported for the last call (0 after compacting).
+        self._last_input_tokens = 0
 
     async def run_turn(
         self, prompt: list[dict[str, Any]], emit: Emit, ask: AskPermission | None
@@ -300,6 +302,8 @@ class AgentLoop:
             input=call.input,
             options=[],
             reason="",
+            # Previewed again, not reused from the announcement: an earlier call of this
+            # response may have changed the file since.
             diff=_safe(lambda: call.tool.preview(call.input, ctx), None),
         )
         decision = await self.gate.check(call.tool, call.input, ctx, request, ask)
@@ -377,7 +381,7 @@ class AgentLoop:
         messages = self.conversation.model_messages()
         used = max(
             compaction.context_tokens(self.system_prompt, messages, tools),
-            getattr(self, "_last_input_tokens", 0),
+            self._last_input_tokens,
         )
         if used < self.settings.compact_threshold * window:
             return

@@ -72,10 +72,7 @@ class TurnView:
         elif isinstance(event, ToolCallStarted):
             self._after_tool = True
             self.answer.flush()
-            card = ToolCard(event.call_id, event.name, event.title, event.kind, self.session_id)
-            self.cards[event.call_id] = card
-            self._display_ids[event.call_id] = f"iac-tool-{uuid.uuid4().hex}"
-            self._show(card, update=False)
+            self._card(event.call_id, event.name, event.title, event.kind)
         elif isinstance(event, ToolCallInput):
             card = self._card(event.call_id, event.name, event.title, event.kind)
             card.title, card.kind, card.input = event.title, event.kind, event.input
@@ -126,7 +123,7 @@ class TurnView:
 
     def _card(self, call_id: str, name: str, title: str, kind: str) -> ToolCard:
         card = self.cards.get(call_id)
-        if card is None:  # an event for a call we never saw start: show it anyway
+        if card is None:  # a new call (or one whose start we never saw): show it
             card = ToolCard(call_id, name, title, kind, self.session_id)
             self.cards[call_id] = card
             self._display_ids[call_id] = f"iac-tool-{uuid.uuid4().hex}"
