@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from iac_kernel.agent.events import ToolCallInput, ToolCallResult, UserMessage
 from iac_kernel.agent.history import replay
+from iac_kernel.config import Settings
+from iac_kernel.tools.base import ToolContext
 from iac_kernel.tools.registry import build_tools
 
 TOOLS = {tool.name: tool for tool in build_tools()}
 
 
-def test_replay_shows_prompts_tool_calls_results_and_edit_diffs():
+def test_replay_shows_prompts_tool_calls_results_and_edit_diffs(tmp_path: Path):
     edit = {"path": "main.tf", "old_string": 'cidr = "0.0.0.0/0"', "new_string": "cidr = var.x"}
     messages = [
         {"role": "user", "content": [{"type": "text", "text": "narrow the ingress"}]},
@@ -33,7 +37,7 @@ def test_replay_shows_prompts_tool_calls_results_and_edit_diffs():
             ],
         },
     ]
-    events = list(replay(messages, TOOLS))
+    events = list(replay(messages, TOOLS, ToolContext(cwd=tmp_path, settings=Settings())))
     assert isinstance(events[0], UserMessage) and events[0].text == "narrow the ingress"
     inputs = [e for e in events if isinstance(e, ToolCallInput)]
     assert inputs[0].title == "edit_file: main.tf"
@@ -41,7 +45,9 @@ def test_replay_shows_prompts_tool_calls_results_and_edit_diffs():
         edit["old_string"],
         "cidr = var.x",
     )
-    assert inputs[1].diff is None
+    assert inputs[0].locations == [str(tmp_path / "main.tf")]
+    assert inputs[1].diff is None and inputs[1].locations == []
+    assert all(not e.locations for e in replay(messages, TOOLS) if isinstance(e, ToolCallInput))
     results = [e for e in events if isinstance(e, ToolCallResult)]
     assert [(r.name, r.status, r.denied) for r in results] == [
         ("edit_file", "completed", False),

@@ -54,13 +54,12 @@ from iac_kernel.acp.proxy import FORWARDED, AttachError, RemoteSession
 from iac_kernel.acp.runtime import find_endpoint
 from iac_kernel.acp.transport import after_answer
 from iac_kernel.acp.turn import TurnRelay, prompt_response, run_turn
-from iac_kernel.acp.updates import Locate, replay_updates
+from iac_kernel.acp.updates import replay_updates
 from iac_kernel.agent.events import TurnEnded, Usage
 from iac_kernel.agent.session import AgentSession, SessionBusyError, SessionClosedError
 from iac_kernel.models.scripted import estimate_tokens
 from iac_kernel.sessions.manager import SessionManager
 from iac_kernel.sessions.store import SessionLockedError, SessionNotFoundError
-from iac_kernel.tools.base import ToolContext
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +133,7 @@ class IacAgent:
         if not isinstance(session, AgentSession):
             return session  # the kernel's answer; it replayed the history itself
         _ignore_mcp(mcp_servers)
-        for update in replay_updates(session.replay(), _locator(session)):
+        for update in replay_updates(session.replay()):
             await self._channel().update(session.session_id, update)
         after_answer(lambda: self._send_info(session))
         return session_config.session_state(session)
@@ -380,22 +379,6 @@ def _check_cwd(cwd: Any) -> str:
 def _ignore_mcp(servers: Any) -> None:
     if servers:
         log.warning("MCP servers are not supported yet; ignoring %d server(s)", len(servers))
-
-
-def _locator(session: AgentSession) -> Locate:
-    tools = {tool.name: tool for tool in session.tools}
-    ctx = ToolContext(cwd=session.cwd, settings=session.settings)
-
-    def locate(name: str, args: dict[str, Any]) -> list[str]:
-        tool = tools.get(name)
-        if tool is None:
-            return []
-        try:
-            return [str(path) for path in tool.paths(args, ctx)]
-        except Exception:
-            return []
-
-    return locate
 
 
 def _context_usage(session: AgentSession) -> tuple[int, int]:

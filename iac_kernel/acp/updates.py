@@ -9,7 +9,7 @@ with ``rawOutput``. Compaction notices and errors are shown as message text.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from acp import update_agent_message_text, update_agent_thought_text, update_user_message_text
@@ -142,17 +142,11 @@ class ToolCallTracker:
         return updates
 
 
-Locate = Callable[[str, dict[str, Any]], list[str]]
-
-
-def replay_updates(events: Iterable[AgentEvent], locate: Locate | None = None) -> Iterator[Update]:
+def replay_updates(events: Iterable[AgentEvent]) -> Iterator[Update]:
     """The updates that show a stored history: user prompts, answers, thoughts and tool
-    calls ending in their final status. ``locate(tool, input)`` fills in file locations
-    the stored history does not keep."""
+    calls ending in their final status."""
     tracker = ToolCallTracker()
     for event in events:
-        if isinstance(event, ToolCallInput) and not event.locations and locate is not None:
-            event.locations = locate(event.name, event.input)
         tracker.see(event)
         update = to_update(event)
         if update is not None:

@@ -16,11 +16,16 @@ from iac_kernel.agent.events import (
     UserMessage,
 )
 from iac_kernel.agent.permissions import DENIED_MESSAGE
-from iac_kernel.tools.base import Tool
+from iac_kernel.tools.base import Tool, ToolContext
 
 
-def replay(messages: list[dict[str, Any]], tools: dict[str, Tool]) -> Iterator[AgentEvent]:
-    """Events that show ``messages`` as they happened: prompts, answers, thoughts, tools."""
+def replay(
+    messages: list[dict[str, Any]], tools: dict[str, Tool], ctx: ToolContext | None = None
+) -> Iterator[AgentEvent]:
+    """Events that show ``messages`` as they happened: prompts, answers, thoughts, tools.
+
+    With ``ctx`` (the session's cwd and settings), tool calls carry their file locations.
+    """
     names: dict[str, str] = {}
     for message in messages:
         content = message.get("content")
@@ -60,8 +65,18 @@ def replay(messages: list[dict[str, Any]], tools: dict[str, Tool]) -> Iterator[A
                     title,
                     tool_kind,
                     args,
+                    locations=_locations(tool, args, ctx),
                     diff=_stored_diff(block.get("name", ""), args),
                 )
+
+
+def _locations(tool: Tool | None, args: dict[str, Any], ctx: ToolContext | None) -> list[str]:
+    if tool is None or ctx is None:
+        return []
+    try:
+        return [str(path) for path in tool.paths(args, ctx)]
+    except Exception:
+        return []
 
 
 def _stored_diff(name: str, args: dict[str, Any]) -> Diff | None:

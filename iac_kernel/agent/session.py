@@ -22,7 +22,7 @@ from iac_kernel.models.base import Model, ModelError
 from iac_kernel.models.registry import create_model, default_model_id
 from iac_kernel.models.scripted import ScriptError
 from iac_kernel.sessions.store import SessionWriter, StoredSession
-from iac_kernel.tools.base import Tool
+from iac_kernel.tools.base import Tool, ToolContext
 
 log = logging.getLogger(__name__)
 
@@ -221,7 +221,8 @@ class AgentSession:
     def replay(self) -> list[AgentEvent]:
         """The whole history as events (prompts, answers, thoughts, tool calls)."""
         tools = {tool.name: tool for tool in self.tools}
-        return list(history.replay(self.conversation.messages, tools))
+        ctx = ToolContext(cwd=self.cwd, settings=self.settings)
+        return list(history.replay(self.conversation.messages, tools, ctx))
 
     async def close(self) -> None:
         """Stop any turn, release the store lock; history stays on disk."""
