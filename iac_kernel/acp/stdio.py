@@ -20,6 +20,7 @@ import threading
 from iac_kernel.acp.server import serve
 from iac_kernel.acp.transport import READ_LIMIT
 from iac_kernel.config import Settings
+from iac_kernel.models.credentials import has_anthropic_credentials
 from iac_kernel.sessions.manager import SessionManager
 
 log = logging.getLogger(__name__)
@@ -54,8 +55,11 @@ def run_stdio(fast_exit: bool = True) -> int:
 
 
 def warm_up() -> None:
-    """Import the model providers in the background while the client initializes: the
-    first session/new needs them and the Anthropic SDK takes a second to import."""
+    """With Anthropic credentials set, import the SDK in the background while the client
+    initializes: the first prompt needs it and it takes a second to import. Without
+    credentials sessions use the scripted model, so nothing is imported."""
+    if not has_anthropic_credentials():
+        return
 
     def load() -> None:
         # Only third-party code is left to import by now (every iac_kernel module
