@@ -216,3 +216,14 @@ async def test_relative_script_paths_are_stored_absolute(script: Path, workspace
     assert session.model_id == f"scripted:{workspace / 'mine.json'}"
     session.set_config("script", "mine.json")
     assert session.settings.script == str(workspace / "mine.json")
+
+
+async def test_set_cwd_moves_the_session_and_its_metadata(script: Path, workspace: Path):
+    mgr = SessionManager(_settings(script), holder="t")
+    session = mgr.new(str(workspace))
+    sub = workspace / "modules"
+    sub.mkdir()
+    session.set_cwd(str(sub))
+    assert session.cwd == sub
+    assert [m.session_id for m in mgr.list(str(sub))] == [session.session_id]
+    assert mgr.list(str(workspace)) == []

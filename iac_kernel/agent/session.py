@@ -21,7 +21,7 @@ from iac_kernel.config import MODES, Settings
 from iac_kernel.models.base import Model, ModelError
 from iac_kernel.models.registry import create_model, default_model_id
 from iac_kernel.models.scripted import ScriptError
-from iac_kernel.sessions.store import SessionWriter, StoredSession
+from iac_kernel.sessions.store import SessionWriter, StoredSession, git_root
 from iac_kernel.tools.base import Tool, ToolContext
 
 log = logging.getLogger(__name__)
@@ -147,6 +147,14 @@ class AgentSession:
             raise ValueError("sessions_dir cannot change for a live session")
         else:
             self.settings.set(key, value)
+
+    def set_cwd(self, cwd: str) -> None:
+        """Move the session to another directory (the next turn works there); the stored
+        metadata follows, so editors listing that folder find the session."""
+        if self.busy:
+            raise SessionBusyError(f"session {self.session_id} is running a turn")
+        self.cwd = Path(cwd)
+        self.writer.update(cwd=cwd, git_root=git_root(cwd))
 
     def set_title(self, title: str) -> None:
         self.writer.update(title=title)

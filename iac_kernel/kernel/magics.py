@@ -30,7 +30,7 @@ from iac_kernel.kernel.state import KernelState, SessionError
 from iac_kernel.models.base import ModelError
 from iac_kernel.models.registry import available_models, create_model
 from iac_kernel.models.scripted import ScriptError
-from iac_kernel.sessions.store import SessionMeta, git_root
+from iac_kernel.sessions.store import SessionMeta
 
 MAGIC_LINE = re.compile(r"^\s*%([A-Za-z][\w-]*)(?:\s+(.*))?$")
 FENCE = re.compile(r"^\s*(```|~~~)")
@@ -319,10 +319,7 @@ class Magics:
         if current is not None:
             if current.busy:
                 raise MagicError("a turn is running; wait for it or interrupt it", "SessionError")
-            # The loop reads session.cwd every turn; the store's meta follows, so editors
-            # listing this folder find the session.
-            current.cwd = Path(new)
-            current.writer.update(cwd=new, git_root=git_root(new))
+            current.set_cwd(new)
         self.state.cwd = new
         text = f"Working directory set to `{new}`."
         return MagicOutput(text, text.replace("`", ""))
