@@ -36,6 +36,23 @@ Which turn plays is derived from the conversation, so the model keeps no state: 
 exchange is the first whose ``match`` finds the latest prompt (else the exchange at the
 prompt's position among prompts, when that exchange has no ``match``), and the turn is the
 number of assistant messages since that prompt.
+
+A script can branch on how the previous turn's tool calls ended, so the offline demo
+answers a rejection as a rejection (never "Applied." after a Reject). In place of a turn,
+give ``{"on": {"done": ..., "failed": ..., "denied": ..., "else": ...}}``::
+
+    "turns": [
+      {"text": "Unlocking:", "tool_use": [{"name": "bash", "input": {"command": "..."}}]},
+      {"on": {"done": {"text": "The lock is released."},
+              "denied": {"text": "You rejected it, so the lock is still held."},
+              "failed": {"text": "The unlock failed; the output is on the card."}}}
+    ]
+
+``denied`` means the user or a rule refused a call (its result starts with "Permission
+denied"), ``failed`` an error result, ``done`` anything else; with several calls the worst
+wins. A branch value is one turn (played in the branch's place; the exchange goes on after
+it) or a list of turns (replacing the rest of the exchange). A missing outcome plays
+``else``, or a one-line "ended as OUTCOME" answer. Details in :mod:`script_flow`.
 """
 
 from __future__ import annotations
@@ -50,6 +67,7 @@ from pathlib import Path
 from typing import Any
 
 from iac_kernel.agent.events import Usage
+from iac_kernel.models import script_flow
 from iac_kernel.models.base import (
     MessageDone,
     ModelError,
@@ -103,6 +121,10 @@ class Script:
         for i, exchange in enumerate(exchanges):
             if not isinstance(exchange, dict) or not isinstance(exchange.get("turns"), list):
                 raise ScriptError(f"script {source}: exchange {i} needs a 'turns' list")
+            try:
+                script_flow.check_turns(exchange["turns"], f"script {source}: exchange {i}")
+            except script_flow.BranchError as exc:
+                raise ScriptError(str(exc)) from None
             match = exchange.get("match")
             try:
                 patterns.append(re.compile(match, re.IGNORECASE | re.DOTALL) if match else None)
@@ -256,12 +278,12 @@ class ScriptedModel:
                 exchange = self.script.exchanges[position]
         if exchange is None:
             return {"text": self.script.fallback} if turn_index == 0 else {"text": ""}
-        turns = exchange["turns"]
-        if turn_index >= len(turns):
+        turn = script_flow.pick(exchange["turns"], messages, last)
+        if turn is None:
             return {"text": ""}
         if not self.script.variables:
-            return turns[turn_index]
-        return _fill(turns[turn_index], self._values(messages))
+            return turn
+        return _fill(turn, self._values(messages))
 
     def _values(self, messages: list[dict[str, Any]]) -> dict[str, str]:
         texts = [_user_text(m) for m in reversed(messages) if m.get("role") == "user"]
