@@ -236,7 +236,7 @@ async def test_denied_wins_over_failed_and_a_note_still_counts_as_denied(branchi
             "role": "user",
             "content": [
                 tool_result("a", "boom", True),
-                tool_result("b", "Permission denied. The user said: not on a Friday", True),
+                tool_result("b", "Rejected by the user: not on a Friday", True),
             ],
         },
     ]

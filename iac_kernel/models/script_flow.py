@@ -9,7 +9,8 @@ An exchange's ``turns`` list may hold, in place of a turn, a branch::
 
 The outcome is read from the tool results that answered the previous turn's tool calls,
 the worst one winning: ``denied`` (the user or a rule refused a call: its result starts
-with "Permission denied"), then ``failed`` (an error result), then ``done``. A branch in
+with "Permission denied", or "Rejected by the user" when the user rejected it with a
+note), then ``failed`` (an error result), then ``done``. A branch in
 the first position (nothing ran yet) counts as ``done``. A missing outcome plays ``else``;
 without ``else`` the model says which outcome it got and stops.
 
@@ -25,8 +26,9 @@ from typing import Any
 
 OUTCOMES = ("done", "failed", "denied")
 BRANCH_KEYS = (*OUTCOMES, "else")
-#: Prefix of the tool result the permission gate gives a refused call (agent/permissions.py).
-DENIED_PREFIX = "Permission denied"
+#: Prefixes of the tool result the permission gate gives a refused call (agent/permissions.py):
+#: a plain rejection or a rule, and a rejection with the user's note.
+DENIED_PREFIXES = ("Permission denied", "Rejected by the user")
 
 
 class BranchError(ValueError):
@@ -76,7 +78,7 @@ def outcome_of(message: dict[str, Any] | None) -> str:
     for block in message["content"]:
         if block.get("type") != "tool_result":
             continue
-        if result_text(block).lstrip().startswith(DENIED_PREFIX):
+        if result_text(block).lstrip().startswith(DENIED_PREFIXES):
             return "denied"
         if block.get("is_error"):
             worst = "failed"
