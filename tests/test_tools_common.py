@@ -35,6 +35,9 @@ ACP_KINDS = {
     "bash": ("execute", Category.EXECUTE),
     "agent": ("execute", Category.EXECUTE),
     "web_fetch": ("fetch", Category.READ),
+    "terraform_plan": ("execute", Category.EXECUTE),
+    "terraform_plan_detail": ("read", Category.READ),
+    "terraform_apply": ("execute", Category.EXECUTE),
 }
 
 

@@ -10,6 +10,8 @@ from iac_kernel.tools.glob import GlobTool
 from iac_kernel.tools.grep import GrepTool
 from iac_kernel.tools.list_files import ListFilesTool
 from iac_kernel.tools.read_file import ReadFileTool
+from iac_kernel.tools.tf_apply import TerraformApplyTool
+from iac_kernel.tools.tf_plans import TerraformPlanDetailTool, TerraformPlanTool
 from iac_kernel.tools.web_fetch import WebFetchTool
 from iac_kernel.tools.write_file import WriteFileTool
 
@@ -23,6 +25,9 @@ TOOL_CLASSES: tuple[type[Tool], ...] = (
     BashTool,
     AgentTool,
     WebFetchTool,
+    TerraformPlanTool,
+    TerraformPlanDetailTool,
+    TerraformApplyTool,
 )
 
 

@@ -1,0 +1,159 @@
+"""Finding and running ``terraform`` / ``tofu`` (the same code path for both)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+PROGRAMS = ("terraform", "tofu")
+#: Seconds terraform gets to release its state lock after SIGINT before it is killed.
+INTERRUPT_GRACE = 10.0
+
+
+class TerraformError(Exception):
+    """terraform could not be run, or its output could not be read."""
+
+
+@dataclass
+class Completed:
+    argv: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def output(self) -> str:
+        return (self.stdout + ("\n" if self.stdout and self.stderr else "") + self.stderr).strip()
+
+
+def find_program(program: str | None = None, env: Mapping[str, str] | None = None) -> str:
+    """The executable for ``program`` (``terraform`` or ``tofu``); without one, the first
+    of them on PATH. Raises :class:`TerraformError` when none is installed."""
+    path = (env or os.environ).get("PATH")
+    names = [program] if program else list(PROGRAMS)
+    for name in names:
+        if name not in PROGRAMS:
+            raise TerraformError(f"unknown program {name!r}: use terraform or tofu")
+        found = shutil.which(name, path=path)
+        if found:
+            return found
+    raise TerraformError(f"{' or '.join(names)} is not installed (not found on PATH)")
+
+
+def program_name(executable: str) -> str:
+    """``terraform`` or ``tofu`` for an executable path."""
+    name = os.path.basename(executable)
+    return "tofu" if name.startswith("tofu") else "terraform"
+
+
+def automation_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment terraform runs with: no prompts, no colour, no update checks."""
+    env = {**os.environ, **(extra or {})}
+    env.setdefault("TF_IN_AUTOMATION", "1")
+    env["TF_INPUT"] = "0"
+    env.setdefault("CHECKPOINT_DISABLE", "1")
+    return env
+
+
+async def run(
+    argv: list[str],
+    cwd: Path,
+    env: Mapping[str, str] | None = None,
+    seconds: float = 600.0,
+) -> Completed:
+    """Run ``argv`` in its own process group; on cancel or timeout terraform gets SIGINT
+    (so it releases a state lock), then SIGKILL."""
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=str(cwd),
+            env=automation_env(env),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
+    except FileNotFoundError as exc:
+        raise TerraformError(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
+    except OSError as exc:
+        raise TerraformError(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
+    try:
+        async with asyncio.timeout(seconds):
+            out, err = await proc.communicate()
+    except (asyncio.CancelledError, TimeoutError) as exc:
+        await _interrupt(proc)
+        if isinstance(exc, TimeoutError):
+            raise TerraformError(f"{' '.join(argv[:2])} timed out after {seconds:g}s") from None
+        raise
+    return Completed(
+        list(argv),
+        proc.returncode if proc.returncode is not None else -1,
+        out.decode("utf-8", "replace"),
+        err.decode("utf-8", "replace"),
+    )
+
+
+async def _interrupt(proc: asyncio.subprocess.Process) -> None:
+    for sig, wait in ((signal.SIGINT, INTERRUPT_GRACE), (signal.SIGKILL, 5.0)):
+        if proc.returncode is not None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(wait):
+                await proc.wait()
+
+
+async def show_json(
+    executable: str, plan_file: Path, cwd: Path, env: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """``terraform show -json PLANFILE`` as a dict."""
+    done = await run([executable, "show", "-json", "-no-color", str(plan_file)], cwd, env, 120)
+    if done.returncode != 0:
+        raise TerraformError(f"{program_name(executable)} show failed: {first_error(done.output)}")
+    try:
+        data = json.loads(done.stdout)
+    except json.JSONDecodeError as exc:
+        raise TerraformError(f"{program_name(executable)} show printed no JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise TerraformError(f"{program_name(executable)} show printed unexpected JSON")
+    return data
+
+
+def errors_of(output: str) -> list[str]:
+    """The ``Error: ...`` diagnostics of terraform's text output, one string each."""
+    errors: list[str] = []
+    current: list[str] | None = None
+    for raw in output.splitlines():
+        line = raw.strip().lstrip("│╷╵").strip()
+        if line.startswith("Error: "):
+            if current:
+                errors.append(" ".join(current))
+            current = [line[len("Error: ") :]]
+        elif current is not None:
+            if not line:
+                if len(current) > 1:
+                    errors.append(" ".join(current))
+                    current = None
+                continue
+            if len(current) < 6 and not line.startswith("on "):
+                current.append(line)
+    if current:
+        errors.append(" ".join(current))
+    return errors
+
+
+def first_error(output: str) -> str:
+    errors = errors_of(output)
+    if errors:
+        return errors[0]
+    lines = [line for line in output.strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else "(no output)"

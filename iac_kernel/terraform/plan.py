@@ -1,0 +1,349 @@
+"""A plan as data: ``terraform show -json PLANFILE`` reduced to what a reviewer reads.
+
+Counts by action, and per resource address its action, the reason, the paths that force
+a replacement and the attribute-level changes; output changes; drift (``resource_drift``:
+changes made outside Terraform); errors. Values Terraform marks sensitive
+(``before_sensitive`` / ``after_sensitive``) are replaced with :data:`SENSITIVE` here, by
+path; :mod:`.sensitive` masks them again by value wherever else they appear.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from iac_kernel.terraform.sensitive import mask_value, values_from_show
+
+SENSITIVE = "(sensitive)"
+UNKNOWN = "(known after apply)"
+#: Display order: what destroys things first.
+ACTIONS = ("delete", "replace", "create", "update", "read", "forget", "no-op")
+#: Attribute changes kept per resource (a huge resource keeps the first ones).
+MAX_CHANGES = 200
+_MAX_DEPTH = 12
+
+
+@dataclass
+class AttributeChange:
+    """One attribute path that changes: ``tags.env``, ``ingress[0].cidr_blocks[1]``."""
+
+    path: str
+    before: Any = None
+    after: Any = None
+    sensitive: bool = False
+    unknown: bool = False
+    forces_replace: bool = False
+
+
+@dataclass
+class ResourceChange:
+    address: str
+    action: str
+    type: str = ""
+    name: str = ""
+    mode: str = "managed"
+    reason: str = ""
+    replace_paths: list[str] = field(default_factory=list)
+    changes: list[AttributeChange] = field(default_factory=list)
+    previous_address: str = ""
+
+
+@dataclass
+class OutputChange:
+    name: str
+    action: str
+    before: Any = None
+    after: Any = None
+    sensitive: bool = False
+    unknown: bool = False
+
+
+@dataclass
+class PlanFile:
+    """Which plan file this is: the path as given (relative to the workspace), the hash
+    of its bytes, its size and when it was written."""
+
+    path: str
+    sha256: str
+    size: int
+    mtime: float
+
+    @property
+    def short_hash(self) -> str:
+        return self.sha256[:12]
+
+    @property
+    def time(self) -> str:
+        return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.mtime))
+
+    @classmethod
+    def of(cls, path: Path, shown: str | None = None, data: bytes | None = None) -> PlanFile:
+        data = path.read_bytes() if data is None else data
+        stat = path.stat()
+        return cls(shown or str(path), hashlib.sha256(data).hexdigest(), len(data), stat.st_mtime)
+
+
+@dataclass
+class Plan:
+    """A parsed plan (see the module docstring)."""
+
+    file: PlanFile | None = None
+    program: str = "terraform"
+    version: str = ""
+    refresh_only: bool = False
+    counts: dict[str, int] = field(default_factory=dict)
+    resources: list[ResourceChange] = field(default_factory=list)
+    outputs: list[OutputChange] = field(default_factory=list)
+    drift: list[ResourceChange] = field(default_factory=list)
+    errored: bool = False
+    applyable: bool = True
+    errors: list[str] = field(default_factory=list)
+    #: Policy findings (checkov): {"check_id", "name", "address", "guideline"}.
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    #: Why there are no checks: "" when checkov ran, else e.g. "checkov is not installed".
+    checks_note: str = ""
+
+    @property
+    def changed(self) -> list[ResourceChange]:
+        """Resources that change, deletes and replaces first."""
+        order = {a: i for i, a in enumerate(ACTIONS)}
+        moving = [r for r in self.resources if r.action != "no-op"]
+        return sorted(moving, key=lambda r: (order.get(r.action, 99), r.address))
+
+    def resource(self, address: str) -> ResourceChange | None:
+        for item in (*self.resources, *self.drift):
+            if item.address == address:
+                return item
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        if self.file is not None:
+            data["file"]["short_hash"] = self.file.short_hash
+            data["file"]["time"] = self.file.time
+        data["summary"] = summary_line(self)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Plan:
+        file = data.get("file")
+        return cls(
+            file=PlanFile(**{k: file[k] for k in ("path", "sha256", "size", "mtime")})
+            if file
+            else None,
+            program=data.get("program", "terraform"),
+            version=data.get("version", ""),
+            refresh_only=bool(data.get("refresh_only")),
+            counts=dict(data.get("counts") or {}),
+            resources=[_resource_from(r) for r in data.get("resources") or []],
+            outputs=[OutputChange(**o) for o in data.get("outputs") or []],
+            drift=[_resource_from(r) for r in data.get("drift") or []],
+            errored=bool(data.get("errored")),
+            applyable=bool(data.get("applyable", True)),
+            errors=list(data.get("errors") or []),
+            checks=list(data.get("checks") or []),
+            checks_note=data.get("checks_note", ""),
+        )
+
+
+def _resource_from(data: dict[str, Any]) -> ResourceChange:
+    changes = [AttributeChange(**c) for c in data.get("changes") or []]
+    return ResourceChange(**{**data, "changes": changes})
+
+
+def action_of(actions: list[str]) -> str:
+    """One word for Terraform's action list (``["delete", "create"]`` is a replace)."""
+    if sorted(actions) == ["create", "delete"]:
+        return "replace"
+    if len(actions) == 1 and actions[0] in ACTIONS:
+        return actions[0]
+    return "+".join(actions) or "no-op"
+
+
+def summary_line(plan: Plan) -> str:
+    """Terraform's own wording: ``Plan: 2 to add, 1 to change, 1 to destroy.``"""
+    counts = plan.counts
+    if plan.errored:
+        return "Plan failed: " + (plan.errors[0] if plan.errors else "terraform reported errors.")
+    if plan.refresh_only:
+        n = len(plan.drift)
+        outputs = sum(1 for o in plan.outputs if o.action != "no-op")
+        text = f"Drift: {n} resource{'s' if n != 1 else ''} changed outside Terraform"
+        if outputs:
+            text += f", {outputs} output{'s' if outputs != 1 else ''} changed"
+        return text + "."
+    add = counts.get("create", 0) + counts.get("replace", 0)
+    change = counts.get("update", 0)
+    destroy = counts.get("delete", 0) + counts.get("replace", 0)
+    if not (add or change or destroy or counts.get("forget", 0)):
+        outputs = sum(1 for o in plan.outputs if o.action != "no-op")
+        if outputs:
+            return f"No resource changes; {outputs} output{'s' if outputs != 1 else ''} change."
+        return "No changes. Your infrastructure matches the configuration."
+    text = f"Plan: {add} to add, {change} to change, {destroy} to destroy"
+    if counts.get("replace"):
+        text += f" ({counts['replace']} replaced)"
+    if counts.get("forget"):
+        text += f", {counts['forget']} to forget"
+    return text + "."
+
+
+def parse_plan(
+    data: dict[str, Any],
+    file: PlanFile | None = None,
+    program: str = "terraform",
+    refresh_only: bool = False,
+) -> Plan:
+    """A :class:`Plan` from the ``show -json`` document of a plan file."""
+    plan = Plan(
+        file=file,
+        program=program,
+        version=str(data.get("terraform_version", "")),
+        refresh_only=refresh_only,
+        errored=bool(data.get("errored")),
+        applyable=bool(data.get("applyable", True)),
+    )
+    counts = {action: 0 for action in ACTIONS}
+    for item in data.get("resource_changes") or []:
+        change = _resource_change(item)
+        plan.resources.append(change)
+        counts[change.action] = counts.get(change.action, 0) + 1
+    plan.counts = {k: v for k, v in counts.items() if v}
+    plan.drift = [_resource_change(item) for item in data.get("resource_drift") or []]
+    for name, item in sorted((data.get("output_changes") or {}).items()):
+        plan.outputs.append(_output_change(name, item))
+    _mask_by_value(plan, values_from_show(data))
+    return plan
+
+
+def _mask_by_value(plan: Plan, values: set[str]) -> None:
+    """Sensitive values that reappear unmarked (terraform_data ``output``) are masked too."""
+    if not values:
+        return
+    for resource in (*plan.resources, *plan.drift):
+        for change in resource.changes:
+            masked_before = mask_value(change.before, values)
+            masked_after = mask_value(change.after, values)
+            if (masked_before, masked_after) != (change.before, change.after):
+                change.before, change.after, change.sensitive = masked_before, masked_after, True
+    for output in plan.outputs:
+        output.before = mask_value(output.before, values)
+        output.after = mask_value(output.after, values)
+
+
+def _resource_change(item: dict[str, Any]) -> ResourceChange:
+    change = item.get("change") or {}
+    replace_paths = [_path_text(p) for p in change.get("replace_paths") or []]
+    return ResourceChange(
+        address=str(item.get("address", "")),
+        action=action_of(list(change.get("actions") or [])),
+        type=str(item.get("type", "")),
+        name=str(item.get("name", "")),
+        mode=str(item.get("mode", "managed")),
+        reason=str(item.get("action_reason", "") or ""),
+        replace_paths=replace_paths,
+        changes=attribute_changes(change, set(replace_paths)),
+        previous_address=str(item.get("previous_address", "") or ""),
+    )
+
+
+def _output_change(name: str, item: dict[str, Any]) -> OutputChange:
+    sensitive = bool(item.get("before_sensitive") or item.get("after_sensitive"))
+    unknown = bool(item.get("after_unknown"))
+    return OutputChange(
+        name=name,
+        action=action_of(list(item.get("actions") or [])),
+        before=SENSITIVE if sensitive else item.get("before"),
+        after=SENSITIVE if sensitive else (UNKNOWN if unknown else item.get("after")),
+        sensitive=sensitive,
+        unknown=unknown,
+    )
+
+
+def attribute_changes(change: dict[str, Any], replace_paths: set[str]) -> list[AttributeChange]:
+    """The leaf attributes whose value differs between ``before`` and ``after``."""
+    before = _flatten(change.get("before"), change.get("before_sensitive"), None)
+    after = _flatten(
+        change.get("after"), change.get("after_sensitive"), change.get("after_unknown")
+    )
+    out: list[AttributeChange] = []
+    for path in sorted(set(before) | set(after)):
+        old, old_sensitive, _ = before.get(path, (None, False, False))
+        new, new_sensitive, unknown = after.get(path, (None, False, False))
+        if old == new and not unknown and old_sensitive == new_sensitive:
+            continue
+        sensitive = old_sensitive or new_sensitive
+        out.append(
+            AttributeChange(
+                path=path,
+                before=SENSITIVE if old_sensitive and old is not None else old,
+                after=UNKNOWN if unknown else (SENSITIVE if new_sensitive else new),
+                sensitive=sensitive,
+                unknown=unknown,
+                forces_replace=any(
+                    path == p or path.startswith(p + ".") or path.startswith(p + "[")
+                    for p in replace_paths
+                ),
+            )
+        )
+        if len(out) >= MAX_CHANGES:
+            break
+    return out
+
+
+def _flatten(value: Any, sensitive: Any, unknown: Any, prefix: str = "", depth: int = 0):
+    """path -> (value, sensitive, unknown) for every leaf of ``value``."""
+    leaves: dict[str, tuple[Any, bool, bool]] = {}
+    if value is None and isinstance(unknown, dict) and unknown:
+        value = {}  # a block that does not exist yet but has unknown members
+    if sensitive is True or unknown is True or depth >= _MAX_DEPTH:
+        leaves[prefix or "(value)"] = (value, sensitive is True, unknown is True)
+        return leaves
+    if isinstance(value, dict) and (value or (isinstance(unknown, dict) and unknown)):
+        keys = set(value) | (set(unknown) if isinstance(unknown, dict) else set())
+        for key in sorted(keys):
+            leaves.update(
+                _flatten(
+                    value.get(key),
+                    _child(sensitive, key),
+                    _child(unknown, key),
+                    f"{prefix}.{key}" if prefix else str(key),
+                    depth + 1,
+                )
+            )
+        return leaves
+    if isinstance(value, list) and value:
+        for index, item in enumerate(value):
+            leaves.update(
+                _flatten(
+                    item,
+                    _child(sensitive, index),
+                    _child(unknown, index),
+                    f"{prefix}[{index}]",
+                    depth + 1,
+                )
+            )
+        return leaves
+    leaves[prefix or "(value)"] = (value, False, False)
+    return leaves
+
+
+def _child(mask: Any, key: str | int) -> Any:
+    if isinstance(mask, dict) and isinstance(key, str):
+        return mask.get(key)
+    if isinstance(mask, list) and isinstance(key, int) and key < len(mask):
+        return mask[key]
+    return None
+
+
+def _path_text(steps: list[Any]) -> str:
+    text = ""
+    for step in steps:
+        if isinstance(step, int):
+            text += f"[{step}]"
+        else:
+            text += f".{step}" if text else str(step)
+    return text

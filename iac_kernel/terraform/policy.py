@@ -1,0 +1,119 @@
+"""Policy checks on a plan with checkov (optional: used when checkov is installed).
+
+checkov runs as a program (``IAC_KERNEL_CHECKOV`` names it, else ``checkov`` on PATH):
+its pinned dependencies clash with ours (its ``bc-python-hcl2`` replaces the ``hcl2``
+package we use), so it lives in its own environment, e.g. ``pipx install checkov``.
+It reads the plan's ``show -json`` with ``--framework terraform_plan`` in the
+workspace directory, so a workspace's ``.checkov.yaml`` (custom checks, skips) applies.
+Results are cached by the plan file's hash: the apply question reuses the plan's checks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from iac_kernel.terraform.plan import Plan
+
+CHECKOV_ENV = "IAC_KERNEL_CHECKOV"
+TIMEOUT = 300
+NOT_INSTALLED = "checkov is not installed (see README: policy checks)"
+_CACHE: dict[str, tuple[list[dict[str, Any]], str]] = {}
+
+
+def checkov_program() -> str | None:
+    named = os.environ.get(CHECKOV_ENV)
+    if named:
+        return named if os.path.exists(named) else shutil.which(named)
+    return shutil.which("checkov")
+
+
+def parse_report(text: str) -> list[dict[str, Any]]:
+    """Failed checks by resource address from checkov's ``-o json`` output."""
+    start = text.find("{") if text.lstrip().startswith("{") else text.find("[")
+    if start < 0:
+        start = text.find("{")
+    report = json.loads(text[start:])
+    reports = report if isinstance(report, list) else [report]
+    failed: list[dict[str, Any]] = []
+    for item in reports:
+        results = item.get("results") if isinstance(item, dict) else None
+        for check in (results or {}).get("failed_checks") or []:
+            failed.append(
+                {
+                    "check_id": check.get("check_id", ""),
+                    "name": check.get("check_name", ""),
+                    "address": check.get("resource_address") or check.get("resource", ""),
+                    "guideline": check.get("guideline") or "",
+                    "severity": check.get("severity") or "",
+                }
+            )
+    failed.sort(key=lambda c: (c["address"], c["check_id"]))
+    return failed
+
+
+def run_checkov(doc: dict[str, Any], cwd: Path | None = None) -> tuple[list[dict[str, Any]], str]:
+    """(failed checks, note): note is "" when checkov ran, else why there are no results."""
+    program = checkov_program()
+    if program is None:
+        return [], NOT_INSTALLED
+    directory = Path(tempfile.mkdtemp(prefix="iac-kernel-checkov-"))
+    os.chmod(directory, 0o700)  # the plan JSON holds sensitive values
+    try:
+        path = directory / "plan.json"
+        path.write_text(json.dumps(doc))
+        env = {**os.environ, "BC_SKIP_MAPPING": "TRUE", "CHECKOV_RUN_SCA_PACKAGE_SCAN_V2": ""}
+        done = subprocess.run(
+            [
+                program,
+                "-f",
+                str(path),
+                "--framework",
+                "terraform_plan",
+                "-o",
+                "json",
+                "--quiet",
+                "--compact",
+                "--skip-download",
+            ],
+            cwd=str(cwd) if cwd else None,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            check=False,
+        )
+        try:
+            return parse_report(done.stdout), ""
+        except (json.JSONDecodeError, ValueError, AttributeError):
+            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            return [], f"checkov failed (exit {done.returncode}): {last[:300]}"
+    except subprocess.TimeoutExpired:
+        return [], f"checkov did not finish within {TIMEOUT}s"
+    except OSError as exc:
+        return [], f"checkov could not run: {exc.strerror or exc}"
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def attach_sync(plan: Plan, doc: dict[str, Any], cwd: Path | None = None) -> None:
+    """Put checkov's result on ``plan`` (cached by the plan file's hash)."""
+    key = plan.file.sha256 if plan.file is not None else None
+    if key and key in _CACHE:
+        plan.checks, plan.checks_note = _CACHE[key]
+        return
+    checks, note = run_checkov(doc, cwd)
+    plan.checks, plan.checks_note = checks, note
+    if key and note != NOT_INSTALLED:
+        _CACHE[key] = (checks, note)
+
+
+async def attach(plan: Plan, doc: dict[str, Any], cwd: Path | None = None) -> None:
+    await asyncio.to_thread(attach_sync, plan, doc, cwd)

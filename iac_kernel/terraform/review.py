@@ -1,0 +1,150 @@
+"""Apply exactly the reviewed plan: an approval bound to the plan file's bytes.
+
+:func:`review_plan_file` reads the plan file once, keeps those bytes as a private copy
+(a directory only this user can read), and summarises the copy (``show -json`` of the
+copy, so the question shows exactly what will be applied). After the approval,
+:meth:`ApprovedPlan.recheck` refuses when the original file no longer has the approved
+hash, and the apply runs the private copy, so a file swapped at any moment is never what
+gets applied.
+
+:func:`apply_warning` is the question text for an apply with no saved plan, and
+:func:`stale_message` turns terraform's "Saved plan is stale" into a clear failure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from iac_kernel.terraform import policy
+from iac_kernel.terraform.cli import TerraformError, automation_env, first_error, program_name
+from iac_kernel.terraform.plan import Plan, PlanFile, parse_plan
+from iac_kernel.terraform.sensitive import values_from_show
+from iac_kernel.terraform.summary import question_text
+
+NO_PLAN_WARNING = (
+    "⚠️ No reviewed plan backs this apply: {program} will compute a new plan and apply it "
+    "in one step, and what it applies may differ from anything shown before. Prefer "
+    "`{program} plan -out=tfplan`, review the plan, then `{program} apply tfplan`."
+)
+DESTROY_WARNING = (
+    "⚠️ This destroys every resource in the state of {where}; no reviewed plan backs it."
+)
+CHANGED = (
+    "Refused: the plan file {path} changed after it was reviewed (approved sha256 {old}, "
+    "now {new}). Nothing was applied. Show the new plan and ask again."
+)
+STALE = (
+    "The saved plan is stale: the state changed after this plan was made (another apply or "
+    "a state change ran in between). Terraform applied nothing. Make a new plan, review "
+    "it, and apply that one."
+)
+
+
+def sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@dataclass
+class ApprovedPlan:
+    """A plan file as reviewed: its hash, a private copy of its bytes, and its summary."""
+
+    original: Path
+    shown_path: str
+    sha256: str
+    copy: Path
+    plan: Plan
+    sensitive: set[str] = field(default_factory=set)
+
+    def recheck(self) -> str | None:
+        """None while the original still has the approved bytes; else the refusal."""
+        try:
+            now = sha256_file(self.original)
+        except OSError:
+            now = "(missing)"
+        if now == self.sha256:
+            return None
+        return CHANGED.format(path=self.shown_path, old=self.sha256[:12], new=now[:12])
+
+    def question(self) -> str:
+        return question_text(self.plan)
+
+    def summary(self) -> dict[str, Any]:
+        """What front ends show with the question: the text and the structured plan."""
+        return {"kind": "terraform_apply", "text": self.question(), "plan": self.plan.to_dict()}
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.copy.parent, ignore_errors=True)
+
+
+def private_dir(base: Path | None = None) -> Path:
+    """A fresh directory only this user can enter (under ``base`` when given)."""
+    if base is not None:
+        base.mkdir(parents=True, exist_ok=True)
+    path = Path(tempfile.mkdtemp(prefix="approved-plan-", dir=str(base) if base else None))
+    os.chmod(path, 0o700)
+    return path
+
+
+def review_plan_file(
+    executable: str,
+    plan_file: Path,
+    workdir: Path,
+    shown_path: str | None = None,
+    copy_dir: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> ApprovedPlan:
+    """Copy the plan's bytes privately and summarise the copy (see the module docstring)."""
+    data = plan_file.read_bytes()
+    directory = private_dir(copy_dir)
+    if copy_dir is not None:
+        os.chmod(directory, 0o755)  # the sandbox user must read it (the dir is read-only there)
+    copy = directory / "approved.tfplan"
+    copy.write_bytes(data)
+    os.chmod(copy, 0o444)
+    shown = shown_path or str(plan_file)
+    try:
+        done = subprocess.run(
+            [executable, "show", "-json", "-no-color", str(copy)],
+            cwd=str(workdir),
+            env=automation_env(env),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise TerraformError(
+                f"{program_name(executable)} show {shown} failed: "
+                f"{first_error(done.stdout + done.stderr)}"
+            )
+        doc = json.loads(done.stdout)
+    except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError) as exc:
+        shutil.rmtree(directory, ignore_errors=True)
+        raise TerraformError(f"cannot read the plan {shown}: {exc}") from None
+    except TerraformError:
+        shutil.rmtree(directory, ignore_errors=True)
+        raise
+    file = PlanFile.of(plan_file, shown, data)
+    plan = parse_plan(doc, file, program_name(executable))
+    policy.attach_sync(plan, doc, workdir)
+    return ApprovedPlan(plan_file, shown, file.sha256, copy, plan, values_from_show(doc))
+
+
+def apply_warning(program: str, destroy: bool = False, where: str = "this workspace") -> str:
+    if destroy:
+        return DESTROY_WARNING.format(where=where)
+    return NO_PLAN_WARNING.format(program=program)
+
+
+def stale_message(output: str) -> str | None:
+    """:data:`STALE` when terraform refused a stale saved plan."""
+    return STALE if "Saved plan is stale" in output else None

@@ -1,0 +1,275 @@
+"""Values Terraform marks sensitive, collected from documents, masked by value.
+
+Where the values come from (:func:`values_in_document` reads any of these shapes):
+
+* state files (``terraform.tfstate``, ``state pull``): ``sensitive_attributes`` of each
+  resource instance and outputs with ``"sensitive": true``;
+* ``show -json`` of a plan or of the state: ``before_sensitive`` / ``after_sensitive`` /
+  ``sensitive_values`` masks, sensitive outputs, and root variables declared sensitive;
+* ``output -json``: outputs with ``"sensitive": true``;
+* the configuration (:mod:`.workspace`): variables declared ``sensitive = true`` with their
+  defaults, ``*.tfvars`` values and ``TF_VAR_*`` values.
+
+Masking is by value, not only by path: in Terraform 1.11 a ``terraform_data`` marks
+``input`` sensitive while its ``output`` holds the same value unmarked, and a value
+printed by ``output -raw`` or ``cat`` carries no mark at all.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+MASK = "(sensitive)"
+#: Shorter values ("on", "80", "yes") are too likely to occur by chance to be replaced.
+MIN_LENGTH = 4
+_TRIVIAL = {"true", "false", "null", "none", "string", "number", "bool"}
+
+
+def leaves(value: Any, depth: int = 0) -> Iterator[str]:
+    """Every scalar inside ``value`` as the text it prints as."""
+    if depth > 20:
+        return
+    if isinstance(value, dict):
+        if set(value) == {"value", "type"}:  # a dynamic-typed value in a state file
+            yield from leaves(value["value"], depth + 1)
+            return
+        for item in value.values():
+            yield from leaves(item, depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            yield from leaves(item, depth + 1)
+    elif isinstance(value, bool) or value is None:
+        return
+    elif isinstance(value, int | float | str):
+        yield str(value)
+
+
+def keep(values: Iterable[str]) -> set[str]:
+    """The values worth masking (long enough, not a keyword)."""
+    return {v for v in values if len(v.strip()) >= MIN_LENGTH and v.lower() not in _TRIVIAL}
+
+
+def masked_leaves(value: Any, mask: Any) -> Iterator[str]:
+    """The leaves of ``value`` where ``mask`` (a sensitive_values-style tree) is true."""
+    if mask is True:
+        yield from leaves(value)
+    elif isinstance(mask, dict) and isinstance(value, dict):
+        for key, sub in mask.items():
+            if key in value:
+                yield from masked_leaves(value[key], sub)
+    elif isinstance(mask, list) and isinstance(value, list):
+        for sub, item in zip(mask, value, strict=False):
+            yield from masked_leaves(item, sub)
+
+
+def at_path(value: Any, steps: list[Any]) -> Any:
+    """The part of a state instance's attributes a ``sensitive_attributes`` path names."""
+    for step in steps:
+        if isinstance(value, dict) and set(value) == {"value", "type"}:
+            value = value["value"]
+        kind = step.get("type") if isinstance(step, dict) else None
+        key = step.get("value") if isinstance(step, dict) else step
+        if isinstance(key, dict) and "value" in key:  # {"value": 0, "type": "number"}
+            key = key["value"]
+        if kind in ("get_attr", "index", None) and isinstance(value, dict):
+            value = value.get(str(key)) if not isinstance(key, str) else value.get(key)
+        elif isinstance(value, list) and isinstance(key, int | float):
+            index = int(key)
+            value = value[index] if 0 <= index < len(value) else None
+        else:
+            return None
+    return value
+
+
+def values_from_state(state: dict[str, Any]) -> set[str]:
+    """A state file (format version 4, as ``state pull`` prints it too)."""
+    found: list[str] = []
+    for output in (state.get("outputs") or {}).values():
+        if isinstance(output, dict) and output.get("sensitive"):
+            found += leaves(output.get("value"))
+    for resource in state.get("resources") or []:
+        for instance in resource.get("instances") or [] if isinstance(resource, dict) else []:
+            attributes = instance.get("attributes") or {}
+            for path in instance.get("sensitive_attributes") or []:
+                if isinstance(path, dict) and "path" in path:  # newer tofu/terraform shape
+                    path = path["path"]
+                if isinstance(path, list):
+                    found += leaves(at_path(attributes, path))
+    return keep(found)
+
+
+def values_from_show(doc: dict[str, Any]) -> set[str]:
+    """``show -json`` of a plan file or of the state."""
+    found: list[str] = []
+    for item in doc.get("resource_changes") or []:
+        change = item.get("change") or {}
+        found += masked_leaves(change.get("before"), change.get("before_sensitive"))
+        found += masked_leaves(change.get("after"), change.get("after_sensitive"))
+    for item in doc.get("resource_drift") or []:
+        change = item.get("change") or {}
+        found += masked_leaves(change.get("before"), change.get("before_sensitive"))
+        found += masked_leaves(change.get("after"), change.get("after_sensitive"))
+    for change in (doc.get("output_changes") or {}).values():
+        if change.get("before_sensitive") is True:
+            found += leaves(change.get("before"))
+        if change.get("after_sensitive") is True:
+            found += leaves(change.get("after"))
+    for key in ("values", "planned_values"):
+        found += _values_tree(doc.get(key))
+    prior = doc.get("prior_state")
+    if isinstance(prior, dict):
+        found += _values_tree(prior.get("values"))
+    declared = ((doc.get("configuration") or {}).get("root_module") or {}).get("variables") or {}
+    for name, decl in declared.items():
+        if isinstance(decl, dict) and decl.get("sensitive"):
+            found += leaves(decl.get("default"))
+            found += leaves(((doc.get("variables") or {}).get(name) or {}).get("value"))
+    return keep(found)
+
+
+def _values_tree(values: Any) -> list[str]:
+    """``values`` / ``planned_values``: outputs and modules' resources with sensitive_values."""
+    if not isinstance(values, dict):
+        return []
+    found: list[str] = []
+    for output in (values.get("outputs") or {}).values():
+        if isinstance(output, dict) and output.get("sensitive"):
+            found += leaves(output.get("value"))
+    modules = [values.get("root_module") or {}]
+    while modules:
+        module = modules.pop()
+        for resource in module.get("resources") or []:
+            found += masked_leaves(resource.get("values"), resource.get("sensitive_values"))
+        modules += module.get("child_modules") or []
+    return found
+
+
+def values_from_outputs(doc: dict[str, Any]) -> set[str]:
+    """``output -json``: ``{"name": {"sensitive": bool, "type": ..., "value": ...}}``."""
+    found: list[str] = []
+    for item in doc.values():
+        if isinstance(item, dict) and item.get("sensitive") is True:
+            found += leaves(item.get("value"))
+    return keep(found)
+
+
+def values_in_document(doc: Any) -> set[str]:
+    """Sensitive values of any Terraform JSON document (state, show -json, output -json)."""
+    if not isinstance(doc, dict):
+        return set()
+    if "resources" in doc and "version" in doc and isinstance(doc.get("resources"), list):
+        return values_from_state(doc)
+    if any(
+        k in doc
+        for k in ("resource_changes", "planned_values", "prior_state", "values", "output_changes")
+    ):
+        return values_from_show(doc)
+    if doc and all(isinstance(v, dict) and "sensitive" in v and "value" in v for v in doc.values()):
+        return values_from_outputs(doc)
+    return set()
+
+
+def values_in_text(text: str) -> set[str]:
+    """Sensitive values of a Terraform JSON document printed inside ``text`` (a command's
+    output: ``state pull``, ``show -json``, ``output -json``, ``cat terraform.tfstate``)."""
+    if '"sensitive' not in text:
+        return set()
+    found: set[str] = set()
+    for line_doc in _json_documents(text):
+        found |= values_in_document(line_doc)
+    return found
+
+
+def _json_documents(text: str) -> Iterator[Any]:
+    start = text.find("{")
+    end = text.rfind("}")
+    if start < 0 or end <= start:
+        return
+    try:
+        yield json.loads(text[start : end + 1])
+        return
+    except json.JSONDecodeError:
+        pass
+    for line in text.splitlines():  # one document per line (show -json, output -json)
+        line = line.strip()
+        if line.startswith("{") and line.endswith("}"):
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError:
+                continue
+
+
+def variants(value: str) -> set[str]:
+    """The ways a value prints: as is, JSON-escaped, and each line of a multi-line value."""
+    out = {value, json.dumps(value)[1:-1]}
+    if "\n" in value:
+        out |= {line for line in value.splitlines() if len(line.strip()) >= 8}
+    return {v for v in out if v}
+
+
+def mask_text(text: str, values: Iterable[str]) -> str:
+    """``text`` with every sensitive value replaced by :data:`MASK` (longest first)."""
+    if not text:
+        return text
+    expanded: set[str] = set()
+    for value in values:
+        expanded |= variants(value)
+    for value in sorted(expanded, key=len, reverse=True):
+        if value in text:
+            text = text.replace(value, MASK)
+    return text
+
+
+def mask_value(value: Any, values: Iterable[str]) -> Any:
+    """``value`` (strings at any depth, dict keys too) with sensitive values masked."""
+    values = list(values)
+    if not values:
+        return value
+    if isinstance(value, str):
+        return mask_text(value, values)
+    if isinstance(value, dict):
+        return {mask_text(str(k), values): mask_value(v, values) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [mask_value(v, values) for v in value]
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return MASK if str(value) in values else value
+    return value
+
+
+class StreamMasker:
+    """Masks a stream of chunks: holds back a tail that could be the start of a value.
+
+    With ``hold_all`` nothing is released until :meth:`flush`, which also masks the
+    values of any Terraform JSON the whole text holds (a remote ``state pull``).
+    """
+
+    def __init__(self, values: Iterable[str], hold_all: bool = False):
+        self.values: set[str] = set()
+        for value in values:
+            self.values |= variants(value)
+        self.hold_all = hold_all
+        self.hold = max((len(v) for v in self.values), default=1) - 1
+        self.pending = ""
+
+    def feed(self, chunk: str) -> str:
+        if self.hold_all:
+            self.pending += chunk
+            return ""
+        text = mask_text(self.pending + chunk, self.values)
+        if self.hold <= 0:
+            self.pending = ""
+            return text
+        cut = max(len(text) - self.hold, 0)
+        # Never cut inside a mask we just wrote.
+        inside = text.rfind(MASK, 0, cut + len(MASK) - 1)
+        if 0 <= inside < cut < inside + len(MASK):
+            cut = inside
+        self.pending = text[cut:]
+        return text[:cut]
+
+    def flush(self) -> str:
+        text, self.pending = self.pending, ""
+        extra = values_in_text(text) if self.hold_all else set()
+        return mask_text(text, self.values | extra)

@@ -1,0 +1,125 @@
+"""terraform_apply: apply exactly the saved plan the user reviewed.
+
+Before the question, :meth:`TerraformApplyTool.review` copies the plan file's bytes
+privately and summarises that copy (deletes first, failed policy checks); the question
+shows the summary. After the approval the original must still have the approved hash
+(else the call is refused), and the private copy is what terraform applies, so a plan
+file swapped while the question waits is never applied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from iac_kernel.terraform import cli
+from iac_kernel.terraform.review import ApprovedPlan, review_plan_file, stale_message
+from iac_kernel.terraform.sensitive import mask_text
+from iac_kernel.terraform.workspace import is_plan_file, remember, sensitive_values
+from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError, ToolResult
+from iac_kernel.tools.paths import resolve_path, short
+from iac_kernel.tools.tf_plans import DIR_SCHEMA, PROGRAM_SCHEMA, shown_path, workdir_of
+from iac_kernel.tools.validate import check
+
+APPLY_TIMEOUT = 3600.0
+NO_REVIEW = (
+    "Not applied: no reviewed plan backs this call (the plan file could not be read before "
+    "the question: {why}). Make a plan with terraform_plan and apply that file."
+)
+
+
+class TerraformApplyTool(Tool):
+    name = "terraform_apply"
+    description = (
+        "Apply a saved plan file (made by terraform_plan or `terraform plan -out=FILE`) "
+        "after the user reviewed it. The user is asked each time, with the plan's summary; "
+        "exactly the reviewed bytes are applied, and a plan file changed after the question "
+        "is refused. A stale plan (the state changed since) fails: plan again."
+    )
+    input_schema = {
+        "type": "object",
+        "properties": {
+            "plan": {"type": "string", "minLength": 1, "description": "The saved plan file."},
+            "dir": DIR_SCHEMA,
+            "program": PROGRAM_SCHEMA,
+        },
+        "required": ["plan"],
+        "additionalProperties": False,
+    }
+    kind = "execute"
+    category = Category.EXECUTE
+
+    def title(self, args: dict[str, Any]) -> str:
+        return f"terraform_apply: {short(args.get('plan', ''))}"
+
+    def is_dangerous(self, args: dict[str, Any]) -> bool:
+        plan = args.get("plan") if isinstance(args, dict) else None
+        return isinstance(plan, str) and bool(plan.strip())
+
+    def paths(self, args: dict[str, Any], ctx: ToolContext) -> list[Path]:
+        plan = args.get("plan") if isinstance(args, dict) else None
+        if not isinstance(plan, str) or not plan.strip():
+            return []
+        base = resolve_path(ctx, args["dir"]) if args.get("dir") else ctx.cwd
+        return [base / plan]
+
+    async def review(self, args: dict[str, Any], ctx: ToolContext) -> ApprovedPlan | None:
+        """Read and summarise the plan before the question (see the module docstring)."""
+        args = check(self, args)
+        workdir = workdir_of(args, ctx)
+        path = workdir / args["plan"]
+        if not path.is_file() or not is_plan_file(path):
+            raise ToolError(f"not a saved plan file: {args['plan']}")
+        try:
+            executable = cli.find_program(args.get("program"))
+        except cli.TerraformError as exc:
+            raise ToolError(str(exc)) from None
+        approved = await asyncio.to_thread(
+            review_plan_file, executable, path, workdir, shown_path(path, ctx.cwd)
+        )
+        remember(ctx.cwd, f"plan:{path.resolve()}:{approved.sha256}", approved.sensitive)
+        return approved
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        args = check(self, args)
+        approved = getattr(ctx, "review", None)
+        if not isinstance(approved, ApprovedPlan):
+            why = getattr(ctx, "review_error", None) or "no review was made"
+            raise ToolError(NO_REVIEW.format(why=why))
+        try:
+            workdir = workdir_of(args, ctx)
+            if approved.original.resolve() != (workdir / args["plan"]).resolve():
+                raise ToolError("Not applied: the reviewed plan is not the file this call names.")
+            refusal = approved.recheck()
+            if refusal:
+                return ToolResult(refusal, is_error=True, raw_output=_raw(approved, "refused"))
+            executable = cli.find_program(args.get("program"))
+            argv = [executable, "apply", "-input=false", "-no-color", str(approved.copy)]
+            done = await cli.run(argv, workdir, ctx.env, APPLY_TIMEOUT)
+        except cli.TerraformError as exc:
+            raise ToolError(str(exc)) from None
+        finally:
+            approved.cleanup()
+        values = set(sensitive_values(ctx.cwd)) | approved.sensitive
+        output = mask_text(done.output.replace(str(approved.copy), approved.shown_path), values)
+        stale = stale_message(output)
+        if stale:
+            return ToolResult(
+                f"{stale}\n\n{output}", is_error=True, raw_output=_raw(approved, "stale")
+            )
+        if done.returncode != 0:
+            return ToolResult(
+                f"Apply of {approved.shown_path} failed (exit {done.returncode}):\n{output}",
+                is_error=True,
+                raw_output=_raw(approved, "failed"),
+            )
+        head = (
+            f"Applied the reviewed plan {approved.shown_path} "
+            f"(sha256 {approved.sha256[:12]}): {approved.plan.to_dict()['summary']}"
+        )
+        return ToolResult(f"{head}\n\n{output}", raw_output=_raw(approved, "applied"))
+
+
+def _raw(approved: ApprovedPlan, outcome: str) -> dict[str, Any]:
+    return {"outcome": outcome, "plan_file": approved.shown_path, "sha256": approved.sha256}

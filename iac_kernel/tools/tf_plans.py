@@ -1,0 +1,217 @@
+"""terraform_plan and terraform_plan_detail: plans as data for the model.
+
+``terraform_plan`` runs ``terraform|tofu plan -out=FILE`` in the workspace, reads
+``show -json FILE`` and returns the compact summary table (the structured plan rides in
+``raw_output["plan"]`` for the plan card). ``terraform_plan_detail`` gives one address's
+attribute changes from the latest plan (or a named plan file).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from iac_kernel.terraform import cli, policy
+from iac_kernel.terraform.plan import Plan, PlanFile, parse_plan
+from iac_kernel.terraform.sensitive import mask_text, values_from_show
+from iac_kernel.terraform.summary import detail_text, model_text
+from iac_kernel.terraform.workspace import is_plan_file, remember
+from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError, ToolResult
+from iac_kernel.tools.paths import resolve_path
+from iac_kernel.tools.validate import check
+
+#: (workspace root, plan path) -> the last plan read from that file.
+_PLANS: dict[tuple[str, str], Plan] = {}
+_LATEST: dict[str, str] = {}
+PLAN_TIMEOUT = 1800.0
+OUTPUT_TAIL = 3000
+
+
+def record_plan(cwd: Path, path: Path, plan: Plan) -> None:
+    """Remember ``plan`` as the latest of the session's workspace."""
+    key = str(Path(cwd).resolve())
+    _PLANS[(key, str(path.resolve()))] = plan
+    _LATEST[key] = str(path.resolve())
+
+
+def _real(path: Path) -> str:
+    return os.path.realpath(path)
+
+
+def latest_plan_path(cwd: Path) -> Path | None:
+    latest = _LATEST.get(str(Path(cwd).resolve()))
+    return Path(latest) if latest else None
+
+
+def shown_path(path: Path, cwd: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path(cwd).resolve()))
+    except ValueError:
+        return str(path)
+
+
+def workdir_of(args: dict[str, Any], ctx: ToolContext) -> Path:
+    workdir = resolve_path(ctx, args["dir"]) if args.get("dir") else ctx.cwd
+    if not workdir.is_dir():
+        raise ToolError(f"not a directory: {args.get('dir')}")
+    return workdir
+
+
+async def read_plan(
+    executable: str, path: Path, workdir: Path, cwd: Path, refresh_only: bool = False
+) -> tuple[Plan, dict[str, Any]]:
+    """Parse a plan file (show -json), attach checkov's result, remember its values."""
+    doc = await cli.show_json(executable, path, workdir)
+    plan = parse_plan(
+        doc, PlanFile.of(path, shown_path(path, cwd)), cli.program_name(executable), refresh_only
+    )
+    await policy.attach(plan, doc, workdir)
+    sha = plan.file.sha256 if plan.file else ""
+    remember(cwd, f"plan:{_real(path)}:{sha}", values_from_show(doc))
+    record_plan(cwd, path, plan)
+    return plan, doc
+
+
+PROGRAM_SCHEMA = {
+    "type": "string",
+    "enum": ["terraform", "tofu"],
+    "description": "terraform or tofu (default: whichever is installed, terraform first).",
+}
+DIR_SCHEMA = {
+    "type": "string",
+    "description": "The Terraform root module directory, relative to the working directory.",
+}
+
+
+class TerraformPlanTool(Tool):
+    name = "terraform_plan"
+    description = (
+        "Make a saved plan: runs `terraform plan -out=FILE` (or tofu) in a root module and "
+        "returns a compact summary (counts, a table of changing addresses with deletes and "
+        "replaces first, output changes, drift, failed policy checks). The user sees a plan "
+        "card. Use mode `refresh-only` to check for drift. Apply the saved file with "
+        "terraform_apply after the user reviewed it; ask terraform_plan_detail for one "
+        "address's attribute changes."
+    )
+    input_schema = {
+        "type": "object",
+        "properties": {
+            "dir": DIR_SCHEMA,
+            "out": {"type": "string", "description": "Plan file name (default tfplan)."},
+            "mode": {"type": "string", "enum": ["normal", "refresh-only", "destroy"]},
+            "var_files": {"type": "array", "items": {"type": "string"}},
+            "vars": {"type": "object", "description": "Variable values: {name: value}."},
+            "targets": {"type": "array", "items": {"type": "string"}},
+            "program": PROGRAM_SCHEMA,
+        },
+        "required": [],
+        "additionalProperties": False,
+    }
+    kind = "execute"
+    category = Category.EXECUTE
+
+    def title(self, args: dict[str, Any]) -> str:
+        mode = args.get("mode") if isinstance(args, dict) else None
+        where = args.get("dir") if isinstance(args, dict) else None
+        return (
+            "terraform_plan"
+            + (f" {mode}" if mode and mode != "normal" else "")
+            + (f": {where}" if where else "")
+        )
+
+    def paths(self, args: dict[str, Any], ctx: ToolContext) -> list[Path]:
+        where = args.get("dir") if isinstance(args, dict) else None
+        return [resolve_path(ctx, where)] if isinstance(where, str) and where.strip() else []
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        args = check(self, args)
+        try:
+            executable = cli.find_program(args.get("program"), {**ctx.env} or None)
+        except cli.TerraformError as exc:
+            raise ToolError(str(exc)) from None
+        workdir = workdir_of(args, ctx)
+        out = workdir / str(args.get("out") or "tfplan")
+        mode = args.get("mode") or "normal"
+        argv = [executable, "plan", "-input=false", "-no-color", f"-out={out}"]
+        if mode != "normal":
+            argv.append(f"-{mode}")
+        argv += [f"-var-file={f}" for f in args.get("var_files") or []]
+        argv += [f"-var={k}={_var(v)}" for k, v in (args.get("vars") or {}).items()]
+        argv += [f"-target={t}" for t in args.get("targets") or []]
+        try:
+            done = await cli.run(argv, workdir, ctx.env, PLAN_TIMEOUT)
+        except cli.TerraformError as exc:
+            raise ToolError(str(exc)) from None
+        program = cli.program_name(executable)
+        if done.returncode != 0:
+            plan = Plan(program=program, errored=True, errors=cli.errors_of(done.output))
+            if not plan.errors:
+                plan.errors = [cli.first_error(done.output)]
+            tail = done.output[-OUTPUT_TAIL:]
+            return ToolResult(
+                f"{model_text(plan)}\n\n{program} plan exited {done.returncode}:\n{tail}",
+                is_error=True,
+                raw_output={"plan": plan.to_dict(), "exit_code": done.returncode},
+            )
+        try:
+            plan, doc = await read_plan(executable, out, workdir, ctx.cwd, mode == "refresh-only")
+        except cli.TerraformError as exc:
+            raise ToolError(str(exc)) from None
+        text = mask_text(model_text(plan), values_from_show(doc))
+        return ToolResult(text, raw_output={"plan": plan.to_dict(), "exit_code": 0})
+
+
+def _var(value: Any) -> str:
+    import json
+
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+class TerraformPlanDetailTool(Tool):
+    name = "terraform_plan_detail"
+    description = (
+        "One resource address's detail from a saved plan: action, reason, and each "
+        "attribute change before -> after (sensitive values masked). Defaults to the latest "
+        "plan made in this session."
+    )
+    input_schema = {
+        "type": "object",
+        "properties": {
+            "address": {"type": "string", "minLength": 1},
+            "plan": {"type": "string", "description": "Plan file (default: the latest)."},
+            "dir": DIR_SCHEMA,
+            "program": PROGRAM_SCHEMA,
+        },
+        "required": ["address"],
+        "additionalProperties": False,
+    }
+    kind = "read"
+    category = Category.READ
+
+    def title(self, args: dict[str, Any]) -> str:
+        return f"terraform_plan_detail: {args.get('address', '')}"
+
+    def paths(self, args: dict[str, Any], ctx: ToolContext) -> list[Path]:
+        plan = args.get("plan") if isinstance(args, dict) else None
+        return [resolve_path(ctx, plan)] if isinstance(plan, str) and plan.strip() else []
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        args = check(self, args)
+        workdir = workdir_of(args, ctx)
+        path = (workdir / args["plan"]) if args.get("plan") else latest_plan_path(ctx.cwd)
+        if path is None:
+            raise ToolError("no plan yet in this session: make one with terraform_plan")
+        if not path.is_file() or not is_plan_file(path):
+            raise ToolError(f"not a saved plan file: {shown_path(path, ctx.cwd)}")
+        plan = _PLANS.get((_real(ctx.cwd), _real(path)))
+        if plan is None or plan.file is None or plan.file.sha256 != PlanFile.of(path).sha256:
+            try:
+                executable = cli.find_program(args.get("program"))
+                plan, _doc = await read_plan(executable, path, path.parent, ctx.cwd)
+            except cli.TerraformError as exc:
+                raise ToolError(str(exc)) from None
+        return ToolResult(
+            detail_text(plan, args["address"]),
+            raw_output={"address": args["address"], "plan_file": shown_path(path, ctx.cwd)},
+        )

@@ -1,0 +1,143 @@
+"""Terraform-aware handling of every tool result, called once by the agent loop.
+
+* Sensitive values are masked (``(sensitive)``) in the result's text, raw output, full
+  output and diff: the workspace's known values (:mod:`iac_kernel.terraform.workspace`)
+  and those of any state / plan / output JSON the result itself prints.
+* A result that printed or read Terraform state or plan JSON (``read_file`` of a
+  ``.tfstate``, ``cat``, ``grep``, ``terraform show -json``, ``state pull``, ``output
+  -json``) says so in its first line and in ``raw_output["terraform_state"]``: such a read
+  is always visible on its card.
+* A ``bash`` call that ran ``terraform|tofu plan -out=FILE`` gets the plan's summary
+  table appended and the structured plan in ``raw_output["plan"]`` (a plan card).
+* "Saved plan is stale" becomes a clear failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from pathlib import Path
+from typing import Any
+
+from iac_kernel.terraform import cli, policy
+from iac_kernel.terraform.commands import find_commands, plan_outputs
+from iac_kernel.terraform.plan import PlanFile, parse_plan
+from iac_kernel.terraform.review import stale_message
+from iac_kernel.terraform.sensitive import (
+    MASK,
+    StreamMasker,
+    mask_text,
+    mask_value,
+    values_from_show,
+    values_in_text,
+)
+from iac_kernel.terraform.summary import model_text
+from iac_kernel.terraform.workspace import remember, sensitive_values
+from iac_kernel.tools.base import ToolResult
+from iac_kernel.tools.tf_plans import record_plan
+
+log = logging.getLogger(__name__)
+
+STATE_MARKERS = ('"sensitive_attributes"', '"terraform_version"', '"prior_state"')
+#: terraform subcommands whose output may carry sensitive values no file on disk holds
+#: (remote state): their live output is held back and masked as a whole.
+HOLD_SUBCOMMANDS = {"output", "show", "state", "console", "apply", "refresh", "import"}
+STREAMING_TOOLS = {"bash", "terraform_plan", "terraform_apply"}
+
+
+def _all_values(cwd: Path, text: str) -> set[str]:
+    return set(sensitive_values(cwd)) | values_in_text(text)
+
+
+def live_masker(name: str, args: dict[str, Any], cwd: Path) -> StreamMasker | None:
+    """The masker for a call's live output (None for tools that print nothing live)."""
+    if name not in STREAMING_TOOLS:
+        return None
+    command = str(args.get("command", "")) if isinstance(args, dict) else ""
+    hold = "tfstate" in command or any(
+        tf.subcommand in HOLD_SUBCOMMANDS for tf in find_commands(command)
+    )
+    return StreamMasker(sensitive_values(cwd), hold_all=hold)
+
+
+def mask_diff(diff: Any, cwd: Path) -> Any:
+    """A file diff (``path``, ``old_text``, ``new_text``) with sensitive values masked."""
+    if diff is None:
+        return None
+    values = sensitive_values(cwd)
+    if not values:
+        return diff
+    old = diff.old_text
+    return type(diff)(
+        diff.path,
+        mask_text(old, values) if old is not None else None,
+        mask_text(diff.new_text, values),
+    )
+
+
+async def after_tool_call(
+    name: str, args: dict[str, Any], cwd: Path, result: ToolResult
+) -> ToolResult:
+    """The result as it may reach the model, front ends and the store (see module doc)."""
+    args = args if isinstance(args, dict) else {}
+    if name == "bash":
+        with contextlib.suppress(Exception):
+            await _pick_up_plans(str(args.get("command", "")), cwd, result)
+        stale = stale_message(result.content)
+        if stale:
+            result.content = f"{stale}\n\n{result.content}"
+            result.is_error = True
+    full = getattr(result, "full_output", None)
+    values = await asyncio.to_thread(_all_values, cwd, result.content + (full or ""))
+    before = result.content
+    result.content = mask_text(result.content, values)
+    if _reads_state(name, args, before):
+        count = sum(before.count(v) for v in values)
+        note = f"[Terraform state/plan data: {count} sensitive value(s) shown as {MASK}]"
+        result.content = f"{note}\n{result.content}"
+        raw = result.raw_output if isinstance(result.raw_output, dict) else {}
+        result.raw_output = {**raw, "terraform_state": {"masked": count}}
+    result.raw_output = mask_value(result.raw_output, values)
+    if isinstance(full, str):
+        result.full_output = mask_text(full, values)  # type: ignore[attr-defined]
+    if result.diff is not None:
+        result.diff = mask_diff(result.diff, cwd)
+    return result
+
+
+def _reads_state(name: str, args: dict[str, Any], text: str) -> bool:
+    path = str(args.get("path", "") or args.get("file_path", ""))
+    if name == "read_file" and path.endswith((".tfstate", ".tfstate.backup")):
+        return True
+    return any(marker in text for marker in STATE_MARKERS)
+
+
+async def _pick_up_plans(command: str, cwd: Path, result: ToolResult) -> None:
+    """Summarise plan files a bash ``plan -out`` wrote (see the module docstring)."""
+    for target in plan_outputs(command, cwd):
+        if not target.path.is_file():
+            continue
+        executable = cli.find_program(target.program)
+        doc = await cli.show_json(executable, target.path, target.workdir)
+        shown = _shown(target.path, cwd)
+        plan = parse_plan(
+            doc, PlanFile.of(target.path, shown), target.program, refresh_only=target.refresh_only
+        )
+        await policy.attach(plan, doc, target.workdir)
+        remember(
+            cwd,
+            f"plan:{target.path}:{plan.file.sha256 if plan.file else ''}",
+            values_from_show(doc),
+        )
+        record_plan(cwd, target.path, plan)
+        result.content = f"{result.content}\n\n{model_text(plan)}"
+        raw = result.raw_output if isinstance(result.raw_output, dict) else {}
+        result.raw_output = {**raw, "plan": plan.to_dict()}
+
+
+def _shown(path: Path, cwd: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(cwd.resolve()))
+    except ValueError:
+        return str(path)

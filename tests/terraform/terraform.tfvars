@@ -1,0 +1,1 @@
+db_password = "PlantedSecret-7f3a9c"

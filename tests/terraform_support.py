@@ -1,0 +1,80 @@
+"""Real-terraform workspaces for the plan-first tests (terraform_data: fully offline).
+
+``tests/terraform/`` holds the configuration: stage 1 is applied once per test module
+(:func:`applied_workspace`), and each test works on its own copy (:func:`copy_workspace`).
+``terraform.tfvars`` plants :data:`SECRET` as a sensitive variable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+TEMPLATE = Path(__file__).with_name("terraform")
+SECRET = "PlantedSecret-7f3a9c"
+TERRAFORM = shutil.which("terraform")
+
+needs_terraform = pytest.mark.skipif(TERRAFORM is None, reason="terraform is not installed")
+
+
+def tf_env() -> dict[str, str]:
+    env = {**os.environ, "TF_CLI_CONFIG_FILE": "/dev/null", "TF_IN_AUTOMATION": "1"}
+    env["CHECKPOINT_DISABLE"] = "1"
+    return env
+
+
+def tf(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [TERRAFORM or "terraform", *args, "-no-color"]
+        if args and args[0] not in ("init",)
+        else [TERRAFORM or "terraform", *args],
+        cwd=workdir,
+        env=tf_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if check and done.returncode != 0:
+        raise AssertionError(f"terraform {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
+    return done
+
+
+def applied_workspace(root: Path) -> Path:
+    """A copy of the template, initialised, with stage 1 applied."""
+    workdir = root / "ws"
+    shutil.copytree(TEMPLATE, workdir)
+    tf(workdir, "init", "-input=false", "-no-color")
+    tf(workdir, "apply", "-auto-approve", "-input=false")
+    return workdir
+
+
+def copy_workspace(applied: Path, dest: Path) -> Path:
+    shutil.copytree(applied, dest, symlinks=True)
+    return dest
+
+
+def to_stage(workdir: Path, stage: int) -> None:
+    """Point the configuration at ``stage`` (through an auto-loaded tfvars file)."""
+    (workdir / "stage.auto.tfvars").write_text(f"stage = {stage}\n")
+
+
+def state(workdir: Path) -> dict[str, Any]:
+    return json.loads((workdir / "terraform.tfstate").read_text())
+
+
+def addresses(workdir: Path) -> set[str]:
+    """Resource instance addresses in the state."""
+    out = set()
+    for resource in state(workdir)["resources"]:
+        for instance in resource["instances"]:
+            key = instance.get("index_key")
+            suffix = f"[{key}]" if isinstance(key, int) else ""
+            out.add(f"{resource['type']}.{resource['name']}{suffix}")
+    return out
