@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
+import random
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,41 @@ def alive(pid: int) -> bool:
     except (FileNotFoundError, ProcessLookupError):
         return False
     return state not in (b"Z", b"X")
+
+
+def alive_with(marker: str) -> bool:
+    """True while a (non-zombie) process whose command line contains ``marker`` runs.
+
+    Inside the sandbox PIDs are those of its own namespace, so tests find the host
+    processes by a unique marker in their command line instead.
+    """
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
+            state = Path(f"/proc/{name}/stat").read_bytes().rpartition(b")")[2].split()[0]
+        except OSError:
+            continue
+        if marker.encode() in cmdline and state not in (b"Z", b"X"):
+            return True
+    return False
+
+
+def unique_sleep() -> str:
+    """A ``sleep`` duration no other process uses (a marker for :func:`alive_with`)."""
+    return f"60.{random.randrange(10**8, 10**9)}"
+
+
+#: Each process-group test runs in the sandbox and outside it (``sandbox: false``).
+BOTH = pytest.mark.parametrize("boxed", [True, False], ids=["sandbox", "no-sandbox"])
+
+
+def gone(pidfile: Path, marker: str, boxed: bool) -> bool:
+    """The process is gone: by host PID outside the sandbox, by marker inside."""
+    if boxed:
+        return not alive_with(marker)
+    return not alive(int(pidfile.read_text())) and not alive_with(marker)
 
 
 def has_text(path: Path) -> bool:
@@ -111,16 +148,19 @@ async def test_ansi_colours_are_stripped(tool_ctx: ToolContext):
     assert result.content == "Error: bad"
 
 
-async def test_timeout_kills_the_whole_group(tool_ctx: ToolContext):
+@BOTH
+async def test_timeout_kills_the_whole_group(tool_ctx: ToolContext, boxed: bool):
     ctx = with_settings(tool_ctx, bash_timeout=0.5, bash_grace=0.3)
     pidfile = ctx.cwd / "child.pid"
-    command = f"sleep 60 & echo $! > {pidfile}; echo started; wait"
-    result = await tool.run({"command": command}, ctx)
+    nap = unique_sleep()
+    command = f"sleep {nap} & echo $! > {pidfile}; echo started; wait"
+    result = await tool.run({"command": command, "sandbox": boxed}, ctx)
     assert result.is_error
     assert result.raw_output["timed_out"] is True
+    assert result.raw_output["sandbox"] == ("bwrap" if boxed else "reduced")
     assert "started" in result.content
     assert "timed out after 0.5s" in result.content
-    assert not alive(int(pidfile.read_text()))
+    assert gone(pidfile, nap, boxed)
 
 
 async def test_timeout_argument_overrides_the_default(tool_ctx: ToolContext):
@@ -130,17 +170,24 @@ async def test_timeout_argument_overrides_the_default(tool_ctx: ToolContext):
     assert "timed out after 0.3s" in result.content
 
 
-async def test_background_processes_are_stopped_when_the_command_ends(tool_ctx: ToolContext):
+@BOTH
+async def test_background_processes_are_stopped_when_the_command_ends(
+    tool_ctx: ToolContext, boxed: bool
+):
     ctx = with_settings(tool_ctx, bash_grace=0.3)
     pidfile = ctx.cwd / "bg.pid"
-    result = await tool.run({"command": f"sleep 60 & echo $! > {pidfile}; echo done"}, ctx)
+    nap = unique_sleep()
+    command = f"sleep {nap} & echo $! > {pidfile}; echo done"
+    result = await tool.run({"command": command, "sandbox": boxed}, ctx)
     assert result.content.startswith("done")
-    assert "background processes" in result.content
     assert not result.is_error
-    assert not alive(int(pidfile.read_text()))
+    if not boxed:  # in the sandbox they die with its PID namespace, before we look
+        assert "background processes" in result.content
+    assert gone(pidfile, nap, boxed)
 
 
-async def test_cancel_sends_sigint_first(tool_ctx: ToolContext):
+@BOTH
+async def test_cancel_sends_sigint_first(tool_ctx: ToolContext, boxed: bool):
     ctx = with_settings(tool_ctx, bash_grace=2.0)
     marker = ctx.cwd / "marker"
     pidfile = ctx.cwd / "shell.pid"
@@ -150,16 +197,17 @@ async def test_cancel_sends_sigint_first(tool_ctx: ToolContext):
         f"trap 'echo term >> {marker}; exit 143' TERM; "
         f"echo $$ > {pidfile}; while true; do sleep 0.05; done"
     )
-    task = asyncio.create_task(tool.run({"command": command}, ctx))
+    task = asyncio.create_task(tool.run({"command": command, "sandbox": boxed}, ctx))
     await wait_for_file(pidfile)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     assert marker.read_text().splitlines() == ["int"]
-    assert not alive(int(pidfile.read_text()))
+    assert gone(pidfile, str(pidfile), boxed)
 
 
-async def test_cancel_escalates_to_sigkill(tool_ctx: ToolContext):
+@BOTH
+async def test_cancel_escalates_to_sigkill(tool_ctx: ToolContext, boxed: bool):
     ctx = with_settings(tool_ctx, bash_grace=0.3)
     marker = ctx.cwd / "marker"
     pidfile = ctx.cwd / "shell.pid"
@@ -168,25 +216,27 @@ async def test_cancel_escalates_to_sigkill(tool_ctx: ToolContext):
         f"trap 'echo int >> {marker}' INT; trap 'echo term >> {marker}' TERM; "
         f"echo $$ > {pidfile}; while true; do sleep 0.05; done"
     )
-    task = asyncio.create_task(tool.run({"command": command}, ctx))
+    task = asyncio.create_task(tool.run({"command": command, "sandbox": boxed}, ctx))
     await wait_for_file(pidfile)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     assert marker.read_text().splitlines() == ["int", "term"]
-    assert not alive(int(pidfile.read_text()))
+    assert gone(pidfile, str(pidfile), boxed)
 
 
-async def test_cancel_stops_children_that_ignore_signals(tool_ctx: ToolContext):
+@BOTH
+async def test_cancel_stops_children_that_ignore_signals(tool_ctx: ToolContext, boxed: bool):
     ctx = with_settings(tool_ctx, bash_grace=0.2)
     pidfile = ctx.cwd / "child.pid"
-    command = f"(trap '' INT TERM; sleep 60) & echo $! > {pidfile}; wait"
-    task = asyncio.create_task(tool.run({"command": command}, ctx))
+    nap = unique_sleep()
+    command = f"(trap '' INT TERM; sleep {nap}) & echo $! > {pidfile}; wait"
+    task = asyncio.create_task(tool.run({"command": command, "sandbox": boxed}, ctx))
     await wait_for_file(pidfile)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert not alive(int(pidfile.read_text()))
+    assert gone(pidfile, nap, boxed)
 
 
 async def test_missing_cwd_is_a_tool_error(tool_ctx: ToolContext):

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from iac_kernel.agent.events import Diff
+from iac_kernel.guard.server import ExecRequest
 from iac_kernel.tools.base import Category, Tool, ToolContext
 
 ALLOW_ONCE = "allow_once"
@@ -47,10 +49,29 @@ class PermissionRequest:
     #: Why this call needs approval, in words for the user.
     reason: str
     diff: Diff | None = None
+    #: Option id -> label, for options whose label says more than OPTION_NAMES
+    #: ("Allow always: `terraform plan`"). Front ends show ``label(option)``.
+    labels: dict[str, str] = field(default_factory=dict)
+    #: A structured review of a guarded command (e.g. a plan summary), for front ends.
+    review: Any = None
+
+    def label(self, option: str) -> str:
+        return self.labels.get(option) or OPTION_NAMES.get(option, option)
 
 
 #: Front ends answer a request with one of ``request.options`` or ``"cancelled"``.
 AskPermission = Callable[[PermissionRequest], Awaitable[str]]
+
+
+class Answer(str):
+    """An option id carrying the user's note (e.g. a rejection with the reason why)."""
+
+    note: str
+
+    def __new__(cls, option: str, note: str = "") -> Answer:
+        answer = super().__new__(cls, option)
+        answer.note = note.strip()
+        return answer
 
 
 @dataclass
@@ -66,8 +87,31 @@ class PermissionGate:
     """Per-session permission state: the mode and the user's remembered answers."""
 
     mode: str = "default"
-    #: tool name -> "allow" | "reject", from allow_always / reject_always.
+    #: tool name -> "allow" | "reject", from allow_always / reject_always (tools that
+    #: do not remember prefixes).
     remembered: dict[str, str] = field(default_factory=dict)
+    #: tool name -> {command prefix -> "allow" | "reject"} for prefix tools (bash).
+    prefix_rules: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def remembered_prefixes(self) -> list[dict[str, str]]:
+        """Every remembered command prefix: ``{"tool", "prefix", "answer"}``."""
+        return [
+            {"tool": tool, "prefix": prefix, "answer": answer}
+            for tool, rules in sorted(self.prefix_rules.items())
+            for prefix, answer in sorted(rules.items())
+        ]
+
+    def remembered_summary(self) -> list[str]:
+        """The remembered answers as short lines (``bash `terraform plan`: always allow``)."""
+        lines = [f"{tool}: always {answer}" for tool, answer in sorted(self.remembered.items())]
+        lines += [
+            f"{r['tool']} `{r['prefix']}`: always {r['answer']}" for r in self.remembered_prefixes()
+        ]
+        return lines
+
+    def forget(self) -> None:
+        self.remembered.clear()
+        self.prefix_rules.clear()
 
     async def check(
         self,
@@ -81,16 +125,25 @@ class PermissionGate:
         from iac_kernel.tools.paths import is_inside
 
         outside = [p for p in tool.paths(args, ctx) if not is_inside(p, ctx.cwd)]
-        per_call = bool(outside) or tool.is_dangerous(args)
+        per_call_reason = tool.per_call_reason(args)
+        per_call = bool(outside) or per_call_reason is not None or tool.is_dangerous(args)
+        prefixes = tool.command_prefixes(args) if tool.remembers_prefixes else None
+        rules = self.prefix_rules.get(tool.name, {})
 
-        if self.remembered.get(tool.name) == "reject":
+        if self.remembered.get(tool.name) == "reject" or (
+            prefixes and any(rules.get(p) == "reject" for p in prefixes)
+        ):
             return Decision(False, "denied", f"{DENIED_MESSAGE} (rejected always in this session)")
         if tool.category is Category.READ and not outside:
             return Decision(True)
         if self.mode == "read_only" and tool.category is not Category.READ:
             return Decision(False, "denied", f"{DENIED_MESSAGE} The session is in read_only mode.")
         if not per_call:
-            if self.remembered.get(tool.name) == "allow" or self.mode == "bypass":
+            if tool.remembers_prefixes:
+                always = bool(prefixes) and all(rules.get(p) == "allow" for p in prefixes)
+            else:
+                always = self.remembered.get(tool.name) == "allow"
+            if always or self.mode == "bypass":
                 return Decision(True)
             if self.mode == "accept_edits" and tool.category is Category.WRITE:
                 return Decision(True)
@@ -100,10 +153,24 @@ class PermissionGate:
                 str(p) for p in outside
             )
         elif per_call:
-            request.reason = "This command changes real infrastructure or data; approve each call."
+            request.reason = per_call_reason or (
+                "This command changes real infrastructure or data; approve each call."
+            )
         else:
             request.reason = CATEGORY_REASONS[tool.category]
-        request.options = list(PER_CALL_OPTIONS if per_call else ALL_OPTIONS)
+        review_text = request.review.get("text") if isinstance(request.review, dict) else None
+        if review_text:  # e.g. the plan summary of terraform_apply (Tool.review)
+            request.reason += "\n" + review_text
+        if per_call:
+            request.options = list(PER_CALL_OPTIONS)
+        elif tool.remembers_prefixes and not prefixes:
+            request.options = list(PER_CALL_OPTIONS)
+        else:
+            request.options = list(ALL_OPTIONS)
+        if prefixes and ALLOW_ALWAYS in request.options:
+            shown = ", ".join(f"`{p}`" for p in prefixes)
+            request.labels[ALLOW_ALWAYS] = f"Allow always: {shown}"
+            request.labels[REJECT_ALWAYS] = f"Reject always: {shown}"
         if ask is None:
             return Decision(False, "denied", f"{DENIED_MESSAGE} No one is there to approve it.")
 
@@ -113,10 +180,67 @@ class PermissionGate:
         if answer not in request.options:
             # An answer we did not offer is never an approval.
             return Decision(False, "denied", DENIED_MESSAGE)
-        if answer == ALLOW_ALWAYS:
-            self.remembered[tool.name] = "allow"
-        elif answer == REJECT_ALWAYS:
-            self.remembered[tool.name] = "reject"
+        if answer in (ALLOW_ALWAYS, REJECT_ALWAYS):
+            remembered = "allow" if answer == ALLOW_ALWAYS else "reject"
+            if tool.remembers_prefixes:
+                table = self.prefix_rules.setdefault(tool.name, {})
+                for prefix in prefixes or []:
+                    table[prefix] = remembered
+            else:
+                self.remembered[tool.name] = remembered
         if answer in (ALLOW_ONCE, ALLOW_ALWAYS):
             return Decision(True)
+        note = getattr(answer, "note", "")
+        if note:  # the user's words reach the model instead of the bare refusal
+            return Decision(False, "denied", f"Rejected by the user, who says: {note}")
         return Decision(False, "denied", DENIED_MESSAGE)
+
+    async def check_exec(
+        self, exec_request: ExecRequest, call_id: str, tool_name: str, ask: AskPermission | None
+    ) -> Decision:
+        """Exec time: may a guarded program run this exact argv? Changing commands are
+        asked per call in every mode (no "always"); everything else runs."""
+        if not exec_request.verdict.changing:
+            return Decision(True)
+        if self.mode == "read_only":
+            return Decision(False, "denied", f"{DENIED_MESSAGE} The session is in read_only mode.")
+        argv = [exec_request.program, *exec_request.argv[1:]]
+        command = shlex.join(argv)
+        reason = (
+            f"{exec_request.verdict.reason}. The command runs `{command}` in "
+            f"{exec_request.cwd}"
+            + ("" if exec_request.sandboxed else " (outside the sandbox)")
+            + "; approve this call."
+        )
+        review = exec_request.review
+        if review is not None and review.text:
+            reason += "\n" + review.text
+        request = PermissionRequest(
+            call_id=call_id,
+            tool_name=tool_name,
+            title=f"{tool_name}: {command}",
+            kind="execute",
+            input={"command": command, "argv": argv, "cwd": exec_request.cwd},
+            options=list(PER_CALL_OPTIONS),
+            reason=reason,
+            review=review.summary if review is not None else None,
+        )
+        if ask is None:
+            return Decision(False, "denied", f"{DENIED_MESSAGE} No one is there to approve it.")
+        answer = await ask(request)
+        if answer == CANCELLED:
+            return Decision(False, "cancelled", "Cancelled.")
+        if answer == ALLOW_ONCE:
+            return Decision(True)
+        return Decision(False, "denied", DENIED_MESSAGE)
+
+    def exec_asker(
+        self, call_id: str, tool_name: str, ask: AskPermission | None
+    ) -> Callable[[ExecRequest], Awaitable[tuple[bool, str]]]:
+        """The ``ToolContext.ask_exec`` for one tool call: decided by :meth:`check_exec`."""
+
+        async def ask_exec(exec_request: ExecRequest) -> tuple[bool, str]:
+            decision = await self.check_exec(exec_request, call_id, tool_name, ask)
+            return decision.allowed, decision.message
+
+        return ask_exec

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from iac_kernel.agent.events import Diff
+from iac_kernel.guard.server import AskExec
 
 
 class Category(enum.Enum):
@@ -41,6 +42,15 @@ class ToolContext:
     run_subagent: Callable[[str], Awaitable[str]] | None = None
     #: Extra environment for commands.
     env: dict[str, str] = field(default_factory=dict)
+    #: Asks the permission gate whether a guarded program may run an argv (exec time);
+    #: supplied by the agent loop. None: changing commands are refused.
+    ask_exec: AskExec | None = None
+    #: Live output while a command runs: called with each decoded, redacted chunk (the
+    #: agent loop supplies it and turns it into ``ToolCallOutput`` events).
+    on_output: Callable[[str], None] | None = None
+    #: What :meth:`Tool.review` prepared before the question (e.g. the approved bytes of
+    #: a saved plan); the approval is bound to it. Set by the agent loop.
+    review: Any = None
 
 
 class Tool:
@@ -69,13 +79,31 @@ class Tool:
         """Filesystem paths the call touches (for locations and the outside-cwd rule)."""
         return []
 
+    async def review(self, args: dict[str, Any], ctx: ToolContext) -> Any:
+        """For calls whose approval is bound to what the user reviewed (a saved plan):
+        prepared before the question, shown in it (``summary()`` -> {"text", ...}), and
+        handed to :meth:`run` as ``ctx.review``. Raising refuses the call. None: no review."""
+        return None
+
     def preview(self, args: dict[str, Any], ctx: ToolContext) -> Diff | None:
         """For edit tools: the change the call would make, shown before it is approved."""
         return None
 
     def is_dangerous(self, args: dict[str, Any]) -> bool:
         """True when the call needs a per-call approval with no "always" shortcut."""
-        return False
+        return self.per_call_reason(args) is not None
+
+    def per_call_reason(self, args: dict[str, Any]) -> str | None:
+        """Why the call needs a per-call approval (shown in the question), or None."""
+        return None
+
+    #: True when "Allow always" remembers command prefixes rather than the whole tool.
+    remembers_prefixes: bool = False
+
+    def command_prefixes(self, args: dict[str, Any]) -> list[str] | None:
+        """For prefix tools: what "Allow always" would remember for this call
+        (``["terraform plan"]``); None when no "always" answer can be offered."""
+        return None
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         raise NotImplementedError

@@ -4,15 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import codecs
-import contextlib
 import os
 import re
 import signal
+import sys
 from typing import Any
 
+from iac_kernel.guard.call import GuardedCall, SandboxRequired
 from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError, ToolResult
-from iac_kernel.tools.danger import dangerous_reason
+from iac_kernel.tools.danger import command_prefixes, dangerous_reason
 from iac_kernel.tools.paths import short
+from iac_kernel.tools.procgroup import (
+    group_alive,
+    kill_group,
+    stop_group,
+    stop_leftovers,
+    wait_exit,
+)
 from iac_kernel.tools.validate import check
 
 #: The longest ``timeout`` a call may ask for (a long ``terraform apply``), unless the
@@ -34,11 +42,15 @@ class OutputCapture:
         self.tail = ""
         self.total = 0
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        #: Live output (``ToolContext.on_output``): each decoded chunk, ANSI codes removed.
+        self.on_text: Any = None
 
     def feed(self, data: bytes, final: bool = False) -> None:
         text = self._decoder.decode(data, final)
         if not text:
             return
+        if self.on_text is not None:
+            self.on_text(_ANSI.sub("", text))
         self.total += len(text)
         room = self.head_size - len(self.head)
         if room > 0:
@@ -62,84 +74,9 @@ class OutputCapture:
         )
 
 
-def group_alive(pgid: int) -> bool:
-    """True while any process of group ``pgid`` is running (zombies count as gone)."""
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        names = None
-    if names is None or not os.path.exists("/proc/self/stat"):
-        try:
-            os.killpg(pgid, 0)
-        except (ProcessLookupError, PermissionError):
-            return False
-        return True
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                fields = fh.read().rpartition(b")")[2].split()
-        except OSError:
-            continue
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            return True
-    return False
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
-async def _wait_gone(proc: asyncio.subprocess.Process, pgid: int, seconds: float) -> bool:
-    """Wait up to ``seconds`` for the shell and every process of its group to exit."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
-    while True:
-        if proc.returncode is not None and not group_alive(pgid):
-            return True
-        if loop.time() >= deadline:
-            return False
-        await asyncio.sleep(_POLL)
-
-
-async def stop_group(proc: asyncio.subprocess.Process, pgid: int, grace: float) -> None:
-    """SIGINT (so terraform can release its state lock), then SIGTERM, then SIGKILL.
-
-    Each step waits ``grace`` seconds for the whole process group to exit.
-    """
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        if proc.returncode is not None and not group_alive(pgid):
-            return
-        _signal_group(pgid, sig)
-        if await _wait_gone(proc, pgid, grace):
-            return
-    _signal_group(pgid, signal.SIGKILL)
-    await _wait_gone(proc, pgid, 5.0)
-
-
-async def _stop_leftovers(proc: asyncio.subprocess.Process, pgid: int, grace: float) -> bool:
-    """The shell exited; stop background processes it left in its group. True if any."""
-    if not group_alive(pgid):
-        return False
-    _signal_group(pgid, signal.SIGTERM)
-    if not await _wait_gone(proc, pgid, min(grace, 1.0)):
-        _signal_group(pgid, signal.SIGKILL)
-        await _wait_gone(proc, pgid, 5.0)
-    return True
-
-
-async def _wait_exit(proc: asyncio.subprocess.Process) -> None:
-    """Wait for the shell itself to exit.
-
-    Not ``proc.wait()``: in Python 3.11 that also waits for the output pipe to close,
-    which a background child holding the pipe delays until it exits.
-    """
-    delay = 0.002
-    while proc.returncode is None:
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, _POLL)
+def _require_dir(path: object) -> None:
+    if not os.path.isdir(str(path)):
+        raise ToolError(f"working directory not found: {path}")
 
 
 async def _pump(stream: asyncio.StreamReader, capture: OutputCapture) -> None:
@@ -155,8 +92,10 @@ class BashTool(Tool):
         "stdout and stderr (long output keeps its head and tail) and exit code. stdin is "
         "/dev/null, so interactive prompts fail: pass flags such as `-input=false`. "
         "The command is stopped after `timeout` seconds; background processes it leaves "
-        "are stopped when it ends. Commands that change real infrastructure "
-        "(terraform apply/destroy, state changes, deletes) always need the user's approval."
+        "are stopped when it ends. It runs in a sandbox: only the working directory and /tmp "
+        "(private to the call) are writable. Commands that change real infrastructure "
+        "(terraform apply/destroy, kubectl apply, helm upgrade, forced pushes, ...) need the "
+        "user's approval for each call, however they are started."
     )
     input_schema = {
         "type": "object",
@@ -171,6 +110,12 @@ class BashTool(Tool):
                 "type": "string",
                 "description": "A few words on what the command does, for the user.",
             },
+            "sandbox": {
+                "type": "boolean",
+                "description": "false runs the command outside the sandbox (only when it "
+                "must write outside the working directory; always asks the user).",
+                "default": True,
+            },
         },
         "required": ["command"],
         "additionalProperties": False,
@@ -181,48 +126,88 @@ class BashTool(Tool):
     def title(self, args: dict[str, Any]) -> str:
         return f"bash: {short(args.get('command', ''))}"
 
-    def is_dangerous(self, args: dict[str, Any]) -> bool:
+    def per_call_reason(self, args: dict[str, Any]) -> str | None:
+        if not isinstance(args, dict):
+            return None
+        if args.get("sandbox") is False:
+            return (
+                "This command runs OUTSIDE the sandbox: it can write anywhere and its "
+                "processes can outlive the call; approve this call."
+            )
+        command = args.get("command")
+        reason = dangerous_reason(command) if isinstance(command, str) else None
+        if reason is None:
+            return None
+        return f"{reason}. This command changes real infrastructure or data; approve each call."
+
+    remembers_prefixes = True
+
+    def command_prefixes(self, args: dict[str, Any]) -> list[str] | None:
         command = args.get("command") if isinstance(args, dict) else None
-        return isinstance(command, str) and dangerous_reason(command) is not None
+        if not isinstance(command, str) or args.get("sandbox") is False:
+            return None
+        return command_prefixes(command)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         args = check(self, args)
         settings = ctx.settings
         max_timeout = max(MAX_TIMEOUT, float(settings.bash_timeout))
         timeout = min(float(args.get("timeout", settings.bash_timeout)), max_timeout)
-        grace = float(settings.bash_grace)
-        capture = OutputCapture(int(settings.output_limit))
+        _require_dir(ctx.cwd)
+        env = {**os.environ, **ctx.env}
+        # The kernel's own environment first: its python, pip and tools.
+        env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
+        guard = GuardedCall(
+            ctx.cwd, settings, env, ctx.ask_exec, sandbox=args.get("sandbox", True) is not False
+        )
+        try:
+            await guard.__aenter__()
+        except SandboxRequired as exc:
+            raise ToolError(f"bash is refused: {exc}") from None
+        try:
+            result = await self._run(args["command"], ctx, guard, timeout)
+        finally:
+            await guard.__aexit__(None, None, None)
+        assert guard.server is not None
+        result.raw_output["sandbox"] = "bwrap" if guard.sandboxed else "reduced"
+        if guard.server.log:
+            result.raw_output["guarded"] = guard.server.log
+        return result
+
+    async def _run(
+        self, command: str, ctx: ToolContext, guard: GuardedCall, limit: float
+    ) -> ToolResult:
+        grace = float(ctx.settings.bash_grace)
+        capture = OutputCapture(int(ctx.settings.output_limit))
+        capture.on_text = ctx.on_output
         try:
             proc = await asyncio.create_subprocess_exec(
-                "bash",
-                "-c",
-                args["command"],
+                *guard.wrap(["bash", "-c", command]),
                 cwd=str(ctx.cwd),
-                env={**os.environ, **ctx.env},
+                env=guard.env,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.STDOUT,
                 start_new_session=True,
             )
         except FileNotFoundError as exc:
-            if exc.filename in (None, "bash"):
-                raise ToolError("cannot run the command: bash is not installed") from None
-            raise ToolError(f"working directory not found: {ctx.cwd}") from None
+            _require_dir(ctx.cwd)
+            raise ToolError(f"cannot run the command: {exc.filename} is not installed") from None
         except OSError as exc:
             raise ToolError(f"cannot run the command: {exc.strerror or exc}") from None
         assert proc.stdout is not None
-        pgid = proc.pid  # start_new_session: the shell leads a new group
+        pgid = proc.pid  # start_new_session: the shell (or bwrap) leads a new group
+        boxed = guard.sandboxed
         reader = asyncio.create_task(_pump(proc.stdout, capture))
         timed_out = False
         notes: list[str] = []
         try:
             try:
-                async with asyncio.timeout(timeout):
-                    await _wait_exit(proc)
+                await wait_exit(proc, limit, lambda: guard.waited)
             except TimeoutError:
                 timed_out = True
-                await stop_group(proc, pgid, grace)
-            if await _stop_leftovers(proc, pgid, grace) and not timed_out:
+                await stop_group(proc, pgid, grace, boxed)
+            if await stop_leftovers(proc, pgid, grace) and not timed_out:
                 notes.append("[background processes left by the command were stopped]")
             done, _ = await asyncio.wait({reader}, timeout=DRAIN_SECONDS)
             if not done:
@@ -230,14 +215,14 @@ class BashTool(Tool):
                 notes.append("[stopped reading: a detached process still holds the output]")
         except asyncio.CancelledError:
             try:
-                await stop_group(proc, pgid, grace)
+                await stop_group(proc, pgid, grace, boxed)
             finally:
                 if group_alive(pgid):
-                    _signal_group(pgid, signal.SIGKILL)
+                    kill_group(pgid)
                 reader.cancel()
             raise
         returncode = proc.returncode if proc.returncode is not None else -1
-        return self._result(capture, returncode, timed_out, timeout, notes)
+        return self._result(capture, returncode, timed_out, limit, notes)
 
     @staticmethod
     def _result(

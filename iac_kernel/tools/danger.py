@@ -13,6 +13,11 @@ import re
 import shlex
 from dataclasses import dataclass
 
+from iac_kernel.guard.rules import DEFAULT_PROGRAMS, classify
+
+#: Programs the text check also judges with the exec-time rules of the guard.
+GUARD_TABLE_PROGRAMS = frozenset(DEFAULT_PROGRAMS) | {"oc"}
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -100,6 +105,10 @@ def _check(command: str, depth: int) -> str | None:
                 if reason:
                     return reason
             program = os.path.basename(token)
+            if program in GUARD_TABLE_PROGRAMS:
+                verdict = classify(program, segment[i:])
+                if verdict.changing:
+                    return verdict.reason
             for rule in RULES:
                 if any(fnmatch.fnmatchcase(program, p) for p in rule.programs) and _matches(
                     rule, segment[i + 1 :]
@@ -174,3 +183,65 @@ def _segments(command: str) -> list[list[str]]:
             continue
         segments[-1].append(token)
     return [s for s in segments if s]
+
+
+#: Programs whose arguments are themselves commands or code: no "allow always" prefix.
+_NO_PREFIX = (
+    _SHELLS
+    | _RUNNERS
+    | {
+        "exec",
+        "env",
+        "sudo",
+        "doas",
+        "xargs",
+        "nohup",
+        "setsid",
+        "timeout",
+        "time",
+        "nice",
+        "ionice",
+        "stdbuf",
+        "command",
+        "builtin",
+        "source",
+        ".",
+        "find",
+        "parallel",
+        "busybox",
+        "fish",
+        "tcsh",
+        "csh",
+        "script",
+        "unshare",
+        "chroot",
+        "flock",
+        "strace",
+        "expect",
+    }
+)
+_PREFIX_WORD = re.compile(r"^[A-Za-z][A-Za-z0-9_.:-]*$")
+
+
+def command_prefixes(command: str) -> list[str] | None:
+    """What "Allow always" remembers for ``command``: the program and its subcommand of
+    each simple command (``terraform plan -out=x && terraform show`` ->
+    ``["terraform plan", "terraform show"]``). None when the command has expansions,
+    nested shells or interpreters running code, or variable assignments: then no
+    "always" answer is offered."""
+    if not command.strip() or any(c in command for c in "$`\\") or "<(" in command:
+        return None
+    prefixes: list[str] = []
+    for segment in _segments(command):
+        program = segment[0]
+        if "=" in program or os.path.basename(program) in _NO_PREFIX:
+            return None
+        if any(_SCRIPT_FLAG.match(a) or a in ("-e", "--eval", "-m") for a in segment[1:]):
+            return None
+        words = [a for a in segment[1:] if not a.startswith("-")]
+        prefix = program
+        if words and _PREFIX_WORD.match(words[0]):
+            prefix = f"{program} {words[0]}"
+        if prefix not in prefixes:
+            prefixes.append(prefix)
+    return prefixes or None

@@ -1,0 +1,142 @@
+"""One guarded bash call: set up the sandbox, launchers and approval server; tear down.
+
+Usage (the bash tool)::
+
+    async with GuardedCall(cwd, settings, env, ask_exec, sandbox=True) as call:
+        argv = call.wrap(["bash", "-c", command])
+        ... run argv with env=call.env ...
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from iac_kernel.guard.launcher import SOCKET_ENV, write_launchers
+from iac_kernel.guard.realbin import copies_dir
+from iac_kernel.guard.rules import DEFAULT_PROGRAMS
+from iac_kernel.guard.sandbox import (
+    LAUNCHER_MOUNT,
+    Layout,
+    bwrap_path,
+    find_real,
+    state_dir,
+    unusable_reason,
+)
+from iac_kernel.guard.server import ApprovalServer, AskExec
+
+
+class SandboxRequired(Exception):
+    """``sandbox = required`` and bubblewrap cannot sandbox here."""
+
+
+def guarded_programs(settings: Any) -> list[str]:
+    raw = getattr(settings, "guarded_programs", None)
+    if raw is None:
+        return list(DEFAULT_PROGRAMS)
+    items = raw if isinstance(raw, (list, tuple)) else str(raw).replace(",", " ").split()
+    return [p for p in (str(i).strip() for i in items) if p and "/" not in p]
+
+
+def writable_paths(settings: Any) -> list[Path]:
+    raw = getattr(settings, "sandbox_writable_paths", "") or ""
+    items = (
+        raw
+        if isinstance(raw, (list, tuple))
+        else str(raw).replace(",", os.pathsep).split(os.pathsep)
+    )
+    return [Path(os.path.realpath(os.path.expanduser(str(i).strip()))) for i in items if i]
+
+
+@functools.lru_cache(maxsize=8)
+def _launchers(programs: tuple[str, ...], python: str) -> Path:
+    directory = state_dir() / "bin"
+    write_launchers(directory, list(programs), python)
+    return directory
+
+
+class GuardedCall:
+    """The guard around one bash call (sandboxed, or reduced: launchers first on PATH)."""
+
+    def __init__(
+        self,
+        cwd: Path,
+        settings: Any,
+        env: dict[str, str],
+        ask_exec: AskExec | None,
+        sandbox: bool = True,
+    ) -> None:
+        self.cwd = Path(os.path.realpath(cwd))
+        self.settings = settings
+        self.base_env = dict(env)
+        self.ask_exec = ask_exec
+        self.want_sandbox = sandbox
+        self.env: dict[str, str] = dict(env)
+        self.sandboxed = False
+        self.server: ApprovalServer | None = None
+        self._dirs: list[Path] = []
+        self._prefix: list[str] = []
+
+    async def __aenter__(self) -> GuardedCall:
+        reason = unusable_reason()
+        if getattr(self.settings, "sandbox", "auto") == "required" and (
+            reason is not None or not self.want_sandbox
+        ):
+            raise SandboxRequired(
+                "the sandbox setting is 'required' but "
+                + (reason or "this call asked to run outside the sandbox")
+            )
+        programs = guarded_programs(self.settings)
+        launchers = _launchers(tuple(sorted(programs)), sys.executable)
+        path = self.env.get("PATH", os.defpath)
+        skip = (str(launchers), LAUNCHER_MOUNT)
+        reals = find_real(programs, path, skip=skip)
+        guard_dir = Path(tempfile.mkdtemp(prefix="call-", dir=state_dir()))
+        self._dirs.append(guard_dir)
+        os.chmod(guard_dir, 0o755)
+        self.sandboxed = self.want_sandbox and reason is None
+        if self.sandboxed:
+            tmp_dir = Path(tempfile.mkdtemp(prefix="tmp-", dir=state_dir()))
+            self._dirs.append(tmp_dir)
+            os.chmod(tmp_dir, 0o1777)
+            layout = Layout(
+                cwd=self.cwd,
+                tmp_dir=tmp_dir,
+                guard_dir=guard_dir,
+                launcher_dir=launchers,
+                reals=reals,
+                writable=writable_paths(self.settings),
+                masks=[copies_dir()],
+            )
+            bwrap = bwrap_path()
+            assert bwrap is not None
+            self._prefix = layout.bwrap_args(bwrap)
+            self.env["PATH"] = f"{LAUNCHER_MOUNT}{os.pathsep}{path}"
+            self.env.pop(SOCKET_ENV, None)
+            self.server = ApprovalServer(reals, self.ask_exec, guard_dir, layout, bwrap)
+        else:
+            self.env["PATH"] = f"{launchers}{os.pathsep}{path}"
+            self.env[SOCKET_ENV] = str(guard_dir / "sock")
+            self.server = ApprovalServer(reals, self.ask_exec, guard_dir)
+        await self.server.start(guard_dir / "sock")
+        return self
+
+    def wrap(self, argv: Sequence[str]) -> list[str]:
+        """The argv that runs ``argv`` inside the sandbox (unchanged in reduced mode)."""
+        return [*self._prefix, *argv]
+
+    @property
+    def waited(self) -> float:
+        return self.server.waited if self.server else 0.0
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.server is not None:
+            await self.server.close()
+        for directory in self._dirs:
+            shutil.rmtree(directory, ignore_errors=True)

@@ -1,0 +1,88 @@
+"""Per-program reviews of changing commands (e.g. a plan summary for ``terraform apply``).
+
+A review runs on the agent's side (outside the sandbox) after the guard has classified
+an argv as changing and before the user is asked. It can add text and a structured
+summary to the question, refuse outright, rewrite the argv (e.g. to a private copy of a
+plan file placed in :attr:`ExecInfo.private_dir`), and bind the approval with a
+``recheck`` run right before the program starts.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ExecInfo:
+    """What a review sees of one exec request."""
+
+    #: The guarded program (``terraform``), and the exact argv it would receive.
+    program: str
+    argv: list[str]
+    #: The working directory on the host (the same path the sandbox sees, except that
+    #: paths under the sandbox's private /tmp are mapped to the host directory behind it).
+    cwd: str
+    #: A host directory the sandbox can read but not write, for private copies.
+    private_dir: Path
+    #: Where ``private_dir`` appears inside the sandbox (use this path in a rewritten argv).
+    sandbox_private_dir: str
+    #: The environment the command would run with (TF_* variables etc.).
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Review:
+    """A review's answer; every field is optional."""
+
+    #: Extra text for the question (e.g. "Plan: 1 to add, 0 to change, 2 to destroy").
+    text: str = ""
+    #: A structured summary for front ends (PermissionRequest.review).
+    summary: Any = None
+    #: Refuse without asking; the message goes back to the model.
+    refuse: str | None = None
+    #: Run this argv instead (e.g. pointing at a private copy of the plan file).
+    argv: list[str] | None = None
+    #: Called after approval, right before the program starts: a message refuses
+    #: (e.g. "the plan file changed after it was reviewed"), None lets it run.
+    recheck: Callable[[], str | None] | None = None
+
+
+ReviewFn = Callable[[ExecInfo], Review | None]
+
+_REVIEWS: dict[str, list[ReviewFn]] = {}
+
+
+def register(programs: Iterable[str], fn: ReviewFn) -> None:
+    """Attach ``fn`` to each of ``programs``; it is called for their changing commands."""
+    for program in programs:
+        entries = _REVIEWS.setdefault(program, [])
+        if fn not in entries:
+            entries.append(fn)
+
+
+def unregister(programs: Iterable[str], fn: ReviewFn) -> None:
+    for program in programs:
+        if fn in _REVIEWS.get(program, []):
+            _REVIEWS[program].remove(fn)
+
+
+def review(info: ExecInfo) -> Review | None:
+    """The first review a registered function gives for ``info`` (None: no review).
+
+    A review that raises refuses the call: an approval must not skip its review.
+    """
+    for fn in list(_REVIEWS.get(info.program, [])):
+        try:
+            result = fn(info)
+        except Exception as exc:
+            log.exception("guard review for %s failed", info.program)
+            return Review(refuse=f"the review of this command failed: {exc}")
+        if result is not None:
+            return result
+    return None

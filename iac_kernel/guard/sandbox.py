@@ -1,0 +1,138 @@
+"""The bubblewrap sandbox of one bash call: probe, layout and the ``bwrap`` argv.
+
+Inside: the whole filesystem read-only, except the session's cwd, a private /tmp (a
+host directory removed after the call) and the user's ``sandbox_writable_paths``; its
+own PID namespace (nothing outlives the call); no capabilities; network shared. Every
+copy of a guarded program found on PATH has a guard launcher bind-mounted over it.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: Where the call's guard directory (socket, private files) appears in the sandbox.
+GUARD_MOUNT = "/tmp/.iac-guard"
+#: Where the launcher directory appears in the sandbox (first on PATH).
+LAUNCHER_MOUNT = "/tmp/.iac-guard-bin"
+#: Extra places a guarded program's real binary lives besides PATH.
+EXTRA_COPIES = {"git": ("/usr/lib/git-core/git", "/usr/libexec/git-core/git")}
+
+REDUCED_STATUS = "guard: reduced, install bubblewrap"
+SANDBOX_STATUS = "guard: sandbox (bubblewrap)"
+
+
+def bwrap_path() -> str | None:
+    return shutil.which("bwrap")
+
+
+@functools.lru_cache(maxsize=4)
+def _probe(bwrap: str | None) -> str | None:
+    if bwrap is None:
+        return "bubblewrap (bwrap) is not installed"
+    args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    args += ["--unshare-pid", "--die-with-parent", "--cap-drop", "ALL", "true"]
+    try:
+        done = subprocess.run(args, capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bwrap cannot run: {exc}"
+    if done.returncode != 0:
+        text = done.stderr.decode(errors="replace").strip().splitlines()
+        return "bwrap cannot create a sandbox here: " + (text[-1] if text else "unknown error")
+    return None
+
+
+def unusable_reason() -> str | None:
+    """Why bubblewrap cannot sandbox bash here (None when it can). Probed once."""
+    return _probe(bwrap_path())
+
+
+def status_text() -> str:
+    """One line for the user: the sandbox works, or the guard is reduced and why."""
+    reason = unusable_reason()
+    return SANDBOX_STATUS if reason is None else f"{REDUCED_STATUS} ({reason})"
+
+
+def state_dir() -> Path:
+    """This user's private host directory for launchers and private binary copies."""
+    path = Path(tempfile.gettempdir()) / f"iac-guard-{os.getuid()}"
+    path.mkdir(mode=0o700, exist_ok=True)
+    st = path.stat()
+    if st.st_uid != os.getuid() or st.st_mode & 0o077:
+        os.chmod(path, 0o700)
+    return path
+
+
+def find_real(programs: Iterable[str], path_env: str, skip: Sequence[str] = ()) -> dict:
+    """Every real file of each program on ``path_env`` (realpaths, in PATH order)."""
+    found: dict[str, list[str]] = {}
+    dirs = [d for d in path_env.split(os.pathsep) if d and d not in skip]
+    for program in programs:
+        reals: list[str] = []
+        candidates = [os.path.join(d, program) for d in dirs]
+        candidates += list(EXTRA_COPIES.get(program, ()))
+        for candidate in candidates:
+            if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+                real = os.path.realpath(candidate)
+                if real not in reals:
+                    reals.append(real)
+        if reals:
+            found[program] = reals
+    return found
+
+
+@dataclass
+class Layout:
+    """Everything one sandboxed call mounts."""
+
+    cwd: Path
+    #: Host directory behind the sandbox's /tmp.
+    tmp_dir: Path
+    #: Host directory behind GUARD_MOUNT (socket, private copies), read-only inside.
+    guard_dir: Path
+    #: Host directory of launchers, behind LAUNCHER_MOUNT.
+    launcher_dir: Path
+    #: program -> real files (launchers are mounted over each of them).
+    reals: dict[str, list[str]] = field(default_factory=dict)
+    writable: list[Path] = field(default_factory=list)
+    #: Host directories hidden inside the sandbox (private binary copies).
+    masks: list[Path] = field(default_factory=list)
+
+    def bwrap_args(
+        self, bwrap: str, chdir: str | None = None, extra: Sequence[str] = ()
+    ) -> list[str]:
+        """``bwrap`` and its options (``extra`` last), up to and including ``--``."""
+        args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        args += ["--bind", str(self.tmp_dir), "/tmp"]
+        for path in [*self.writable, self.cwd]:
+            if path.exists():
+                args += ["--bind", str(path), str(path)]
+        args += ["--ro-bind", str(self.guard_dir), GUARD_MOUNT]
+        args += ["--ro-bind", str(self.launcher_dir), LAUNCHER_MOUNT]
+        for program, reals in sorted(self.reals.items()):
+            for real in reals:
+                args += ["--ro-bind", str(self.launcher_dir / program), real]
+        for mask in self.masks:
+            args += ["--tmpfs", str(mask)]
+        args += ["--unshare-pid", "--die-with-parent", "--cap-drop", "ALL"]
+        args += ["--chdir", chdir or str(self.cwd), *extra, "--"]
+        return args
+
+    def host_path(self, path: str) -> str:
+        """The host path behind a path seen inside the sandbox."""
+        norm = os.path.normpath(path)
+        for inner, outer in ((GUARD_MOUNT, self.guard_dir), ("/tmp", self.tmp_dir)):
+            if norm == inner or norm.startswith(inner + "/"):
+                if any(norm == str(w) or norm.startswith(f"{w}/") for w in self._binds()):
+                    return norm
+                return str(outer) + norm[len(inner) :]
+        return norm
+
+    def _binds(self) -> list[Path]:
+        return [*self.writable, self.cwd]

@@ -1,0 +1,295 @@
+"""The approval server of one bash call: launchers inside the sandbox connect to it.
+
+For each connection: read the launcher's request (argv, cwd, environment) and its stdio
+descriptors, classify the argv, run a registered review and ask the agent (through
+``ask_exec``, i.e. the permission gate) for changing commands, then run the real program
+with the launcher's stdio - in a sibling sandbox with the same mounts when bubblewrap is
+in use - and send its exit status back. Anything but an approval is a refusal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import struct
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from iac_kernel.guard import realbin, reviews
+from iac_kernel.guard.procs import signal_group
+from iac_kernel.guard.rules import Verdict, classify
+from iac_kernel.guard.sandbox import GUARD_MOUNT, Layout
+
+log = logging.getLogger(__name__)
+
+MAX_REQUEST = 8 * 1024 * 1024
+HELPER = str(Path(__file__).with_name("exec_helper.py"))
+
+
+@dataclass
+class ExecRequest:
+    """A guarded program asks to run: what the permission gate decides on."""
+
+    program: str
+    argv: list[str]
+    cwd: str
+    verdict: Verdict
+    review: reviews.Review | None = None
+    sandboxed: bool = True
+
+
+#: ``ask_exec``: returns (allowed, message for the model when not allowed).
+AskExec = Callable[[ExecRequest], Awaitable[tuple[bool, str]]]
+
+
+class Refused(Exception):
+    """The program must not run; the message goes to the launcher's stderr."""
+
+
+@dataclass
+class ApprovalServer:
+    """Serves one bash call's launchers."""
+
+    reals: dict[str, list[str]]
+    ask_exec: AskExec | None
+    #: Host directory for private files (read-only inside the sandbox at GUARD_MOUNT).
+    guard_dir: Path
+    #: The sandbox layout, or None in reduced mode (programs run directly).
+    layout: Layout | None = None
+    bwrap: str | None = None
+    #: Seconds spent waiting for the user's answers (not counted against the timeout).
+    waited: float = 0.0
+    #: Every request seen: (argv, verdict kind, outcome); for the tool's raw output.
+    log: list[dict] = field(default_factory=list)
+    _listener: socket.socket | None = None
+    _tasks: set[asyncio.Task] = field(default_factory=set)
+    _groups: set[int] = field(default_factory=set)
+    _ask_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _accepting: asyncio.Task | None = None
+
+    async def start(self, path: Path) -> None:
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(str(path))
+        listener.listen(64)
+        listener.setblocking(False)
+        self._listener = listener
+        self._accepting = asyncio.create_task(self._accept())
+
+    async def close(self) -> None:
+        """Stop serving; kill every program still running for this call."""
+        for pgid in list(self._groups):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
+        tasks = [t for t in [self._accepting, *self._tasks] if t is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self._listener is not None:
+            self._listener.close()
+
+    async def _accept(self) -> None:
+        loop = asyncio.get_running_loop()
+        assert self._listener is not None
+        while True:
+            conn, _ = await loop.sock_accept(self._listener)
+            conn.setblocking(False)
+            task = asyncio.create_task(self._serve(conn))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _serve(self, conn: socket.socket) -> None:
+        fds: list[int] = []
+        try:
+            request, fds = await self._read_request(conn)
+            code = await self._handle(request, fds, conn)
+            await _send(conn, {"exit": code})
+        except Refused as exc:
+            with contextlib.suppress(OSError):
+                await _send(conn, {"refused": str(exc)})
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.debug("guard request failed: %s", exc)
+            with contextlib.suppress(OSError):
+                await _send(conn, {"refused": f"bad request: {exc}"})
+        finally:
+            for fd in fds:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            conn.close()
+
+    async def _read_request(self, conn: socket.socket) -> tuple[dict, list[int]]:
+        loop = asyncio.get_running_loop()
+        ready = loop.create_future()
+        loop.add_reader(conn.fileno(), lambda: ready.done() or ready.set_result(None))
+        try:
+            await ready
+        finally:
+            loop.remove_reader(conn.fileno())
+        header, fds, _flags, _addr = socket.recv_fds(conn, 4, 3)
+        while len(header) < 4:
+            more = await loop.sock_recv(conn, 4 - len(header))
+            if not more:
+                raise ValueError("short header")
+            header += more
+        (length,) = struct.unpack("!I", header)
+        if length > MAX_REQUEST:
+            raise ValueError("request too large")
+        data = b""
+        while len(data) < length:
+            chunk = await loop.sock_recv(conn, min(65536, length - len(data)))
+            if not chunk:
+                raise ValueError("short request")
+            data += chunk
+        request = json.loads(data)
+        if not isinstance(request.get("argv"), list) or not request["argv"]:
+            raise ValueError("argv missing")
+        request["argv"] = [str(a) for a in request["argv"]]
+        request["env"] = {str(k): str(v) for k, v in dict(request.get("env") or {}).items()}
+        request["cwd"] = str(request.get("cwd") or "/")
+        return request, list(fds)
+
+    async def _handle(self, request: dict, fds: list[int], conn: socket.socket) -> int:
+        program = str(request["program"])
+        argv, cwd, env = request["argv"], request["cwd"], request["env"]
+        if program not in self.reals:
+            raise Refused(f"{program} is not a guarded program here")
+        verdict = classify(program, argv)
+        entry = {"argv": argv, "cwd": cwd, "kind": verdict.kind, "outcome": "run"}
+        self.log.append(entry)
+        run_argv = argv
+        if verdict.changing:
+            try:
+                run_argv = await self._approve(program, argv, cwd, env, verdict)
+            except Refused:
+                entry["outcome"] = "refused"
+                raise
+        stdio = dict(zip(request.get("fds", []), fds, strict=False))
+        return await self._run(program, run_argv, cwd, env, stdio, conn)
+
+    async def _approve(
+        self, program: str, argv: list[str], cwd: str, env: dict, verdict: Verdict
+    ) -> list[str]:
+        shown = " ".join([program, *argv[1:]])
+        host_cwd = self.layout.host_path(cwd) if self.layout else cwd
+        inside = GUARD_MOUNT if self.layout else str(self.guard_dir)
+        info = reviews.ExecInfo(program, list(argv), host_cwd, self.guard_dir, inside, dict(env))
+        review = await asyncio.to_thread(reviews.review, info)
+        if review is not None and review.refuse:
+            raise Refused(review.refuse)
+        if self.ask_exec is None:
+            raise Refused(
+                f"`{shown}` needs the user's approval ({verdict.reason}), "
+                "but no one is there to approve it"
+            )
+        request = ExecRequest(program, list(argv), cwd, verdict, review, self.layout is not None)
+        async with self._ask_lock:
+            started = time.monotonic()
+            try:
+                allowed, message = await self.ask_exec(request)
+            finally:
+                self.waited += time.monotonic() - started
+        if not allowed:
+            raise Refused(f"`{shown}` was not approved: {message}")
+        if review is not None and review.recheck is not None:
+            problem = await asyncio.to_thread(review.recheck)
+            if problem:
+                raise Refused(problem)
+        return list(review.argv) if review is not None and review.argv else list(argv)
+
+    def _pick_real(self, program: str, invoked: str) -> str:
+        reals = self.reals[program]
+        path = self.layout.host_path(invoked) if self.layout else invoked
+        real = os.path.realpath(path) if os.path.isabs(path) else ""
+        return real if real in reals else reals[0]
+
+    async def _run(
+        self, program: str, argv: list[str], cwd: str, env: dict, stdio: dict, conn
+    ) -> int:
+        real = self._pick_real(program, argv[0])
+        run_argv = [program, *argv[1:]]
+        std = {k: stdio.get(i, asyncio.subprocess.DEVNULL) for i, k in enumerate(("i", "o", "e"))}
+        if self.layout is not None and self.bwrap:
+            fd, script = realbin.exec_fd(real)
+            extra = ["--clearenv"]
+            for key, value in env.items():
+                if key and "=" not in key:
+                    extra += ["--setenv", key, value]
+            command = self.layout.bwrap_args(self.bwrap, chdir=cwd, extra=extra)
+            command += [sys.executable, "-IS", HELPER, str(fd), "1" if script else "0"]
+            command += run_argv
+            try:
+                proc = await asyncio.create_subprocess_exec(
+                    *command,
+                    stdin=std["i"],
+                    stdout=std["o"],
+                    stderr=std["e"],
+                    pass_fds=(fd,),
+                    env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+                    start_new_session=True,
+                )
+            finally:
+                os.close(fd)
+        else:
+            try:
+                proc = await asyncio.create_subprocess_exec(
+                    *run_argv,
+                    executable=real,
+                    cwd=cwd,
+                    env=env,
+                    stdin=std["i"],
+                    stdout=std["o"],
+                    stderr=std["e"],
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                raise Refused(f"cannot start {program}: {exc.strerror or exc}") from None
+        for fd in stdio.values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        stdio.clear()
+        self._groups.add(proc.pid)
+        watcher = asyncio.create_task(self._watch(conn, proc))
+        try:
+            return await proc.wait()
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            self._groups.discard(proc.pid)
+
+    async def _watch(self, conn: socket.socket, proc: asyncio.subprocess.Process) -> None:
+        """Relay the launcher's signals; kill the program when the launcher goes away."""
+        loop = asyncio.get_running_loop()
+        buffer = b""
+        while True:
+            try:
+                chunk = await loop.sock_recv(conn, 4096)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                return
+            buffer += chunk
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                with contextlib.suppress(ValueError, TypeError, KeyError):
+                    signum = int(json.loads(line)["signal"])
+                    self._signal(proc.pid, signum)
+
+    def _signal(self, pgid: int, signum: int) -> None:
+        """Signal the program's group, sparing bwrap and its init (they would kill it)."""
+        signal_group(pgid, signum, self.layout is not None)
+
+
+async def _send(conn: socket.socket, message: dict) -> None:
+    await asyncio.get_running_loop().sock_sendall(conn, json.dumps(message).encode() + b"\n")
