@@ -5,7 +5,10 @@
  *
  * Pure (no JupyterLab imports) so it is unit tested under node. Only live
  * messages feed it: cards restored from a saved notebook are history, and a
- * stale "awaiting_permission" in a file must not show as pending.
+ * stale "awaiting_permission" in a file must not show as pending. The kernel's own
+ * word (session info from its status comm or kernel_info_reply) comes in through
+ * `setKernelInfo`: it knows the model and mode before the first answer, and the
+ * questions still waiting after a page reload.
  */
 
 import {
@@ -38,6 +41,56 @@ export interface ICallState {
 
 const DISPLAY_TYPES = new Set(['display_data', 'update_display_data', 'execute_result']);
 
+/** A permission question the kernel says is waiting for an answer. */
+export interface IPendingQuestion {
+  id: string;
+  callId: string;
+  title: string;
+  danger: boolean;
+  reason: string;
+  options: string[];
+  command: string | null;
+}
+
+export const OPTION_LABELS: Record<string, string> = {
+  allow_once: 'Allow once',
+  allow_always: 'Allow always',
+  reject_once: 'Reject',
+  reject_always: 'Reject always'
+};
+
+/** Options in display order: a danger question puts the rejections first. */
+export function answerOrder(question: IPendingQuestion): string[] {
+  const rejects = question.options.filter(o => o.startsWith('reject'));
+  const others = question.options.filter(o => !o.startsWith('reject'));
+  return question.danger ? [...rejects, ...others] : [...others, ...rejects];
+}
+
+/** Read the kernel's "questions" list (unreadable entries are skipped). */
+export function parseQuestions(value: unknown): IPendingQuestion[] {
+  if (!Array.isArray(value)) {
+    return [];
+  }
+  const questions: IPendingQuestion[] = [];
+  for (const item of value) {
+    if (!isRecord(item) || typeof item.id !== 'string' || typeof item.callId !== 'string') {
+      continue;
+    }
+    questions.push({
+      id: item.id,
+      callId: item.callId,
+      title: typeof item.title === 'string' ? item.title : item.callId,
+      danger: item.danger === true,
+      reason: typeof item.reason === 'string' ? item.reason : '',
+      options: Array.isArray(item.options)
+        ? item.options.filter((o): o is string => typeof o === 'string')
+        : [],
+      command: typeof item.command === 'string' ? item.command : null
+    });
+  }
+  return questions;
+}
+
 /** Calls kept in memory per notebook; older ones are forgotten first. */
 const MAX_CALLS = 500;
 
@@ -51,6 +104,9 @@ export class SessionActivity {
   private _lastSessionId: string | null = null;
   private _seen = false;
   private _listeners = new Set<() => void>();
+  private _kernelPending: number | null = null;
+  private _questions: IPendingQuestion[] = [];
+  private _busy: boolean | null = null;
 
   /** True once any iac-kernel payload arrived (the kernel is ours). */
   get seen(): boolean {
@@ -77,6 +133,64 @@ export class SessionActivity {
     return this._live('running');
   }
 
+  /**
+   * How many questions wait: the kernel's count when it sent one (it also knows about
+   * questions asked before this page loaded), else the live calls seen here.
+   */
+  get pendingCount(): number {
+    return Math.max(this._kernelPending ?? 0, this.pending.length);
+  }
+
+  /** The questions the kernel says are waiting (empty when it does not say). */
+  get questions(): IPendingQuestion[] {
+    return this._questions;
+  }
+
+  /** Whether a turn runs, as the kernel last said (null: it did not say). */
+  get busy(): boolean | null {
+    return this._busy;
+  }
+
+  /** The call to show for "go to the pending question": a live one, else the kernel's. */
+  get firstPendingCallId(): string | null {
+    return this.pending[0]?.callId ?? this._questions[0]?.callId ?? null;
+  }
+
+  /**
+   * Session info from the kernel itself (status comm push or kernel_info_reply's
+   * `iac_kernel`): model and mode before the first answer, pending questions after a
+   * reload. Accepts the info directly or wrapped as {session, pending, questions}.
+   */
+  setKernelInfo(value: unknown): boolean {
+    if (!isRecord(value)) {
+      return false;
+    }
+    const info = isRecord(value.session) ? { ...value, ...value.session } : value;
+    const parsed = parseSessionInfo(info);
+    if (!parsed.ok) {
+      return false;
+    }
+    this._seen = true;
+    // A turn's own summary may carry token counts the bare info lacks: keep them.
+    const previous = this._session;
+    const next = parsed.value;
+    if (previous && previous.sessionId === next.sessionId) {
+      next.usage = next.usage ?? previous.usage;
+      next.turnUsage = next.turnUsage ?? previous.turnUsage;
+    }
+    this._session = next;
+    const pending = info.pending;
+    this._kernelPending =
+      typeof pending === 'number' ? pending : Array.isArray(pending) ? pending.length : null;
+    this._questions = parseQuestions(info.questions ?? (Array.isArray(pending) ? pending : []));
+    if (this._kernelPending === null && Array.isArray(info.questions)) {
+      this._kernelPending = this._questions.length;
+    }
+    this._busy = typeof info.busy === 'boolean' ? info.busy : null;
+    this._emit();
+    return true;
+  }
+
   /** Tool calls seen since the kernel (re)started. */
   get callCount(): number {
     return this._calls.size;
@@ -94,6 +208,9 @@ export class SessionActivity {
     this._calls.clear();
     this._session = null;
     this._lastSessionId = null;
+    this._kernelPending = null;
+    this._questions = [];
+    this._busy = null;
     if (hadState) {
       this._emit();
     }

@@ -5,8 +5,13 @@
 
 import { ISectionState } from './toolcard';
 
-/** Set by the app plugin when it can open files; renderers work without it. */
-export const appHooks: { openLocation?: (location: string) => boolean } = {};
+/** Set by the app plugin; renderers work without them. */
+export const appHooks: {
+  /** Open a file location in the app; false when it cannot. */
+  openLocation?: (location: string) => boolean;
+  /** The whole output of a call, fetched from the kernel of the panel holding `node`. */
+  fullOutput?: (callId: string, node: HTMLElement) => Promise<string>;
+} = {};
 
 /** Cards remembered, so a re-created renderer keeps the user's open/closed sections. */
 const MAX_REMEMBERED = 1000;

@@ -1,25 +1,44 @@
 /**
- * App plugin: tracks each notebook's agent activity from its kernel's IOPub
- * stream, shows it in the status bar (JupyterLab), and adds a command that
- * jumps to the tool call waiting for permission (JupyterLab and Notebook 7).
+ * App plugin: follows the agent activity of every iac-kernel notebook and console
+ * (IOPub messages plus the kernel's status comm), shows it in the status bar
+ * (JupyterLab), fetches full outputs for the cards, and adds a command that jumps to
+ * the question waiting for an answer, or asks it in a dialog when this page no longer
+ * has the live card (after a reload).
  */
 
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
-import { ICommandPalette } from '@jupyterlab/apputils';
+import { ICommandPalette, ISessionContext } from '@jupyterlab/apputils';
 import { PageConfig, PathExt } from '@jupyterlab/coreutils';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { IStatusBar } from '@jupyterlab/statusbar';
+import { Widget } from '@lumino/widgets';
 
 import { IIOPubMessageLike, SessionActivity } from './activity';
+import { askQuestion } from './answer';
+import { KernelChannel } from './channel';
 import { appHooks } from './hooks';
-import { TOOLCALL_MIME } from './payload';
+import { TOOLCALL_MIME, parseToolCall } from './payload';
 import { AgentStatusItem } from './statusitem';
 
 const GOTO_PENDING = 'iac-kernel:go-to-permission-request';
 
+/** A notebook panel or a console panel: anything with a kernel session. */
+type AgentWidget = Widget & { sessionContext: ISessionContext };
+
+interface ITracked {
+  widget: AgentWidget;
+  activity: SessionActivity;
+  channel: KernelChannel;
+}
+
+function hasSession(widget: unknown): widget is AgentWidget {
+  return widget instanceof Widget && 'sessionContext' in widget && !!(widget as any).sessionContext;
+}
+
 /** True for a kernel spec of ours (named iac-kernel, iac-kernel-foo, ...). */
-function isAgentKernel(panel: NotebookPanel | null): boolean {
-  const name = panel?.sessionContext.session?.kernel?.name ?? panel?.sessionContext.kernelPreference.name;
+function isAgentKernel(widget: AgentWidget | null): boolean {
+  const context = widget?.sessionContext;
+  const name = context?.session?.kernel?.name ?? context?.kernelPreference.name;
   return typeof name === 'string' && name.startsWith('iac');
 }
 
@@ -36,48 +55,86 @@ export function serverPath(location: string, notebookDir: string, serverRoot: st
   return path.slice(root.length + 1);
 }
 
-/** Find the cell showing a tool call's card, by its output data (works with windowed notebooks). */
-function cellIndexOfCall(panel: NotebookPanel, callId: string): number {
-  const cells = panel.content.widgets;
-  for (let index = 0; index < cells.length; index++) {
-    const model = cells[index].model;
-    if (model.type !== 'code') {
-      continue;
-    }
-    const outputs = (model as any).outputs;
-    for (let o = 0; o < (outputs?.length ?? 0); o++) {
-      const data = outputs.get(o).data?.[TOOLCALL_MIME] as { callId?: string } | undefined;
-      if (data?.callId === callId) {
-        return index;
+/** The code cells' output lists of a notebook or console, with each cell's index. */
+function outputLists(widget: AgentWidget): { index: number; outputs: any }[] {
+  const lists: { index: number; outputs: any }[] = [];
+  if (widget instanceof NotebookPanel) {
+    widget.content.widgets.forEach((cell, index) => {
+      if (cell.model.type === 'code') {
+        lists.push({ index, outputs: (cell.model as any).outputs });
+      }
+    });
+  } else {
+    const cells = (widget as any).console?.cells;
+    for (let index = 0; index < (cells?.length ?? 0); index++) {
+      const outputs = cells.get(index)?.model?.outputs;
+      if (outputs) {
+        lists.push({ index, outputs });
       }
     }
   }
-  return -1;
+  return lists;
 }
 
-async function revealCall(panel: NotebookPanel, callId: string): Promise<boolean> {
-  const index = cellIndexOfCall(panel, callId);
-  if (index < 0) {
-    return false;
+/** Find the cell showing a tool call's card, by its output data (works with windowed notebooks). */
+function findCall(widget: AgentWidget, callId: string): { index: number; outputs: any; o: number } | null {
+  for (const { index, outputs } of outputLists(widget)) {
+    for (let o = 0; o < (outputs?.length ?? 0); o++) {
+      const data = outputs.get(o).data?.[TOOLCALL_MIME] as { callId?: string } | undefined;
+      if (data?.callId === callId) {
+        return { index, outputs, o };
+      }
+    }
   }
-  const cell = panel.content.widgets[index];
-  panel.content.activeCellIndex = index;
-  await panel.content.scrollToCell(cell, 'center');
-  const card = panel.content.node.querySelector<HTMLElement>(
+  return null;
+}
+
+/** Put the kernel's newer card payload into the output model, so the card re-renders. */
+function updateCard(widget: AgentWidget, card: unknown): void {
+  const parsed = parseToolCall(card);
+  if (!parsed.ok) {
+    return;
+  }
+  const found = findCall(widget, parsed.value.callId);
+  if (!found) {
+    return;
+  }
+  const output = found.outputs.get(found.o);
+  const json = output.toJSON();
+  found.outputs.set(found.o, { ...json, data: { ...json.data, [TOOLCALL_MIME]: card } });
+}
+
+/** Scroll to a call's card and flash it, leaving the notebook in command mode. */
+async function revealCall(widget: AgentWidget, callId: string): Promise<boolean> {
+  const found = findCall(widget, callId);
+  if (widget instanceof NotebookPanel) {
+    if (!found) {
+      return false;
+    }
+    const notebook = widget.content;
+    notebook.mode = 'command';
+    notebook.activeCellIndex = found.index;
+    await notebook.scrollToCell(notebook.widgets[found.index], 'center');
+    notebook.mode = 'command';
+    notebook.activate();
+  }
+  const card = widget.node.querySelector<HTMLElement>(
     `.iac-toolcard[data-call-id="${CSS.escape(callId)}"]`
   );
-  if (card) {
-    card.scrollIntoView({ block: 'center' });
-    card.classList.remove('iac-toolcard-flash');
-    void card.offsetWidth; // restart the animation
-    card.classList.add('iac-toolcard-flash');
+  if (!card) {
+    return found !== null;
   }
+  card.scrollIntoView({ block: 'center' });
+  card.classList.remove('iac-toolcard-flash');
+  void card.offsetWidth; // restart the animation
+  card.classList.add('iac-toolcard-flash');
   return true;
 }
 
 const plugin: JupyterFrontEndPlugin<void> = {
   id: '@iac-kernel/jupyterlab:activity',
-  description: 'Agent session status (model, mode, tokens, pending permissions) for iac-kernel notebooks.',
+  description:
+    'Agent session status (model, mode, tokens, pending permissions) for iac-kernel notebooks and consoles.',
   autoStart: true,
   requires: [INotebookTracker],
   optional: [IStatusBar, ICommandPalette],
@@ -87,12 +144,23 @@ const plugin: JupyterFrontEndPlugin<void> = {
     statusBar: IStatusBar | null,
     palette: ICommandPalette | null
   ) => {
-    const activities = new WeakMap<NotebookPanel, SessionActivity>();
+    const tracked = new Map<Widget, ITracked>();
+    let lastAgent: ITracked | null = null;
 
-    const current = (): { panel: NotebookPanel; activity: SessionActivity } | null => {
-      const panel = tracker.currentWidget;
-      const activity = panel ? activities.get(panel) : undefined;
-      return panel && activity ? { panel, activity } : null;
+    const current = (): ITracked | null => {
+      const shellWidget = app.shell.currentWidget;
+      const now =
+        (shellWidget && tracked.get(shellWidget)) ||
+        (tracker.currentWidget && tracked.get(tracker.currentWidget)) ||
+        null;
+      // The status bar keeps showing the last agent notebook/console while, say, a file
+      // editor opened from a card is in front.
+      if (now) {
+        lastAgent = now;
+      } else if (lastAgent && !tracked.has(lastAgent.widget)) {
+        lastAgent = null;
+      }
+      return now ?? lastAgent;
     };
 
     const item = new AgentStatusItem(() => {
@@ -102,68 +170,137 @@ const plugin: JupyterFrontEndPlugin<void> = {
     });
     const refresh = () => {
       const now = current();
-      item.render(now?.activity ?? null, isAgentKernel(now?.panel ?? null));
+      item.render(now?.activity ?? null, isAgentKernel(now?.widget ?? null));
       app.commands.notifyCommandChanged(GOTO_PENDING);
     };
 
-    tracker.widgetAdded.connect((_, panel) => {
+    const track = (widget: AgentWidget): void => {
+      if (tracked.has(widget)) {
+        return;
+      }
       const activity = new SessionActivity();
-      activities.set(panel, activity);
+      const channel = new KernelChannel({
+        onInfo: info => activity.setKernelInfo(info),
+        onCard: card => updateCard(widget, card)
+      });
+      const entry: ITracked = { widget, activity, channel };
+      tracked.set(widget, entry);
       const unsubscribe = activity.subscribe(() => {
-        if (tracker.currentWidget === panel) {
+        if (current() === entry) {
           refresh();
         }
       });
-      const context = panel.sessionContext;
+      const context = widget.sessionContext;
       const onIOPub = (_: unknown, msg: unknown) => {
         activity.handle(msg as IIOPubMessageLike);
       };
+      let restarted = false;
       const onStatus = (_: unknown, status: string) => {
-        if (status === 'restarting' || status === 'starting' || status === 'dead') {
+        if (status === 'restarting' || status === 'autorestarting' || status === 'starting' || status === 'dead') {
           activity.reset();
+          restarted = true;
+        } else if (status === 'idle' && restarted) {
+          // A restarted kernel is a new process: it has no comm and a new session.
+          restarted = false;
+          channel.attach(context.session?.kernel ?? null);
         }
       };
       const onKernel = () => {
         activity.reset();
+        const kernel = context.session?.kernel ?? null;
+        channel.attach(isAgentKernel(widget) ? kernel : null);
         refresh();
       };
       context.iopubMessage.connect(onIOPub);
       context.statusChanged.connect(onStatus);
       context.kernelChanged.connect(onKernel);
-      panel.disposed.connect(() => {
+      void context.ready.then(() => {
+        if (tracked.has(widget) && !channel.open) {
+          onKernel();
+        }
+      });
+      widget.disposed.connect(() => {
         unsubscribe();
+        channel.dispose();
         context.iopubMessage.disconnect(onIOPub);
         context.statusChanged.disconnect(onStatus);
         context.kernelChanged.disconnect(onKernel);
-        activities.delete(panel);
+        tracked.delete(widget);
         refresh();
       });
-    });
+    };
+
+    tracker.widgetAdded.connect((_, panel) => track(panel));
+    tracker.forEach(panel => track(panel));
     tracker.currentChanged.connect(refresh);
+    // Consoles (and any other kernel-backed widget) are tracked when they come to the front.
+    const shell = app.shell as unknown as {
+      currentChanged?: { connect: (fn: (sender: unknown, args: unknown) => void) => void };
+    };
+    shell.currentChanged?.connect(() => {
+      const widget = app.shell.currentWidget;
+      if (hasSession(widget)) {
+        track(widget);
+      }
+      refresh();
+    });
+
+    const entryOf = (node: HTMLElement): ITracked | null => {
+      for (const entry of tracked.values()) {
+        if (entry.widget.node.contains(node)) {
+          return entry;
+        }
+      }
+      return current();
+    };
+
+    appHooks.fullOutput = (callId, node) => {
+      const entry = entryOf(node);
+      if (!entry) {
+        return Promise.reject(new Error('this card is not in a notebook with a running kernel'));
+      }
+      return entry.channel.fullOutput(callId);
+    };
 
     app.commands.addCommand(GOTO_PENDING, {
       label: 'Go to Agent Permission Request',
-      caption: 'Scroll to the tool call in this notebook that waits for Allow / Reject',
-      isEnabled: () => (current()?.activity.pending.length ?? 0) > 0,
+      caption: 'Scroll to the tool call that waits for Allow / Reject (or answer it here)',
+      isEnabled: () => (current()?.activity.pendingCount ?? 0) > 0,
       execute: async () => {
         const now = current();
-        const call = now?.activity.pending[0];
-        if (!now || !call) {
+        const callId = now?.activity.firstPendingCallId;
+        if (!now || !callId) {
           return false;
         }
-        return revealCall(now.panel, call.callId);
+        if (now.widget instanceof Widget && app.shell.currentWidget !== now.widget) {
+          app.shell.activateById(now.widget.id);
+        }
+        const shown = await revealCall(now.widget, callId);
+        // This page saw the question live: its buttons are under the card.
+        if (now.activity.pending.some(call => call.callId === callId)) {
+          return shown;
+        }
+        // Asked before this page loaded: answer it here, on the kernel's status channel.
+        const question = now.activity.questions.find(q => q.callId === callId);
+        if (question && now.channel.open) {
+          await askQuestion(question, (option, note) => now.channel.answer(question.id, option, note));
+          now.channel.refresh();
+          return true;
+        }
+        return shown;
       }
     });
     palette?.addItem({ command: GOTO_PENDING, category: 'iac-kernel' });
 
     appHooks.openLocation = location => {
-      const panel = tracker.currentWidget;
-      const notebookDir = panel ? PathExt.dirname(panel.context.path) : '';
-      const path = serverPath(location, notebookDir, PageConfig.getOption('serverRoot'));
-      if (path === null) {
+      const widget = current()?.widget;
+      const path = widget && 'context' in widget ? (widget as any).context?.path : undefined;
+      const notebookDir = typeof path === 'string' ? PathExt.dirname(path) : '';
+      const target = serverPath(location, notebookDir, PageConfig.getOption('serverRoot'));
+      if (target === null) {
         return false;
       }
-      void app.commands.execute('docmanager:open', { path });
+      void app.commands.execute('docmanager:open', { path: target });
       return true;
     };
 

@@ -15,6 +15,7 @@ import {
   parseSessionInfo,
   parseToolCall
 } from './payload';
+import { planExtension } from './plan';
 import { renderInvalid, renderToolCard } from './toolcard';
 
 /**
@@ -38,7 +39,10 @@ export class ToolCallRenderer extends Widget implements IRenderMime.IRenderer {
     renderToolCard(this.node, parsed.value, {
       sections: sectionState(parsed.value.callId),
       openLocation: location => appHooks.openLocation?.(location) ?? false,
-      warnings: parsed.warnings
+      warnings: parsed.warnings,
+      fullOutput: appHooks.fullOutput
+        ? callId => appHooks.fullOutput!(callId, this.node)
+        : undefined
     });
   }
 
@@ -47,7 +51,7 @@ export class ToolCallRenderer extends Widget implements IRenderMime.IRenderer {
 
 /** One line summing up the session after a turn (when the kernel emits it as a bundle). */
 export function sessionSummary(info: ISessionInfo): string {
-  const parts = [`session ${info.sessionId.slice(0, 8)}`];
+  const parts = [info.sessionId ? `session ${info.sessionId.slice(0, 8)}` : 'no session yet'];
   if (info.model) {
     parts.push(info.model);
   }
@@ -111,7 +115,8 @@ const extensions: IRenderMime.IExtension[] = [
     rendererFactory: factory(SESSION_MIME, options => new SessionRenderer(options)),
     rank: 20,
     dataType: 'json'
-  }
+  },
+  planExtension
 ];
 
 export default extensions;

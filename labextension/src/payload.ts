@@ -38,6 +38,21 @@ export interface IFileDiff {
   newText: string;
 }
 
+/** The permission question a tool call asked (the kernel's "question" field). */
+export interface IQuestion {
+  id: string;
+  /** pending | answered | cancelled (or a state a newer kernel invented). */
+  state: string;
+  /** A per-call question (apply, destroy, force-unlock, outside-cwd writes). */
+  danger: boolean;
+  /** Why the call needs approval, in words for the user. */
+  reason: string;
+  options: string[];
+  answer: string | null;
+  /** The user's words when they rejected the call with a note. */
+  note: string | null;
+}
+
 export interface IToolCall {
   version: number;
   callId: string;
@@ -49,6 +64,22 @@ export interface IToolCall {
   input: Record<string, unknown>;
   output: string | null;
   outputTruncated: boolean;
+  /** The kernel's note on what was cut, when it sends one. */
+  outputNote: string | null;
+  /** Lines in the whole output (what the agent saw), when the kernel sends it. */
+  outputLines: number | null;
+  /** 1-based, inclusive range of hidden lines between the head and the tail. */
+  hidden: { fromLine: number; toLine: number } | null;
+  /** The two shown parts of a cut output (null when not cut or not sent). */
+  outputHead: string | null;
+  outputTail: string | null;
+  /** Output is still streaming while the call runs. */
+  live: boolean;
+  /** Seconds the call ran (so far, while running). */
+  elapsed: number | null;
+  /** Epoch seconds the call started. */
+  startedAt: number | null;
+  question: IQuestion | null;
   diff: IFileDiff | null;
   locations: string[];
   sessionId: string;
@@ -73,6 +104,10 @@ export interface ISessionInfo {
   usage: IUsage | null;
   /** The last turn only, when the kernel sends it. */
   turnUsage: IUsage | null;
+  /** Permission questions waiting (the kernel's live count), when it sends one. */
+  pending: number | null;
+  /** A turn is running, when the kernel says so. */
+  busy: boolean | null;
 }
 
 export type ParseResult<T> =
@@ -138,6 +173,45 @@ function parseDiff(value: unknown, warnings: string[]): IFileDiff | null {
   };
 }
 
+function finiteNumber(value: unknown): number | null {
+  return typeof value === 'number' && Number.isFinite(value) ? value : null;
+}
+
+function optionalText(value: unknown): string | null {
+  return typeof value === 'string' ? value : null;
+}
+
+function parseHidden(value: unknown): { fromLine: number; toLine: number } | null {
+  if (!isRecord(value)) {
+    return null;
+  }
+  const fromLine = finiteNumber(value.fromLine);
+  const toLine = finiteNumber(value.toLine);
+  return fromLine !== null && toLine !== null && toLine >= fromLine ? { fromLine, toLine } : null;
+}
+
+/** The question a call asked, or null when absent or unreadable. */
+export function parseQuestion(value: unknown, warnings: string[]): IQuestion | null {
+  if (value === undefined || value === null) {
+    return null;
+  }
+  if (!isRecord(value)) {
+    warnings.push('"question" is not an object; ignored');
+    return null;
+  }
+  return {
+    id: typeof value.id === 'string' ? value.id : '',
+    state: typeof value.state === 'string' ? value.state : 'pending',
+    danger: value.danger === true,
+    reason: typeof value.reason === 'string' ? value.reason : '',
+    options: Array.isArray(value.options)
+      ? value.options.filter((item): item is string => typeof item === 'string')
+      : [],
+    answer: optionalText(value.answer),
+    note: optionalText(value.note)
+  };
+}
+
 /** Validate and normalise a tool call payload. */
 export function parseToolCall(value: unknown): ParseResult<IToolCall> {
   if (!isRecord(value)) {
@@ -192,6 +266,15 @@ export function parseToolCall(value: unknown): ParseResult<IToolCall> {
       input,
       output,
       outputTruncated: value.outputTruncated === true,
+      outputNote: optionalText(value.outputNote),
+      outputLines: finiteNumber(value.outputLines),
+      hidden: parseHidden(value.hidden),
+      outputHead: optionalText(value.outputHead),
+      outputTail: optionalText(value.outputTail),
+      live: value.live === true,
+      elapsed: finiteNumber(value.elapsed),
+      startedAt: finiteNumber(value.startedAt),
+      question: parseQuestion(value.question, warnings),
       diff: parseDiff(value.diff, warnings),
       locations,
       sessionId: optionalString(value, 'sessionId', warnings) ?? ''
@@ -238,23 +321,74 @@ export function parseSessionInfo(value: unknown): ParseResult<ISessionInfo> {
   }
   const warnings: string[] = [];
   const version = readVersion(value, warnings);
-  if (typeof value.sessionId !== 'string' || value.sessionId === '') {
-    return { ok: false, error: 'session payload has no "sessionId" string' };
+  // Before the first prompt the kernel has no session yet, but model and mode are known.
+  const sessionId = typeof value.sessionId === 'string' ? value.sessionId : '';
+  if (!sessionId && typeof value.model !== 'string' && typeof value.mode !== 'string') {
+    return { ok: false, error: 'session payload has no "sessionId", "model" or "mode"' };
   }
   return {
     ok: true,
     warnings,
     value: {
       version,
-      sessionId: value.sessionId,
+      sessionId,
       model: optionalString(value, 'model', warnings),
       mode: optionalString(value, 'mode', warnings),
       title: optionalString(value, 'title', warnings),
       cwd: optionalString(value, 'cwd', warnings),
       usage: parseUsage(value.usage),
-      turnUsage: parseUsage(value.turnUsage)
+      turnUsage: parseUsage(value.turnUsage),
+      pending: finiteNumber(value.pending),
+      busy: typeof value.busy === 'boolean' ? value.busy : null
     }
   };
+}
+
+/** 4919 -> "4,919" (en-US grouping whatever the browser's locale, like the kernel). */
+export function formatCount(n: number): string {
+  return Math.round(n).toString().replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+}
+
+/** Lines in a text as an editor counts them: a final newline ends a line, it does not add one. */
+export function countLines(text: string): number {
+  if (text === '') {
+    return 0;
+  }
+  const lines = text.split('\n').length;
+  return text.endsWith('\n') ? lines - 1 : lines;
+}
+
+/**
+ * The honest note under a cut output: which lines the card hides, and that the agent
+ * saw all of it (only the notebook's copy is cut).
+ */
+export function hiddenNote(call: IToolCall): string | null {
+  if (!call.outputTruncated) {
+    return null;
+  }
+  if (call.hidden) {
+    const { fromLine, toLine } = call.hidden;
+    const range =
+      fromLine === toLine
+        ? `line ${formatCount(fromLine)}`
+        : `lines ${formatCount(fromLine)}–${formatCount(toLine)}`;
+    const total = call.outputLines !== null ? ` of ${formatCount(call.outputLines)}` : '';
+    return `${range}${total} hidden; the agent saw all of it`;
+  }
+  return call.outputNote ?? 'Part of the output is hidden here; the agent saw all of it';
+}
+
+/** Seconds as "0.4 s", "12 s", "3 min 05 s". */
+export function formatElapsed(seconds: number): string {
+  if (seconds < 10) {
+    return `${Math.max(0, seconds).toFixed(1)} s`;
+  }
+  if (seconds < 60) {
+    return `${Math.floor(seconds)} s`;
+  }
+  const minutes = Math.floor(seconds / 60);
+  const rest = Math.floor(seconds % 60);
+  return `${minutes} min ${rest.toString().padStart(2, '0')} s`;
 }
 
 /** 1234 -> "1.2k", 2_500_000 -> "2.5M". */

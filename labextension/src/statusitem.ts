@@ -16,6 +16,11 @@ function span(className: string, text: string): HTMLSpanElement {
   return node;
 }
 
+/** A mode name safe in a class name ("read_only" -> "read_only", odd input -> "other"). */
+function modeClass(mode: string): string {
+  return /^[a-z_]+$/.test(mode) ? mode : 'other';
+}
+
 export class AgentStatusItem extends Widget {
   /** Fired when the item should appear or disappear. */
   readonly activeStateChanged = new Signal<this, void>(this);
@@ -54,9 +59,10 @@ export class AgentStatusItem extends Widget {
       return;
     }
     const info = activity.session;
-    const pending = activity.pending.length;
+    const pending = activity.pendingCount;
     const running = activity.running.length;
     this.node.classList.toggle('iac-status-has-pending', pending > 0);
+    this.node.dataset.mode = info?.mode ?? '';
     if (pending > 0) {
       this.node.appendChild(
         span('iac-status-pending', `⚠ ${pending} awaiting permission`)
@@ -64,7 +70,13 @@ export class AgentStatusItem extends Widget {
     }
     this.node.appendChild(span('iac-status-model', info?.model ?? 'iac-kernel'));
     if (info?.mode) {
-      this.node.appendChild(span('iac-status-mode', info.mode));
+      const mode = span(`iac-status-mode iac-mode-${modeClass(info.mode)}`, info.mode);
+      if (info.mode === 'bypass') {
+        mode.title = 'bypass: edits and commands run without asking (per-call questions still ask)';
+      } else if (info.mode === 'read_only') {
+        mode.title = 'read_only: only reading tools run; edits and commands are refused';
+      }
+      this.node.appendChild(mode);
     }
     if (info?.usage) {
       this.node.appendChild(
@@ -73,9 +85,11 @@ export class AgentStatusItem extends Widget {
     }
     if (running > 0) {
       this.node.appendChild(span('iac-status-running', `${running} running`));
+    } else if (activity.busy && pending === 0) {
+      this.node.appendChild(span('iac-status-busy', 'working'));
     }
     const lines = [
-      `Agent session: ${activity.sessionId ?? 'not started yet'}`,
+      `Agent session: ${activity.sessionId || 'not started yet'}`,
       info?.title ? `Title: ${info.title}` : '',
       info?.cwd ? `Directory: ${info.cwd}` : '',
       info?.model ? `Model: ${info.model}` : '',
@@ -88,6 +102,12 @@ export class AgentStatusItem extends Widget {
       `Tool calls since kernel start: ${activity.callCount}`,
       pending > 0 ? 'Click to go to the permission request.' : ''
     ];
+    this.node.setAttribute(
+      'aria-label',
+      [pending > 0 ? `${pending} awaiting permission` : '', info?.model ?? '', info?.mode ?? '']
+        .filter(Boolean)
+        .join(', ')
+    );
     this.node.title = lines.filter(Boolean).join('\n');
   }
 

@@ -4,13 +4,23 @@
  */
 
 import { diffLines, hunkHeader, IDiffOp, toHunks } from './diff';
-import { IFileDiff, IToolCall, TOOL_STATUSES } from './payload';
+import {
+  IFileDiff,
+  IToolCall,
+  TOOL_STATUSES,
+  countLines,
+  formatCount,
+  formatElapsed,
+  hiddenNote
+} from './payload';
 
 /** Which sections the user opened or closed; kept across re-renders of a card. */
 export interface ISectionState {
   input?: boolean;
   output?: boolean;
   diff?: boolean;
+  /** The whole output, once the user asked for it. */
+  fullText?: string;
 }
 
 export interface ICardOptions {
@@ -20,6 +30,8 @@ export interface ICardOptions {
   openLocation?: (location: string) => boolean;
   /** Parser warnings to show at the bottom of the card. */
   warnings?: string[];
+  /** Fetches a call's whole output from the kernel (absent: no "Show full output" button). */
+  fullOutput?: (callId: string) => Promise<string>;
 }
 
 const STATUS_LABELS: Record<string, string> = {
@@ -65,8 +77,10 @@ function statusClass(status: string): string {
 }
 
 /** A <details> section whose open state survives re-rendering. */
+type SectionName = 'input' | 'output' | 'diff';
+
 function section(
-  name: keyof ISectionState,
+  name: SectionName,
   summary: string,
   defaultOpen: boolean,
   options: ICardOptions
@@ -74,10 +88,13 @@ function section(
   const details = el('details', `iac-toolcard-section iac-toolcard-${name}`);
   details.dataset.section = name;
   details.open = options.sections[name] ?? defaultOpen;
-  details.addEventListener('toggle', () => {
-    options.sections[name] = details.open;
+  // Remember only the user's own toggles: a 'toggle' event also fires for the default
+  // state set above, and remembering that would keep a rejected edit's diff open.
+  const head = el('summary', 'iac-toolcard-summary', summary);
+  head.addEventListener('click', () => {
+    options.sections[name] = !details.open;
   });
-  details.appendChild(el('summary', 'iac-toolcard-summary', summary));
+  details.appendChild(head);
   const body = el('div', 'iac-toolcard-body');
   details.appendChild(body);
   return { details, body };
@@ -100,7 +117,83 @@ function header(call: IToolCall): HTMLDivElement {
   );
   label.setAttribute('role', 'status');
   head.appendChild(label);
+  if (call.elapsed !== null) {
+    const clock = el('span', 'iac-toolcard-elapsed', formatElapsed(call.elapsed));
+    clock.title = status === 'running' ? 'Running for' : 'Ran for';
+    head.appendChild(clock);
+  }
   return head;
+}
+
+/** Ticking clocks of running cards, so a re-render or a detached card stops its timer. */
+const clocks = new WeakMap<HTMLElement, number>();
+
+function stopClock(host: HTMLElement): void {
+  const timer = clocks.get(host);
+  if (timer !== undefined) {
+    clearInterval(timer);
+    clocks.delete(host);
+  }
+}
+
+/** Count up from the kernel's elapsed time, on the browser's clock (no clock skew). */
+function startClock(host: HTMLElement, call: IToolCall): void {
+  const clock = host.querySelector<HTMLElement>('.iac-toolcard-elapsed');
+  if (!clock || call.elapsed === null || call.status !== 'running') {
+    return;
+  }
+  const base = call.elapsed;
+  const since = Date.now();
+  clocks.set(
+    host,
+    window.setInterval(() => {
+      if (!host.isConnected && clocks.has(host)) {
+        stopClock(host);
+        return;
+      }
+      clock.textContent = formatElapsed(base + (Date.now() - since) / 1000);
+    }, 1000)
+  );
+}
+
+/**
+ * The question a call asks, first on the card: the command and why. A per-call (danger)
+ * question says plainly that it changes real infrastructure.
+ */
+function questionBlock(call: IToolCall): HTMLElement | null {
+  const question = call.question;
+  if (question === null) {
+    return null;
+  }
+  const waiting = call.status === 'awaiting_permission' && question.state !== 'cancelled';
+  if (!waiting) {
+    if (question.note && call.status === 'denied') {
+      const box = el('div', 'iac-toolcard-rejected-note');
+      box.appendChild(el('span', 'iac-toolcard-note-label', 'Rejected with a note: '));
+      box.appendChild(el('q', 'iac-toolcard-note-text', question.note));
+      return box;
+    }
+    return null;
+  }
+  const box = el('div', `iac-toolcard-question${question.danger ? ' iac-toolcard-question-danger' : ''}`);
+  box.setAttribute('role', 'alert');
+  box.appendChild(
+    el(
+      'div',
+      'iac-toolcard-question-title',
+      question.danger
+        ? '⚠ Destructive: approve this one call only if you mean it'
+        : 'Needs your approval'
+    )
+  );
+  const command = call.input.command;
+  box.appendChild(
+    el('pre', 'iac-toolcard-question-command', typeof command === 'string' ? `$ ${command}` : call.title)
+  );
+  if (question.reason) {
+    box.appendChild(el('div', 'iac-toolcard-question-why', question.reason));
+  }
+  return box;
 }
 
 function locations(call: IToolCall, options: ICardOptions): HTMLDivElement | null {
@@ -170,29 +263,85 @@ function inputSection(call: IToolCall, options: ICardOptions): HTMLElement | nul
   return details;
 }
 
+function fullOutputNote(text: string): string {
+  const lines = countLines(text);
+  return `Full output: ${formatCount(lines)} line${lines === 1 ? '' : 's'}, as the agent saw it.`;
+}
+
 function outputSection(call: IToolCall, options: ICardOptions): HTMLElement | null {
   if (call.output === null) {
     return null;
   }
-  const lines = call.output.split('\n').length;
-  const summary = `Output (${lines} line${lines === 1 ? '' : 's'}${call.outputTruncated ? ', truncated' : ''})`;
+  const full = options.sections.fullText;
+  const cut = call.outputTruncated && full === undefined;
+  // The kernel counts the whole output; without its count, count what we have.
+  const lines = full !== undefined ? countLines(full) : call.outputLines ?? countLines(call.output);
+  const running = call.status === 'running';
+  const label = running ? 'Output so far' : 'Output';
+  const summary = `${label} (${formatCount(lines)} line${lines === 1 ? '' : 's'}${cut ? ', part hidden' : ''})`;
   const { details, body } = section(
     'output',
     summary,
-    call.status === 'failed' || call.status === 'denied' || lines <= SHORT_OUTPUT_LINES,
+    call.status === 'failed' || call.status === 'denied' || running || lines <= SHORT_OUTPUT_LINES,
     options
   );
-  const pre = el('pre', 'iac-toolcard-pre iac-toolcard-output-text', call.output);
-  if (call.status === 'failed') {
-    pre.classList.add('iac-toolcard-error');
+  const errorClass = call.status === 'failed' ? ' iac-toolcard-error' : '';
+  const pre = (text: string) => el('pre', `iac-toolcard-pre iac-toolcard-output-text${errorClass}`, text);
+  if (full !== undefined) {
+    body.appendChild(pre(full));
+    body.appendChild(el('div', 'iac-toolcard-note iac-toolcard-full-note', fullOutputNote(full)));
+    return details;
   }
-  body.appendChild(pre);
-  if (call.outputTruncated) {
-    body.appendChild(
-      el('div', 'iac-toolcard-note', 'Output truncated by the kernel; the model saw the same text.')
-    );
+  const note = hiddenNote(call);
+  if (cut && call.outputHead !== null && call.outputTail !== null) {
+    body.appendChild(pre(call.outputHead));
+    body.appendChild(el('div', 'iac-toolcard-hidden-marker', `⋯ ${note ?? 'part hidden'} ⋯`));
+    body.appendChild(pre(call.outputTail));
+  } else {
+    body.appendChild(pre(call.output));
+  }
+  if (cut) {
+    const footer = el('div', 'iac-toolcard-output-footer');
+    footer.appendChild(el('span', 'iac-toolcard-note iac-toolcard-hidden-note', `${note}.`));
+    if (options.fullOutput && !running) {
+      footer.appendChild(fullOutputButton(call, options, body));
+    }
+    body.appendChild(footer);
   }
   return details;
+}
+
+function fullOutputButton(call: IToolCall, options: ICardOptions, body: HTMLElement): HTMLElement {
+  const button = el('button', 'iac-toolcard-full-button', 'Show full output');
+  button.type = 'button';
+  button.title = 'Fetch the whole output of this call from the kernel';
+  button.addEventListener('click', () => {
+    button.disabled = true;
+    button.textContent = 'Loading…';
+    options.fullOutput!(call.callId).then(
+      text => {
+        options.sections.fullText = text;
+        options.sections.output = true;
+        const errorClass = call.status === 'failed' ? ' iac-toolcard-error' : '';
+        body.replaceChildren(
+          el('pre', `iac-toolcard-pre iac-toolcard-output-text${errorClass}`, text),
+          el('div', 'iac-toolcard-note iac-toolcard-full-note', fullOutputNote(text))
+        );
+        const summary = body.parentElement?.querySelector('summary');
+        if (summary) {
+          const lines = countLines(text);
+          summary.textContent = `Output (${formatCount(lines)} line${lines === 1 ? '' : 's'})`;
+        }
+      },
+      (error: unknown) => {
+        button.disabled = false;
+        button.textContent = 'Show full output';
+        const message = error instanceof Error ? error.message : String(error);
+        body.appendChild(el('div', 'iac-toolcard-warning', `Could not fetch the full output: ${message}`));
+      }
+    );
+  });
+  return button;
 }
 
 function diffRow(op: IDiffOp): HTMLTableRowElement {
@@ -270,8 +419,10 @@ export function renderDiff(diff: IFileDiff): HTMLDivElement {
 /** Replace host's content with the card for call. Safe to call again on every update. */
 export function renderToolCard(host: HTMLElement, call: IToolCall, options: ICardOptions): void {
   const status = statusClass(call.status);
+  stopClock(host);
   host.replaceChildren();
   host.classList.add('iac-toolcard');
+  host.classList.toggle('iac-toolcard-danger', call.question?.danger === true);
   for (const name of [...host.classList]) {
     if (name.startsWith('iac-toolcard-is-')) {
       host.classList.remove(name);
@@ -283,12 +434,18 @@ export function renderToolCard(host: HTMLElement, call: IToolCall, options: ICar
   host.dataset.kind = call.kind;
 
   host.appendChild(header(call));
+  const question = questionBlock(call);
+  if (question) {
+    host.appendChild(question);
+  }
   const where = locations(call, options);
   if (where) {
     host.appendChild(where);
   }
   if (call.diff) {
-    const { details, body } = section('diff', 'Changes', true, options);
+    // A rejected (or cancelled) edit changed nothing: its diff starts folded.
+    const applied = call.status !== 'denied' && call.status !== 'cancelled';
+    const { details, body } = section('diff', applied ? 'Changes' : 'Proposed changes (not applied)', applied, options);
     body.appendChild(renderDiff(call.diff));
     host.appendChild(details);
   }
@@ -305,6 +462,7 @@ export function renderToolCard(host: HTMLElement, call: IToolCall, options: ICar
   for (const warning of options.warnings ?? []) {
     host.appendChild(el('div', 'iac-toolcard-warning', `Payload: ${warning}`));
   }
+  startClock(host, call);
 }
 
 /** Shown instead of a card when the payload cannot be read at all. */

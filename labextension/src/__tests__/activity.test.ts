@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { SessionActivity } from '../activity';
+import { SessionActivity, answerOrder, parseQuestions } from '../activity';
 import { SESSION_MIME, TOOLCALL_MIME } from '../payload';
 
 function display(callId: string, status: string, parent = 'exec-1', type = 'display_data') {
@@ -124,4 +124,82 @@ test('reset forgets calls and session', () => {
   activity.reset();
   assert.equal(activity.pending.length, 0);
   assert.equal(activity.sessionId, null);
+});
+
+const kernelInfo = {
+  version: 1,
+  sessionId: null,
+  model: 'scripted',
+  mode: 'read_only',
+  title: null,
+  cwd: '/w',
+  usage: null,
+  turnUsage: null,
+  pending: 1,
+  busy: true,
+  questions: [
+    {
+      id: 'q-7',
+      callId: 'toolu_7',
+      title: 'bash: terraform force-unlock -force 1234',
+      danger: true,
+      reason: 'This command changes real infrastructure or data; approve each call.',
+      options: ['allow_once', 'reject_once'],
+      command: 'terraform force-unlock -force 1234'
+    },
+    { id: 5, callId: 'bad' }
+  ]
+};
+
+test('kernel info gives model and mode before any answer, and the waiting questions', () => {
+  const activity = new SessionActivity();
+  let changes = 0;
+  activity.subscribe(() => changes++);
+  assert.ok(activity.setKernelInfo(kernelInfo));
+  assert.equal(changes, 1);
+  assert.ok(activity.seen);
+  assert.equal(activity.session?.model, 'scripted');
+  assert.equal(activity.session?.mode, 'read_only');
+  // Nothing seen live on this page, but the kernel knows one question waits.
+  assert.equal(activity.pending.length, 0);
+  assert.equal(activity.pendingCount, 1);
+  assert.equal(activity.firstPendingCallId, 'toolu_7');
+  assert.equal(activity.questions.length, 1);
+  assert.equal(activity.busy, true);
+});
+
+test('kernel info wrapped as {session, pending} (kernel_info_reply form) works too', () => {
+  const activity = new SessionActivity();
+  assert.ok(
+    activity.setKernelInfo({ session: { sessionId: 's1', model: 'm', mode: 'bypass' }, pending: [] })
+  );
+  assert.equal(activity.session?.mode, 'bypass');
+  assert.equal(activity.pendingCount, 0);
+  assert.equal(activity.setKernelInfo('nope'), false);
+  assert.equal(activity.setKernelInfo({ version: 1 }), false);
+});
+
+test('kernel info keeps the token counts a turn summary gave for the same session', () => {
+  const activity = new SessionActivity();
+  activity.setKernelInfo({ sessionId: 's1', model: 'm', mode: 'default', usage: { total_tokens: 9 } });
+  activity.setKernelInfo({ sessionId: 's1', model: 'm', mode: 'bypass' });
+  assert.equal(activity.session?.usage?.totalTokens, 9);
+  assert.equal(activity.session?.mode, 'bypass');
+  activity.reset();
+  assert.equal(activity.pendingCount, 0);
+  assert.equal(activity.session, null);
+});
+
+test('a live pending call counts even before the kernel says so', () => {
+  const activity = new SessionActivity();
+  activity.handle(display('c1', 'awaiting_permission'));
+  assert.equal(activity.pendingCount, 1);
+  assert.equal(activity.firstPendingCallId, 'c1');
+});
+
+test('danger questions offer Reject first; others Allow first', () => {
+  const [danger] = parseQuestions(kernelInfo.questions);
+  assert.deepEqual(answerOrder(danger), ['reject_once', 'allow_once']);
+  const routine = { ...danger, danger: false, options: ['allow_once', 'allow_always', 'reject_once', 'reject_always'] };
+  assert.deepEqual(answerOrder(routine), ['allow_once', 'allow_always', 'reject_once', 'reject_always']);
 });

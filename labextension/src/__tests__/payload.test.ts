@@ -75,8 +75,10 @@ test('usage reads camelCase and the core snake_case and totals it', () => {
   assert.equal(parseUsage('nope'), null);
 });
 
-test('session info needs a session id', () => {
-  assert.equal(parseSessionInfo({ model: 'm' }).ok, false);
+test('session info needs a session id, or a model or mode (before the first prompt)', () => {
+  assert.equal(parseSessionInfo({ title: 't' }).ok, false);
+  assert.equal(parseSessionInfo({ model: 7 }).ok, false);
+  assert.equal(parseSessionInfo({ model: 'm' }).ok, true);
   const parsed = parseSessionInfo({
     version: 1,
     sessionId: 's',

@@ -1,0 +1,66 @@
+/**
+ * Answering a permission question from the extension, in a dialog: used when the page
+ * no longer has the question's live buttons (it was reloaded while the question waited).
+ *
+ * Same rules as the kernel's buttons: the command and why first; a per-call (danger)
+ * question offers Reject first and gives the focus to Reject, never to Allow; a note
+ * typed in the box goes to the agent with the rejection.
+ */
+
+import { Dialog, showDialog } from '@jupyterlab/apputils';
+import { Widget } from '@lumino/widgets';
+
+import { IPendingQuestion, OPTION_LABELS, answerOrder } from './activity';
+
+class QuestionBody extends Widget {
+  constructor(question: IPendingQuestion) {
+    super();
+    this.addClass('iac-answer-dialog');
+    this.node.classList.toggle('iac-toolcard-question-danger', question.danger);
+    const command = document.createElement('pre');
+    command.className = 'iac-toolcard-question-command';
+    command.textContent = question.command ? `$ ${question.command}` : question.title;
+    const why = document.createElement('div');
+    why.className = 'iac-toolcard-question-why';
+    why.textContent = question.reason;
+    this._note.className = 'iac-answer-note';
+    this._note.placeholder = 'Reject with a note: tell the agent why or what to do instead';
+    this._note.setAttribute('aria-label', 'Note sent with a rejection');
+    this.node.append(command, why, this._note);
+  }
+
+  getValue(): string {
+    return this._note.value.trim();
+  }
+
+  private _note = document.createElement('input');
+}
+
+/** Show the question; sends the answer the user picks (nothing if they close it). */
+export async function askQuestion(
+  question: IPendingQuestion,
+  send: (option: string, note?: string) => Promise<void>
+): Promise<void> {
+  const order = answerOrder(question);
+  const buttons = order.map(option =>
+    option.startsWith('reject')
+      ? Dialog.warnButton({ label: OPTION_LABELS[option] ?? option, caption: option })
+      : Dialog.okButton({ label: OPTION_LABELS[option] ?? option, caption: option })
+  );
+  buttons.push(Dialog.cancelButton({ label: 'Later' }));
+  const rejectIndex = order.findIndex(option => option.startsWith('reject'));
+  const result = await showDialog<string>({
+    title: question.danger ? `⚠ Destructive: ${question.title}` : `Approve ${question.title}?`,
+    body: new QuestionBody(question),
+    buttons,
+    // Never Allow by default: Enter rejects a danger question, and closes any other.
+    defaultButton: question.danger && rejectIndex >= 0 ? rejectIndex : buttons.length - 1,
+    hasClose: true
+  });
+  const option = order.find(o => o === result.button.caption);
+  if (!option) {
+    return;
+  }
+  const note = option.startsWith('reject') ? result.value ?? '' : '';
+  await send(option, note || undefined);
+}

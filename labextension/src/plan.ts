@@ -1,0 +1,269 @@
+/**
+ * Plan cards: renders `application/vnd.iac-kernel.plan+json` (a Terraform / OpenTofu
+ * plan or drift check, see iac_kernel/kernel/plan_card.py) as a reviewable card: the
+ * summary line, the plan file's identity, a table grouped by action with deletes and
+ * replaces first and highlighted, each address's attribute diff in a <details>, output
+ * changes, drift and failed policy checks. Values arrive masked ("(sensitive)"); the
+ * renderer only sets textContent, so it is safe in untrusted notebooks.
+ */
+
+import type { IRenderMime } from '@jupyterlab/rendermime-interfaces';
+import { Widget } from '@lumino/widgets';
+
+export const PLAN_MIME = 'application/vnd.iac-kernel.plan+json';
+
+export interface IPlanChange {
+  path: string;
+  before: unknown;
+  after: unknown;
+  sensitive?: boolean;
+  unknown?: boolean;
+  forces_replace?: boolean;
+}
+
+export interface IPlanResource {
+  address: string;
+  action: string;
+  reason?: string;
+  replace_paths?: string[];
+  changes?: IPlanChange[];
+}
+
+export interface IPlanCheck {
+  check_id?: string;
+  name?: string;
+  address?: string;
+}
+
+export interface IPlan {
+  summary: string;
+  file?: { path?: string; short_hash?: string; time?: string } | null;
+  program?: string;
+  refresh_only?: boolean;
+  errored?: boolean;
+  errors?: string[];
+  resources: IPlanResource[];
+  outputs?: { name: string; action: string; before: unknown; after: unknown }[];
+  drift?: IPlanResource[];
+  checks?: IPlanCheck[];
+  checks_note?: string;
+}
+
+export const ACTION_ORDER = ['delete', 'replace', 'create', 'update', 'read', 'forget'];
+const SYMBOLS: Record<string, string> = {
+  delete: '-',
+  replace: '-/+',
+  create: '+',
+  update: '~',
+  read: '<=',
+  forget: '.'
+};
+const DANGER = new Set(['delete', 'replace']);
+/** Row colours (background, text) by action; deletes and replaces stand out. */
+const COLORS: Record<string, [string, string]> = {
+  delete: ['#ffebe9', '#82071e'],
+  replace: ['#fff1e5', '#953800'],
+  create: ['#e6ffec', '#116329'],
+  update: ['#fff8c5', '#7d4e00'],
+  read: ['#ddf4ff', '#0969da']
+};
+
+/** The plan of a payload, or an error message. */
+export function parsePlan(raw: unknown): { ok: true; value: IPlan } | { ok: false; error: string } {
+  if (typeof raw !== 'object' || raw === null) {
+    return { ok: false, error: 'not an object' };
+  }
+  const plan = (raw as { plan?: unknown }).plan;
+  if (typeof plan !== 'object' || plan === null) {
+    return { ok: false, error: 'no "plan" object' };
+  }
+  const value = plan as IPlan;
+  if (typeof value.summary !== 'string' || !Array.isArray(value.resources)) {
+    return { ok: false, error: 'the plan has no summary or resources' };
+  }
+  return { ok: true, value };
+}
+
+/** Changing resources grouped by action, deletes and replaces first. */
+export function groupByAction(resources: IPlanResource[]): [string, IPlanResource[]][] {
+  const groups = new Map<string, IPlanResource[]>();
+  for (const resource of resources) {
+    if (resource.action === 'no-op') {
+      continue;
+    }
+    const list = groups.get(resource.action) ?? [];
+    list.push(resource);
+    groups.set(resource.action, list);
+  }
+  const rank = (action: string) => {
+    const i = ACTION_ORDER.indexOf(action);
+    return i < 0 ? ACTION_ORDER.length : i;
+  };
+  return [...groups.entries()]
+    .sort((a, b) => rank(a[0]) - rank(b[0]) || a[0].localeCompare(b[0]))
+    .map(([action, list]) => [
+      action,
+      [...list].sort((a, b) => a.address.localeCompare(b.address))
+    ]);
+}
+
+function shown(value: unknown): string {
+  if (value === '(sensitive)' || value === '(known after apply)') {
+    return value;
+  }
+  const text = JSON.stringify(value);
+  return text === undefined ? 'null' : text.length > 200 ? text.slice(0, 199) + '…' : text;
+}
+
+/** One attribute change as a line: `~ path: before -> after`. */
+export function changeLine(resource: IPlanResource, change: IPlanChange): string {
+  const mark = change.forces_replace ? '  # forces replacement' : '';
+  if (resource.action === 'create' || change.before === null || change.before === undefined) {
+    return `+ ${change.path} = ${shown(change.after)}${mark}`;
+  }
+  if (resource.action === 'delete') {
+    return `- ${change.path} = ${shown(change.before)}`;
+  }
+  return `~ ${change.path}: ${shown(change.before)} -> ${shown(change.after)}${mark}`;
+}
+
+function el<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  className: string,
+  text?: string
+): HTMLElementTagNameMap[K] {
+  const node = document.createElement(tag);
+  if (className) {
+    node.className = className;
+  }
+  if (text !== undefined) {
+    node.textContent = text;
+  }
+  return node;
+}
+
+function resourceRow(action: string, resource: IPlanResource, checks: IPlanCheck[]): HTMLElement {
+  const row = el('tr', `iac-plan-row iac-plan-${action}`);
+  row.dataset.action = action;
+  const [background, color] = COLORS[action] ?? ['transparent', 'inherit'];
+  row.style.background = background;
+  const label = el('td', 'iac-plan-action', `${SYMBOLS[action] ?? '?'} ${action}`);
+  label.style.color = color;
+  label.style.whiteSpace = 'nowrap';
+  if (DANGER.has(action)) {
+    row.classList.add('iac-plan-danger');
+    label.style.fontWeight = '600';
+  }
+  row.appendChild(label);
+  const cell = el('td', 'iac-plan-address');
+  const details = el('details', '');
+  const summary = el('summary', '');
+  summary.appendChild(el('code', '', resource.address));
+  for (const check of checks.filter(c => c.address === resource.address)) {
+    summary.appendChild(el('span', 'iac-plan-check', ` ✗ ${check.check_id ?? ''}`));
+  }
+  details.appendChild(summary);
+  const lines = (resource.changes ?? []).map(change => changeLine(resource, change));
+  details.appendChild(el('pre', 'iac-plan-diff', lines.join('\n') || '(no attribute changes)'));
+  cell.appendChild(details);
+  row.appendChild(cell);
+  const why = [(resource.reason ?? '').replace(/_/g, ' ')];
+  if (resource.replace_paths?.length) {
+    why.push(`forces replacement: ${resource.replace_paths.join(', ')}`);
+  }
+  row.appendChild(el('td', 'iac-plan-reason', why.filter(Boolean).join(' · ')));
+  return row;
+}
+
+/** Fill `node` with the plan card. */
+export function renderPlan(node: HTMLElement, plan: IPlan): void {
+  node.textContent = '';
+  const card = el('div', 'iac-plan');
+  const groups = groupByAction(plan.resources);
+  const danger = plan.errored || groups.some(([action]) => DANGER.has(action));
+  card.classList.add(danger ? 'iac-plan-has-danger' : 'iac-plan-safe');
+  card.appendChild(el('div', 'iac-plan-summary', plan.summary));
+  if (plan.file) {
+    const file = plan.file;
+    card.appendChild(
+      el('div', 'iac-plan-file', `plan file ${file.path} · sha256 ${file.short_hash} · ${file.time}`)
+    );
+  }
+  for (const error of plan.errors ?? []) {
+    card.appendChild(el('div', 'iac-plan-error', error));
+  }
+  const checks = plan.checks ?? [];
+  if (groups.length) {
+    const table = el('table', 'iac-plan-table');
+    for (const [action, resources] of groups) {
+      for (const resource of resources) {
+        table.appendChild(resourceRow(action, resource, checks));
+      }
+    }
+    card.appendChild(table);
+  }
+  const outputs = (plan.outputs ?? []).filter(o => o.action !== 'no-op');
+  if (outputs.length) {
+    const details = el('details', 'iac-plan-outputs');
+    details.appendChild(el('summary', '', `Outputs (${outputs.length})`));
+    const lines = outputs.map(o => `${o.name}: ${shown(o.before)} -> ${shown(o.after)}`);
+    details.appendChild(el('pre', '', lines.join('\n')));
+    card.appendChild(details);
+  }
+  const drift = plan.drift ?? [];
+  if (drift.length) {
+    const box = el('div', 'iac-plan-drift');
+    const s = drift.length === 1 ? '' : 's';
+    box.appendChild(el('strong', '', `Drift: ${drift.length} resource${s} changed outside Terraform`));
+    const table = el('table', 'iac-plan-table');
+    for (const resource of drift) {
+      table.appendChild(resourceRow('update', resource, []));
+    }
+    box.appendChild(table);
+    card.appendChild(box);
+  }
+  if (checks.length) {
+    const box = el('div', 'iac-plan-checks', `Policy (checkov): ${checks.length} failed check(s)`);
+    const list = el('ul', '');
+    for (const check of checks) {
+      list.appendChild(el('li', '', `${check.address}: ${check.check_id} ${check.name ?? ''}`));
+    }
+    box.appendChild(list);
+    card.appendChild(box);
+  } else if (plan.checks_note) {
+    card.appendChild(el('div', 'iac-plan-note', `Policy: ${plan.checks_note}`));
+  }
+  node.appendChild(card);
+}
+
+export class PlanRenderer extends Widget implements IRenderMime.IRenderer {
+  constructor(options: IRenderMime.IRendererOptions) {
+    super();
+    this._mimeType = options.mimeType;
+    this.addClass('iac-plan-widget');
+  }
+
+  async renderModel(model: IRenderMime.IMimeModel): Promise<void> {
+    const parsed = parsePlan(model.data[this._mimeType]);
+    if (!parsed.ok) {
+      this.node.textContent = `Unreadable iac-kernel plan card: ${parsed.error}`;
+      return;
+    }
+    renderPlan(this.node, parsed.value);
+  }
+
+  private _mimeType: string;
+}
+
+/** The mime extension entry (ranked below text/html, like the tool card). */
+export const planExtension: IRenderMime.IExtension = {
+  id: '@iac-kernel/jupyterlab:plan',
+  description: 'Renders Terraform / OpenTofu plans from iac-kernel as plan cards.',
+  rendererFactory: {
+    safe: true,
+    mimeTypes: [PLAN_MIME],
+    createRenderer: options => new PlanRenderer(options)
+  },
+  rank: 20,
+  dataType: 'json'
+};
