@@ -6,24 +6,131 @@ from __future__ import annotations
 import argparse
 import sys
 
+from iac_kernel import __version__
+
+DESCRIPTION = """\
+An infrastructure-as-code agent for Jupyter notebooks and ACP editors.
+In a notebook on the iac-kernel kernel every cell is a prompt to the agent; editors
+(Zed, JetBrains, Neovim) run "iac-kernel acp" and share the same sessions."""
+
+EXAMPLES = """\
+examples:
+  iac-kernel demo                  run the quickstart notebook offline, then open it
+  iac-kernel install --sys-prefix  make the kernel visible to this environment's Jupyter
+  iac-kernel acp                   what an editor launches (ACP over stdin/stdout)
+  iac-kernel SUBCOMMAND --help     details and environment variables of one subcommand"""
+
+SETTINGS_ENV = """\
+  IAC_KERNEL_<SETTING>     any setting, e.g. IAC_KERNEL_MAX_TURN_REQUESTS=40 (a bad value
+                           is reported in one line and the default is used)
+  IAC_KERNEL_SESSIONS_DIR  the session store (default ~/.iac-code/sessions)
+  ANTHROPIC_API_KEY        use Claude; without credentials the offline scripted model
+                           answers (also ANTHROPIC_AUTH_TOKEN, ANTHROPIC_BASE_URL,
+                           IAC_KERNEL_PROVIDER=bedrock|vertex, IAC_KERNEL_MODEL)"""
+
+ACP_HELP = f"""\
+Serve the Agent Client Protocol (version 1) on stdin/stdout. Editors launch this
+command themselves; stdout carries only JSON-RPC, logs go to stderr.
+
+example (Zed, ~/.config/zed/settings.json):
+  "agent_servers": {{"iac-kernel": {{"type": "custom", "command": "iac-kernel",
+                                   "args": ["acp"]}}}}
+
+environment:
+  IAC_KERNEL_LOG_LEVEL     DEBUG, INFO, WARNING (default), ERROR or CRITICAL
+  IAC_KERNEL_LOG_FILE      write logs to this file instead of stderr
+  IAC_KERNEL_RUNTIME_DIR   where running kernels advertise their endpoints, to attach
+                           to a notebook's live session (default ~/.iac-code/run)
+{SETTINGS_ENV}"""
+
+KERNEL_HELP = f"""\
+Run the Jupyter kernel on a connection file. Jupyter launches this through the
+kernelspec (see: iac-kernel install --help); you do not run it by hand.
+
+example:
+  iac-kernel kernel -f /tmp/kernel-1234.json
+
+environment:
+  IAC_KERNEL_PERMISSION_UI auto (default), widgets, stdin or policy
+  IAC_KERNEL_ENDPOINT=off  no local ACP endpoint (editors cannot attach)
+  IAC_KERNEL_RUNTIME_DIR   where the endpoint is advertised (default ~/.iac-code/run)
+  IAC_KERNEL_LOG_LEVEL     logging to the Jupyter server's terminal (default WARNING)
+{SETTINGS_ENV}"""
+
+INSTALL_HELP = """\
+Install the Jupyter kernelspec "iac-kernel" (display name "IaC Agent"), pointing at
+this Python. pip install already installs it into the environment; use this for
+another place. It prints which kernelspec Jupyter will actually use.
+
+examples:
+  iac-kernel install --sys-prefix    into this virtualenv or conda env
+  iac-kernel install --user          for this user (a virtualenv's own copy wins there)
+  iac-kernel install --prefix /opt/jupyter
+
+environment:
+  JUPYTER_DATA_DIR         the user's Jupyter data folder (where --user installs)
+  JUPYTER_PATH             extra folders Jupyter searches first
+  JUPYTER_PREFER_ENV_PATH  whether an environment's kernels win over the user's"""
+
+DEMO_HELP = """\
+Copy the quickstart runbook, its scripted-model script and its sample Terraform
+workspace into a new folder (./iac-kernel-demo/ by default), execute it headless with
+the offline scripted model, and print how to open it. No API key, no network.
+
+examples:
+  iac-kernel demo
+  iac-kernel demo -o ~/tries/quickstart.ipynb
+
+environment:
+  IAC_KERNEL_SESSIONS_DIR  where the demo's agent session is stored"""
+
+
+def _subparser(
+    sub: argparse._SubParsersAction, name: str, summary: str, text: str
+) -> argparse.ArgumentParser:
+    return sub.add_parser(
+        name,
+        help=summary,
+        description=text,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="iac-kernel", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(
+        prog="iac-kernel",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"iac-kernel {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="SUBCOMMAND")
 
-    sub.add_parser("acp", help="serve the Agent Client Protocol on stdio (editors launch this)")
+    _subparser(
+        sub, "acp", "serve the Agent Client Protocol on stdio (editors launch this)", ACP_HELP
+    )
 
-    kernel = sub.add_parser("kernel", help="run the Jupyter kernel (Jupyter launches this)")
-    kernel.add_argument("-f", dest="connection_file", help="kernel connection file")
+    kernel = _subparser(
+        sub, "kernel", "run the Jupyter kernel (Jupyter launches this)", KERNEL_HELP
+    )
+    kernel.add_argument("-f", dest="connection_file", help="the kernel connection file")
 
-    install = sub.add_parser("install", help="install the Jupyter kernelspec")
+    install = _subparser(sub, "install", "install the Jupyter kernelspec", INSTALL_HELP)
     where = install.add_mutually_exclusive_group()
-    where.add_argument("--user", action="store_true", help="install for this user")
+    where.add_argument("--user", action="store_true", help="install for this user (default)")
     where.add_argument("--sys-prefix", action="store_true", help="install into sys.prefix")
-    where.add_argument("--prefix", help="install under this prefix")
+    where.add_argument("--prefix", help="install under PREFIX/share/jupyter/kernels")
 
-    demo = sub.add_parser("demo", help="execute the quickstart notebook with the scripted model")
-    demo.add_argument("-o", "--output", help="where to write the executed notebook")
+    demo = _subparser(
+        sub, "demo", "run the quickstart notebook offline into a new folder", DEMO_HELP
+    )
+    demo.add_argument(
+        "-o",
+        "--output",
+        metavar="NOTEBOOK",
+        help="the executed notebook (.ipynb); its script and workspace go beside it "
+        "(default: ./iac-kernel-demo/01-quickstart.ipynb)",
+    )
     return parser
 
 

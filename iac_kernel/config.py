@@ -1,15 +1,40 @@
-"""Settings: defaults, environment overrides, and typed run-time changes."""
+"""Settings: defaults, environment overrides, and typed run-time changes.
+
+A bad value never stops a program: :meth:`Settings.from_env` keeps the default and
+reports one readable line per problem (the variable, its value, what it accepts), and
+:meth:`Settings.set` raises ``ValueError`` with the same kind of line for ``%config`` and
+``session/set_config_option``.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 MODES = ("default", "accept_edits", "read_only", "bypass")
 HEADLESS_POLICIES = ("deny", "allow", "stdin")
+ENV_PREFIX = "IAC_KERNEL_"
+#: Settings whose value must be one of a few words (add yours with a new field).
+CHOICES: dict[str, tuple[str, ...]] = {"mode": MODES, "headless_policy": HEADLESS_POLICIES}
+CHOICES["sandbox"] = ("auto", "required")  # guard (H1): required refuses bash without bwrap
+#: ``IAC_KERNEL_*`` variables that are not Settings fields: name -> accepted words, or
+#: ``None`` for free text (a path, a file). Checked at start like the fields.
+OTHER_ENV: dict[str, tuple[str, ...] | None] = {
+    "IAC_KERNEL_PERMISSION_UI": ("auto", "widgets", "stdin", "policy"),
+    "IAC_KERNEL_ENDPOINT": ("on", "off", "1", "0", "true", "false", "yes", "no"),
+    "IAC_KERNEL_LOG_LEVEL": ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
+    "IAC_KERNEL_LOG_FILE": None,
+    "IAC_KERNEL_RUNTIME_DIR": None,
+    "IAC_KERNEL_PROVIDER": ("anthropic", "bedrock", "vertex"),
+}
+
+log = logging.getLogger(__name__)
 
 
 def _default_sessions_dir() -> Path:
@@ -44,15 +69,44 @@ class Settings:
     web_fetch_timeout: float = 20.0
     #: What a headless notebook run does with a permission request: deny, allow, or ask on stdin.
     headless_policy: str = "deny"
+    #: Bash sandbox (bubblewrap): auto (reduced guard when unusable) or required (refuse bash).
+    sandbox: str = "auto"
+    #: Extra paths writable inside the sandbox besides the cwd and a private /tmp
+    #: (separated by ``:`` or ``,``).
+    sandbox_writable_paths: str = ""
+    #: Programs whose changing commands need a per-call approval at exec time.
+    guarded_programs: str = "terraform,tofu,terragrunt,kubectl,helm,aws,gcloud,gsutil,az,pulumi,git"
 
     @classmethod
-    def from_env(cls) -> Settings:
-        """Defaults, overridden by ``IAC_KERNEL_<FIELD>`` environment variables."""
+    def from_env(
+        cls, env: Mapping[str, str] | None = None, problems: list[str] | None = None
+    ) -> Settings:
+        """Defaults, overridden by ``IAC_KERNEL_<FIELD>`` environment variables.
+
+        A bad value keeps the default: its one-line description (see :func:`env_problems`)
+        is appended to ``problems``, or logged as a warning when no list is given.
+        """
+        env = os.environ if env is None else env
         settings = cls()
+        found: list[str] = []
         for f in dataclasses.fields(cls):
-            value = os.environ.get(f"IAC_KERNEL_{f.name.upper()}")
-            if value is not None and f.name != "sessions_dir":
+            value = env.get(ENV_PREFIX + f.name.upper())
+            if value is None or f.name == "sessions_dir":
+                continue
+            try:
                 settings.set(f.name, value)
+            except ValueError:
+                default = getattr(settings, f.name)
+                found.append(
+                    f"{ENV_PREFIX}{f.name.upper()}={value!r} is not valid ({accepts(f.name)}); "
+                    f"using the default {_show(default)}"
+                )
+        found += _other_env_problems(env)
+        if problems is None:
+            for line in found:
+                log.warning("%s", line)
+        else:
+            problems.extend(found)
         return settings
 
     def copy(self) -> Settings:
@@ -65,7 +119,10 @@ class Settings:
         """Set one field from a string or a typed value; bad keys or values raise ValueError."""
         fields = {f.name: f for f in dataclasses.fields(self)}
         if key not in fields:
-            raise ValueError(f"unknown setting {key!r}; known: {', '.join(fields)}")
+            raise ValueError(
+                f"unknown setting {key!r}{_did_you_mean(key, fields)}; settings: "
+                + ", ".join(fields)
+            )
         setattr(self, key, _coerce(key, fields[key].type, value))
 
     def public(self) -> dict[str, Any]:
@@ -101,9 +158,66 @@ def _coerce(key: str, type_name: Any, value: Any) -> Any:
         else:
             result = str(text)
     except (TypeError, ValueError):
-        raise ValueError(f"invalid value {value!r} for setting {key!r}") from None
-    if key == "mode" and result not in MODES:
-        raise ValueError(f"unknown mode {result!r}; modes: {', '.join(MODES)}")
-    if key == "headless_policy" and result not in HEADLESS_POLICIES:
-        raise ValueError(f"headless_policy must be one of {', '.join(HEADLESS_POLICIES)}")
+        raise ValueError(_invalid(key, value, type_name)) from None
+    if key in CHOICES and result not in CHOICES[key]:
+        raise ValueError(_invalid(key, value, type_name))
     return result
+
+
+def accepts(key: str, type_name: Any = None) -> str:
+    """What a setting accepts, in words: ``"expects a whole number, 0 or more"``."""
+    if type_name is None:
+        fields = {f.name: f.type for f in dataclasses.fields(Settings)}
+        type_name = fields.get(key, "str")
+    type_name = str(type_name)
+    if key in CHOICES:
+        text = "expects one of " + ", ".join(CHOICES[key])
+    elif type_name.startswith("bool"):
+        text = "expects true or false, 1 or 0, yes or no, on or off"
+    elif type_name.startswith("int"):
+        text = "expects a whole number, 0 or more"
+    elif type_name.startswith("float"):
+        text = "expects a number, 0 or more"
+    elif type_name.startswith("Path"):
+        text = "expects a path"
+    else:
+        text = "expects text"
+    return text + (", or none" if "None" in type_name else "")
+
+
+def env_problems(env: Mapping[str, str] | None = None) -> list[str]:
+    """One readable line per bad or unknown ``IAC_KERNEL_*`` variable in ``env``."""
+    problems: list[str] = []
+    Settings.from_env(env, problems)
+    return problems
+
+
+def _invalid(key: str, value: Any, type_name: Any) -> str:
+    return f"{key} = {value!r} is not valid ({accepts(key, type_name)})"
+
+
+def _show(value: Any) -> str:
+    return "none" if value is None else repr(str(value) if isinstance(value, Path) else value)
+
+
+def _did_you_mean(name: str, known: Any) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _other_env_problems(env: Mapping[str, str]) -> list[str]:
+    """Unknown ``IAC_KERNEL_*`` names and bad values of the non-field variables."""
+    fields = {ENV_PREFIX + f.name.upper() for f in dataclasses.fields(Settings)}
+    known = fields | set(OTHER_ENV)
+    problems = []
+    for name in sorted(n for n in env if n.startswith(ENV_PREFIX)):
+        value = env[name]
+        if name not in known:
+            problems.append(
+                f"{name} is not an iac-kernel setting{_did_you_mean(name, known)}; ignored"
+            )
+            continue
+        words = OTHER_ENV.get(name)
+        if words and value.strip().lower() not in {w.lower() for w in words}:
+            problems.append(f"{name}={value!r} is not valid (expects one of {', '.join(words)})")
+    return problems

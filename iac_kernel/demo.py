@@ -1,16 +1,22 @@
-"""``iac-kernel demo``: execute the quickstart runbook headless and save the executed copy.
+"""``iac-kernel demo``: execute the quickstart runbook headless into a folder of its own.
 
 The quickstart (``notebooks/01-quickstart.ipynb``) runs on the scripted model against the
-sample Terraform tree shipped beside it, so the demo needs no API key and no network. It
-runs with the installed ``iac-kernel`` kernelspec, in the quickstart's own directory (its
-``%model scripted:scripts/...`` and ``%cwd workspaces/...`` lines are relative to it; the
-quickstart only reads files), and the executed notebook is written elsewhere: the source
-is never overwritten.
+sample Terraform tree shipped beside it, so the demo needs no API key and no network. Its
+``%model scripted:scripts/...`` and ``%cwd workspaces/...`` lines are relative to the
+notebook, so the demo copies the notebook *with* the script and the sample workspace into
+a new folder (``./iac-kernel-demo/`` by default) and executes it there. The executed
+notebook then runs again where it is, from any folder: in JupyterLab, or with
+``jupyter nbconvert --execute``. The packaged quickstart is never written to.
 """
 
 from __future__ import annotations
 
+import atexit
+import filecmp
 import json
+import os
+import shlex
+import shutil
 import sys
 from importlib import resources
 from pathlib import Path
@@ -18,9 +24,12 @@ from typing import Any
 
 KERNEL_NAME = "iac-kernel"
 QUICKSTART = "01-quickstart.ipynb"
-DEFAULT_OUTPUT = "iac-kernel-demo.ipynb"
+#: What the quickstart reads, relative to it (the wheel ships the same files).
+SUPPORT_FILES = ("scripts/quickstart.json", "workspaces/aws-web-stack")
+DEFAULT_FOLDER = "iac-kernel-demo"
 CELL_TIMEOUT = 300
 CARD_MIME = "application/vnd.iac-kernel.toolcall+json"
+LABEXTENSION = "@iac-kernel/jupyterlab"
 
 
 class DemoError(Exception):
@@ -46,7 +55,8 @@ def quickstart_path() -> Path:
 
 
 def output_path(output: str | None, source: Path) -> Path:
-    """Where to write: ``output`` as given, else a new ``iac-kernel-demo[-N].ipynb`` here."""
+    """Where to write: ``output`` as given, else ``./iac-kernel-demo[-N]/01-quickstart.ipynb``
+    in a folder that does not exist yet (an earlier demo is never overwritten)."""
     if output:
         path = Path(output).expanduser().resolve()
         if path.is_dir():
@@ -54,15 +64,40 @@ def output_path(output: str | None, source: Path) -> Path:
         if path.suffix != ".ipynb":
             raise DemoError(f"{output}: the output must be a .ipynb file")
     else:
-        path = Path.cwd() / DEFAULT_OUTPUT
+        folder = Path.cwd() / DEFAULT_FOLDER
         n = 1
-        while path.exists():  # never clobber an earlier demo or a file of the user's
-            path = Path.cwd() / f"iac-kernel-demo-{n}.ipynb"
+        while folder.exists():
+            folder = Path.cwd() / f"{DEFAULT_FOLDER}-{n}"
             n += 1
-        path = path.resolve()
+        path = (folder / QUICKSTART).resolve()
     if path == source.resolve():
         raise DemoError(f"refusing to overwrite the quickstart itself ({source})")
     return path
+
+
+def copy_support(source: Path, target: Path) -> None:
+    """Put the script and the sample workspace beside ``target``, as beside ``source``.
+
+    Files already there with the same content are kept; a different file is never
+    overwritten (DemoError names it)."""
+    for name in SUPPORT_FILES:
+        src, dest = source.parent / name, target.parent / name
+        if src.resolve() == dest.resolve():
+            continue
+        pairs = (
+            [(f, dest / f.relative_to(src)) for f in sorted(src.rglob("*")) if f.is_file()]
+            if src.is_dir()
+            else [(src, dest)]
+        )
+        for s, d in pairs:
+            if d.exists() and not (d.is_file() and filecmp.cmp(s, d, shallow=False)):
+                raise DemoError(
+                    f"{d} exists and differs from the demo's copy; choose another output folder"
+                )
+        for s, d in pairs:
+            d.parent.mkdir(parents=True, exist_ok=True)
+            if not d.exists():
+                shutil.copy2(s, d)
 
 
 def check_kernelspec() -> None:
@@ -78,32 +113,38 @@ def check_kernelspec() -> None:
         ) from None
 
 
-def execute(source: Path, timeout: int = CELL_TIMEOUT) -> Any:
-    """The quickstart, executed headless in its own directory."""
+def execute(notebook: Path, timeout: int = CELL_TIMEOUT) -> Any:
+    """``notebook``, executed headless in its own directory, titled after it."""
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
     try:
-        nb = nbformat.read(source, as_version=4)
+        nb = nbformat.read(notebook, as_version=4)
     except (OSError, ValueError) as exc:
-        raise DemoError(f"cannot read {source}: {exc}") from None
+        raise DemoError(f"cannot read {notebook}: {exc}") from None
     client = NotebookClient(
         nb,
         kernel_name=KERNEL_NAME,
         timeout=timeout,
-        resources={"metadata": {"path": str(source.parent)}},
+        resources={"metadata": {"path": str(notebook.parent)}},
     )
+    # Jupyter's servers tell a kernel its notebook this way; the session is named after it.
+    env = {**os.environ, "JPY_SESSION_NAME": str(notebook)}
     try:
-        client.execute()
+        client.execute(env=env)
     except CellTimeoutError:
-        raise DemoError(f"a cell of {source.name} ran longer than {timeout}s") from None
+        raise DemoError(f"a cell of {notebook.name} ran longer than {timeout}s") from None
     except DeadKernelError as exc:
         raise DemoError(f"the {KERNEL_NAME} kernel died while running the demo: {exc}") from None
     except CellExecutionError as exc:
-        raise DemoError(f"a cell of {source.name} failed: {_first_line(exc)}") from None
+        raise DemoError(f"a cell of {notebook.name} failed: {_first_line(exc)}") from None
     except RuntimeError as exc:  # e.g. the kernel did not start
         raise DemoError(f"cannot run the {KERNEL_NAME} kernel: {_first_line(exc)}") from None
+    finally:
+        # nbclient leaves an exit hook behind when the kernel never started (it then fails
+        # with a traceback at exit); the kernel is gone either way.
+        atexit.unregister(client._cleanup_kernel)
     return nb
 
 
@@ -122,18 +163,41 @@ def summary(nb: Any) -> tuple[int, str | None]:
     return cards, session_id
 
 
+def labextension_installed() -> bool:
+    """Whether JupyterLab will find the iac-kernel extension."""
+    from jupyter_core.paths import jupyter_path
+
+    return any(
+        (Path(d) / LABEXTENSION / "package.json").is_file() for d in jupyter_path("labextensions")
+    )
+
+
+def labextension_note() -> str:
+    """The one line said when the JupyterLab extension is missing."""
+    return (
+        "Note: the JupyterLab extension is not installed (it is built with npm when "
+        "Node.js is present at install time); notebooks show the HTML tool cards instead. "
+        'To get it: install Node.js, then `pip install -e ".[test]"` again.'
+    )
+
+
 def run_demo(output: str | None = None) -> int:
-    """Execute the quickstart into a new notebook file and print where it is."""
+    """Execute the quickstart into a new notebook file and print how to open it."""
     try:
         source = quickstart_path()
         target = output_path(output, source)
         check_kernelspec()
-        print(f"Running {source} with the {KERNEL_NAME} kernel (scripted model, offline)…")
-        nb = execute(source)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            copy_support(source, target)
+            shutil.copyfile(source, target)
+        except OSError as exc:
+            raise DemoError(f"cannot write {target.parent}: {exc.strerror or exc}") from None
+        print(f"Running {_short(target)} with the {KERNEL_NAME} kernel (scripted model, offline)…")
+        nb = execute(target)
         import nbformat
 
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
             nbformat.write(nb, target)
         except OSError as exc:
             raise DemoError(f"cannot write {target}: {exc.strerror or exc}") from None
@@ -141,11 +205,24 @@ def run_demo(output: str | None = None) -> int:
         print(f"iac-kernel demo: {exc}", file=sys.stderr)
         return 1
     cards, session_id = summary(nb)
+    shown = shlex.quote(_short(target))
     print(f"Executed notebook: {target}")
-    print(f"  {len(nb.cells)} cells, {cards} tool calls. Open it with: jupyter lab {target}")
+    print(f"  {len(nb.cells)} cells, {cards} tool calls; the sample workspace is beside it.")
+    print(f"  Open it:   jupyter lab {shown}")
+    print(f"  Re-run it: jupyter nbconvert --to notebook --execute --inplace {shown}")
     if session_id:
         print(f"  Agent session {session_id} is in the session store; editors can resume it.")
+    if not labextension_installed():
+        print(labextension_note())
     return 0
+
+
+def _short(path: Path) -> str:
+    """``path`` relative to the current folder when it is below it (shorter to type)."""
+    try:
+        return str(path.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
 
 
 def _first_line(exc: BaseException) -> str:

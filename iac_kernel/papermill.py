@@ -11,9 +11,10 @@ The agent reads it like any prompt (the scripted model picks values out of it wi
 turn into a ``%`` magic.
 
 papermill finds translators by kernel name, but loads only *engines* from entry points.
-Importing this module registers the translator; the ``papermill.engine`` entry point
-``iac-kernel`` (the plain nbclient engine under another name) imports it whenever papermill
-starts, so the ``papermill`` command line works too. From Python::
+Importing this module registers the translator and :class:`IacKernelEngine` (which tells
+the kernel the notebook's path, so its session is titled after it); the
+``papermill.engine`` entry point ``iac-kernel`` imports it whenever papermill starts, so
+the ``papermill`` command line works too. From Python::
 
     import iac_kernel.papermill  # noqa: F401  (registers the translator)
     import papermill as pm
@@ -25,12 +26,16 @@ starts, so the ``papermill`` command line works too. From Python::
 from __future__ import annotations
 
 import json
+import os
 import re
 from typing import Any
 
-from papermill.engines import NBClientEngine
+from papermill.clientwrap import PapermillNotebookClient
+from papermill.engines import NBClientEngine, papermill_engines
+from papermill.log import logger
 from papermill.models import Parameter
 from papermill.translators import Translator, papermill_translators
+from papermill.utils import merge_kwargs, remove_args
 
 KERNEL_NAME = "iac-kernel"
 HEADER = "Runbook parameters (injected by papermill):"
@@ -77,12 +82,54 @@ class IacKernelTranslator(Translator):
 
 
 class IacKernelEngine(NBClientEngine):
-    """papermill's nbclient engine; registered as ``iac-kernel`` so importing it registers
-    the translator (see the module docstring)."""
+    """papermill's nbclient engine that tells an iac-kernel kernel which notebook it runs.
+
+    Jupyter's servers pass the notebook's path in ``JPY_SESSION_NAME``; this engine does
+    the same, so the agent session is titled after the notebook (``04-incident-triage``)
+    and stores its path, as in JupyterLab. Other kernels run exactly as with the plain
+    nbclient engine. It is registered as ``iac-kernel`` and as papermill's default engine.
+    """
+
+    @classmethod
+    def execute_managed_notebook(  # type: ignore[override]
+        cls,
+        nb_man: Any,
+        kernel_name: str,
+        log_output: bool = False,
+        stdout_file: Any = None,
+        stderr_file: Any = None,
+        start_timeout: int = 60,
+        execution_timeout: int | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        input_path = kwargs.pop("input_path", None)
+        timeout = execution_timeout or kwargs.get("timeout")
+        final_kwargs = merge_kwargs(
+            remove_args(["timeout", "startup_timeout"], **kwargs),
+            timeout=timeout,
+            startup_timeout=start_timeout,
+            kernel_name=kernel_name,
+            log=logger,
+            log_output=log_output,
+            stdout_file=stdout_file,
+            stderr_file=stderr_file,
+        )
+        client = PapermillNotebookClient(nb_man, **final_kwargs)
+        env = kernel_env(kernel_name, input_path)
+        return client.execute(env=env) if env is not None else client.execute()
+
+
+def kernel_env(kernel_name: str | None, input_path: Any) -> dict[str, str] | None:
+    """The kernel's environment naming the notebook, for iac-kernel kernels only."""
+    if kernel_name != KERNEL_NAME or not isinstance(input_path, str) or not input_path:
+        return None
+    return {**os.environ, "JPY_SESSION_NAME": input_path}
 
 
 def register() -> None:
     papermill_translators.register(KERNEL_NAME, IacKernelTranslator)
+    papermill_engines.register(KERNEL_NAME, IacKernelEngine)
+    papermill_engines.register(None, IacKernelEngine)  # type: ignore[arg-type]
 
 
 register()

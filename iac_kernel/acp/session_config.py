@@ -120,11 +120,15 @@ def apply(session: AgentSession, config_id: str, value: Any) -> None:
             "configId", f"unknown config option {config_id!r}; known: {', '.join(CONFIG_IDS)}"
         )
     if isinstance(value, bool) or not isinstance(value, str | int):
-        raise errors.invalid_field("value", f"{config_id} takes a string value")
+        raise errors.invalid_field(
+            "value", f"{config_id} = {value!r} is not valid (expects a string)"
+        )
     text = str(value).strip()
     if config_id in LIMITS:
         if not text.isdigit() or int(text) < 1:
-            raise errors.invalid_field("value", f"{config_id} must be a positive integer")
+            raise errors.invalid_field(
+                "value", f"{config_id} = {value!r} is not valid (expects a whole number, 1 or more)"
+            )
         value = int(text)
     else:
         value = text

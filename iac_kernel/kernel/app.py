@@ -2,6 +2,36 @@
 
 from __future__ import annotations
 
+import ipaddress
+import logging
+from typing import Any
+
+#: ipykernel 7 warns about this at every start over TCP; on the loopback interface there is
+#: nobody to eavesdrop (other users can only connect, and need the connection file's key).
+TCP_WARNING = "Kernel is running over TCP without encryption"
+
+
+class LoopbackTcpFilter(logging.Filter):
+    """Drops ipykernel's TCP-encryption warning when the kernel listens on loopback only."""
+
+    def __init__(self, app: Any):
+        super().__init__()
+        self.app = app
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith(TCP_WARNING):
+            return True
+        return not is_loopback(str(getattr(self.app, "ip", "")))
+
+
+def is_loopback(ip: str) -> bool:
+    if ip == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(ip).is_loopback
+    except ValueError:
+        return False
+
 
 def launch(connection_file: str | None) -> int:
     """Run :class:`~iac_kernel.kernel.kernel.IacKernel` on ``connection_file`` until shutdown."""
@@ -11,6 +41,7 @@ def launch(connection_file: str | None) -> int:
 
     argv = ["-f", connection_file] if connection_file else []
     app = IPKernelApp.instance(kernel_class=IacKernel)
+    app.log.addFilter(LoopbackTcpFilter(app))
     app.initialize(argv)
     app.start()
     return 0

@@ -72,4 +72,41 @@ def install(user: bool = False, sys_prefix: bool = False, prefix: str | None = N
                 f"iac-kernel install: cannot write the kernelspec under {where}: "
                 f"{exc.strerror or exc}. Try --user or --prefix."
             ) from None
-    return f"Installed kernelspec {KERNEL_NAME} ({DISPLAY_NAME}) in {dest}"
+    return f"Installed kernelspec {KERNEL_NAME} ({DISPLAY_NAME}) in {dest}\n" + which_spec_note(
+        Path(dest)
+    )
+
+
+def which_spec_note(installed: Path) -> str:
+    """Which ``iac-kernel`` kernelspec Jupyter will pick (the first on its search path),
+    and why, when it is not ``installed``."""
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_core.paths import prefer_environment_over_user
+
+    found = KernelSpecManager().find_kernel_specs().get(KERNEL_NAME)
+    if found is None:
+        return (
+            f"Jupyter will not find it: {installed.parent} is not on Jupyter's search path "
+            "(add it to JUPYTER_PATH)."
+        )
+    chosen = Path(found)
+    if chosen.resolve() == installed.resolve():
+        return f"Jupyter will use this kernelspec ({chosen})."
+    why = "it comes earlier on Jupyter's search path (`jupyter --paths`)"
+    if prefer_environment_over_user() and _is_under(chosen, sys.prefix):
+        why = (
+            "inside a virtualenv or conda env Jupyter prefers the environment's kernels "
+            "(JUPYTER_PREFER_ENV_PATH); pip install put that one there"
+        )
+    return (
+        f"Jupyter will use {chosen} instead: {why}. Use `iac-kernel install --sys-prefix` "
+        f"to update that one, or `jupyter kernelspec remove {KERNEL_NAME}` removes it."
+    )
+
+
+def _is_under(path: Path, prefix: str) -> bool:
+    try:
+        path.resolve().relative_to(Path(prefix).resolve())
+    except ValueError:
+        return False
+    return True

@@ -43,6 +43,13 @@ class Publisher:
         """A Markdown display; its text/plain form drops the ``**`` and backtick marks."""
         self.display({"text/markdown": text, "text/plain": plain or plain_text(text)}, display_id)
 
+    def result(
+        self, data: dict[str, Any], execution_count: int, metadata: dict[str, Any] | None = None
+    ) -> None:
+        """An ``execute_result``: the cell's value (e.g. ``%config KEY``)."""
+        content = {"data": data, "metadata": metadata or {}, "execution_count": execution_count}
+        self._send("execute_result", content)
+
     def stream(self, text: str, name: str = "stdout") -> None:
         self._send("stream", {"name": name, "text": text})
 
