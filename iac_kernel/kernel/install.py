@@ -35,11 +35,20 @@ def kernel_spec(executable: str | None = None) -> dict[str, Any]:
     }
 
 
+#: The launcher's kernel logos (iac_kernel/kernel/resources), copied beside kernel.json.
+LOGOS = ("logo-32x32.png", "logo-64x64.png", "logo-svg.svg")
+
+
 def write_spec(directory: Path, executable: str | None = None) -> Path:
-    """Write kernel.json into ``directory`` (created); returns the file."""
+    """Write kernel.json and the logos into ``directory`` (created); returns kernel.json."""
+    from importlib import resources
+
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "kernel.json"
     path.write_text(json.dumps(kernel_spec(executable), indent=2) + "\n")
+    package = resources.files("iac_kernel.kernel") / "resources"
+    for name in LOGOS:
+        (directory / name).write_bytes((package / name).read_bytes())
     return path
 
 
