@@ -1,0 +1,218 @@
+"""Plan cards: a Terraform / OpenTofu plan (or drift check) shown as a reviewable card.
+
+A tool result whose ``raw_output`` carries ``"plan"`` (``Plan.to_dict()`` of
+:mod:`iac_kernel.terraform.plan`: ``terraform_plan``, a bash ``plan -out``) gets a card
+under its tool card, as a mime bundle with three forms:
+
+* ``application/vnd.iac-kernel.plan+json``: ``{"version": 1, "callId", "sessionId",
+  "plan": {...}}`` for the JupyterLab renderer (labextension/src/plan.ts);
+* ``text/html``: the summary line, the plan file's identity (path, short hash, time),
+  a table grouped by action with deletes and replaces first and highlighted, each row's
+  attribute diff in a ``<details>``, output changes, drift, failed policy checks;
+* ``text/plain``: the same as lines.
+
+Values arrive masked (``(sensitive)``); everything is escaped.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any
+
+PLAN_MIME = "application/vnd.iac-kernel.plan+json"
+PLAN_VERSION = 1
+ORDER = ("delete", "replace", "create", "update", "read", "forget")
+SYMBOLS = {
+    "delete": "-",
+    "replace": "-/+",
+    "create": "+",
+    "update": "~",
+    "read": "<=",
+    "forget": ".",
+}
+COLORS = {
+    "delete": ("#ffebe9", "#82071e"),
+    "replace": ("#fff1e5", "#953800"),
+    "create": ("#e6ffec", "#116329"),
+    "update": ("#fff8c5", "#7d4e00"),
+    "read": ("#ddf4ff", "#0969da"),
+    "forget": ("#f6f8fa", "#57606a"),
+}
+DANGER = ("delete", "replace")
+MAX_ROWS = 200
+VALUE_CHARS = 200
+
+
+def plan_of(raw_output: Any) -> dict[str, Any] | None:
+    """The structured plan a tool result carries, if any."""
+    if isinstance(raw_output, dict) and isinstance(raw_output.get("plan"), dict):
+        return raw_output["plan"]
+    return None
+
+
+def bundle(plan: dict[str, Any], call_id: str = "", session_id: str = "") -> dict[str, Any]:
+    """The mime bundle of one plan card."""
+    return {
+        "text/plain": render_plain(plan),
+        "text/html": render_html(plan),
+        PLAN_MIME: {
+            "version": PLAN_VERSION,
+            "callId": call_id,
+            "sessionId": session_id,
+            "plan": plan,
+        },
+    }
+
+
+def title(plan: dict[str, Any]) -> str:
+    return str(plan.get("summary") or "Plan")
+
+
+def identity(plan: dict[str, Any]) -> str:
+    file = plan.get("file") or {}
+    if not file:
+        return ""
+    return f"{file.get('path')} · sha256 {file.get('short_hash')} · {file.get('time')}"
+
+
+def grouped(plan: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """Changing resources by action, deletes and replaces first."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for resource in plan.get("resources") or []:
+        action = resource.get("action", "")
+        if action != "no-op":
+            groups.setdefault(action, []).append(resource)
+    keys = [a for a in ORDER if a in groups] + sorted(a for a in groups if a not in ORDER)
+    return [(a, sorted(groups[a], key=lambda r: r.get("address", ""))) for a in keys]
+
+
+def _value(value: Any) -> str:
+    if value in ("(sensitive)", "(known after apply)"):
+        return str(value)
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= VALUE_CHARS else text[: VALUE_CHARS - 1] + "…"
+
+
+def change_line(resource: dict[str, Any], change: dict[str, Any]) -> str:
+    mark = "  # forces replacement" if change.get("forces_replace") else ""
+    if resource.get("action") == "create" or change.get("before") is None:
+        return f"+ {change['path']} = {_value(change.get('after'))}{mark}"
+    if resource.get("action") == "delete":
+        return f"- {change['path']} = {_value(change.get('before'))}"
+    return (
+        f"~ {change['path']}: {_value(change.get('before'))} -> {_value(change.get('after'))}{mark}"
+    )
+
+
+def render_plain(plan: dict[str, Any]) -> str:
+    lines = [title(plan)]
+    if identity(plan):
+        lines.append(f"plan file: {identity(plan)}")
+    for error in plan.get("errors") or []:
+        lines.append(f"error: {error}")
+    for action, resources in grouped(plan):
+        lines.append(f"{action} ({len(resources)}):")
+        for resource in resources[:MAX_ROWS]:
+            reason = resource.get("reason") or ""
+            lines.append(
+                f"  {SYMBOLS.get(action, '?')} {resource['address']}"
+                + (f"  ({reason})" if reason else "")
+            )
+    outputs = [o for o in plan.get("outputs") or [] if o.get("action") != "no-op"]
+    if outputs:
+        lines.append("outputs: " + ", ".join(f"{o['name']} ({o['action']})" for o in outputs))
+    drift = plan.get("drift") or []
+    if drift:
+        lines.append(f"drift: {len(drift)} resource(s) changed outside Terraform")
+        lines += [f"  ~ {r['address']} ({r.get('action')})" for r in drift[:MAX_ROWS]]
+    checks = plan.get("checks") or []
+    if checks:
+        lines.append(f"policy: {len(checks)} failed check(s)")
+        lines += [f"  ✗ {c.get('address')}: {c.get('check_id')} {c.get('name')}" for c in checks]
+    elif plan.get("checks_note"):
+        lines.append(f"policy: {plan['checks_note']}")
+    return "\n".join(lines)
+
+
+def _row_html(action: str, resource: dict[str, Any], checks: list[dict[str, Any]]) -> str:
+    esc = html.escape
+    bg, fg = COLORS.get(action, ("#f6f8fa", "#24292f"))
+    reason = resource.get("reason") or ""
+    replace = resource.get("replace_paths") or []
+    extra = f" · forces replacement: {', '.join(replace)}" if replace else ""
+    diff = "\n".join(change_line(resource, c) for c in resource.get("changes") or [])
+    failed = [c for c in checks if c.get("address") == resource.get("address")]
+    flags = "".join(
+        f' <span class="iac-plan-check" style="color:#cf222e">✗ {esc(str(c.get("check_id")))}'
+        "</span>"
+        for c in failed
+    )
+    weight = "font-weight:600;" if action in DANGER else ""
+    return (
+        f'<tr class="iac-plan-row" data-action="{esc(action)}" style="background:{bg}">'
+        f'<td style="color:{fg};{weight}white-space:nowrap">{esc(SYMBOLS.get(action, "?"))} '
+        f"{esc(action)}</td><td><details><summary><code>{esc(resource.get('address', ''))}"
+        f"</code>{flags}</summary>"
+        f'<pre style="margin:2px 0">{esc(diff or "(no attribute changes)")}</pre></details></td>'
+        f'<td style="color:#57606a">{esc(reason.replace("_", " "))}{esc(extra)}</td></tr>'
+    )
+
+
+def render_html(plan: dict[str, Any]) -> str:
+    esc = html.escape
+    errored = bool(plan.get("errored"))
+    danger = any(a in DANGER for a, _ in grouped(plan))
+    border = "#cf222e" if errored or danger else "#1a7f37"
+    parts = [
+        f'<div class="iac-plan" data-errored="{str(errored).lower()}" '
+        f'style="border:1px solid #d0d7de;border-left:4px solid {border};border-radius:6px;'
+        f'padding:6px 10px;margin:4px 0;font-size:0.9em">',
+        f'<div class="iac-plan-summary" style="font-weight:600">{esc(title(plan))}</div>',
+    ]
+    if identity(plan):
+        parts.append(
+            f'<div class="iac-plan-file" style="color:#57606a">plan file '
+            f"<code>{esc(identity(plan))}</code></div>"
+        )
+    for error in plan.get("errors") or []:
+        parts.append(f'<div class="iac-plan-error" style="color:#cf222e">{esc(error)}</div>')
+    checks = plan.get("checks") or []
+    groups = grouped(plan)
+    if groups:
+        parts.append('<table class="iac-plan-table" style="border-collapse:collapse;width:100%">')
+        for action, resources in groups:
+            for resource in resources[:MAX_ROWS]:
+                parts.append(_row_html(action, resource, checks))
+        parts.append("</table>")
+    outputs = [o for o in plan.get("outputs") or [] if o.get("action") != "no-op"]
+    if outputs:
+        rows = "\n".join(
+            f"{o['name']}: {_value(o.get('before'))} -> {_value(o.get('after'))}" for o in outputs
+        )
+        parts.append(
+            f"<details><summary>Outputs ({len(outputs)})</summary><pre>{esc(rows)}</pre></details>"
+        )
+    drift = plan.get("drift") or []
+    if drift:
+        parts.append(
+            f'<div class="iac-plan-drift"><strong>Drift: {len(drift)} resource'
+            f"{'s' if len(drift) != 1 else ''} changed outside Terraform</strong>"
+            '<table style="border-collapse:collapse;width:100%">'
+        )
+        parts += [_row_html("update", r, []) for r in drift[:MAX_ROWS]]
+        parts.append("</table></div>")
+    if checks:
+        items = "".join(
+            f"<li><code>{esc(str(c.get('address')))}</code>: {esc(str(c.get('check_id')))} "
+            f"{esc(str(c.get('name')))}</li>"
+            for c in checks
+        )
+        parts.append(
+            f'<div class="iac-plan-checks" style="color:#cf222e">Policy (checkov): '
+            f"{len(checks)} failed check(s)<ul>{items}</ul></div>"
+        )
+    elif plan.get("checks_note"):
+        parts.append(f'<div style="color:#57606a">Policy: {esc(plan["checks_note"])}</div>')
+    parts.append("</div>")
+    return "".join(parts)

@@ -1,0 +1,137 @@
+"""A sensitive value planted in a workspace never reaches ACP clients, cell outputs or the
+session store, whichever way it is read (real terraform, real kernel, real ACP server)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from iac_kernel.terraform.sensitive import MASK, StreamMasker, mask_text, values_in_text
+from terraform_support import (
+    SECRET,
+    applied_workspace,
+    copy_workspace,
+    needs_terraform,
+    tf,
+    to_stage,
+)
+
+pytestmark = needs_terraform
+
+#: Every read path of the issue: read_file, grep, cat, output -json, show -json (state and
+#: plan), state pull, output -raw, and the plan tool.
+READS = [
+    ("read_file", {"path": "terraform.tfstate"}),
+    ("read_file", {"path": "terraform.tfvars"}),
+    ("grep", {"pattern": "password"}),
+    ("bash", {"command": "cat terraform.tfstate"}),
+    ("bash", {"command": "terraform output -json"}),
+    ("bash", {"command": "terraform output -raw db_password"}),
+    ("bash", {"command": "terraform show -json"}),
+    ("bash", {"command": "terraform show -json p.tfplan"}),
+    ("bash", {"command": "terraform state pull"}),
+    ("terraform_plan", {"out": "again.tfplan"}),
+]
+
+
+@pytest.fixture(scope="module")
+def applied(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    os.environ["TF_CLI_CONFIG_FILE"] = "/dev/null"
+    return applied_workspace(tmp_path_factory.mktemp("tf"))
+
+
+@pytest.fixture
+def ws(applied: Path, tmp_path: Path) -> Path:
+    workdir = copy_workspace(applied, tmp_path / "ws")
+    to_stage(workdir, 2)
+    tf(workdir, "plan", "-input=false", "-out=p.tfplan")
+    return workdir
+
+
+def script(path: Path) -> Path:
+    turns = [
+        {"text": f"Step {i}.", "tool_use": [{"name": n, "input": a}]}
+        for i, (n, a) in enumerate(READS)
+    ]
+    turns.append({"text": "All read."})
+    path.write_text(json.dumps({"name": "reads", "exchanges": [{"match": "read", "turns": turns}]}))
+    return path
+
+
+def store_text(root: Path) -> str:
+    parts = []
+    for path in root.rglob("*"):
+        if path.is_file():
+            parts.append(path.read_bytes().decode("utf-8", "replace"))
+    return "\n".join(parts)
+
+
+def test_the_planted_value_is_in_the_workspace(ws: Path):
+    """The test can fail: terraform itself prints the value on every path."""
+    assert SECRET in (ws / "terraform.tfstate").read_text()
+    assert SECRET in tf(ws, "output", "-raw", "db_password").stdout
+    assert SECRET in tf(ws, "show", "-json", "p.tfplan").stdout
+
+
+def test_kernel_cells_and_store_never_show_it(ws: Path, tmp_path: Path):
+    from iac_kernel.kernel.testing import scripted_kernel
+
+    env = {"IAC_KERNEL_HEADLESS_POLICY": "allow", "TF_CLI_CONFIG_FILE": "/dev/null"}
+    kernel = scripted_kernel(tmp_path, ws, script(tmp_path / "reads.json"), env)
+    try:
+        cell = kernel.execute("read the state every way")
+    finally:
+        kernel.stop()
+    wire = json.dumps([m["content"] for m in cell.messages])
+    assert SECRET not in wire
+    cards = cell.cards()
+    assert len(cards) == len(READS)
+    finals = [c[-1] for c in cards]
+    assert all(c["status"] == "done" for c in finals), [c["output"] for c in finals]
+    assert MASK in wire and "Terraform state/plan data" in wire
+    assert "application/vnd.iac-kernel.plan+json" in wire  # the plan tool's card
+    stored = store_text(tmp_path / "sessions")
+    assert "terraform state pull" in stored and SECRET not in stored
+
+
+async def test_acp_messages_and_store_never_show_it(ws: Path, tmp_path: Path):
+    from acp import text_block
+
+    from test_acp_support import acp_server, server_env
+
+    env = server_env(script(tmp_path / "reads.json"), TF_CLI_CONFIG_FILE="/dev/null")
+    async with acp_server(tmp_path, env=env) as (conn, _p, _client, wire):
+        sid = (await conn.new_session(cwd=str(ws), mcp_servers=[])).session_id
+        answer = await conn.prompt(session_id=sid, prompt=[text_block("read it all")])
+    assert answer.stop_reason == "end_turn"
+    text = json.dumps(wire.incoming)
+    assert SECRET not in text
+    assert text.count(MASK) >= len(READS) - 2
+    metas = [u.get("_meta") for _i, u in wire.updates_of(sid) if u.get("_meta")]
+    assert any("plan" in (m.get("iac_kernel") or {}) for m in metas)
+    assert SECRET not in store_text(Path(os.environ["IAC_KERNEL_SESSIONS_DIR"]))
+
+
+def test_values_are_found_in_printed_documents():
+    state = {
+        "version": 4,
+        "resources": [],
+        "outputs": {"pw": {"value": "LongHidden-1", "sensitive": True}},
+    }
+    outputs = {"pw": {"sensitive": True, "type": "string", "value": "LongHidden-2"}}
+    text = "noise\n" + json.dumps(state) + "\n"
+    assert values_in_text(text) == {"LongHidden-1"}
+    assert values_in_text(json.dumps(outputs)) == {"LongHidden-2"}
+    assert mask_text('x "LongHidden-2" y', {"LongHidden-2"}) == 'x "(sensitive)" y'
+
+
+def test_the_stream_masker_catches_a_value_split_across_chunks():
+    masker = StreamMasker({"Split-Secret-99"})
+    shown = masker.feed("before Split-Se") + masker.feed("cret-99 after") + masker.flush()
+    assert shown == "before (sensitive) after"
+    held = StreamMasker(set(), hold_all=True)
+    doc = json.dumps({"pw": {"sensitive": True, "type": "string", "value": "Remote-Only-77"}})
+    assert held.feed(doc) == "" and "Remote-Only-77" not in held.flush()
