@@ -23,8 +23,10 @@ ENV_PREFIX = "IAC_KERNEL_"
 #: Settings whose value must be one of a few words (add yours with a new field).
 CHOICES: dict[str, tuple[str, ...]] = {"mode": MODES, "headless_policy": HEADLESS_POLICIES}
 CHOICES["sandbox"] = ("auto", "required")  # guard (H1): required refuses bash without bwrap
-#: ``IAC_KERNEL_*`` variables that are not Settings fields: name -> accepted words, or
-#: ``None`` for free text (a path, a file). Checked at start like the fields.
+#: ``IAC_KERNEL_*`` variables that are not Settings fields: name -> accepted words,
+#: ``NUMBER`` (a number, 0 or more) or ``None`` (free text: a path, a program). Checked at
+#: start like the fields.
+NUMBER = ("<number>",)
 OTHER_ENV: dict[str, tuple[str, ...] | None] = {
     "IAC_KERNEL_PERMISSION_UI": ("auto", "widgets", "stdin", "policy"),
     "IAC_KERNEL_ENDPOINT": ("on", "off", "1", "0", "true", "false", "yes", "no"),
@@ -32,6 +34,10 @@ OTHER_ENV: dict[str, tuple[str, ...] | None] = {
     "IAC_KERNEL_LOG_FILE": None,
     "IAC_KERNEL_RUNTIME_DIR": None,
     "IAC_KERNEL_PROVIDER": ("anthropic", "bedrock", "vertex"),
+    "IAC_KERNEL_CHECKOV": None,
+    "IAC_KERNEL_PLAIN_SDK_IMPORT": None,
+    "IAC_KERNEL_MCP_START_TIMEOUT": NUMBER,
+    "IAC_KERNEL_MCP_CALL_TIMEOUT": NUMBER,
 }
 
 log = logging.getLogger(__name__)
@@ -218,6 +224,16 @@ def _other_env_problems(env: Mapping[str, str]) -> list[str]:
             )
             continue
         words = OTHER_ENV.get(name)
-        if words and value.strip().lower() not in {w.lower() for w in words}:
+        if words is NUMBER:
+            if not _is_number(value):
+                problems.append(f"{name}={value!r} is not valid (expects a number, 0 or more)")
+        elif words and value.strip().lower() not in {w.lower() for w in words}:
             problems.append(f"{name}={value!r} is not valid (expects one of {', '.join(words)})")
     return problems
+
+
+def _is_number(text: str) -> bool:
+    try:
+        return float(text) >= 0
+    except ValueError:
+        return False

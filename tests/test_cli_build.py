@@ -1,0 +1,112 @@
+"""Installing without Node.js: the Python package builds, and one line says what is missing.
+
+A clean checkout (the repository's files, without the gitignored extension build) is
+built offline with ``--no-build-isolation`` and a PATH that holds only Python: no npm.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+NOTE = "iac-kernel: the JupyterLab extension was not built (npm was not found on PATH)"
+HOW = "to get it, install Node.js (npm) and run the pip install again"
+SHARE = "share/jupyter/labextensions/@iac-kernel/jupyterlab"
+
+
+def clean_checkout(dest: Path) -> Path:
+    """The files a fresh clone has (tracked and new, minus ignored ones such as the build)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        capture_output=True,
+        check=True,
+    ).stdout.split(b"\0")
+    for name in filter(None, (n.decode() for n in listed)):
+        source = REPO / name
+        if source.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name)
+    assert not (dest / "iac_kernel" / "labextension").exists()
+    return dest
+
+
+@pytest.fixture
+def no_npm(tmp_path: Path) -> dict[str, str]:
+    """An environment whose PATH has Python and nothing else."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").symlink_to(sys.executable)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env.update(PATH=str(bin_dir), PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1")
+    assert shutil.which("npm", path=env["PATH"]) is None
+    return env
+
+
+def test_wheel_builds_without_npm_and_says_how_to_get_the_extension(
+    tmp_path: Path, no_npm: dict[str, str]
+) -> None:
+    src = clean_checkout(tmp_path / "checkout")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+         "--no-index", "-v", "-w", str(tmp_path / "dist"), "./checkout"],
+        cwd=tmp_path, env=no_npm, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    output = proc.stdout + proc.stderr
+    notes = [line.strip() for line in output.splitlines() if NOTE in line]
+    assert len(notes) == 1 and HOW in notes[0]
+    assert "Traceback" not in output
+
+    (wheel,) = (tmp_path / "dist").glob("iac_kernel-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "iac_kernel/cli.py" in names
+    assert any(n.endswith("share/jupyter/kernels/iac-kernel/kernel.json") for n in names)
+    assert not any(SHARE in n for n in names)  # no half-installed extension folder
+    assert src.is_dir()
+
+
+def test_editable_install_builds_without_npm(tmp_path: Path, no_npm: dict[str, str]) -> None:
+    src = clean_checkout(tmp_path / "checkout")
+    code = "from hatchling.build import build_editable; print(build_editable('../dist'))"
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=src,
+        env=no_npm,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert NOTE in proc.stderr and HOW in proc.stderr
+    assert (tmp_path / "dist" / proc.stdout.strip()).is_file()
+
+
+def test_a_built_extension_is_shipped_without_npm(tmp_path: Path, no_npm: dict[str, str]) -> None:
+    """An sdist carries the build: a wheel made from it needs no npm and ships it."""
+    src = clean_checkout(tmp_path / "checkout")
+    build = src / "iac_kernel" / "labextension"
+    (build / "static").mkdir(parents=True)
+    (build / "package.json").write_text('{"name": "@iac-kernel/jupyterlab"}')
+    (build / "static" / "style.js").write_text("/* built */")
+    code = "from hatchling.build import build_wheel; print(build_wheel('../dist'))"
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=src,
+        env=no_npm,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert NOTE not in proc.stderr
+    names = zipfile.ZipFile(tmp_path / "dist" / proc.stdout.strip()).namelist()
+    assert any(n.endswith(f"{SHARE}/package.json") for n in names)
+    assert any(n.endswith(f"{SHARE}/install.json") for n in names)
