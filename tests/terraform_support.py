@@ -23,6 +23,12 @@ TERRAFORM = shutil.which("terraform")
 needs_terraform = pytest.mark.skipif(TERRAFORM is None, reason="terraform is not installed")
 
 
+@pytest.fixture(autouse=True)
+def no_checkov_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """checkov takes ~20 s a run: only tests/test_terraform_policy.py turns it on."""
+    monkeypatch.setenv("IAC_KERNEL_CHECKOV", "off")
+
+
 def tf_env() -> dict[str, str]:
     env = {**os.environ, "TF_CLI_CONFIG_FILE": "/dev/null", "TF_IN_AUTOMATION": "1"}
     env["CHECKPOINT_DISABLE"] = "1"

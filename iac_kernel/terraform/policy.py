@@ -27,8 +27,15 @@ NOT_INSTALLED = "checkov is not installed (see README: policy checks)"
 _CACHE: dict[str, tuple[list[dict[str, Any]], str]] = {}
 
 
+OFF_WORDS = ("off", "0", "false", "no")
+TURNED_OFF = f"policy checks are off ({CHECKOV_ENV}=off)"
+
+
 def checkov_program() -> str | None:
+    """checkov's path: ``IAC_KERNEL_CHECKOV`` (a path or name; ``off`` disables), else PATH."""
     named = os.environ.get(CHECKOV_ENV)
+    if named and named.lower() in OFF_WORDS:
+        return None
     if named:
         return named if os.path.exists(named) else shutil.which(named)
     return shutil.which("checkov")
@@ -62,7 +69,8 @@ def run_checkov(doc: dict[str, Any], cwd: Path | None = None) -> tuple[list[dict
     """(failed checks, note): note is "" when checkov ran, else why there are no results."""
     program = checkov_program()
     if program is None:
-        return [], NOT_INSTALLED
+        off = os.environ.get(CHECKOV_ENV, "").lower() in OFF_WORDS
+        return [], TURNED_OFF if off else NOT_INSTALLED
     directory = Path(tempfile.mkdtemp(prefix="iac-kernel-checkov-"))
     os.chmod(directory, 0o700)  # the plan JSON holds sensitive values
     try:
@@ -111,7 +119,7 @@ def attach_sync(plan: Plan, doc: dict[str, Any], cwd: Path | None = None) -> Non
         return
     checks, note = run_checkov(doc, cwd)
     plan.checks, plan.checks_note = checks, note
-    if key and note != NOT_INSTALLED:
+    if key and note not in (NOT_INSTALLED, TURNED_OFF):
         _CACHE[key] = (checks, note)
 
 

@@ -1,0 +1,109 @@
+"""checkov on real plans: failed checks by address on the plan and in the apply question.
+
+checkov lives in its own environment (its pins clash with ours); these tests run when it
+is found (``IAC_KERNEL_CHECKOV`` or ``checkov`` on PATH). The workspace's
+``.checkov.yaml`` adds a custom check, so a terraform_data plan has a known violation.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from iac_kernel.config import Settings
+from iac_kernel.kernel import plan_card
+from iac_kernel.terraform import policy
+from iac_kernel.tools.base import ToolContext
+from iac_kernel.tools.tf_apply import TerraformApplyTool
+from iac_kernel.tools.tf_plans import TerraformPlanTool
+from terraform_support import applied_workspace, copy_workspace, needs_terraform, tf
+
+pytestmark = needs_terraform
+
+POLICY = """\
+metadata:
+  id: "CKV2_IACK_1"
+  name: "Ensure no firewall rule is open to the world (0.0.0.0/0)"
+  category: "NETWORKING"
+definition:
+  cond_type: "attribute"
+  resource_types:
+    - "terraform_data"
+  attribute: "input.cidr"
+  operator: "not_equals"
+  value: "0.0.0.0/0"
+"""
+OPEN = 'resource "terraform_data" "firewall" {\n  input = { cidr = "0.0.0.0/0", port = 22 }\n}\n'
+CLOSED = 'resource "terraform_data" "vpn" {\n  input = { cidr = "10.0.0.0/8", port = 22 }\n}\n'
+
+
+def checkov_found() -> str | None:
+    saved = os.environ.pop(policy.CHECKOV_ENV, None)
+    try:
+        return (saved if saved and saved.lower() not in policy.OFF_WORDS else None) or (
+            policy.checkov_program()
+        )
+    finally:
+        if saved is not None:
+            os.environ[policy.CHECKOV_ENV] = saved
+
+
+CHECKOV = checkov_found()
+
+
+@pytest.fixture(scope="module")
+def applied(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    os.environ["TF_CLI_CONFIG_FILE"] = "/dev/null"
+    return applied_workspace(tmp_path_factory.mktemp("tf"))
+
+
+@pytest.fixture
+def ws(applied: Path, tmp_path: Path) -> Path:
+    workdir = copy_workspace(applied, tmp_path / "ws")
+    (workdir / "policies").mkdir()
+    (workdir / "policies" / "world_open.yaml").write_text(POLICY)
+    (workdir / ".checkov.yaml").write_text("external-checks-dir:\n  - policies\n")
+    (workdir / "firewall.tf").write_text(OPEN + CLOSED)
+    return workdir
+
+
+@pytest.mark.skipif(CHECKOV is None, reason="checkov is not installed (IAC_KERNEL_CHECKOV)")
+async def test_checkov_findings_are_on_the_plan_card_and_in_the_apply_question(
+    ws: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv(policy.CHECKOV_ENV, CHECKOV)
+    ctx = ToolContext(cwd=ws, settings=Settings())
+    result = await TerraformPlanTool().run({"out": "p.tfplan"}, ctx)
+    plan = result.raw_output["plan"]
+    assert plan["checks_note"] == ""
+    failed = [(c["check_id"], c["address"]) for c in plan["checks"]]
+    assert failed == [("CKV2_IACK_1", "terraform_data.firewall")]  # not the vpn
+    assert "Policy (checkov): 1 failed check(s):" in result.content
+    assert "- terraform_data.firewall: CKV2_IACK_1" in result.content
+    html = plan_card.bundle(plan)["text/html"]
+    assert "✗ CKV2_IACK_1" in html and "iac-plan-checks" in html
+    approved = await TerraformApplyTool().review({"plan": "p.tfplan"}, ctx)
+    question = approved.summary()["text"]
+    assert "Failed policy checks (checkov): 1" in question
+    assert "✗ terraform_data.firewall: CKV2_IACK_1" in question
+
+
+async def test_without_checkov_the_card_says_so(ws: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv(policy.CHECKOV_ENV, str(ws / "no-such-checkov"))
+    result = await TerraformPlanTool().run({}, ToolContext(cwd=ws, settings=Settings()))
+    assert result.raw_output["plan"]["checks"] == []
+    assert result.raw_output["plan"]["checks_note"] == policy.NOT_INSTALLED
+    assert f"Policy (checkov): {policy.NOT_INSTALLED}" in result.content
+    tf(ws, "validate")
+
+
+def test_reports_are_read_by_address():
+    report = (
+        '{"check_type": "terraform_plan", "results": {"failed_checks": ['
+        '{"check_id": "CKV_AWS_1", "check_name": "n", "resource": "aws_s3_bucket.b",'
+        ' "resource_address": "module.m.aws_s3_bucket.b"}]}}'
+    )
+    assert policy.parse_report(report)[0]["address"] == "module.m.aws_s3_bucket.b"
+    assert policy.parse_report("[" + report + "]")[0]["check_id"] == "CKV_AWS_1"
