@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Mapping
+from typing import Any, TypeVar
+
+_DiffLike = TypeVar("_DiffLike", bound=Any)
 
 SECRET_NAME = re.compile(
     r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|PRIVATE|AUTH|SESSION_ID|CERT)",
@@ -33,3 +37,18 @@ def redact(text: str, env: Mapping[str, str] | None = None) -> str:
         if value in text:
             text = text.replace(value, f"[REDACTED:{name}]")
     return text
+
+
+def redact_diff(diff: _DiffLike, env: Mapping[str, str] | None = None) -> _DiffLike:
+    """A copy of a file diff (``path``, ``old_text``, ``new_text``) with secrets redacted.
+
+    Diffs go to the permission request, tool call updates and notebook cards: the loop
+    redacts each one once where its event is built.
+    """
+    old = diff.old_text
+    return dataclasses.replace(
+        diff,
+        path=redact(diff.path, env),
+        old_text=redact(old, env) if old is not None else None,
+        new_text=redact(diff.new_text, env),
+    )

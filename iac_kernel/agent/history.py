@@ -1,4 +1,8 @@
-"""Turn stored messages back into agent events, to replay a session to a front end."""
+"""Turn stored messages back into agent events, to replay a session to a front end.
+
+Events carry what the live turn showed: readable text (lone surrogates from undecodable
+bytes shown as ``\\xNN``, see :mod:`iac_kernel.textsafe`) and diffs with secrets redacted.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +20,8 @@ from iac_kernel.agent.events import (
     UserMessage,
 )
 from iac_kernel.agent.permissions import DENIED_MESSAGE
+from iac_kernel.redact import redact_diff
+from iac_kernel.textsafe import readable, readable_value
 from iac_kernel.tools.base import Tool, ToolContext
 
 
@@ -35,7 +41,7 @@ def replay(
             for block in blocks:
                 if block.get("type") == "tool_result":
                     call_id = block.get("tool_use_id", "")
-                    output = _result_text(block.get("content"))
+                    output = readable(_result_text(block.get("content")))
                     yield ToolCallResult(
                         call_id,
                         names.get(call_id, "tool"),
@@ -44,18 +50,18 @@ def replay(
                         denied=output.startswith(DENIED_MESSAGE),
                     )
             if texts:
-                yield UserMessage("\n".join(texts))
+                yield UserMessage(readable("\n".join(texts)))
             continue
         for block in blocks:
             kind = block.get("type")
             if kind == "text" and block.get("text"):
-                yield TextDelta(block["text"])
+                yield TextDelta(readable(block["text"]))
             elif kind == "thinking" and block.get("thinking"):
-                yield ThinkingDelta(block["thinking"])
+                yield ThinkingDelta(readable(block["thinking"]))
             elif kind == "tool_use":
                 tool = tools.get(block.get("name", ""))
                 args = block.get("input") or {}
-                title = _title(tool, args, block.get("name", "tool"))
+                title = readable(_title(tool, args, block.get("name", "tool")))
                 tool_kind = tool.kind if tool else "other"
                 names[block["id"]] = block.get("name", "tool")
                 yield ToolCallStarted(block["id"], block.get("name", "tool"), title, tool_kind)
@@ -64,9 +70,9 @@ def replay(
                     block.get("name", "tool"),
                     title,
                     tool_kind,
-                    args,
-                    locations=_locations(tool, args, ctx),
-                    diff=_stored_diff(block.get("name", ""), args),
+                    readable_value(args),
+                    locations=[readable(p) for p in _locations(tool, args, ctx)],
+                    diff=shown_diff(_stored_diff(block.get("name", ""), args)),
                 )
 
 
@@ -94,6 +100,15 @@ def _stored_diff(name: str, args: dict[str, Any]) -> Diff | None:
         old = args.get("old_string")
         return Diff(path, old if isinstance(old, str) else None, args["new_string"])
     return None
+
+
+def shown_diff(diff: Diff | None) -> Diff | None:
+    """A diff as front ends get it: secrets redacted, any bytes readable."""
+    if diff is None:
+        return None
+    diff = redact_diff(diff)
+    old = readable(diff.old_text) if diff.old_text is not None else None
+    return Diff(readable(diff.path), old, readable(diff.new_text))
 
 
 def _title(tool: Tool | None, args: dict[str, Any], default: str) -> str:

@@ -2,8 +2,11 @@
 
 A turn sends the conversation to the model, streams events to the front end, runs the
 tool calls the model asks for (through the permission gate), and loops until the model
-ends the turn or a limit stops it. Every message is persisted when it completes; a
-cancelled turn still leaves a valid history (every tool_use has a tool_result).
+ends the turn or a limit stops it. Every message is persisted when it completes and each
+tool result the moment its call finishes (before the front end hears of it); the
+in-memory history changes only after the write succeeded. A cancelled turn still leaves a
+valid history (every tool_use has a tool_result). Events carry redacted diffs and readable
+text (:func:`iac_kernel.textsafe.readable`), so every front end gets the same.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from iac_kernel.agent.events import (
     TurnEnded,
     Usage,
 )
+from iac_kernel.agent.history import shown_diff
 from iac_kernel.agent.permissions import AskPermission, PermissionGate, PermissionRequest
 from iac_kernel.config import Settings
 from iac_kernel.models.base import (
@@ -41,11 +45,13 @@ from iac_kernel.models.base import (
     ToolUseEnd,
 )
 from iac_kernel.redact import redact
+from iac_kernel.textsafe import readable, readable_value
 from iac_kernel.tools.base import Tool, ToolContext, ToolError, ToolResult
 
 log = logging.getLogger(__name__)
 
 CANCELLED_RESULT = "Cancelled."
+INTERRUPTED_RESULT = "Interrupted: the session stopped before this tool call finished."
 NOT_RUN_MAX_TOKENS = "Not run: the response was cut off by the output token limit."
 UNKNOWN_TOOL = "Unknown tool {name!r}. Available tools: {names}."
 
@@ -66,13 +72,24 @@ class Conversation:
         if self.summary:
             messages = [{"role": "user", "content": compaction.SUMMARY_PREFIX + self.summary}]
             messages += self.messages[self.keep_from :]
-        return merge_roles(messages)
+        # Lone surrogates (undecodable bytes) are stored exactly; the model gets them readable.
+        return readable_value(merge_roles(messages))
 
 
 class Persist:
     """Where the loop writes completed messages and compactions (the session store)."""
 
     def message(self, message: dict[str, Any]) -> None: ...
+
+    def tool_result(
+        self,
+        block: dict[str, Any],
+        *,
+        name: str = "",
+        raw_output: Any = None,
+        full: str | None = None,
+    ) -> None:
+        """One finished call's result, written the moment it finishes (its own record)."""
 
     def compaction(self, summary: str, keep_from: int) -> None: ...
 
@@ -138,6 +155,7 @@ class AgentLoop:
     ) -> TurnEnded:
         """Run one user turn to its end. Cancelling the task ends the turn as ``cancelled``."""
         usage = Usage()
+        self._close_dangling()
         self._append({"role": "user", "content": prompt})
         calls: dict[str, _Call] = {}
         partial_text: list[str] = []
@@ -164,8 +182,7 @@ class AgentLoop:
                     continue
                 if not tool_uses:
                     return await self._end(emit, "end_turn", usage)
-                results, cancelled = await self._run_tools(emit, calls, tool_uses, ask)
-                self._append({"role": "user", "content": results})
+                cancelled = await self._run_tools(emit, calls, tool_uses, ask)
                 if cancelled:
                     raise asyncio.CancelledError
             return await self._end(emit, "max_turn_requests", usage)
@@ -175,6 +192,7 @@ class AgentLoop:
 
     def record_prompt(self, prompt: list[dict[str, Any]]) -> None:
         """Store a prompt whose turn was cancelled before it started."""
+        self._close_dangling()
         self._append({"role": "user", "content": prompt})
 
     # -- model streaming -------------------------------------------------------------
@@ -248,7 +266,13 @@ class AgentLoop:
         await _send(
             emit,
             ToolCallInput(
-                call.call_id, call.name, call.title, _kind(call.tool), call.input, locations, diff
+                call.call_id,
+                call.name,
+                readable(call.title),
+                _kind(call.tool),
+                readable_value(call.input),
+                [readable(p) for p in locations],
+                shown_diff(diff),
             ),
         )
 
@@ -260,11 +284,10 @@ class AgentLoop:
         calls: dict[str, _Call],
         tool_uses: list[dict[str, Any]],
         ask: AskPermission | None,
-    ) -> tuple[list[dict[str, Any]], bool]:
-        """Run the response's tool calls in order; returns the tool_result blocks and
-        whether the turn was cancelled on the way (the remaining calls then get
+    ) -> bool:
+        """Run the response's tool calls in order, persisting each result as it finishes;
+        returns whether the turn was cancelled on the way (the remaining calls then get
         "Cancelled." without running)."""
-        results: list[dict[str, Any]] = []
         for index, block in enumerate(tool_uses):
             call = calls.get(block["id"])
             if call is None:  # a provider that skipped the begin/end events
@@ -279,12 +302,12 @@ class AgentLoop:
                 for rest in tool_uses[index:]:
                     other = calls.get(rest["id"]) or _Call(rest["id"], rest["name"], None)
                     cancelled = ToolResult(CANCELLED_RESULT, is_error=True)
-                    results.append(_tool_result(other.call_id, cancelled))
+                    self._append_result(other, cancelled)
                     await self._finish(emit, other, cancelled, False)
-                return results, True
-            results.append(_tool_result(call.call_id, result))
+                return True
+            self._append_result(call, result)
             await self._finish(emit, call, result, denied)
-        return results, False
+        return False
 
     async def _run_one(
         self, emit: Emit, call: _Call, ask: AskPermission | None
@@ -304,7 +327,7 @@ class AgentLoop:
             reason="",
             # Previewed again, not reused from the announcement: an earlier call of this
             # response may have changed the file since.
-            diff=_safe(lambda: call.tool.preview(call.input, ctx), None),
+            diff=shown_diff(_safe(lambda: call.tool.preview(call.input, ctx), None)),
         )
         decision = await self.gate.check(call.tool, call.input, ctx, request, ask)
         if decision.outcome == "cancelled":
@@ -332,9 +355,9 @@ class AgentLoop:
                 call.call_id,
                 call.name,
                 "failed" if result.is_error else "completed",
-                result.content,
-                raw_output=result.raw_output,
-                diff=result.diff,
+                readable(result.content),
+                raw_output=readable_value(result.raw_output),
+                diff=shown_diff(result.diff),
                 denied=denied,
             ),
         )
@@ -342,15 +365,17 @@ class AgentLoop:
     async def _close_calls(
         self, emit: Emit, calls: dict[str, _Call], tool_uses: list[dict], text: str
     ) -> None:
-        """Give every tool_use of the last response a result without running it."""
-        results = []
+        """Give every tool_use of the last response that has none a result, without
+        running it."""
+        answered = self._answered()
         for block in tool_uses:
+            if block["id"] in answered:
+                continue
             call = calls.get(block["id"]) or _Call(block["id"], block["name"], None)
             result = ToolResult(text, is_error=True)
-            results.append(_tool_result(call.call_id, result))
+            self._append_result(call, result)
             if not call.finished:
                 await self._finish(emit, call, result, False)
-        self._append({"role": "user", "content": results})
 
     async def _fail_open_calls(self, emit: Emit, calls: dict[str, _Call], text: str) -> None:
         for call in calls.values():
@@ -366,11 +391,9 @@ class AgentLoop:
         try:
             if partial_text:
                 self._append({"role": "assistant", "content": "".join(partial_text)})
-            last = self.conversation.messages[-1] if self.conversation.messages else {}
-            if last.get("role") == "assistant" and isinstance(last.get("content"), list):
-                open_ids = [b for b in last["content"] if b.get("type") == "tool_use"]
-                if open_ids:
-                    await self._close_calls(emit, calls, open_ids, CANCELLED_RESULT)
+            open_ids = self._open_tool_uses()
+            if open_ids:
+                await self._close_calls(emit, calls, open_ids, CANCELLED_RESULT)
             await self._fail_open_calls(emit, calls, CANCELLED_RESULT)
         except Exception:  # the turn must still answer "cancelled"
             log.exception("repair after cancel failed")
@@ -450,8 +473,57 @@ class AgentLoop:
     # -- helpers -----------------------------------------------------------------------
 
     def _append(self, message: dict[str, Any]) -> None:
-        self.conversation.messages.append(message)
+        """Persist ``message``, then add it to the history (never the other way round)."""
         self.persist.message(message)
+        self.conversation.messages.append(message)
+
+    def _append_result(self, call: _Call, result: ToolResult) -> None:
+        """Persist one call's result as its own record, then merge it into the user
+        message that holds this response's results."""
+        block = _tool_result(call.call_id, result)
+        full = getattr(result, "full_output", None)
+        self.persist.tool_result(
+            block,
+            name=call.name,
+            raw_output=result.raw_output,
+            full=redact(full) if isinstance(full, str) else None,
+        )
+        results = _results_message(self.conversation.messages)
+        if results is not None:
+            results["content"].append(block)
+        else:
+            self.conversation.messages.append({"role": "user", "content": [block]})
+
+    def _answered(self) -> set[str]:
+        """Ids of the last response's calls that already have a result."""
+        results = _results_message(self.conversation.messages)
+        return {b["tool_use_id"] for b in results["content"]} if results else set()
+
+    def _open_tool_uses(self) -> list[dict[str, Any]]:
+        """The last response's tool_use blocks that have no result yet."""
+        messages = self.conversation.messages
+        if _results_message(messages) is not None:
+            response = messages[-2]
+        elif messages:
+            response = messages[-1]
+        else:
+            return []
+        if response.get("role") != "assistant":
+            return []
+        content = response.get("content")
+        answered = self._answered()
+        return [
+            b
+            for b in (content if isinstance(content, list) else [])
+            if b.get("type") == "tool_use" and b.get("id") not in answered
+        ]
+
+    def _close_dangling(self) -> None:
+        """Answer calls left without a result (a write that failed mid-turn), so the next
+        request is valid."""
+        for block in self._open_tool_uses():
+            call = _Call(block["id"], block.get("name", "tool"), None)
+            self._append_result(call, ToolResult(INTERRUPTED_RESULT, is_error=True))
 
     async def _end(self, emit: Emit, stop_reason: Any, usage: Usage) -> TurnEnded:
         ended = TurnEnded(stop_reason, usage)
@@ -489,6 +561,17 @@ def _safe(fn: Callable[[], Any], default: Any) -> Any:
         return fn()
     except Exception:
         return default
+
+
+def _results_message(messages: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The last message if it holds (only) the results of the response before it."""
+    if len(messages) < 2 or messages[-2].get("role") != "assistant":
+        return None
+    last = messages[-1]
+    content = last.get("content")
+    if last.get("role") != "user" or not isinstance(content, list) or not content:
+        return None
+    return last if all(b.get("type") == "tool_result" for b in content) else None
 
 
 def _redact_value(value: Any) -> Any:

@@ -44,6 +44,16 @@ class _StorePersist:
     def message(self, message: dict[str, Any]) -> None:
         self.writer.append_message(message)
 
+    def tool_result(
+        self,
+        block: dict[str, Any],
+        *,
+        name: str = "",
+        raw_output: Any = None,
+        full: str | None = None,
+    ) -> None:
+        self.writer.append_tool_result(block, name=name, raw_output=raw_output, full=full)
+
     def compaction(self, summary: str, keep_from: int) -> None:
         self.writer.append_compaction(summary, keep_from)
 

@@ -45,7 +45,11 @@ class SessionManager:
         meta.setdefault("origin", self.origin)
         meta.setdefault("mode", self.settings.mode)
         stored_meta = self.store.create(cwd, **meta)
-        return self._open(stored_meta.session_id)
+        try:
+            return self._open(stored_meta.session_id)
+        except BaseException:
+            self.store.remove(stored_meta.session_id)  # no orphan in the list
+            raise
 
     def get(self, session_id: str) -> AgentSession:
         """A session this process already runs; SessionNotFoundError otherwise."""
@@ -79,7 +83,11 @@ class SessionManager:
         if not self.store.exists(session_id):
             raise SessionNotFoundError(session_id)
         meta = self.store.fork(session_id, origin=self.origin)
-        return self._open(meta.session_id)
+        try:
+            return self._open(meta.session_id)
+        except BaseException:
+            self.store.remove(meta.session_id)
+            raise
 
     def list(self, cwd: str | None = None) -> list[SessionMeta]:
         return self.store.list(cwd)

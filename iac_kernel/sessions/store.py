@@ -1,22 +1,27 @@
-"""Append-only JSONL session store with per-session locks.
+"""Append-only JSONL session store: private files, locks without held descriptors, crash
+repair, and a listing index.
 
-Layout under the store root (``~/.iac-code/sessions`` by default)::
+Layout under the store root (``~/.iac-code/sessions`` by default; folders 0700, files
+0600 whatever the umask)::
 
-    <id>.jsonl   one record per line: {"type": "message" | "compaction" | "repair", ...}
-    <id>.json    metadata (rewritten atomically): id, cwd, git root, title, times, counts
-    <id>.lock    flock'd by the one process that writes the session; holds who that is
+    <id>.jsonl   the log, one record per line (see :mod:`iac_kernel.sessions.records`)
+    <id>.json    metadata, rewritten atomically when a field other than the counters changes
+    <id>.lock    who writes the session (see :mod:`iac_kernel.sessions.locks`)
+    index/       per-folder listing index, kept current on every write (see ``index.py``)
 
-Each message is written and fsynced when it completes, so a crash loses at most the
-message being streamed. Loading repairs what a crash leaves: a half-written last line is
-cut off, and tool calls with no result get an "interrupted" result, both persisted.
+Every record is appended whole or not at all (a failed write is truncated back) and
+fsynced: each message when it completes, each tool result the moment its call finishes.
+Loading repairs what a crash or a bad disk leaves, anywhere in the log: unreadable lines
+are dropped, tool calls without a result get an "Interrupted" result, results without a
+call are dropped; the repaired log replaces the old one atomically, with a note of what
+was repaired. No file descriptor stays open between calls.
 """
 
 from __future__ import annotations
 
-import fcntl
+import contextlib
 import json
-import os
-import socket
+import logging
 import subprocess
 import time
 import uuid
@@ -24,7 +29,27 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-INTERRUPTED_RESULT = "Interrupted: the session stopped before this tool call finished."
+from iac_kernel.sessions import files, locks, records
+from iac_kernel.sessions.files import StoreOpenError, StoreWriteError
+from iac_kernel.sessions.index import FolderIndex
+from iac_kernel.sessions.records import INTERRUPTED_RESULT, dangling_tool_uses
+from iac_kernel.textsafe import json_line
+
+__all__ = [
+    "INTERRUPTED_RESULT",
+    "SessionLockedError",
+    "SessionMeta",
+    "SessionNotFoundError",
+    "SessionStore",
+    "SessionWriter",
+    "StoreOpenError",
+    "StoreWriteError",
+    "StoredSession",
+    "ToolOutput",
+    "dangling_tool_uses",
+]
+
+log = logging.getLogger(__name__)
 
 
 class SessionNotFoundError(KeyError):
@@ -60,7 +85,7 @@ def git_root(cwd: str) -> str | None:
             timeout=5,
             check=False,
         )
-    except (OSError, subprocess.SubprocessError):
+    except (OSError, subprocess.SubprocessError, ValueError):
         return None
     return out.stdout.strip() or None if out.returncode == 0 else None
 
@@ -107,16 +132,44 @@ class StoredSession:
     repairs: list[str] = field(default_factory=list)
 
 
+@dataclass
+class ToolOutput:
+    """What one tool call returned, as stored (redacted)."""
+
+    call_id: str
+    name: str
+    content: str
+    is_error: bool
+    #: The full text when the tool gave more than it showed the model, else ``content``.
+    full: str
+    raw_output: Any = None
+
+
 class SessionStore:
     """All sessions under one root directory."""
 
     def __init__(self, root: Path):
         self.root = Path(root).expanduser()
+        self.index = FolderIndex(self.root)
 
     def _path(self, session_id: str, suffix: str) -> Path:
         if not is_valid_session_id(session_id):
             raise SessionNotFoundError(session_id)
         return self.root / f"{session_id}{suffix}"
+
+    def _ensure_root(self) -> None:
+        files.private_dir(self.root)
+        if not self.index.ready:
+            self.index.rebuild([asdict(m) for m in self._scan_metas()])
+
+    def _scan_metas(self) -> list[SessionMeta]:
+        found = []
+        for path in self.root.glob("*.json"):
+            try:
+                found.append(SessionMeta.from_dict(json.loads(path.read_bytes())))
+            except (OSError, ValueError, TypeError):
+                continue
+        return found
 
     def exists(self, session_id: str) -> bool:
         try:
@@ -125,8 +178,8 @@ class SessionStore:
             return False
 
     def create(self, cwd: str, **fields: Any) -> SessionMeta:
-        """A new empty session with a fresh UUID."""
-        self.root.mkdir(parents=True, exist_ok=True)
+        """A new empty session with a fresh UUID; nothing is left behind if it fails."""
+        self._ensure_root()
         stamp = now_iso()
         meta = SessionMeta(
             session_id=str(uuid.uuid4()),
@@ -136,160 +189,202 @@ class SessionStore:
             git_root=git_root(cwd),
             **fields,
         )
-        self._path(meta.session_id, ".jsonl").touch()
-        self.write_meta(meta)
+        try:
+            files.create_file(self._path(meta.session_id, ".jsonl"))
+            self.write_meta(meta)
+        except OSError:
+            self.remove(meta.session_id)
+            raise
         return meta
 
+    def remove(self, session_id: str) -> None:
+        """Delete a session's files (used to undo a create that could not finish)."""
+        with contextlib.suppress(OSError, ValueError, SessionNotFoundError):
+            cwd = json.loads(self._path(session_id, ".json").read_bytes())["cwd"]
+            self.index.drop(cwd, session_id)
+        for suffix in (".json", ".jsonl", ".lock"):
+            with contextlib.suppress(OSError):
+                self._path(session_id, suffix).unlink()
+
     def read_meta(self, session_id: str) -> SessionMeta:
+        path = self._path(session_id, ".json")
         try:
-            data = json.loads(self._path(session_id, ".json").read_text())
+            data = json.loads(path.read_bytes())
         except FileNotFoundError:
             raise SessionNotFoundError(session_id) from None
-        except (json.JSONDecodeError, OSError):
+        except (json.JSONDecodeError, UnicodeDecodeError):
             raise SessionNotFoundError(session_id) from None
-        return SessionMeta.from_dict(data)
+        except StoreOpenError:
+            raise
+        except OSError as exc:
+            raise StoreOpenError(
+                exc.errno, f"cannot read session {session_id}: {files.describe(exc)}"
+            ) from None
+        meta = SessionMeta.from_dict(data)
+        fresher = self.index.entries(meta.cwd)
+        for entry in fresher:
+            if entry.get("session_id") == session_id and entry.get("updated_at", "") >= (
+                meta.updated_at
+            ):
+                return SessionMeta.from_dict(entry)
+        return meta
 
-    def write_meta(self, meta: SessionMeta) -> None:
-        path = self._path(meta.session_id, ".json")
-        tmp = path.with_suffix(f".json.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(asdict(meta), indent=1))
-        os.replace(tmp, path)
+    def write_meta(self, meta: SessionMeta, old_cwd: str | None = None) -> None:
+        data = asdict(meta)
+        files.replace(self._path(meta.session_id, ".json"), json_line(data))
+        self.index.put(data, old_cwd)
 
     def list(self, cwd: str | None = None) -> list[SessionMeta]:
         """Sessions, newest first; with ``cwd``, only those of exactly that directory."""
         if not self.root.is_dir():
             return []
+        self._ensure_root()
+        entries = self.index.entries(cwd) if cwd is not None else self.index.all_entries()
         found = []
-        for path in self.root.glob("*.json"):
+        for entry in entries:
             try:
-                meta = SessionMeta.from_dict(json.loads(path.read_text()))
-            except (OSError, json.JSONDecodeError, TypeError):
+                found.append(SessionMeta.from_dict(entry))
+            except TypeError:
                 continue
-            if cwd is None or meta.cwd == cwd:
-                found.append(meta)
         found.sort(key=lambda m: (m.updated_at, m.session_id), reverse=True)
         return found
 
     def lock_holder(self, session_id: str) -> dict[str, Any] | None:
         """Who holds the session's lock right now, or ``None``."""
-        path = self._path(session_id, ".lock")
-        if not path.exists():
-            return None
-        with open(path, "a+") as handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                handle.seek(0)
-                try:
-                    return json.loads(handle.read() or "{}")
-                except json.JSONDecodeError:
-                    return {}
-            fcntl.flock(handle, fcntl.LOCK_UN)
-            return None
+        return locks.holder(self._path(session_id, ".lock"))
 
     def open_writer(self, session_id: str, holder: str) -> SessionWriter:
         """Take the session's lock; raises SessionLockedError if someone else has it."""
-        self.read_meta(session_id)
-        lock_path = self._path(session_id, ".lock")
-        handle = open(lock_path, "a+")  # held open for the writer's life
+        meta = self.read_meta(session_id)
+        token, other = locks.acquire(self._path(session_id, ".lock"), holder, now_iso())
+        if other is not None:
+            raise SessionLockedError(session_id, other)
+        return SessionWriter(self, meta, token)
+
+    def _scan(self, session_id: str) -> records.LogScan:
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            try:
-                info = json.loads(handle.read() or "{}")
-            except json.JSONDecodeError:
-                info = {}
-            handle.close()
-            raise SessionLockedError(session_id, info) from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(
-            json.dumps(
-                {
-                    "pid": os.getpid(),
-                    "host": socket.gethostname(),
-                    "holder": holder,
-                    "since": now_iso(),
-                }
-            )
-        )
-        handle.flush()
-        return SessionWriter(self, session_id, handle)
+            data = self._path(session_id, ".jsonl").read_bytes()
+        except FileNotFoundError:
+            data = b""
+        except OSError as exc:
+            raise StoreOpenError(
+                exc.errno, f"cannot read session {session_id}: {files.describe(exc)}"
+            ) from None
+        return records.scan(data)
 
     def read(self, session_id: str) -> StoredSession:
-        """Read a session without repairing it (for listing or replay by a non-owner)."""
+        """Read a session without writing (for a non-owner's replay); the history is
+        repaired in memory only."""
         meta = self.read_meta(session_id)
-        records, _good_bytes, _bad = _read_records(self._path(session_id, ".jsonl"))
-        return _assemble(meta, records)
+        scan = self._scan(session_id)
+        fixed, notes = records.normalize(scan.records, now_iso())
+        return _stored(meta, fixed, _repair_notes(scan, notes))
 
     def load(self, writer: SessionWriter) -> StoredSession:
         """Read the writer's session and persist repairs of what a crash left behind."""
-        path = self._path(writer.session_id, ".jsonl")
-        records, good_bytes, bad = _read_records(path)
-        repairs = []
-        if bad:
-            with open(path, "r+b") as handle:
-                handle.truncate(good_bytes)
-                os.fsync(handle.fileno())
-            repairs.append(f"dropped {bad} half-written line(s) at the end of the log")
-        session = _assemble(writer.meta, records)
-        dangling = dangling_tool_uses(session.messages)
-        if dangling:
-            repair = tool_results_message(dangling, INTERRUPTED_RESULT)
-            writer.append_message(repair, kind="repair")
-            session.messages.append(repair)
-            repairs.append(f"closed {len(dangling)} interrupted tool call(s)")
-        session.repairs = repairs
-        session.meta = writer.meta
+        scan = self._scan(writer.session_id)
+        stamp = now_iso()
+        fixed, notes = records.normalize(scan.records, stamp)
+        repairs = _repair_notes(scan, notes)
+        if repairs:
+            note = {"type": "repaired", "ts": stamp, "notes": repairs}
+            data = b"".join(json_line(r) for r in [*fixed, note])
+            files.replace(self._path(writer.session_id, ".jsonl"), data)
+            log.warning("session %s repaired: %s", writer.session_id, "; ".join(repairs))
+        session = _stored(writer.meta, fixed, repairs)
+        writer.sync_counts(fixed, len(session.messages))
         return session
 
     def fork(self, session_id: str, **fields: Any) -> SessionMeta:
         """A new session holding a copy of this one's history."""
-        source = self.read(session_id)
+        source = self.read_meta(session_id)
+        fixed, _notes = records.normalize(self._scan(session_id).records, now_iso())
         meta = self.create(
-            source.meta.cwd,
-            title=(source.meta.title or "session") + " (fork)",
-            model=source.meta.model,
-            mode=source.meta.mode,
+            source.cwd,
+            title=(source.title or "session") + " (fork)",
+            model=source.model,
+            mode=source.mode,
             forked_from=session_id,
             **fields,
         )
-        src = self._path(session_id, ".jsonl")
-        records, good_bytes, _bad = _read_records(src)
-        with open(src, "rb") as handle:
-            data = handle.read(good_bytes)
-        dst = self._path(meta.session_id, ".jsonl")
-        with open(dst, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        meta.message_count = sum(1 for r in records if r.get("type") in ("message", "repair"))
-        self.write_meta(meta)
+        try:
+            data = b"".join(json_line(r) for r in fixed)
+            files.replace(self._path(meta.session_id, ".jsonl"), data)
+            meta.message_count = len(records.assemble(fixed).messages)
+            self.write_meta(meta)
+        except OSError:
+            self.remove(meta.session_id)
+            raise
         return meta
+
+    def tool_output(self, session_id: str, call_id: str) -> ToolOutput | None:
+        """The stored output of one tool call (the latest record of it), or ``None``."""
+        found = None
+        for record in self._scan(session_id).records:
+            if record.get("type") == "tool_result" and isinstance(record.get("block"), dict):
+                block, name = record["block"], str(record.get("name", ""))
+                if block.get("tool_use_id") == call_id:
+                    found = (block, name, record.get("full"), record.get("raw_output"))
+            elif record.get("type") in ("message", "repair"):
+                content = (record.get("message") or {}).get("content")
+                for block in content if isinstance(content, list) else []:
+                    if isinstance(block, dict) and block.get("tool_use_id") == call_id:
+                        found = (block, "", None, None)
+        if found is None:
+            return None
+        block, name, full, raw = found
+        text = _text(block.get("content"))
+        return ToolOutput(
+            call_id, name, text, bool(block.get("is_error")), full or text, raw_output=raw
+        )
 
 
 class SessionWriter:
-    """The one writer of a session: appends records, keeps metadata, holds the lock."""
+    """The one writer of a session: appends records and keeps its metadata current.
 
-    def __init__(self, store: SessionStore, session_id: str, lock_handle: Any):
+    It holds no file descriptor between calls. The in-memory counters change only after
+    a record is on disk.
+    """
+
+    def __init__(self, store: SessionStore, meta: SessionMeta, token: str):
         self.store = store
-        self.session_id = session_id
-        self._lock = lock_handle
-        self.meta = store.read_meta(session_id)
-        self._log = open(store._path(session_id, ".jsonl"), "ab")
+        self.session_id = meta.session_id
+        self.meta = meta
+        self._token = token
+        self._closed = False
+        self._log = store._path(meta.session_id, ".jsonl")
+        self._in_results = False
 
     def _append(self, record: dict[str, Any]) -> None:
-        if self._log.closed:
+        if self._closed:
             raise RuntimeError(f"session {self.session_id} is closed")
-        line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
-        self._log.write(line.encode())
-        self._log.flush()
-        os.fsync(self._log.fileno())
+        files.append(self._log, json_line(record))
 
     def append_message(self, message: dict[str, Any], *, kind: str = "message", **extra: Any):
         self._append({"type": kind, "ts": now_iso(), "message": message, **extra})
+        self._in_results = False
         self.meta.message_count += 1
+        self.touch()
+
+    def append_tool_result(
+        self,
+        block: dict[str, Any],
+        *,
+        name: str = "",
+        raw_output: Any = None,
+        full: str | None = None,
+    ) -> None:
+        """One finished call's result; consecutive results form one user message."""
+        record: dict[str, Any] = {"type": "tool_result", "ts": now_iso(), "name": name}
+        record["block"] = block
+        if raw_output is not None:
+            record["raw_output"] = raw_output
+        if full is not None and full != block.get("content"):
+            record["full"] = full
+        self._append(record)
+        if not self._in_results:
+            self.meta.message_count += 1
+        self._in_results = True
         self.touch()
 
     def append_compaction(self, summary: str, keep_from: int) -> None:
@@ -298,83 +393,65 @@ class SessionWriter:
         )
         self.touch()
 
+    def sync_counts(self, recs: list[dict[str, Any]], message_count: int) -> None:
+        """Set the counters from the loaded log (called by :meth:`SessionStore.load`)."""
+        last = next((r for r in reversed(recs) if r.get("type") != "repaired"), None)
+        self._in_results = bool(last and last.get("type") == "tool_result")
+        self.meta.message_count = message_count
+
     def update(self, **fields: Any) -> None:
+        old_cwd = self.meta.cwd
         for key, value in fields.items():
             setattr(self.meta, key, value)
-        self.touch()
+        self.meta.updated_at = now_iso()
+        self.store.write_meta(self.meta, old_cwd)
 
     def touch(self) -> None:
+        """New ``updated_at`` and counters, in the listing index only (no rewrite)."""
         self.meta.updated_at = now_iso()
-        self.store.write_meta(self.meta)
+        try:
+            self.store.index.put(asdict(self.meta))
+        except OSError as exc:  # the index is a cache; the log already has the record
+            log.warning("session %s: listing index not updated: %s", self.session_id, exc)
 
     @property
     def closed(self) -> bool:
-        return self._log.closed
+        return self._closed
 
     def close(self) -> None:
-        if not self._log.closed:
-            self._log.close()
-        if not self._lock.closed:
-            fcntl.flock(self._lock, fcntl.LOCK_UN)
-            self._lock.close()
-
-
-def _read_records(path: Path) -> tuple[list[dict[str, Any]], int, int]:
-    """Parse the log; returns the records, the byte length of the good prefix, bad tail lines."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return [], 0, 0
-    records: list[dict[str, Any]] = []
-    offset = 0
-    good = 0
-    bad = 0
-    for raw in data.splitlines(keepends=True):
-        offset += len(raw)
-        complete = raw.endswith(b"\n")
+        if self._closed:
+            return
+        self._closed = True
         try:
-            record = json.loads(raw) if complete else None
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            record = None
-        if isinstance(record, dict):
-            if bad:
-                # A bad line followed by good ones is not a torn tail: keep everything.
-                bad = 0
-            records.append(record)
-            good = offset
-        elif raw.strip():
-            bad += 1
-    return records, good, bad
+            files.replace(self.store._path(self.session_id, ".json"), json_line(asdict(self.meta)))
+        except OSError as exc:
+            log.warning("session %s: metadata not saved on close: %s", self.session_id, exc)
+        with contextlib.suppress(OSError):
+            locks.release(self.store._path(self.session_id, ".lock"), self._token)
 
 
-def _assemble(meta: SessionMeta, records: list[dict[str, Any]]) -> StoredSession:
-    messages: list[dict[str, Any]] = []
-    summary = None
-    keep_from = 0
-    for record in records:
-        if record.get("type") in ("message", "repair") and isinstance(record.get("message"), dict):
-            messages.append(record["message"])
-        elif record.get("type") == "compaction":
-            summary = record.get("summary")
-            keep_from = int(record.get("keep_from", 0))
-    return StoredSession(meta=meta, messages=messages, summary=summary, keep_from=keep_from)
+def _repair_notes(scan: records.LogScan, notes: list[str]) -> list[str]:
+    repairs = []
+    if scan.bad_lines:
+        where = "at the end of the log" if scan.torn_tail and scan.bad_lines == 1 else "in the log"
+        repairs.append(f"dropped {scan.bad_lines} unreadable or half-written line(s) {where}")
+    return repairs + notes
 
 
-def dangling_tool_uses(messages: list[dict[str, Any]]) -> list[str]:
-    """Ids of tool_use blocks in the last assistant message that have no tool_result."""
-    if not messages or messages[-1].get("role") != "assistant":
-        return []
-    content = messages[-1].get("content")
-    if not isinstance(content, list):
-        return []
-    return [b["id"] for b in content if b.get("type") == "tool_use"]
+def _stored(meta: SessionMeta, recs: list[dict[str, Any]], repairs: list[str]) -> StoredSession:
+    assembled = records.assemble(recs)
+    return StoredSession(
+        meta=meta,
+        messages=assembled.messages,
+        summary=assembled.summary,
+        keep_from=assembled.keep_from,
+        repairs=repairs,
+    )
 
 
-def tool_results_message(call_ids: list[str], text: str) -> dict[str, Any]:
-    return {
-        "role": "user",
-        "content": [
-            {"type": "tool_result", "tool_use_id": cid, "content": text, "is_error": True}
-            for cid in call_ids
-        ],
-    }
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(b.get("text", "") for b in content if isinstance(b, dict))
+    return ""

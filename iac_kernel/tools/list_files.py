@@ -97,7 +97,11 @@ def _walk(root: Path, depth: int) -> tuple[list[str], list[str], bool]:
             if len(entries) >= MAX_ENTRIES:
                 return False
             # Symlinks to directories are shown as directories but not followed (loops).
-            is_dir = item.is_dir()
+            try:
+                is_dir = item.is_dir()
+            except OSError as exc:  # a symlink loop (ELOOP) or a vanished entry
+                errors.append(f"skipped {prefix + item.name}: {exc.strerror or exc}")
+                continue
             if is_dir and item.name in SKIP_DIRS:
                 continue
             rel = prefix + item.name

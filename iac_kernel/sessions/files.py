@@ -1,0 +1,125 @@
+"""Private files for the session store: folders 0700, files 0600 whatever the umask;
+all-or-nothing appends; atomic replacement. No file descriptor outlives a call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+from pathlib import Path
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+
+
+class StoreWriteError(OSError):
+    """A store write failed; the file was rolled back to its last good state."""
+
+
+class StoreOpenError(OSError):
+    """The OS refused to open a store file (too many open files, permissions, ...)."""
+
+
+def describe(exc: OSError) -> str:
+    """``[Errno 24] Too many open files (EMFILE)`` style text for an OS error."""
+    name = errno.errorcode.get(exc.errno or 0, "")
+    text = exc.strerror or str(exc)
+    return f"{text} ({name})" if name else text
+
+
+def private_dir(path: Path) -> Path:
+    """Create ``path`` (and parents) and make it 0700."""
+    path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+    if path.stat().st_mode & 0o777 != DIR_MODE:
+        os.chmod(path, DIR_MODE)
+    return path
+
+
+def open_fd(path: Path, flags: int) -> int:
+    """``os.open`` with mode 0600 (forced, the umask may have taken bits away)."""
+    try:
+        fd = os.open(path, flags | os.O_CLOEXEC, FILE_MODE)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        if exc.errno in (errno.EMFILE, errno.ENFILE):
+            raise StoreOpenError(
+                exc.errno, f"cannot open {path.name}: {describe(exc)}; close some sessions"
+            ) from None
+        raise
+    if flags & os.O_CREAT:
+        with contextlib.suppress(OSError):
+            if os.fstat(fd).st_mode & 0o777 != FILE_MODE:
+                os.fchmod(fd, FILE_MODE)
+    return fd
+
+
+def create_file(path: Path, data: bytes = b"") -> None:
+    """Create ``path`` (0600) holding ``data``; FileExistsError if it exists."""
+    fd = open_fd(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    try:
+        _write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def append(path: Path, data: bytes, *, sync: bool = True) -> int:
+    """Append ``data`` whole or not at all; returns the file's new size.
+
+    On a failed or short write the file is truncated back to its size before the call,
+    and StoreWriteError says what happened.
+    """
+    fd = open_fd(path, os.O_WRONLY | os.O_APPEND)
+    try:
+        start = os.lseek(fd, 0, os.SEEK_END)
+        try:
+            _write_all(fd, data)
+            if sync:
+                os.fsync(fd)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, start)
+                os.fsync(fd)
+            raise StoreWriteError(
+                exc.errno, f"could not write {path.name}: {describe(exc)}"
+            ) from None
+        return start + len(data)
+    finally:
+        os.close(fd)
+
+
+def replace(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` atomically (temp file, fsync, rename, fsync dir)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    try:
+        create_file(tmp, data)
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        if isinstance(exc, StoreWriteError | StoreOpenError):
+            raise
+        raise StoreWriteError(exc.errno, f"could not write {path.name}: {describe(exc)}") from None
+    sync_dir(path.parent)
+
+
+def sync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        if written <= 0:
+            raise OSError(errno.EIO, "short write")
+        view = view[written:]
