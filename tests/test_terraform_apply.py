@@ -24,6 +24,7 @@ from terraform_support import (
     applied_workspace,
     copy_workspace,
     needs_terraform,
+    no_checkov_by_default,  # noqa: F401 (autouse fixture)
     state,
     tf,
     to_stage,

@@ -15,6 +15,7 @@ from terraform_support import (
     applied_workspace,
     copy_workspace,
     needs_terraform,
+    no_checkov_by_default,  # noqa: F401 (autouse fixture)
     tf,
     to_stage,
 )
