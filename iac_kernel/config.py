@@ -191,6 +191,18 @@ def accepts(key: str, type_name: Any = None) -> str:
     return text + (", or none" if "None" in type_name else "")
 
 
+def settings_table() -> str:
+    """The settings as a Markdown table (docs/settings.md holds this very text)."""
+    rows = ["| setting | environment variable | accepts | default |", "|---|---|---|---|"]
+    defaults = Settings()
+    for f in dataclasses.fields(Settings):
+        default = getattr(defaults, f.name)
+        shown = "`~/.iac-code/sessions`" if f.name == "sessions_dir" else f"`{_show(default)}`"
+        words = accepts(f.name, f.type).removeprefix("expects ")
+        rows.append(f"| `{f.name}` | `{ENV_PREFIX}{f.name.upper()}` | {words} | {shown} |")
+    return "\n".join(rows) + "\n"
+
+
 def env_problems(env: Mapping[str, str] | None = None) -> list[str]:
     """One readable line per bad or unknown ``IAC_KERNEL_*`` variable in ``env``."""
     problems: list[str] = []
