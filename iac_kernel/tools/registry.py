@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from iac_kernel.tools import tf_guard
 from iac_kernel.tools.agent import AgentTool
 from iac_kernel.tools.base import Tool
 from iac_kernel.tools.bash import BashTool
@@ -33,4 +34,5 @@ TOOL_CLASSES: tuple[type[Tool], ...] = (
 
 def build_tools() -> list[Tool]:
     """A fresh instance of every tool (one set per session)."""
+    tf_guard.register()  # the guard's exec-time review of terraform/tofu apply
     return [cls() for cls in TOOL_CLASSES]
