@@ -28,7 +28,18 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from typing import Any
+
+if "papermill.engines" not in sys.modules:
+    # Importing papermill loads its engine entry points, and ours is this module: while it
+    # is half-imported here, that load would fail. Let it import a complete copy instead
+    # (papermill.engines is far enough along by then); this module registers itself last.
+    _this = sys.modules.pop(__name__)
+    try:
+        import papermill.engines  # noqa: F401
+    finally:
+        sys.modules[__name__] = _this
 
 from papermill.clientwrap import PapermillNotebookClient
 from papermill.engines import NBClientEngine, papermill_engines
