@@ -21,8 +21,9 @@ examples:
   iac-kernel SUBCOMMAND --help     details and environment variables of one subcommand"""
 
 SETTINGS_ENV = """\
-  IAC_KERNEL_<SETTING>     any setting, e.g. IAC_KERNEL_MAX_TURN_REQUESTS=40 (a bad value
-                           is reported in one line and the default is used)
+  IAC_KERNEL_<SETTING>     any setting, e.g. IAC_KERNEL_MAX_TURN_REQUESTS=40 (all of them:
+                           %config in a notebook, or docs/settings.md); a bad value is
+                           reported in one line and the default is used
   IAC_KERNEL_SESSIONS_DIR  the session store (default ~/.iac-code/sessions)
   ANTHROPIC_API_KEY        use Claude; without credentials the offline scripted model
                            answers (also ANTHROPIC_AUTH_TOKEN, ANTHROPIC_BASE_URL,
