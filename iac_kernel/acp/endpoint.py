@@ -11,7 +11,8 @@ wrong, missing or late token (:data:`AUTH_TIMEOUT`) gets one JSON-RPC error line
 (``-32600 "unauthorized"``) and the connection is closed; nothing else is read or
 served. On Linux the peer must also run as the same user (``SO_PEERCRED``).
 
-After that the connection speaks ACP (the full server of :mod:`iac_kernel.acp.server`)
+After that the connection speaks ACP (the full server of :mod:`iac_kernel.acp.server`,
+imported with the ACP SDK when the first editor connects, not at kernel start)
 over :class:`EndpointSessions`: ``session/load``/``resume`` attach to a session the
 kernel holds (the live runtime, history replayed from memory); the endpoint never
 loads other sessions from disk, never creates or forks sessions, and
@@ -23,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import importlib
 import json
 import logging
 import os
@@ -36,6 +38,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from iac_kernel.acp import sdk
 from iac_kernel.acp.runtime import (
     EndpointInfo,
     ensure_private_dir,
@@ -43,7 +46,6 @@ from iac_kernel.acp.runtime import (
     write_info,
 )
 from iac_kernel.acp.runtime import runtime_dir as default_runtime_dir
-from iac_kernel.acp.server import serve
 from iac_kernel.acp.transport import READ_LIMIT
 from iac_kernel.agent.session import AgentSession
 from iac_kernel.sessions.manager import SessionManager
@@ -174,6 +176,7 @@ class Endpoint:
             self._connections.add(task)
         try:
             if await self._authenticate(reader, writer):
+                serve = await load_server()
                 await serve(reader, writer, self.sessions_view)  # type: ignore[arg-type]
         except asyncio.CancelledError:
             pass
@@ -253,6 +256,20 @@ async def start_endpoint(
         endpoint.remove_files()
         raise
     return endpoint
+
+
+async def load_server() -> Any:
+    """:func:`iac_kernel.acp.server.serve`, importing the ACP SDK on first use in a worker
+    thread: the kernel starts without it and its loop keeps running meanwhile."""
+    module = sys.modules.get("iac_kernel.acp.server")
+    if module is None:
+
+        def load() -> Any:
+            sdk.import_sdk()
+            return importlib.import_module("iac_kernel.acp.server")
+
+        module = await asyncio.to_thread(load)
+    return module.serve
 
 
 def parse_token_line(line: bytes) -> tuple[str | None, Any]:

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 from acp.connection import Connection
+from pydantic import BaseModel
 
+from iac_kernel.acp import early
 from iac_kernel.acp.agent import IacAgent
 from iac_kernel.acp.channel import ClientChannel
 from iac_kernel.acp.routes import Dispatcher
@@ -21,19 +24,53 @@ from iac_kernel.sessions.manager import SessionManager
 log = logging.getLogger(__name__)
 
 
-async def serve(reader: asyncio.StreamReader, writer: Writer, manager: SessionManager) -> None:
+async def serve(
+    reader: asyncio.StreamReader,
+    writer: Writer,
+    manager: SessionManager,
+    *,
+    initialized: dict[str, Any] | None = None,
+) -> None:
     """Answer ACP messages from ``reader`` on ``writer`` until the input ends.
+
+    ``initialized`` is an ``initialize`` request already answered with
+    :func:`iac_kernel.acp.early.answer_bytes` (before the SDK was imported): it is run
+    through the agent now, without answering again.
 
     Turns this connection started are cancelled (and end with a valid history) when it
     ends; the sessions stay open in ``manager``.
     """
     agent = IacAgent(manager)
-    conn = Connection(Dispatcher(agent), LineTransport(reader, writer), listening=False)
+    dispatcher = Dispatcher(agent)
+    conn = Connection(dispatcher, LineTransport(reader, writer), listening=False)
     agent.attach(ClientChannel(conn))
     try:
+        if initialized is not None:
+            await replay_initialize(dispatcher, initialized)
         await conn.main_loop()
     finally:
         try:
             await agent.shutdown()
         finally:
             await conn.close()
+
+
+async def replay_initialize(dispatcher: Dispatcher, message: dict[str, Any]) -> dict[str, Any]:
+    """Run an early-answered ``initialize`` through the agent; log an error if the
+    agent's answer (serialized as the SDK does) differs from the one already sent."""
+    result = await dispatcher("initialize", message.get("params"), False)
+    answer = sdk_serialized(result)
+    if answer != early.INITIALIZE_RESULT:
+        log.error(
+            "the early initialize answer differs from the agent's: %s != %s",
+            early.INITIALIZE_RESULT,
+            answer,
+        )
+    return answer
+
+
+def sdk_serialized(result: Any) -> Any:
+    """A handler's result as :class:`acp.connection.Connection` puts it on the wire."""
+    if isinstance(result, BaseModel):
+        return result.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_unset=True)
+    return result

@@ -4,26 +4,41 @@ stdout is the protocol channel and nothing else may reach it: at start the real 
 is moved to a private descriptor and fd 1 is pointed at stderr, so a stray ``print``, a
 library warning or a child process writing to fd 1 lands in the log instead. Logs go to
 stderr, or to ``IAC_KERNEL_LOG_FILE``; ``IAC_KERNEL_LOG_LEVEL`` sets the level.
+
+Start-up: the ACP SDK and the agent are imported in a background thread
+(:mod:`iac_kernel.acp.sdk`) while the main thread reads stdin; a plainly valid
+``initialize`` is answered at once (:mod:`iac_kernel.acp.early`), everything else
+waits for the import and is served by the SDK's connection. With Anthropic
+credentials the same thread then imports the Anthropic SDK, before the first prompt.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import importlib
 import logging
 import os
-import signal
 import sys
 import threading
+from typing import TYPE_CHECKING
 
-from iac_kernel.acp.server import serve
-from iac_kernel.acp.transport import READ_LIMIT
-from iac_kernel.config import Settings
-from iac_kernel.models.credentials import has_anthropic_credentials
-from iac_kernel.sessions.manager import SessionManager
+from iac_kernel.acp import early, sdk
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from iac_kernel.sessions.manager import SessionManager
 
 log = logging.getLogger(__name__)
+
+#: What the server needs, imported by the background thread.
+SERVER_MODULES = (
+    "iac_kernel.acp.server",
+    "iac_kernel.config",
+    "iac_kernel.sessions.manager",
+    "iac_kernel.models.credentials",
+)
+#: Bytes read while waiting for the SDK before the reader takes over.
+EARLY_MAX = 1024 * 1024
 
 
 def run_stdio(fast_exit: bool = True) -> int:
@@ -35,39 +50,108 @@ def run_stdio(fast_exit: bool = True) -> int:
     """
     protocol_fd = claim_stdout()
     setup_logging()
-    warm_up()
+    loader = sdk.start_loading(SERVER_MODULES, then=warm_up)
+    start = EarlyStart(0, protocol_fd)
     try:
-        settings = Settings.from_env()
-    except ValueError as exc:
-        log.error("bad IAC_KERNEL_* setting: %s", exc)
-        return 2
-    manager = SessionManager(settings, holder=f"iac-kernel acp (pid {os.getpid()})", origin="acp")
-    try:
-        asyncio.run(_main(protocol_fd, manager))
+        start.run(loader.loaded)
+        loader.wait()
+        code = _serve(protocol_fd, start)
     except KeyboardInterrupt:
-        pass
+        code = 0
     if fast_exit:
         logging.shutdown()
         with contextlib.suppress(Exception):
             sys.stderr.flush()
-        os._exit(0)
+        os._exit(code)
+    return code
+
+
+def _remove_dead_runtime_files() -> None:
+    """Runtime files of killed kernels go at every start, not when someone attaches."""
+    from iac_kernel.acp.runtime import RuntimeDirError, remove_dead
+
+    try:
+        remove_dead()
+    except (OSError, RuntimeDirError) as exc:
+        log.warning("could not clean the runtime directory: %s", exc)
+
+
+def _serve(protocol_fd: int, start: EarlyStart) -> int:
+    import asyncio
+
+    from iac_kernel.config import Settings
+    from iac_kernel.sessions.manager import SessionManager
+
+    problems: list[str] = []
+    settings = Settings.from_env(problems=problems)
+    for line in problems:  # one line each, naming the variable; the defaults are used
+        log.warning("setting ignored: %s", line)
+    manager = SessionManager(settings, holder=f"iac-kernel acp (pid {os.getpid()})", origin="acp")
+    _remove_dead_runtime_files()
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_main(protocol_fd, manager, start))
     return 0
 
 
 def warm_up() -> None:
-    """With Anthropic credentials set, import the SDK in the background while the client
-    initializes: the first prompt needs it and it takes a second to import. Without
-    credentials sessions use the scripted model, so nothing is imported."""
-    if not has_anthropic_credentials():
-        return
+    """Runs in the loader thread once the server's modules are imported (so only
+    third-party code is left to import and this cannot deadlock with the main thread):
+    with Anthropic credentials, import the SDK and build its client before the first
+    prompt needs them."""
+    from iac_kernel.models.warm import warm_anthropic
 
-    def load() -> None:
-        # Only third-party code is left to import by now (every iac_kernel module
-        # the server uses is loaded), so this cannot deadlock with the main thread.
-        with contextlib.suppress(Exception):
-            importlib.import_module("iac_kernel.models.anthropic")
+    warm_anthropic()
 
-    threading.Thread(target=load, name="warm-up", daemon=True).start()
+
+class EarlyStart:
+    """Reads stdin while the SDK imports and answers a plainly valid ``initialize``.
+
+    Stops (leaving the unread rest in :attr:`buffer`) when the SDK is loaded, at the
+    first message it cannot answer, or at end of input.
+    """
+
+    def __init__(self, in_fd: int, out_fd: int) -> None:
+        self.in_fd = in_fd
+        self.out_fd = out_fd
+        self.buffer = b""
+        self.eof = False
+        #: The ``initialize`` request answered early, replayed into the agent later.
+        self.initialize: dict | None = None
+
+    def run(self, loaded: threading.Event) -> None:
+        while not loaded.is_set() and not self.eof:
+            newline = self.buffer.find(b"\n")
+            if newline < 0:
+                if len(self.buffer) > EARLY_MAX or not self._read():
+                    return
+                continue
+            line = self.buffer[:newline]
+            if line.strip():
+                message = None if self.initialize else early.parse_initialize(line)
+                if message is None:
+                    return
+                _write_all(self.out_fd, early.answer_bytes(message["id"]))
+                self.initialize = message
+            self.buffer = self.buffer[newline + 1 :]
+
+    def _read(self) -> bool:
+        try:
+            data = os.read(self.in_fd, 65536)
+        except BlockingIOError:
+            return False
+        except OSError:
+            data = b""
+        if not data:
+            self.eof = True
+            return False
+        self.buffer += data
+        return True
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def claim_stdout() -> int:
@@ -90,11 +174,17 @@ def setup_logging() -> None:
     root.setLevel(level if level in logging.getLevelNamesMapping() else "WARNING")
 
 
-async def _main(protocol_fd: int, manager: SessionManager) -> None:
+async def _main(protocol_fd: int, manager: SessionManager, start: EarlyStart | None = None) -> None:
+    import asyncio
+    import signal
+
+    from iac_kernel.acp.server import serve
+
     loop = asyncio.get_running_loop()
-    reader = await open_reader(0)
+    reader = await open_reader(0, start.buffer if start else b"", bool(start and start.eof))
     writer = await open_writer(protocol_fd)
-    server = asyncio.ensure_future(serve(reader, writer, manager))
+    initialized = start.initialize if start else None
+    server = asyncio.ensure_future(serve(reader, writer, manager, initialized=initialized))
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(sig, server.cancel)
@@ -106,11 +196,20 @@ async def _main(protocol_fd: int, manager: SessionManager) -> None:
         await manager.close_all()
 
 
-async def open_reader(fd: int) -> asyncio.StreamReader:
+async def open_reader(fd: int, initial: bytes = b"", eof: bool = False) -> asyncio.StreamReader:
     """A stream reader on ``fd``: a pipe or tty directly, anything else (a file) via a
-    thread."""
+    thread. ``initial`` is what was read from ``fd`` before (``eof``: all of it)."""
+    import asyncio
+
+    from iac_kernel.acp.transport import READ_LIMIT
+
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=READ_LIMIT)
+    if initial:
+        reader.feed_data(initial)
+    if eof:
+        reader.feed_eof()
+        return reader
     source = os.fdopen(fd, "rb", buffering=0, closefd=False)
     try:
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), source)
@@ -133,6 +232,8 @@ def _feed(loop: asyncio.AbstractEventLoop, reader: asyncio.StreamReader, fd: int
 async def open_writer(fd: int) -> asyncio.StreamWriter | BlockingWriter:
     """A writer on ``fd``: a pipe transport with flow control, or plain blocking writes
     when ``fd`` is a regular file."""
+    import asyncio
+
     loop = asyncio.get_running_loop()
     sink = os.fdopen(fd, "wb", buffering=0)
     try:

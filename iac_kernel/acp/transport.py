@@ -9,6 +9,11 @@ parse error, ``-32600`` invalid request), reads lines of any length up to
 It also runs work registered with :func:`after_answer` right after the answer to the
 request that registered it is written: notifications such as a new title must reach
 the client after the answer that tells it the session id.
+
+Messages are written in the order they are sent, but coalesced: everything sent during
+one event-loop iteration goes out in one ``write`` at the start of the next (a streamed
+answer sends many small ``session/update`` lines back to back), or at once when
+:data:`FLUSH_BYTES` are pending.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ log = logging.getLogger(__name__)
 MAX_LINE_BYTES = 64 * 1024 * 1024
 #: Buffer limit for stream readers created for this transport (lines may be longer).
 READ_LIMIT = 1024 * 1024
+#: Pending output written at once instead of at the next loop iteration.
+FLUSH_BYTES = 256 * 1024
 
 Deferred = Callable[[], Awaitable[None]]
 _deferred: ContextVar[list[Deferred] | None] = ContextVar("iac_acp_deferred", default=None)
@@ -66,6 +73,10 @@ class LineTransport:
         self._max_line = max_line
         self._closed = False
         self._tasks: set[asyncio.Task[None]] = set()
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
+        self._flush_scheduled = False
+        self._write_error: BaseException | None = None
 
     # -- receiving -------------------------------------------------------------------
 
@@ -127,14 +138,42 @@ class LineTransport:
     async def send(self, message: dict[str, Any]) -> None:
         if self._closed:
             raise ConnectionError("transport closed")
+        if self._write_error is not None:
+            raise ConnectionError(f"output failed: {self._write_error}")
         data = _encode(message)
         is_answer = "method" not in message and "id" in message
         deferred = _take_deferred() if is_answer else []
-        # write() is synchronous: the message is queued whole before any other send.
-        self._writer.write(data)
+        # Queued synchronously: the message is whole and in order before any other send.
+        self._queue(data)
         for work in deferred:
             self._spawn(work)
+        if self._pending_bytes >= FLUSH_BYTES:
+            self.flush()
         await self._writer.drain()
+
+    def _queue(self, data: bytes) -> None:
+        self._pending.append(data)
+        self._pending_bytes += len(data)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._scheduled_flush)
+
+    def _scheduled_flush(self) -> None:
+        self._flush_scheduled = False
+        self.flush()
+
+    def flush(self) -> None:
+        """Write everything queued, in one ``write``."""
+        if not self._pending:
+            return
+        data = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
+        self._pending.clear()
+        self._pending_bytes = 0
+        try:
+            self._writer.write(data)
+        except (ConnectionError, OSError, RuntimeError) as exc:
+            log.info("output failed: %s", exc)
+            self._write_error = exc
 
     async def _reply_error(self, request_id: Any, code: int, message: str, detail: str) -> None:
         payload = {
@@ -144,6 +183,7 @@ class LineTransport:
         }
         try:
             await self.send(payload)
+            self.flush()
         except (ConnectionError, OSError):
             log.info("could not answer a malformed message: the output is closed")
 
@@ -164,6 +204,7 @@ class LineTransport:
         if self._closed:
             return
         self._closed = True
+        self.flush()
         for task in list(self._tasks):
             task.cancel()
         with contextlib.suppress(Exception):

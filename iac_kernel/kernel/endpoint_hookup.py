@@ -20,6 +20,7 @@ from iac_kernel.acp.runtime import RuntimeDirError
 from iac_kernel.agent.session import AgentSession
 from iac_kernel.kernel.editor_turns import EditorTurn, EditorTurns
 from iac_kernel.kernel.state import KernelState
+from iac_kernel.models.warm import start_warm_up
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,7 @@ class EditorLink:
         self.endpoint: Endpoint | None = None
         self.turns = EditorTurns(is_notebook_turn)
         self._task: asyncio.Task[None] | None = None
+        self._warm_started = False
         state.listeners.append(self._session_changed)
 
     @property
@@ -44,7 +46,12 @@ class EditorLink:
         return os.environ.get(ENV_SWITCH, "on").strip().lower() not in OFF
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Start the endpoint once ``loop`` (the kernel's main loop) runs."""
+        """Start the endpoint once ``loop`` (the kernel's main loop) runs (the ACP SDK is
+        imported when an editor first connects); with Anthropic credentials, import that
+        SDK and build its client in the background so the first prompt does not wait."""
+        if not self._warm_started:
+            self._warm_started = True
+            start_warm_up()
         if self.enabled and self._task is None:
             self._task = loop.create_task(self._start())
 

@@ -30,6 +30,7 @@ from typing import Any
 import anthropic
 
 from iac_kernel.agent.events import Usage
+from iac_kernel.models.anthropic_clients import FACTORIES, shared_client
 from iac_kernel.models.base import (
     MessageDone,
     ModelError,
@@ -72,8 +73,6 @@ _BETA_1M = frozenset({"claude-sonnet-4", "claude-sonnet-4-5"})
 # Documented as adaptive-thinking models without manual extended thinking: a budget cannot
 # be sent to them, so thinking_budget > 0 turns on {"type": "adaptive"} instead.
 _ADAPTIVE_THINKING = frozenset({"claude-opus-4-7", "claude-opus-5", "claude-sonnet-5"})
-
-_SECRET_ARG = re.compile(r"key|token|secret|credential", re.IGNORECASE)
 
 RetryCallback = Callable[[int, float, str], Awaitable[None] | None]
 
@@ -226,7 +225,7 @@ class AnthropicModel:
             kwargs: dict[str, Any] = {"api_key": api_key, "base_url": base_url, "max_retries": 0}
             if timeout is not None:
                 kwargs["timeout"] = timeout
-            client = _build_client("anthropic", anthropic.AsyncAnthropic, kwargs)
+            client = shared_client("anthropic", anthropic.AsyncAnthropic, kwargs)
         elif getattr(client, "max_retries", 0) != 0:
             client = client.with_options(max_retries=0)
         self.client = client
@@ -629,18 +628,6 @@ class _MessageBuilder:
 # --- factory -------------------------------------------------------------------------------
 
 
-def _build_client(provider: str, factory: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
-    """Construct an SDK client; configuration problems become a readable ValueError."""
-    try:
-        return factory(**kwargs)
-    except (ValueError, TypeError, anthropic.AnthropicError) as exc:
-        message = redact(str(exc))
-        for name, value in kwargs.items():
-            if isinstance(value, str) and len(value) >= 4 and _SECRET_ARG.search(name):
-                message = message.replace(value, f"[REDACTED:{name}]")
-        raise ValueError(f"cannot set up the {provider} client: {message}") from None
-
-
 def create_anthropic_model(
     model_id: str,
     *,
@@ -664,13 +651,8 @@ def create_anthropic_model(
     if chosen not in PROVIDERS:
         raise ValueError(f"unknown provider {chosen!r}; expected one of {', '.join(PROVIDERS)}")
     client_kwargs["max_retries"] = 0
-    if chosen == "anthropic":
-        factory: Callable[..., Any] = anthropic.AsyncAnthropic
-    elif chosen == "bedrock":
-        factory = anthropic.AsyncAnthropicBedrock
-    else:
-        factory = anthropic.AsyncAnthropicVertex
-    client = _build_client(chosen, factory, client_kwargs)
+    factory: Callable[..., Any] = getattr(anthropic, FACTORIES[chosen])
+    client = shared_client(chosen, factory, client_kwargs)
     return AnthropicModel(
         model_id,
         client=client,

@@ -111,14 +111,35 @@ async def matching_files(base: Path, pattern: str) -> tuple[list[str], bool]:
     matched here because an rg ``--glob`` would override .gitignore for what it matches.
     Returns the files and whether the listing was cut short.
     """
-    out = await run_rg(["--files"], base, MAX_LIST_BYTES)
+    # rg lists on every core, in no particular order, keeping only files whose name can
+    # match; the glob itself is matched and sorted here. Only a listing cut short is
+    # made again in rg's sorted (one-thread) order, so the files kept are the same
+    # every time.
+    args = ["--files", *name_prefilter(pattern)]
+    out = await run_rg(args, base, MAX_LIST_BYTES)
+    if out.truncated:
+        out = await run_rg([*args, "--sort=path"], base, MAX_LIST_BYTES)
     if out.returncode not in (0, 1) and not out.truncated and not out.stdout:
         raise ToolError(f"listing files failed: {out.stderr or f'rg exit code {out.returncode}'}")
     files = out.stdout.splitlines()
     if out.truncated and files:
         files.pop()  # the last line may be cut mid-path
-    regex = compile_glob(pattern)
-    return sorted(f for f in files if f and regex.match(f)), out.truncated
+    found = list(filter(compile_glob(pattern).match, files))
+    found.sort()
+    return found, out.truncated
+
+
+def name_prefilter(pattern: str) -> list[str]:
+    """rg flags keeping only files whose name matches the glob's last segment (a file
+    type, which unlike ``--glob`` never re-includes ignored files); none when that
+    segment can match across folders or cannot be a type glob."""
+    pat = pattern.strip()
+    if not pat or pat.endswith("/"):
+        return []
+    last = pat.rsplit("/", 1)[-1]
+    if not last or "**" in last or ":" in last or "\\" in last:
+        return []
+    return [f"--type-add=iacglob:{last}", "--type=iacglob"]
 
 
 class GlobTool(SearchTool):

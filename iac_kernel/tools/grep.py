@@ -67,7 +67,7 @@ class GrepTool(SearchTool):
             raise ToolError(f"path not found: {shown}")
         limit = max(int(ctx.settings.output_limit), 1_000)
         mode = args["output_mode"]
-        flags = ["--sort=path"]
+        flags: list[str] = []
         if args.get("case_insensitive"):
             flags.append("--ignore-case")
         if mode == "content":
@@ -85,8 +85,12 @@ class GrepTool(SearchTool):
                 )
             flags += glob_flags or []
         argv = [*flags, f"--regexp={args['pattern']}", "--", *targets]
-        # JSON is verbose: read well past the output limit before stopping rg.
+        # JSON is verbose: read well past the output limit before stopping rg. rg runs
+        # on every core and its output is sorted here; only when the output is cut short
+        # is it run again sorted (one thread), so what is kept is the same every time.
         out = await run_rg(argv, root, limit * 20)
+        if out.truncated:
+            out = await run_rg(["--sort=path", *argv], root, limit * 20)
         if out.returncode == 2 and not out.stdout:
             raise ToolError(f"grep failed: {out.stderr or 'rg exit code 2'}")
         prefix = prefix_for(root, Path(ctx.cwd))
@@ -135,38 +139,56 @@ def _text(obj: dict[str, Any] | None) -> str:
         return ""
     if "text" in obj:
         return obj["text"]
-    return base64.b64decode(obj.get("bytes", "")).decode("utf-8", errors="replace")
+    return base64.b64decode(obj.get("bytes", "")).decode("utf-8", errors="surrogateescape")
 
 
-def _content_lines(stdout: str, prefix: str) -> tuple[list[str], int]:
-    """Grep-style lines from rg's JSON stream, with ``--`` between separate groups."""
-    lines: list[str] = []
-    matches = 0
-    last: int | None = None
+def path_key(path: str) -> list[str]:
+    """Sort key for paths in rg's ``--sort=path`` order (component by component)."""
+    return path.split("/")
+
+
+def _by_file(stdout: str) -> list[list[dict[str, Any]]]:
+    """rg's JSON events grouped per file (rg writes each file's events together, also
+    when searching in parallel), the groups sorted by path."""
+    groups: list[tuple[list[str], int, list[dict[str, Any]]]] = []
     for raw in stdout.splitlines():
         try:
             event = json.loads(raw)
         except ValueError:
             continue  # a line cut short when the output cap stopped rg
-        kind, data = event.get("type"), event.get("data", {})
+        kind = event.get("type")
         if kind == "begin":
-            if lines:
-                lines.append("--")
-            last = None
-        if kind not in ("match", "context"):
-            continue
-        path = prefix + _text(data.get("path"))
-        number = data.get("line_number") or 0
-        sep = ":" if kind == "match" else "-"
-        matches += kind == "match"
-        if last is not None and number > last + 1:
+            path = _text(event.get("data", {}).get("path"))
+            groups.append((path_key(path), len(groups), []))
+        elif kind in ("match", "context") and groups:
+            groups[-1][2].append(event)
+    groups.sort(key=lambda group: (group[0], group[1]))
+    return [events for _, _, events in groups]
+
+
+def _content_lines(stdout: str, prefix: str) -> tuple[list[str], int]:
+    """Grep-style lines from rg's JSON stream, files in path order, with ``--`` between
+    separate groups."""
+    lines: list[str] = []
+    matches = 0
+    for events in _by_file(stdout):
+        if lines:
             lines.append("--")
-        for i, text in enumerate(_text(data.get("lines")).rstrip("\n").split("\n")):
-            text = text.rstrip("\r")
-            if len(text) > MAX_LINE_CHARS:
-                text = text[:MAX_LINE_CHARS] + "… [line cut]"
-            lines.append(f"{path}{sep}{number + i}{sep}{text}")
-            last = number + i
+        last: int | None = None
+        for event in events:
+            kind, data = event.get("type"), event.get("data", {})
+            path = prefix + _text(data.get("path"))
+            number = data.get("line_number") or 0
+            sep = ":" if kind == "match" else "-"
+            matches += kind == "match"
+            if last is not None and number > last + 1:
+                lines.append("--")
+            for i, text in enumerate(_text(data.get("lines")).rstrip("\n").split("\n")):
+                text = text.rstrip("\r")
+                if len(text) > MAX_LINE_CHARS:
+                    text = text[:MAX_LINE_CHARS] + "… [line cut]"
+                lines.append(f"{path}{sep}{number + i}{sep}{text}")
+                last = number + i
     return lines, matches
 
 
@@ -175,13 +197,14 @@ def _null_lines(stdout: str, prefix: str, mode: str, truncated: bool) -> list[st
     if mode == "files_with_matches":
         items = stdout.split("\0")
         # The final item is empty, or a partial path when the output was cut.
-        return [prefix + p for p in items[:-1] if p]
-    lines = []
+        return [prefix + p for p in sorted((p for p in items[:-1] if p), key=path_key)]
+    counts = []
     for line in stdout.splitlines() if not truncated else stdout.splitlines()[:-1]:
         path, _, count = line.rpartition("\0")
         if path:
-            lines.append(f"{prefix}{path}:{count}")
-    return lines
+            counts.append((path, count))
+    counts.sort(key=lambda item: path_key(item[0]))
+    return [f"{prefix}{path}:{count}" for path, count in counts]
 
 
 def _cap(lines: list[str], limit: int) -> tuple[str, int]:

@@ -119,7 +119,7 @@ async def run_rg(args: list[str], cwd: Path, max_bytes: int) -> RgOutput:
     data = b"".join(chunks)[:max_bytes]
     return RgOutput(
         returncode=returncode,
-        stdout=data.decode("utf-8", errors="replace"),
+        stdout=data.decode("utf-8", errors="surrogateescape"),  # lossless names
         stderr=stderr.decode("utf-8", errors="replace").strip(),
         truncated=truncated,
     )

@@ -7,14 +7,15 @@ import ipaddress
 import re
 import socket
 from html.parser import HTMLParser
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
-
-import httpx
 
 from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError, ToolResult
 from iac_kernel.tools.paths import short
 from iac_kernel.tools.validate import check
+
+if TYPE_CHECKING:  # httpx is imported when a fetch runs: it costs ~0.1 s at start-up
+    import httpx
 
 MAX_REDIRECTS = 5
 USER_AGENT = "iac-kernel/0.1 (web_fetch)"
@@ -93,6 +94,8 @@ async def resolve_host(host: str, port: int, allow_private: bool) -> str:
 
 
 def _check_url(raw: str) -> httpx.URL:
+    import httpx
+
     try:
         url = httpx.URL(raw)
     except (httpx.InvalidURL, TypeError, ValueError) as exc:
@@ -234,6 +237,8 @@ class WebFetchTool(Tool):
         return f"web_fetch: {short(args.get('url', ''))}"
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        import httpx
+
         args = check(self, args)
         settings = ctx.settings
         cap = int(settings.web_fetch_max_bytes)
@@ -256,6 +261,8 @@ class WebFetchTool(Tool):
 async def _fetch(
     raw_url: str, cap: int, allow_private: bool, seconds: float, output_limit: int
 ) -> ToolResult:
+    import httpx
+
     url = _check_url(raw_url)
     # trust_env=False: a proxy would resolve hosts itself and bypass the address check.
     async with httpx.AsyncClient(

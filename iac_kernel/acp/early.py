@@ -1,0 +1,103 @@
+"""The ``initialize`` answer, given before the ACP SDK has finished importing.
+
+An editor spawns ``iac-kernel acp`` and sends ``initialize`` at once; importing the SDK
+takes most of a second. :func:`early_answer` answers an ``initialize`` request whose
+params are plainly valid with the answer the agent gives (:data:`INITIALIZE_RESULT`)
+using only ``json``; anything it is not sure about (other methods, unusual params) it
+declines, and the SDK answers once loaded. When the SDK is loaded the server replays
+the request through the real agent (so its state is set by its own code) and checks
+that the SDK's answer equals the early one (:func:`iac_kernel.acp.server.serve`);
+``tests/test_acp_early.py`` checks the same for many params.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from iac_kernel import __version__
+
+#: ``acp.PROTOCOL_VERSION`` of the pinned SDK (a test compares them).
+PROTOCOL_VERSION = 1
+
+#: What ``IacAgent.initialize`` answers, as the SDK serializes it.
+INITIALIZE_RESULT: dict[str, Any] = {
+    "protocolVersion": PROTOCOL_VERSION,
+    "agentCapabilities": {
+        "loadSession": True,
+        "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+        "mcpCapabilities": {"http": True, "sse": True},
+        "sessionCapabilities": {"list": {}, "delete": {}, "fork": {}, "resume": {}, "close": {}},
+    },
+    "authMethods": [],
+    "agentInfo": {"name": "iac-kernel", "title": "iac-kernel", "version": __version__},
+}
+
+_MESSAGE_KEYS = {"jsonrpc", "id", "method", "params"}
+_FS_KEYS = {"readTextFile": bool, "writeTextFile": bool, "_meta": dict}
+_CAPABILITY_KEYS = {"fs": dict, "terminal": bool, "_meta": dict}
+_INFO_KEYS = {"name": str, "version": str, "title": str, "_meta": dict}
+
+
+def parse_initialize(line: bytes) -> dict[str, Any] | None:
+    """The message on ``line`` if it is an ``initialize`` request that certainly
+    validates against the SDK's ``InitializeRequest``; ``None`` otherwise."""
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+        return None
+    if message.get("method") != "initialize" or set(message) - _MESSAGE_KEYS:
+        return None
+    request_id = message.get("id")
+    if not (isinstance(request_id, str) or type(request_id) is int):
+        return None
+    return message if plainly_valid(message.get("params")) else None
+
+
+def plainly_valid(params: Any) -> bool:
+    """True for params the SDK accepts without coercion or salvage (a subset)."""
+    if not isinstance(params, dict) or set(params) - {
+        "protocolVersion",
+        "clientCapabilities",
+        "clientInfo",
+        "_meta",
+    }:
+        return False
+    version = params.get("protocolVersion")
+    if type(version) is not int or not 0 <= version <= 65535:
+        return False
+    capabilities = params.get("clientCapabilities")
+    if capabilities is not None and not _shaped(capabilities, _CAPABILITY_KEYS):
+        return False
+    if isinstance(capabilities, dict) and capabilities.get("fs") is not None:
+        if not _shaped(capabilities["fs"], _FS_KEYS):
+            return False
+    info = params.get("clientInfo")
+    if info is not None and not (
+        _shaped(info, _INFO_KEYS)
+        and isinstance(info.get("name"), str)
+        and isinstance(info.get("version"), str)
+    ):
+        return False
+    meta = params.get("_meta")
+    return meta is None or isinstance(meta, dict)
+
+
+def _shaped(value: Any, keys: dict[str, type]) -> bool:
+    """A dict with only ``keys``, each absent, null or of its type (bool is not int)."""
+    if not isinstance(value, dict) or set(value) - set(keys):
+        return False
+    for key, kind in keys.items():
+        item = value.get(key)
+        if item is not None and type(item) is not kind:
+            return False
+    return True
+
+
+def answer_bytes(request_id: Any, result: dict[str, Any] | None = None) -> bytes:
+    """The JSON-RPC answer line, encoded as the transport encodes answers."""
+    message = {"jsonrpc": "2.0", "id": request_id, "result": result or INITIALIZE_RESULT}
+    text = json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return text.encode("utf-8") + b"\n"

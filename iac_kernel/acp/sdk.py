@@ -1,0 +1,180 @@
+"""Import the ACP SDK quickly, and off the thread that answers the client.
+
+The SDK's ``acp.schema`` defines ~280 pydantic models with ``use_attribute_docstrings``.
+Importing it costs ~0.75 s: most of it pydantic finding each class's source through
+the stack and tokenizing it again for the field docstrings, then building validators
+and serializers for every model, used or not. :func:`import_sdk` imports it with two
+changes, both limited to the classes of ``acp.schema`` and to the time of the import:
+
+* attribute docstrings come from one parse of ``acp/schema.py`` with pydantic's own
+  visitor (cached on disk, keyed by the file's size, mtime and pydantic's version),
+  so the field descriptions are the same;
+* ``defer_build``: each model's validator and serializer are built when first used,
+  as pydantic does for any model configured so; validation itself is unchanged.
+
+Anything unexpected (other pydantic internals, an unreadable file) falls back to the
+plain import. :func:`start_loading` runs the import (and any modules named) in a
+background thread; :func:`wait_loaded` joins it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import json
+import logging
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+SCHEMA_MODULE = "acp.schema"
+ENV_PLAIN = "IAC_KERNEL_PLAIN_SDK_IMPORT"  # set to 1 to import the SDK unchanged
+
+
+def import_sdk() -> None:
+    """Import ``acp`` (and so ``acp.schema``) the fast way, once."""
+    if SCHEMA_MODULE in sys.modules or os.environ.get(ENV_PLAIN) == "1":
+        importlib.import_module("acp")
+        return
+    with _fast_schema():
+        importlib.import_module("acp")
+
+
+@contextlib.contextmanager
+def _fast_schema() -> Iterator[None]:
+    try:
+        from pydantic._internal import _config, _fields
+
+        original_docs = _fields.extract_docstrings_from_cls
+        original_for_model = _config.ConfigWrapper.for_model.__func__  # type: ignore[attr-defined]
+        docs = schema_docstrings()
+    except Exception as exc:  # other pydantic internals, no source: the plain import
+        log.debug("plain ACP SDK import: %s", exc)
+        yield
+        return
+
+    def fast_docs(cls: type[Any], use_inspect: bool = False) -> dict[str, str]:
+        if cls.__module__ == SCHEMA_MODULE and cls.__qualname__ in docs:
+            return dict(docs[cls.__qualname__])
+        return original_docs(cls, use_inspect=use_inspect)
+
+    def for_model(cls: Any, bases: Any, namespace: Any, raw: Any, kwargs: Any) -> Any:
+        wrapper = original_for_model(cls, bases, namespace, raw, kwargs)
+        if namespace.get("__module__") == SCHEMA_MODULE:
+            wrapper.config_dict["defer_build"] = True
+        return wrapper
+
+    _fields.extract_docstrings_from_cls = fast_docs
+    _config.ConfigWrapper.for_model = classmethod(for_model)  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        _fields.extract_docstrings_from_cls = original_docs
+        _config.ConfigWrapper.for_model = classmethod(original_for_model)  # type: ignore[method-assign]
+
+
+def schema_path() -> Path:
+    """``acp/schema.py`` of the installed SDK, found without importing the package."""
+    spec = importlib.util.find_spec("acp")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("the ACP SDK is not installed")
+    return Path(next(iter(spec.submodule_search_locations))) / "schema.py"
+
+
+def schema_docstrings() -> dict[str, dict[str, str]]:
+    """Attribute docstrings of each top-level class of ``acp/schema.py`` (by name)."""
+    import pydantic
+
+    path = schema_path()
+    stat = path.stat()
+    key = f"{stat.st_size}-{stat.st_mtime_ns}-{pydantic.VERSION}"
+    cache = _cache_dir() / f"acp-schema-docs-{key}.json"
+    with contextlib.suppress(OSError, ValueError):
+        data = json.loads(cache.read_text(encoding="utf-8"))
+        if isinstance(data, dict):
+            return data
+    docs = extract_docstrings(path.read_text(encoding="utf-8"))
+    with contextlib.suppress(OSError):
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(docs), encoding="utf-8")
+        os.replace(tmp, cache)
+    return docs
+
+
+def extract_docstrings(source: str) -> dict[str, dict[str, str]]:
+    """Per top-level class, what pydantic's docstring visitor finds in its body. Names
+    defined twice are left out (pydantic then looks them up itself)."""
+    import ast
+
+    from pydantic._internal._docs_extraction import DocstringVisitor
+
+    docs: dict[str, dict[str, str]] = {}
+    seen: set[str] = set()
+    for node in ast.parse(source).body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        if node.name in seen:
+            docs.pop(node.name, None)
+            continue
+        seen.add(node.name)
+        visitor = DocstringVisitor()
+        visitor.visit(ast.Module(body=[node], type_ignores=[]))
+        docs[node.name] = visitor.attrs
+    return docs
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "iac-kernel"
+
+
+# -- loading in the background ---------------------------------------------------------
+
+
+class Loader:
+    """A background thread importing the SDK and the given modules, then running
+    ``then`` (e.g. warming other imports)."""
+
+    def __init__(self, modules: Iterable[str], then: Callable[[], None] | None = None) -> None:
+        self.modules = tuple(modules)
+        self.then = then
+        self.loaded = threading.Event()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="acp-sdk-import", daemon=True)
+
+    def start(self) -> Loader:
+        self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            import_sdk()
+            for name in self.modules:
+                importlib.import_module(name)
+        except BaseException as exc:  # re-raised by wait()
+            self.error = exc
+        finally:
+            self.loaded.set()
+        if self.then is not None and self.error is None:
+            try:
+                self.then()
+            except Exception:
+                log.debug("background warm-up failed", exc_info=True)
+
+    def wait(self) -> None:
+        """Block until the modules are imported; raise what the import raised."""
+        self.loaded.wait()
+        if self.error is not None:
+            raise self.error
+
+
+def start_loading(modules: Iterable[str] = (), then: Callable[[], None] | None = None) -> Loader:
+    """Start importing the SDK and ``modules`` in a background thread."""
+    return Loader(modules, then).start()
