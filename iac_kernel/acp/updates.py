@@ -19,12 +19,12 @@ from acp.schema import (
     ContentToolCallContent,
     FileEditToolCallContent,
     TextContentBlock,
-    ToolCallLocation,
     ToolCallProgress,
     ToolCallStart,
     UserMessageChunk,
 )
 
+from iac_kernel.acp.locations import input_locations
 from iac_kernel.agent.events import (
     AgentEvent,
     Compacted,
@@ -43,8 +43,22 @@ Update = UserMessageChunk | AgentMessageChunk | AgentThoughtChunk | ToolCallStar
 ACP_KINDS = frozenset(
     {"read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode"}
 )
+_CHUNK_KINDS: dict[type, str] = {
+    TextDelta: "agent_message_chunk",
+    ThinkingDelta: "agent_thought_chunk",
+}
 UNFINISHED = "The tool call did not finish."
 INTERRUPTED = "Interrupted: the session stopped before this tool call finished."
+
+
+def fast_update(event: AgentEvent) -> dict[str, Any] | None:
+    """The wire form of the update for a text or thinking delta, built without SDK
+    models: the dict ``serialize_params`` makes of :func:`to_update`'s model (a test
+    compares them). ``None`` for every other event."""
+    kind = _CHUNK_KINDS.get(type(event))
+    if kind is None:
+        return None
+    return {"content": {"text": event.text, "type": "text"}, "sessionUpdate": kind}  # type: ignore[attr-defined]
 
 
 def acp_kind(kind: str) -> str:
@@ -73,7 +87,7 @@ def to_update(event: AgentEvent) -> Update | None:
             kind=acp_kind(event.kind),
             status="in_progress",
             raw_input=event.input,
-            locations=[ToolCallLocation(path=p) for p in event.locations] or None,
+            locations=input_locations(event),
             content=[diff_content(event.diff)] if event.diff else None,
         )
     if isinstance(event, ToolCallResult):

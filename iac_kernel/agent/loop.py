@@ -44,6 +44,7 @@ from iac_kernel.models.base import (
     ToolUseBegin,
     ToolUseEnd,
 )
+from iac_kernel.models.scripted import estimate_tokens
 from iac_kernel.redact import redact
 from iac_kernel.textsafe import readable, readable_value
 from iac_kernel.tools.base import Tool, ToolContext, ToolError, ToolResult
@@ -241,6 +242,11 @@ class AgentLoop:
                     usage.add(event.usage)
                     self._last_input_tokens = event.usage.input_tokens
                     return event
+        except asyncio.CancelledError:
+            # The call was cut off before the provider reported its usage: count an
+            # estimate of what it consumed, so a cancelled turn never reports 0 tokens.
+            usage.add(_estimated_usage(request, partial_text))
+            raise
         except ModelError as exc:
             await _send(emit, ErrorNotice(f"Model error: {redact(str(exc))}"))
             if partial_text:
@@ -572,6 +578,12 @@ def _results_message(messages: list[dict[str, Any]]) -> dict[str, Any] | None:
     if last.get("role") != "user" or not isinstance(content, list) or not content:
         return None
     return last if all(b.get("type") == "tool_result" for b in content) else None
+
+
+def _estimated_usage(request: ModelRequest, partial_text: list[str]) -> Usage:
+    """Tokens an interrupted model call used, estimated from what was sent and streamed."""
+    sent = compaction.context_tokens(request.system, request.messages, request.tools)
+    return Usage(input_tokens=sent, output_tokens=estimate_tokens("".join(partial_text)))
 
 
 def _redact_value(value: Any) -> Any:

@@ -10,7 +10,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from iac_kernel.agent import history
 from iac_kernel.agent.events import AgentEvent, ErrorNotice, TurnEnded, Usage, UserMessage
@@ -23,6 +23,9 @@ from iac_kernel.models.registry import create_model, default_model_id
 from iac_kernel.models.scripted import ScriptError
 from iac_kernel.sessions.store import SessionWriter, StoredSession, git_root
 from iac_kernel.tools.base import Tool, ToolContext
+
+if TYPE_CHECKING:
+    from iac_kernel.mcp.manager import McpManager
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +91,9 @@ class AgentSession:
         self._model: Model | None = None
         self._task: asyncio.Task[TurnEnded] | None = None
         self._closed = False
+        #: The session's MCP servers (their tools live in ``self.tools``); set by the
+        #: front end that configures them (ACP mcpServers, a notebook's .mcp.json).
+        self.mcp: McpManager | None = None
 
     # -- state ---------------------------------------------------------------------------
 
@@ -193,6 +199,9 @@ class AgentSession:
             self.writer.update(title=_title_from(text))
         for observer in list(self.observers):
             observer(UserMessage(text))
+        if self.mcp is not None:
+            for notice in await self.mcp.before_turn():
+                await fan_out(ErrorNotice(notice))
         try:
             model = self.model()
         except (ScriptError, ModelError) as exc:
@@ -249,6 +258,8 @@ class AgentSession:
         self._closed = True
         if self.cancel():
             await self.wait_idle()
+        if self.mcp is not None:
+            await self.mcp.stop()
         self.writer.close()
 
 

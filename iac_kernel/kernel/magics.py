@@ -504,3 +504,9 @@ SECOND_CHOICES: dict[tuple[str, str], Callable[[KernelState], list[str]]] = {
     ("config", "model"): lambda _state: available_models(),
     ("permissions", "ui"): lambda _state: list(PERMISSION_UIS),
 }
+
+# %mcp lives in its own module; registered here with its argument choices.
+from iac_kernel.kernel import mcp_magic  # noqa: E402
+
+SPECS.append(MagicSpec("mcp", mcp_magic.USAGE, mcp_magic.SUMMARY, mcp_magic.mcp_magic))
+ARGUMENT_CHOICES["mcp"] = lambda _state: list(mcp_magic.CHOICES)

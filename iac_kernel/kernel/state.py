@@ -17,6 +17,7 @@ from pathlib import Path
 from iac_kernel.agent.session import AgentSession
 from iac_kernel.config import Settings
 from iac_kernel.kernel.permission_ui import PERMISSION_UIS
+from iac_kernel.mcp.project import follow_session
 from iac_kernel.sessions.manager import SessionManager
 from iac_kernel.sessions.store import SessionLockedError, SessionMeta, SessionNotFoundError
 
@@ -46,7 +47,7 @@ class KernelState:
         self.manager = SessionManager(settings, holder=holder, origin="kernel")
         #: Called with the new current session whenever it changes (the ACP endpoint
         #: advertises it, the editor-turn mirror follows it).
-        self.listeners: list[Callable[[AgentSession | None], None]] = []
+        self.listeners: list[Callable[[AgentSession | None], None]] = [follow_session]
         self._current: AgentSession | None = None
         if permission_ui not in PERMISSION_UIS:
             permission_ui = "auto"
