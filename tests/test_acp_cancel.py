@@ -168,6 +168,8 @@ async def test_sigterm_ends_the_turn_cancelled_and_releases_the_session(tmp_path
             }
         )
         first = await server.read()
+        if first["params"]["update"]["sessionUpdate"] == "available_commands_update":
+            first = await server.read()  # sent after session/new's answer
         assert first["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
         server.process.send_signal(signal.SIGTERM)
         answer = await server.answer(1)

@@ -50,15 +50,17 @@ async def test_prompt_streams_thought_and_text_before_the_answer(tmp_path, works
         assert answer.usage.total_tokens == 18
         assert client.text(sid, "agent_thought_chunk") == "The user greets me."
         assert client.text(sid) == "Hello from the script."
-        await _wait_for_update(client, sid, "usage_update")
+        # The usage update arrived with the turn, before the answer.
+        assert client.of(sid, "usage_update")
 
     prompt_answer = wire.index_of_answer(lambda m: m.get("result", {}).get("stopReason"))
     updates = wire.updates_of(sid)
     chunks = [i for i, u in updates if u["sessionUpdate"].endswith("_chunk")]
-    later = {u["sessionUpdate"]: i for i, u in updates if i > prompt_answer}
+    before = {u["sessionUpdate"] for i, u in updates if i < prompt_answer}
     assert chunks and max(chunks) < prompt_answer
-    # The title and the usage are notifications after the answer.
-    assert "session_info_update" in later and "usage_update" in later
+    # The title and the usage belong to the turn: sent before its answer, none after.
+    assert {"session_info_update", "usage_update"} <= before
+    assert [u for i, u in updates if i > prompt_answer] == []
     title = next(u for _i, u in updates if u["sessionUpdate"] == "session_info_update")
     assert title["title"] == "hello there"
 

@@ -25,27 +25,25 @@ import os
 import socket
 from typing import Any
 
-from acp import PROTOCOL_VERSION, RequestError
+from acp import PROTOCOL_VERSION, RequestError, update_agent_message_text
 from acp.schema import (
     AgentCapabilities,
-    ConfigOptionUpdate,
-    CurrentModeUpdate,
     Implementation,
     InitializeResponse,
     ListSessionsResponse,
+    McpCapabilities,
     PromptCapabilities,
     PromptResponse,
     SessionCapabilities,
     SessionCloseCapabilities,
+    SessionDeleteCapabilities,
     SessionForkCapabilities,
-    SessionInfoUpdate,
     SessionListCapabilities,
     SessionResumeCapabilities,
-    UsageUpdate,
 )
 
 from iac_kernel import __version__
-from iac_kernel.acp import errors, session_config
+from iac_kernel.acp import commands, errors, notify, session_config
 from iac_kernel.acp.channel import ClientChannel
 from iac_kernel.acp.content import to_anthropic
 from iac_kernel.acp.listing import list_page
@@ -57,20 +55,21 @@ from iac_kernel.acp.turn import TurnRelay, prompt_response, run_turn
 from iac_kernel.acp.updates import replay_updates
 from iac_kernel.agent.events import TurnEnded, Usage
 from iac_kernel.agent.session import AgentSession, SessionBusyError, SessionClosedError
-from iac_kernel.models.scripted import estimate_tokens
+from iac_kernel.mcp.commands import manager_of
+from iac_kernel.mcp.config import McpConfigError, ServerSpec, from_acp
 from iac_kernel.sessions.manager import SessionManager
 from iac_kernel.sessions.store import SessionLockedError, SessionNotFoundError
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CONTEXT_WINDOW = 200_000
-
 CAPABILITIES = AgentCapabilities(
     load_session=True,
     prompt_capabilities=PromptCapabilities(image=False, audio=False, embedded_context=True),
+    mcp_capabilities=McpCapabilities(http=True, sse=True),
     session_capabilities=SessionCapabilities(
         list=SessionListCapabilities(),
         close=SessionCloseCapabilities(),
+        delete=SessionDeleteCapabilities(),
         fork=SessionForkCapabilities(),
         resume=SessionResumeCapabilities(),
     ),
@@ -113,55 +112,68 @@ class IacAgent:
         )
 
     async def new_session(self, cwd: str, mcp_servers: Any = None, **_: Any) -> dict[str, Any]:
+        specs = _mcp_specs(mcp_servers, cwd)
         try:
             session = self.manager.new(cwd)
         except ValueError as exc:
             raise errors.invalid_field("cwd", str(exc)) from None
-        _ignore_mcp(mcp_servers)
-        return {"sessionId": session.session_id, **session_config.session_state(session)}
+        await _start_mcp(session, specs)
+        after_answer(lambda: notify.send_commands(self._channel(), session))
+        state = session_config.session_state(session)
+        return {"sessionId": session.session_id, **state, **notify.mcp_meta(session)}
 
     async def load_session(
         self, cwd: str, session_id: str, mcp_servers: Any = None, **_: Any
     ) -> dict[str, Any]:
-        """Replay the whole history as session/update, then answer.
+        """Replay the whole history, the title and the commands as session/update, then
+        answer: nothing of the load follows its answer.
 
         The session keeps the working directory it was created in; ``cwd`` must be
         absolute but need not match (an editor may open the project root).
         """
         _check_cwd(cwd)
+        specs = _mcp_specs(mcp_servers, cwd)
         session = await self._open_or_forward("session/load", cwd, session_id)
         if not isinstance(session, AgentSession):
             return session  # the kernel's answer; it replayed the history itself
-        _ignore_mcp(mcp_servers)
+        await _start_mcp(session, specs)
+        channel = self._channel()
         for update in replay_updates(session.replay()):
-            await self._channel().update(session.session_id, update)
-        after_answer(lambda: self._send_info(session))
-        return session_config.session_state(session)
+            await channel.update(session.session_id, update)
+        await notify.send_info(channel, session)
+        await notify.send_commands(channel, session)
+        return {**session_config.session_state(session), **notify.mcp_meta(session)}
 
     async def resume_session(
         self, cwd: str, session_id: str, mcp_servers: Any = None, **_: Any
     ) -> dict[str, Any]:
         """Like load without the replay (the client already shows the history)."""
         _check_cwd(cwd)
+        specs = _mcp_specs(mcp_servers, cwd)
         session = await self._open_or_forward("session/resume", cwd, session_id)
         if not isinstance(session, AgentSession):
             return session
-        _ignore_mcp(mcp_servers)
-        after_answer(lambda: self._send_info(session))
-        return session_config.session_state(session)
+        await _start_mcp(session, specs)
+        await notify.send_info(self._channel(), session)
+        await notify.send_commands(self._channel(), session)
+        return {**session_config.session_state(session), **notify.mcp_meta(session)}
 
     async def fork_session(
         self, session_id: str, cwd: str, mcp_servers: Any = None, **_: Any
     ) -> dict[str, Any]:
         """A new session with a copy of the history (stored or live), in the source's cwd."""
         _check_cwd(cwd)
+        specs = _mcp_specs(mcp_servers, cwd)
         try:
             session = self.manager.fork(session_id)
         except (SessionNotFoundError, TypeError):
             raise errors.session_not_found() from None
-        _ignore_mcp(mcp_servers)
-        after_answer(lambda: self._send_info(session))
-        return {"sessionId": session.session_id, **session_config.session_state(session)}
+        await _start_mcp(session, specs)
+        channel = self._channel()
+        after_answer(lambda: notify.send_info(channel, session))
+        after_answer(lambda: notify.send_commands(channel, session))
+        state = session_config.session_state(session)
+        return {"sessionId": session.session_id, **state, **notify.mcp_meta(session)}
 
     async def close_session(self, session_id: str, **_: Any) -> dict[str, Any]:
         remote = self.remotes.pop(session_id, None) if isinstance(session_id, str) else None
@@ -172,6 +184,27 @@ class IacAgent:
             await self.manager.close(session_id)
         except (SessionNotFoundError, TypeError):
             raise errors.session_not_found() from None
+        return {}
+
+    async def delete_session(self, session_id: str, **_: Any) -> dict[str, Any]:
+        """Delete a stored session; refused while a kernel or another process holds it,
+        or while this connection runs a turn on it."""
+        if not isinstance(session_id, str) or not self.manager.store.exists(session_id):
+            raise errors.session_not_found()
+        if session_id in self.remotes or not isinstance(self.manager, SessionManager):
+            raise errors.invalid_field(
+                "session_id", "Session is in use by a Jupyter kernel; close it there first"
+            )
+        live = self.manager.sessions.get(session_id)
+        if live is not None:
+            if live.busy:
+                raise errors.session_busy()
+            await self.manager.close(session_id)
+        holder = self.manager.store.lock_holder(session_id)
+        if holder is not None:
+            who = holder.get("holder") or f"pid {holder.get('pid')}"
+            raise errors.invalid_field("session_id", f"Session is in use by {who}")
+        self.manager.store.remove(session_id)
         return {}
 
     async def list_sessions(
@@ -186,7 +219,7 @@ class IacAgent:
     async def set_session_mode(self, session_id: str, mode_id: str, **_: Any) -> dict[str, Any]:
         session = self._live(session_id)
         session_config.set_mode(session, mode_id)
-        after_answer(lambda: self._send_options(session))
+        after_answer(lambda: notify.send_options(self._channel(), session))
         return {}
 
     async def set_session_model(self, session_id: str, model_id: str, **_: Any) -> dict[str, Any]:
@@ -194,7 +227,7 @@ class IacAgent:
         for clients that still send it."""
         session = self._live(session_id)
         session_config.set_model(session, model_id)
-        after_answer(lambda: self._send_options(session))
+        after_answer(lambda: notify.send_options(self._channel(), session))
         return {}
 
     async def set_config_option(
@@ -203,18 +236,23 @@ class IacAgent:
         session = self._live(session_id)
         session_config.apply(session, config_id, value)
         if config_id == "mode":
-            after_answer(lambda: self._send_mode(session))
+            after_answer(lambda: notify.send_mode(self._channel(), session))
         return {"configOptions": session_config.serialized_options(session)}
 
     # -- turns -------------------------------------------------------------------------
 
     async def prompt(self, session_id: str, prompt: list[Any], **_: Any) -> PromptResponse:
+        """Run a turn (or a slash command). Every update of the turn, its title and usage
+        included, is sent before this answer, cancelled turns too."""
         session = self._live(session_id)
         blocks = to_anthropic(prompt)
         if session.busy:
             raise errors.session_busy()
+        command = commands.parse(blocks)
+        if command is not None:
+            return await self._command(session, *command)
         sid = session.session_id
-        relay = TurnRelay(self._channel(), sid)
+        relay = TurnRelay(self._channel(), sid, session.cwd)
         title = session.title
         self._turns[sid] = relay
         try:
@@ -234,8 +272,18 @@ class IacAgent:
             if self._turns.get(sid) is relay:
                 del self._turns[sid]
         await relay.finish()
-        after_answer(lambda: self._after_turn(session, title))
+        await self._after_turn(session, title)
         return prompt_response(ended)
+
+    async def _command(self, session: AgentSession, name: str, args: str) -> PromptResponse:
+        channel = self._channel()
+        outcome = await commands.run(session, name, args)
+        await channel.update(session.session_id, update_agent_message_text(outcome.text))
+        if outcome.changed == "mode":
+            await notify.send_mode(channel, session)
+        if outcome.changed:
+            await notify.send_options(channel, session)
+        return prompt_response(TurnEnded("end_turn", Usage()))
 
     async def cancel(self, session_id: str, **_: Any) -> None:
         relay = self._turns.get(session_id) if isinstance(session_id, str) else None
@@ -339,34 +387,16 @@ class IacAgent:
         if self.remotes.get(remote.session_id) is remote:
             del self.remotes[remote.session_id]
 
-    async def _send_info(self, session: AgentSession) -> None:
-        update = SessionInfoUpdate(
-            session_update="session_info_update",
-            title=session.title,
-            updated_at=session.meta.updated_at,
-        )
-        await self._channel().update(session.session_id, update)
-
-    async def _send_options(self, session: AgentSession) -> None:
-        update = ConfigOptionUpdate(
-            session_update="config_option_update",
-            config_options=session_config.config_options(session),
-        )
-        await self._channel().update(session.session_id, update)
-
-    async def _send_mode(self, session: AgentSession) -> None:
-        update = CurrentModeUpdate(
-            session_update="current_mode_update", current_mode_id=session.mode
-        )
-        await self._channel().update(session.session_id, update)
-
     async def _after_turn(self, session: AgentSession, title_before: str | None) -> None:
-        if session.title != title_before:
-            await self._send_info(session)
-        used, size = _context_usage(session)
-        await self._channel().update(
-            session.session_id, UsageUpdate(session_update="usage_update", used=used, size=size)
-        )
+        """The turn's title and usage updates (before its answer); a client that went
+        away does not change the turn's answer."""
+        channel = self._channel()
+        try:
+            if session.title != title_before:
+                await notify.send_info(channel, session)
+            await notify.send_usage(channel, session)
+        except (ConnectionError, RequestError) as exc:
+            log.info("turn-end updates not sent: %s", exc)
 
 
 def _check_cwd(cwd: Any) -> str:
@@ -376,18 +406,15 @@ def _check_cwd(cwd: Any) -> str:
     return os.path.normpath(cwd)
 
 
-def _ignore_mcp(servers: Any) -> None:
-    if servers:
-        log.warning("MCP servers are not supported yet; ignoring %d server(s)", len(servers))
+def _mcp_specs(servers: Any, cwd: Any) -> list[ServerSpec]:
+    """The request's ``mcpServers`` (missing = none); -32602 naming what is wrong."""
+    try:
+        return from_acp(servers, cwd if isinstance(cwd, str) else None)
+    except McpConfigError as exc:
+        raise errors.invalid_field("mcpServers", str(exc)) from None
 
 
-def _context_usage(session: AgentSession) -> tuple[int, int]:
-    """Tokens the next model call would start from, and the model's context window."""
-    used = estimate_tokens(session.conversation.model_messages())
-    size = session.settings.context_window
-    if not size:
-        try:
-            size = session.model().context_window
-        except Exception:
-            size = DEFAULT_CONTEXT_WINDOW
-    return used, int(size)
+async def _start_mcp(session: AgentSession, specs: list[ServerSpec]) -> None:
+    """Start the servers with the session; failures are reported in ``_meta``, not raised."""
+    if specs:
+        await manager_of(session).start(specs)

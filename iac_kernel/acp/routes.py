@@ -3,6 +3,9 @@ every failure a clean JSON-RPC error.
 
 * ``session/fork``, ``session/resume`` and ``session/close`` need the SDK's
   ``use_unstable_protocol``;
+* ``session/new`` and ``session/load`` take ``mcpServers`` as optional (missing = none:
+  the reference's own parameter tables leave it out), and ``session/delete`` is routed
+  (the SDK 0.12.1 router has no route for it);
 * ``sessions/list`` and ``config/set`` (the names our reference used) and
   ``session/set_model`` (dropped from schema v1.19) get routes of their own: the SDK
   hands unknown names to ``ext_method`` only when they start with ``_``;
@@ -22,7 +25,17 @@ from acp import RequestError
 from acp.agent.router import build_agent_router
 from acp.meta import AGENT_METHODS
 from acp.router import MessageRouter, Route
-from acp.schema import BaseModel, ListSessionsRequest
+from acp.schema import (
+    AcpMcpServer,
+    BaseModel,
+    DeleteSessionRequest,
+    HttpMcpServer,
+    ListSessionsRequest,
+    LoadSessionRequest,
+    McpServerStdio,
+    NewSessionRequest,
+    SseMcpServer,
+)
 from acp.utils import normalize_result
 from pydantic import Field, ValidationError
 
@@ -31,6 +44,21 @@ from iac_kernel.acp.agent import IacAgent
 from iac_kernel.acp.proxy import RemoteSession
 
 log = logging.getLogger(__name__)
+
+
+McpServers = list[HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio] | None
+
+
+class NewSessionParams(NewSessionRequest):
+    """``session/new`` params with ``mcpServers`` optional."""
+
+    mcp_servers: Annotated[McpServers, Field(alias="mcpServers")] = None
+
+
+class LoadSessionParams(LoadSessionRequest):
+    """``session/load`` params with ``mcpServers`` optional."""
+
+    mcp_servers: Annotated[McpServers, Field(alias="mcpServers")] = None
 
 
 class SetSessionModelRequest(BaseModel):
@@ -90,6 +118,21 @@ async def _forward(remote: RemoteSession, method: str, params: Any, is_notificat
 
 def build_router(agent: IacAgent) -> MessageRouter:
     router = build_agent_router(agent, use_unstable_protocol=True)  # type: ignore[arg-type]
+    router.route_request(AGENT_METHODS["session_new"], NewSessionParams, agent, "new_session")
+    router.route_request(
+        AGENT_METHODS["session_load"],
+        LoadSessionParams,
+        agent,
+        "load_session",
+        adapt_result=normalize_result,
+    )
+    router.route_request(
+        AGENT_METHODS["session_delete"],
+        DeleteSessionRequest,
+        agent,
+        "delete_session",
+        adapt_result=normalize_result,
+    )
     router.route_request("sessions/list", ListSessionsRequest, agent, "list_sessions")
     router.route_request(
         "session/set_model",

@@ -9,8 +9,9 @@ from typing import Any
 from acp.schema import PromptResponse, Usage
 
 from iac_kernel.acp.channel import ClientChannel
-from iac_kernel.acp.updates import ToolCallTracker, to_update
-from iac_kernel.agent.events import AgentEvent, TurnEnded
+from iac_kernel.acp.locations import grep_locations
+from iac_kernel.acp.updates import ToolCallTracker, fast_update, to_update
+from iac_kernel.agent.events import AgentEvent, ToolCallResult, TurnEnded
 from iac_kernel.agent.events import Usage as CoreUsage
 
 log = logging.getLogger(__name__)
@@ -23,18 +24,27 @@ class TurnRelay:
     written before its ``session/prompt`` answer.
     """
 
-    def __init__(self, channel: ClientChannel, session_id: str) -> None:
+    def __init__(self, channel: ClientChannel, session_id: str, cwd: Any = None) -> None:
         self.channel = channel
         self.session_id = session_id
+        #: The session's folder: grep's relative match paths become absolute locations.
+        self.cwd = cwd
         self.tracker = ToolCallTracker()
         #: Set by session/cancel: the turn ends ``cancelled`` whatever happens next.
         self.cancel_requested = False
 
     async def __call__(self, event: AgentEvent) -> None:
+        payload = fast_update(event)
+        if payload is not None:  # a text/thinking delta: no SDK model round trip (H6)
+            await self.channel.forward_update({"sessionId": self.session_id, "update": payload})
+            return
         self.tracker.see(event)
         update = to_update(event)
-        if update is not None:
-            await self.channel.update(self.session_id, update)
+        if update is None:
+            return
+        if isinstance(event, ToolCallResult) and event.name == "grep" and self.cwd is not None:
+            update.locations = grep_locations(event.output, self.cwd)
+        await self.channel.update(self.session_id, update)
 
     async def finish(self) -> None:
         """Close tool calls the turn left open (only a core failure leaves any)."""

@@ -1,0 +1,83 @@
+"""Session-level notifications: title, usage, options, mode, commands, MCP status.
+
+Each helper sends one ``session/update``; the caller decides when (a turn's usage and
+title before its ``session/prompt`` answer; a load's title before its answer; a new
+session's commands after its answer, once the client knows the id).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from acp.schema import (
+    ConfigOptionUpdate,
+    CurrentModeUpdate,
+    SessionInfoUpdate,
+    UsageUpdate,
+)
+
+from iac_kernel.acp import session_config
+from iac_kernel.acp.channel import ClientChannel
+from iac_kernel.acp.commands import commands_update
+from iac_kernel.agent.session import AgentSession
+from iac_kernel.models.scripted import estimate_tokens
+
+DEFAULT_CONTEXT_WINDOW = 200_000
+
+
+async def send_info(channel: ClientChannel, session: AgentSession) -> None:
+    update = SessionInfoUpdate(
+        session_update="session_info_update",
+        title=session.title,
+        updated_at=session.meta.updated_at,
+    )
+    await channel.update(session.session_id, update)
+
+
+async def send_options(channel: ClientChannel, session: AgentSession) -> None:
+    update = ConfigOptionUpdate(
+        session_update="config_option_update",
+        config_options=session_config.config_options(session),
+    )
+    await channel.update(session.session_id, update)
+
+
+async def send_mode(channel: ClientChannel, session: AgentSession) -> None:
+    update = CurrentModeUpdate(session_update="current_mode_update", current_mode_id=session.mode)
+    await channel.update(session.session_id, update)
+
+
+async def send_commands(channel: ClientChannel, session: AgentSession) -> None:
+    await channel.update(session.session_id, commands_update())
+
+
+async def send_usage(channel: ClientChannel, session: AgentSession) -> None:
+    used, size = context_usage(session)
+    update = UsageUpdate(session_update="usage_update", used=used, size=size)
+    await channel.update(session.session_id, update)
+
+
+def mcp_meta(session: AgentSession) -> dict[str, Any]:
+    """``_meta`` for a session answer: the state of each MCP server, the guard's status
+    and the remembered "allow always" command prefixes (issue 11)."""
+    from iac_kernel.guard.sandbox import status_text
+
+    meta: dict[str, Any] = {
+        "guard": status_text(),
+        "rememberedPrefixes": session.gate.remembered_prefixes(),
+    }
+    if session.mcp is not None:
+        meta["mcpServers"] = session.mcp.statuses()
+    return {"_meta": {"iac_kernel": meta}}
+
+
+def context_usage(session: AgentSession) -> tuple[int, int]:
+    """Tokens the next model call would start from, and the model's context window."""
+    used = estimate_tokens(session.conversation.model_messages())
+    size = session.settings.context_window
+    if not size:
+        try:
+            size = session.model().context_window
+        except Exception:
+            size = DEFAULT_CONTEXT_WINDOW
+    return used, int(size)

@@ -1,0 +1,12 @@
+"""MCP servers a session uses: their configuration, their connections and their tools.
+
+* :mod:`~iac_kernel.mcp.config`: server specs from ACP ``mcpServers``, a ``.mcp.json``
+  (Claude Code's format) or a ``%mcp add`` line;
+* :mod:`~iac_kernel.mcp.client`: one running server (stdio, streamable HTTP or SSE) on
+  the official ``mcp`` SDK;
+* :mod:`~iac_kernel.mcp.tool`: each server tool as an ordinary
+  :class:`~iac_kernel.tools.base.Tool` named ``mcp__<server>__<tool>``;
+* :mod:`~iac_kernel.mcp.manager`: a session's servers, started with it and stopped with it.
+
+This package sits beside ``tools/``: it never imports ``agent/``, ``kernel/`` or ``acp/``.
+"""

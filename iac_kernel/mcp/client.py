@@ -1,0 +1,208 @@
+"""One MCP server connection on the official ``mcp`` SDK (stdio, streamable HTTP, SSE).
+
+The SDK's transports are anyio context managers that must be entered and left in one
+task, so each server runs in a task of its own (:meth:`McpServer._run`) that opens the
+transport and the ``ClientSession``, lists the tools, then waits until it is told to
+stop. Tool calls are made from the turn's task through the open ``ClientSession``.
+
+A server that cannot start (bad command, refused connection, no answer to
+``initialize`` within :data:`START_TIMEOUT`) or that stops later is ``failed`` with one
+readable line saying why (a stdio server's last stderr lines included); it never raises
+into the session that uses it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import tempfile
+from datetime import timedelta
+from typing import Any
+
+from mcp import ClientSession, McpError, types
+from mcp.client.sse import sse_client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamablehttp_client
+
+from iac_kernel.mcp.config import ServerSpec
+
+log = logging.getLogger(__name__)
+
+#: Seconds a server has to start and list its tools.
+START_TIMEOUT = float(os.environ.get("IAC_KERNEL_MCP_START_TIMEOUT", "30"))
+#: Seconds one tool call may take.
+CALL_TIMEOUT = float(os.environ.get("IAC_KERNEL_MCP_CALL_TIMEOUT", "300"))
+STOP_TIMEOUT = 5.0
+STDERR_TAIL = 400
+
+
+class McpServer:
+    """A running (or failed) MCP server and the tools it offers."""
+
+    def __init__(self, spec: ServerSpec) -> None:
+        self.spec = spec
+        #: ``starting``, ``running``, ``failed`` or ``stopped``.
+        self.state = "starting"
+        self.error = ""
+        self.tools: list[types.Tool] = []
+        self.server_info: str = ""
+        self._session: ClientSession | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._ready = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._stderr: Any = None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def running(self) -> bool:
+        return self.state == "running"
+
+    # -- life cycle ----------------------------------------------------------------------
+
+    async def start(self, within: float = START_TIMEOUT) -> None:
+        """Connect and list the tools; on failure :attr:`state` is ``failed``."""
+        self._task = asyncio.ensure_future(self._run())
+        try:
+            await asyncio.wait_for(asyncio.shield(self._ready.wait()), within)
+        except TimeoutError:
+            self._fail(f"did not start within {within:g}s")
+            await self.stop()
+            self.state = "failed"
+
+    async def stop(self) -> None:
+        """Close the connection (a stdio server's process ends with it)."""
+        if self.state in ("starting", "running"):
+            self.state = "stopped"
+        self._stop.set()
+        task = self._task
+        if task is not None and not task.done():
+            try:
+                await asyncio.wait_for(asyncio.shield(task), STOP_TIMEOUT)
+            except (TimeoutError, Exception):
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+        self._session = None
+        if self._stderr is not None:
+            with contextlib.suppress(OSError):
+                self._stderr.close()
+            self._stderr = None
+
+    async def _run(self) -> None:
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                read, write = await self._open(stack)
+                session = await stack.enter_async_context(ClientSession(read, write))
+                init = await session.initialize()
+                self.server_info = f"{init.serverInfo.name} {init.serverInfo.version}".strip()
+                self.tools = await _list_tools(session)
+                self._session = session
+                self.state = "running"
+                self._ready.set()
+                await self._stop.wait()
+        except asyncio.CancelledError:
+            if not self._stop.is_set():
+                self._fail("was cancelled")
+        except BaseException as exc:  # any failure is reported, never raised
+            self._fail(_reason(exc, started=self.state == "running"))
+        finally:
+            self._session = None
+            if self.state == "running":
+                self._fail("stopped unexpectedly")
+            self._ready.set()
+
+    async def _open(self, stack: contextlib.AsyncExitStack) -> tuple[Any, Any]:
+        spec = self.spec
+        if spec.transport == "stdio":
+            self._stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
+            params = StdioServerParameters(
+                command=spec.command, args=spec.args, env=spec.env or None, cwd=spec.cwd
+            )
+            return await stack.enter_async_context(stdio_client(params, errlog=self._stderr))
+        if spec.transport == "sse":
+            return await stack.enter_async_context(sse_client(spec.url, headers=spec.headers))
+        streams = await stack.enter_async_context(
+            streamablehttp_client(spec.url, headers=spec.headers)
+        )
+        return streams[0], streams[1]
+
+    def _fail(self, reason: str) -> None:
+        if self.state in ("failed", "stopped"):
+            return
+        tail = self._stderr_tail()
+        self.state = "failed"
+        self.error = reason + (f" (stderr: {tail})" if tail else "")
+        log.warning("MCP server %s %s", self.name, self.error)
+
+    def _stderr_tail(self) -> str:
+        if self._stderr is None:
+            return ""
+        try:
+            self._stderr.flush()
+            self._stderr.seek(0)
+            text = self._stderr.read()
+        except (OSError, ValueError):
+            return ""
+        lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+        return " / ".join(lines[-3:])[-STDERR_TAIL:]
+
+    # -- calls -----------------------------------------------------------------------------
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        """Call one tool; raises :class:`McpCallError` with a readable reason."""
+        session = self._session
+        if session is None or not self.running:
+            raise McpCallError(self.status_line())
+        try:
+            return await session.call_tool(
+                tool, arguments, read_timeout_seconds=timedelta(seconds=CALL_TIMEOUT)
+            )
+        except McpError as exc:
+            if (self._task is not None and self._task.done()) or "closed" in str(exc).lower():
+                self._fail(f"stopped while {tool} was running")
+                raise McpCallError(self.status_line()) from None
+            raise McpCallError(f"MCP server {self.name!r}: {exc}") from None
+        except (OSError, EOFError) as exc:
+            self._fail(f"connection lost: {exc}")
+            raise McpCallError(self.status_line()) from None
+
+    def status_line(self) -> str:
+        if self.running:
+            return f"MCP server {self.name!r} is running ({len(self.tools)} tools)"
+        if self.state == "failed":
+            return f"MCP server {self.name!r} failed: {self.error}"
+        return f"MCP server {self.name!r} is {self.state}"
+
+
+class McpCallError(Exception):
+    """A tool call could not be made or did not get an answer."""
+
+
+async def _list_tools(session: ClientSession) -> list[types.Tool]:
+    tools: list[types.Tool] = []
+    cursor: str | None = None
+    for _page in range(100):
+        result = await session.list_tools(cursor=cursor) if cursor else await session.list_tools()
+        tools.extend(result.tools)
+        cursor = result.nextCursor
+        if not cursor:
+            break
+    return tools
+
+
+def _reason(exc: BaseException, started: bool) -> str:
+    """One readable line for a failure (the first leaf of an exception group)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, FileNotFoundError):
+        return f"could not start: command not found ({exc.filename or exc})"
+    if isinstance(exc, McpError) and "closed" in str(exc).lower():
+        return "stopped (connection closed)" if started else "exited before it answered"
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    prefix = "stopped" if started else "could not start"
+    return f"{prefix}: {type(exc).__name__}: {text}"[:300]
