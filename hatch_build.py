@@ -4,7 +4,7 @@ The prebuilt extension lives in ``iac_kernel/labextension/`` (gitignored; an sdi
 it). For a wheel (or an editable install) this hook:
 
 * rebuilds it with npm when npm is on PATH and the build is missing or older than
-  ``labextension/src`` (``npm ci``/``npm install`` first when ``node_modules`` is missing);
+  ``labextension/src`` (``npm install`` first when ``node_modules`` is missing);
 * ships it as shared data (``share/jupyter/labextensions/@iac-kernel/jupyterlab``) when
   the build is there;
 * otherwise builds the Python package without it and says so in one line: other Jupyter
@@ -64,8 +64,7 @@ class LabextensionBuildHook(BuildHookInterface):
             return "npm was not found on PATH"
         steps = []
         if not (source / "node_modules").is_dir():
-            lock = (source / "package-lock.json").is_file()
-            steps.append([npm, "ci" if lock else "install"])
+            steps.append([npm, "install"])
         steps.append([npm, "run", "build" if editable else "build:prod"])
         for step in steps:
             self.app.display_info(f"iac-kernel: {' '.join(step[1:])} in {source}")
