@@ -18,7 +18,17 @@ from pathlib import Path
 
 import pytest
 
-from browser.jupyter import CHROMIUM, CHROMIUM_ARGS, jupyter_server, write_notebook
+from browser.jupyter import CHROMIUM, jupyter_server, write_notebook
+from browser.lab import (
+    SESSION_MIME,
+    WAIT_MS,
+    chromium,
+    lab_page,
+    our_errors,
+    run_prompt,
+    server_env,
+    wait_kernel_idle,
+)
 
 pytestmark = [
     pytest.mark.browser,
@@ -30,10 +40,6 @@ pytestmark = [
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "test-artifacts"
 SCRIPT = REPO / "tests" / "scripts" / "browser_lab.json"
-SESSION_MIME = "application/vnd.iac-kernel.session+json"
-
-#: Limit for one wait on the page (a bound, not a timing assertion).
-WAIT_MS = 60_000
 
 MAIN_TF = """resource "aws_s3_bucket" "logs" {
   bucket = "acme-logs"
@@ -64,83 +70,20 @@ def session_info_wired() -> bool:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
-    from playwright.sync_api import expect, sync_playwright
-
-    expect.set_options(timeout=WAIT_MS)
-
-    with sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    with chromium() as browser:
+        yield browser
 
 
 @pytest.fixture
 def page(browser) -> Iterator[object]:
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    context.set_default_timeout(WAIT_MS)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(f"{exc}\n{exc.stack}"))
-    page.errors = errors
-    # The notebook's kernel is connected once its kernel_info_reply comes over the websocket.
-    kernel_replies: list[str] = []
-
-    def watch(ws) -> None:
-        def on_frame(frame: str | bytes) -> None:
-            if "kernel_info_reply" in str(frame):
-                kernel_replies.append(ws.url)
-
-        ws.on("framereceived", on_frame)
-
-    page.on("websocket", watch)
-    page.kernel_replies = kernel_replies
-    try:
+    with lab_page(browser) as page:
         yield page
-    finally:
-        context.close()
-
-
-def our_errors(page) -> list[str]:
-    """Uncaught page errors thrown from this extension's bundle (Notebook 7 itself logs one
-    unrelated settings error on load, with or without the extension)."""
-    return [error for error in page.errors if "@iac-kernel" in error]
-
-
-def server_env(tmp_path: Path) -> dict[str, str]:
-    sessions = tmp_path / "sessions"
-    sessions.mkdir()
-    return {"IAC_KERNEL_SESSIONS_DIR": str(sessions), "IAC_KERNEL_SCRIPT": str(SCRIPT)}
-
-
-def run_prompt(page, prompt: str) -> None:
-    """Type the prompt into the first cell and run it with Shift+Enter."""
-    editor = page.locator(".jp-Cell .jp-InputArea-editor .cm-content").first
-    editor.click()
-    page.keyboard.type(prompt)
-    page.keyboard.press("Shift+Enter")
-
-
-def wait_kernel_idle(page) -> None:
-    """Wait until the notebook's kernel is connected and idle.
-
-    The toolbar's indicator says "idle" before any kernel exists, and a cell run then
-    is silently dropped, so the kernel_info_reply on the kernel websocket is awaited too.
-    """
-    for _ in range(WAIT_MS // 100):
-        if page.kernel_replies:
-            break
-        page.wait_for_timeout(100)
-    else:
-        raise AssertionError("the notebook's kernel never answered kernel_info")
-    page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for()
 
 
 def test_lab_streams_renders_cards_and_allows_a_write(tmp_path: Path, page) -> None:
     from playwright.sync_api import expect
 
-    with jupyter_server("jupyterlab", tmp_path, server_env(tmp_path)) as server:
+    with jupyter_server("jupyterlab", tmp_path, server_env(tmp_path, SCRIPT)) as server:
         (server.root / "main.tf").write_text(MAIN_TF)
         write_notebook(server.root / "agent.ipynb")
         page.goto(server.page_url("lab/tree/agent.ipynb"))
@@ -227,7 +170,7 @@ def test_lab_streams_renders_cards_and_allows_a_write(tmp_path: Path, page) -> N
 def test_notebook7_renders_the_card(tmp_path: Path, page) -> None:
     from playwright.sync_api import expect
 
-    with jupyter_server("notebook", tmp_path, server_env(tmp_path)) as server:
+    with jupyter_server("notebook", tmp_path, server_env(tmp_path, SCRIPT)) as server:
         (server.root / "main.tf").write_text(MAIN_TF)
         write_notebook(server.root / "agent7.ipynb")
         page.goto(server.page_url("notebooks/agent7.ipynb"))

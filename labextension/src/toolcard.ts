@@ -117,7 +117,8 @@ function header(call: IToolCall): HTMLDivElement {
   );
   label.setAttribute('role', 'status');
   head.appendChild(label);
-  if (call.elapsed !== null) {
+  // Time spent waiting for an answer is not run time.
+  if (call.elapsed !== null && status !== 'awaiting_permission') {
     const clock = el('span', 'iac-toolcard-elapsed', formatElapsed(call.elapsed));
     clock.title = status === 'running' ? 'Running for' : 'Ran for';
     head.appendChild(clock);
@@ -222,11 +223,14 @@ function inputSection(call: IToolCall, options: ICardOptions): HTMLElement | nul
   if (keys.length === 0) {
     return null;
   }
-  // The user decides on a command by reading it: show the input while asked.
+  // The user decides on a command by reading it: show the input while asked (unless the
+  // question block above already shows the command).
+  const asked = call.status === 'awaiting_permission';
+  const commandShown = asked && call.question !== null && typeof call.input.command === 'string';
   const { details, body } = section(
     'input',
     'Input',
-    call.status === 'awaiting_permission' && call.kind !== 'edit',
+    asked && call.kind !== 'edit' && !commandShown,
     options
   );
   const command = call.input.command;

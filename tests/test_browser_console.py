@@ -1,0 +1,222 @@
+"""The notebook as an engineer's console, in a real browser (headless Debian Chromium).
+
+One JupyterLab server with the real kernel and the scripted model
+(``tests/scripts/browser_console.json``) serves both tests; each opens its own notebook,
+so each gets its own kernel. Checked:
+
+* the status bar shows the model and mode from the kernel's start, before any answer, and
+  highlights ``bypass``;
+* a long command output shows its head and tail with an honest note, and "Show full
+  output" fetches all of it from the kernel;
+* a per-call question (``terraform force-unlock`` through bash, with a fake terraform) is
+  drawn in the danger style, command and why first, Reject first and Allow not focused;
+* after a page reload mid-question, the page still shows the question and can answer it
+  (a rejection with a note), and the command never runs.
+
+Marked ``browser``; skipped only when /usr/bin/chromium is missing (CI installs it).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from browser.jupyter import CHROMIUM, Server, jupyter_server, write_notebook
+from browser.lab import chromium, lab_page, our_errors, run_prompt, server_env, wait_kernel_idle
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} missing (apt-get install chromium)"
+    ),
+]
+
+REPO = Path(__file__).resolve().parents[1]
+ARTIFACTS = REPO / "test-artifacts"
+SCRIPT = REPO / "tests" / "scripts" / "browser_console.json"
+LOCK_ID = "6f3c1a2e"
+
+#: Records that it ran (the test checks a rejected unlock never does).
+FAKE_TERRAFORM = """#!/bin/sh
+echo "$@" >> "$(dirname "$0")/../terraform-ran"
+if [ "$1" = force-unlock ]; then
+  echo "Terraform state has been successfully unlocked!"
+fi
+"""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    base = tmp_path_factory.mktemp("console")
+    with jupyter_server("jupyterlab", base, server_env(base, SCRIPT)) as server:
+        terraform = server.root / "bin" / "terraform"
+        terraform.parent.mkdir()
+        terraform.write_text(FAKE_TERRAFORM)
+        terraform.chmod(0o755)
+        server.base = base
+        yield server
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    with chromium() as browser:
+        yield browser
+
+
+@pytest.fixture
+def page(browser) -> Iterator[object]:
+    with lab_page(browser) as page:
+        yield page
+
+
+def shot(page, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"browser-console-{name}.png"), full_page=True)
+
+
+def test_status_bar_before_the_first_answer_and_full_output(server: Server, page) -> None:
+    from playwright.sync_api import expect
+
+    # The launcher can show the kernel's logo.
+    specs = page.request.get(f"{server.url}/api/kernelspecs?token={server.token}").json()
+    resources = specs["kernelspecs"]["iac-kernel"]["resources"]
+    assert {"logo-32x32", "logo-64x64", "logo-svg"} <= set(resources)
+    logo = page.request.get(f"{server.url}{resources['logo-64x64']}?token={server.token}")
+    assert logo.ok and logo.body()[:4] == b"\x89PNG"
+
+    write_notebook(server.root / "status.ipynb")
+    page.goto(server.page_url("lab/tree/status.ipynb"))
+    try:
+        wait_kernel_idle(page)
+        status = page.locator("#jp-main-statusbar .iac-status-item")
+        # Nothing was run yet: model and mode come from the kernel itself.
+        expect(status.locator(".iac-status-model")).to_have_text("scripted")
+        expect(status.locator(".iac-status-mode")).to_have_text("default")
+        assert page.locator(".jp-Cell .jp-OutputArea-output").count() == 0
+
+        run_prompt(page, "%mode bypass")
+        mode = status.locator(".iac-status-mode")
+        expect(mode).to_have_text("bypass")
+        expect(mode).to_have_class(re.compile(r"\biac-mode-bypass\b"))
+        assert mode.evaluate("n => getComputedStyle(n).color") == "rgb(255, 255, 255)"
+
+        run_prompt(page, "count to 200", cell=1)
+        cell = page.locator(".jp-Notebook .jp-Cell").nth(1)
+        card = cell.locator(".iac-toolcard[data-kind='execute']")
+        expect(card).to_have_attribute("data-status", "done")
+        expect(cell).to_contain_text("That printed 200 lines")
+        output = card.locator("details.iac-toolcard-output")
+        expect(output.locator("summary")).to_have_text("Output (200 lines, part hidden)")
+        if output.get_attribute("open") is None:
+            output.locator("summary").click()
+        note = output.locator(".iac-toolcard-hidden-note")
+        expect(note).to_have_text(
+            re.compile(r"^lines \d+–\d+ of 200 hidden; the agent saw all of it\.$")
+        )
+        first, last = map(int, re.findall(r"\d+", note.inner_text())[:2])
+        shown = "".join(output.locator("pre.iac-toolcard-output-text").all_inner_texts())
+        numbers = [int(n) for n in shown.split()]
+        assert numbers == [*range(1, first), *range(last + 1, 201)]
+        assert "model saw" not in card.inner_text()
+
+        output.get_by_role("button", name="Show full output").click()
+        full = output.locator("pre.iac-toolcard-output-text")
+        expect(full).to_have_count(1)
+        expect(output.locator(".iac-toolcard-full-note")).to_have_text(
+            "Full output: 200 lines, as the agent saw it."
+        )
+        assert [int(n) for n in full.inner_text().split()] == list(range(1, 201))
+        expect(output.locator("summary")).to_have_text("Output (200 lines)")
+        shot(page, "full-output")
+    except Exception:
+        shot(page, "status-failure")
+        print(server.log_tail())
+        raise
+    assert our_errors(page) == []
+
+
+def test_danger_question_survives_a_reload(server: Server, page) -> None:
+    from playwright.sync_api import expect
+
+    write_notebook(server.root / "unlock.ipynb")
+    page.goto(server.page_url("lab/tree/unlock.ipynb"))
+    ran = server.root / "terraform-ran"
+    try:
+        wait_kernel_idle(page)
+        run_prompt(page, "Please release the lock")
+        cell = page.locator(".jp-Notebook .jp-Cell").first
+        card = cell.locator(".iac-toolcard[data-kind='execute']")
+        expect(card).to_have_attribute("data-status", "awaiting_permission")
+
+        # Danger style: the command and why come first on the card, in red.
+        expect(card).to_have_class(re.compile(r"\biac-toolcard-danger\b"))
+        question = card.locator(".iac-toolcard-question-danger")
+        expect(question.locator(".iac-toolcard-question-command")).to_have_text(
+            f"$ ./bin/terraform force-unlock -force {LOCK_ID}"
+        )
+        expect(question.locator(".iac-toolcard-question-why")).not_to_be_empty()
+        first_block = card.locator(":scope > :nth-child(2)")
+        expect(first_block).to_have_class(re.compile(r"\biac-toolcard-question\b"))
+        border = card.evaluate("n => getComputedStyle(n).borderLeftWidth")
+        assert border == "6px", border
+
+        # The kernel's buttons: Reject first, and Allow does not have the focus.
+        buttons = cell.locator(".jupyter-widgets button, button.jupyter-button")
+        expect(buttons.first).to_be_visible()
+        labels = [b.strip() for b in buttons.all_inner_texts() if b.strip()]
+        assert labels[0].startswith("Reject"), labels
+        assert "Allow always" not in labels, labels
+        focused = page.evaluate("() => document.activeElement?.textContent ?? ''")
+        assert "Allow" not in focused, focused
+        # No streaming cursor left while the question waits.
+        assert "▍" not in cell.locator(".jp-OutputArea").inner_text()
+
+        status = page.locator("#jp-main-statusbar .iac-status-item")
+        pending = status.locator(".iac-status-pending")
+        expect(pending).to_have_text(re.compile(r"1 awaiting permission"))
+        # Clicking the status bar shows the card and leaves the notebook in command mode.
+        status.click()
+        expect(card).to_have_class(re.compile(r"\biac-toolcard-flash\b"))
+        expect(page.locator(".jp-Notebook").first).to_have_class(
+            re.compile(r"\bjp-mod-commandMode\b")
+        )
+        shot(page, "danger")
+
+        # Save (autosave would do it too), then reload while the question waits.
+        page.locator(".jp-NotebookPanel-toolbar [data-command='docmanager:save']").click()
+        expect(page.locator(".jp-mod-current.jp-mod-dirty")).to_have_count(0)
+        page.reload()
+        for _ in range(600):
+            if page.kernel_replies:
+                break
+            page.wait_for_timeout(100)
+        assert page.kernel_replies, "no kernel_info_reply after the reload"
+
+        # The reloaded page knows the question still waits, and shows it.
+        expect(pending).to_have_text(re.compile(r"1 awaiting permission"))
+        restored = page.locator(".iac-toolcard[data-kind='execute']").first
+        expect(restored).to_have_attribute("data-status", "awaiting_permission")
+        status.click()
+        dialog = page.locator(".jp-Dialog")
+        expect(dialog).to_contain_text(f"force-unlock -force {LOCK_ID}")
+        dialog_buttons = dialog.locator(".jp-Dialog-footer button")
+        expect(dialog_buttons.first).to_have_text("Reject")
+        assert "Allow" not in page.evaluate("() => document.activeElement?.textContent ?? ''")
+        dialog.locator("input.iac-answer-note").fill("not on a Friday")
+        shot(page, "reload-question")
+        dialog_buttons.first.click()
+
+        expect(pending).to_have_count(0)
+        expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_have_count(1)
+    except Exception:
+        shot(page, "danger-failure")
+        print(server.log_tail())
+        raise
+    assert not ran.exists(), ran.read_text()
+    # The user's words reached the agent in place of a bare "Permission denied.".
+    logs = "".join(p.read_text() for p in (server.base / "sessions").rglob("*.jsonl"))
+    assert "not on a Friday" in logs
+    assert our_errors(page) == []
