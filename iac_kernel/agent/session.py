@@ -82,6 +82,8 @@ class AgentSession:
         if self.meta.mode in MODES:
             self.settings.mode = self.meta.mode
         self.settings.model = self.meta.model or self.settings.model or default_model_id()
+        if not self.meta.model and not stored.messages:  # a new session stores its model
+            self.writer.update(model=self.settings.model)
         self.tools = tools
         self.gate = PermissionGate(mode=self.settings.mode)
         self.conversation = Conversation(list(stored.messages), stored.summary, stored.keep_from)
