@@ -25,7 +25,17 @@ START_WAIT = 90.0
 
 
 def require_node_modules() -> None:
-    """The npm packages of tests/node (``npm ci`` there; .ci/run does it)."""
+    """The npm packages of tests/node: .ci/run installs them; otherwise the first test
+    that needs them runs ``npm ci`` there (from the lockfile)."""
+    npm = shutil.which("npm")
+    if not FS_SERVER.is_file() and npm and shutil.which("node"):
+        subprocess.run(
+            [npm, "ci", "--no-audit", "--no-fund"],
+            cwd=NODE_DIR,
+            check=False,
+            timeout=600,
+            capture_output=True,
+        )
     if FS_SERVER.is_file() and shutil.which("node"):
         return
     message = f"run `npm ci` in {NODE_DIR} (missing {FS_SERVER.name} or node)"

@@ -1,0 +1,51 @@
+"""The TypeScript ACP SDK (``@agentclientprotocol/sdk``, npm) as a client: a whole
+session life cycle, every message validated against the SDK's zod schemas, and no
+update after a prompt or load answer (tests/node/acp_client.mjs does the checking)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+
+from mcp_support import NODE_DIR, require_node_modules
+from test_acp_support import _base_env, server_command, server_env
+
+CLIENT = NODE_DIR / "acp_client.mjs"
+
+
+def test_typescript_sdk_client_validates_every_message(workspace):
+    require_node_modules()
+    config = {
+        "command": server_command(),
+        "env": {**_base_env(), **server_env()},
+        "cwd": str(workspace),
+    }
+    done = subprocess.run(
+        [shutil.which("node") or "node", str(CLIENT), json.dumps(config)],
+        cwd=NODE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ},
+    )
+    assert done.stdout.strip(), done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["failures"] == [], report
+    assert done.returncode == 0, done.stderr[-3000:]
+    counts = report["counts"]
+    for kind in (
+        "update:agent_message_chunk",
+        "update:tool_call",
+        "update:tool_call_update",
+        "update:usage_update",
+        "update:session_info_update",
+        "update:available_commands_update",
+        "update:user_message_chunk",
+        "request:session/request_permission",
+        "result:session/delete",
+        "error:session/load",
+    ):
+        assert counts.get(kind), (kind, counts)
+    assert (workspace / "out.txt").exists()  # the approved write really ran
