@@ -144,6 +144,29 @@ def live_endpoints(directory: Path | None = None) -> list[EndpointInfo]:
     return found
 
 
+def remove_dead(directory: Path | None = None) -> int:
+    """Remove the runtime files (and sockets) of kernels that no longer run; returns how
+    many. ``iac-kernel acp`` calls it at start, so a killed kernel's files do not linger
+    until someone attaches."""
+    directory = directory or runtime_dir()
+    if not directory.is_dir():
+        return 0
+    before = len(list(directory.glob(f"{PREFIX}*.json")))
+    alive = live_endpoints(directory)
+    for tmp in directory.glob(f".{PREFIX}*.json.tmp"):
+        pid = tmp.name[len(PREFIX) + 1 : -len(".json.tmp")]
+        if pid.isdigit() and not pid_alive(int(pid)):
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+    for sock in directory.glob(f"{PREFIX}*.sock"):
+        pid = sock.name[len(PREFIX) : -len(".sock")]
+        if pid.isdigit() and not pid_alive(int(pid)):
+            with contextlib.suppress(OSError):
+                if stat.S_ISSOCK(sock.lstat().st_mode):
+                    sock.unlink()
+    return max(0, before - len(alive))
+
+
 def find_endpoint(
     session_id: str, holder_pid: int | None = None, directory: Path | None = None
 ) -> EndpointInfo | None:

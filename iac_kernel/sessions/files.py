@@ -59,8 +59,9 @@ def create_file(path: Path, data: bytes = b"") -> None:
     """Create ``path`` (0600) holding ``data``; FileExistsError if it exists."""
     fd = open_fd(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     try:
-        _write_all(fd, data)
-        os.fsync(fd)
+        if data:
+            _write_all(fd, data)
+            os.fsync(fd)
     finally:
         os.close(fd)
 

@@ -83,6 +83,11 @@ class FolderIndex:
             finally:
                 os.close(fd)
 
+    def entry(self, cwd: str, session_id: str) -> dict[str, Any] | None:
+        """The current metadata of one session of ``cwd``, if indexed."""
+        found = self._read(self.path(cwd), None).get(session_id)
+        return found if found is not None and found.get("cwd") == cwd else None
+
     def entries(self, cwd: str) -> list[dict[str, Any]]:
         """The current metadata of every session of ``cwd``."""
         return list(self._read(self.path(cwd), cwd).values())

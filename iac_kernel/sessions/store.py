@@ -75,8 +75,25 @@ def now_iso() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
 
 
+#: git roots found recently, by cwd: (when, root). Creating many sessions in one folder
+#: would otherwise run git once per session.
+_GIT_ROOTS: dict[str, tuple[float, str | None]] = {}
+GIT_ROOT_TTL = 30.0
+
+
 def git_root(cwd: str) -> str | None:
     """The git top level of ``cwd`` (editors open the project root, notebooks sit below it)."""
+    seen = _GIT_ROOTS.get(cwd)
+    if seen is not None and time.monotonic() - seen[0] < GIT_ROOT_TTL:
+        return seen[1]
+    root = _run_git_root(cwd)
+    if len(_GIT_ROOTS) > 1000:
+        _GIT_ROOTS.clear()
+    _GIT_ROOTS[cwd] = (time.monotonic(), root)
+    return root
+
+
+def _run_git_root(cwd: str) -> str | None:
     try:
         out = subprocess.run(
             ["git", "-C", cwd, "rev-parse", "--show-toplevel"],
@@ -221,12 +238,9 @@ class SessionStore:
                 exc.errno, f"cannot read session {session_id}: {files.describe(exc)}"
             ) from None
         meta = SessionMeta.from_dict(data)
-        fresher = self.index.entries(meta.cwd)
-        for entry in fresher:
-            if entry.get("session_id") == session_id and entry.get("updated_at", "") >= (
-                meta.updated_at
-            ):
-                return SessionMeta.from_dict(entry)
+        entry = self.index.entry(meta.cwd, session_id)
+        if entry is not None and str(entry.get("updated_at", "")) >= meta.updated_at:
+            return SessionMeta.from_dict(entry)  # fresher counters than the file
         return meta
 
     def write_meta(self, meta: SessionMeta, old_cwd: str | None = None) -> None:
@@ -354,6 +368,8 @@ class SessionWriter:
         self._closed = False
         self._log = store._path(meta.session_id, ".jsonl")
         self._in_results = False
+        #: The counters changed since ``<id>.json`` was written (it is rewritten on close).
+        self._dirty = False
 
     def _append(self, record: dict[str, Any]) -> None:
         if self._closed:
@@ -405,10 +421,12 @@ class SessionWriter:
             setattr(self.meta, key, value)
         self.meta.updated_at = now_iso()
         self.store.write_meta(self.meta, old_cwd)
+        self._dirty = False
 
     def touch(self) -> None:
         """New ``updated_at`` and counters, in the listing index only (no rewrite)."""
         self.meta.updated_at = now_iso()
+        self._dirty = True
         try:
             self.store.index.put(asdict(self.meta))
         except OSError as exc:  # the index is a cache; the log already has the record
@@ -422,10 +440,12 @@ class SessionWriter:
         if self._closed:
             return
         self._closed = True
-        try:
-            files.replace(self.store._path(self.session_id, ".json"), json_line(asdict(self.meta)))
-        except OSError as exc:
-            log.warning("session %s: metadata not saved on close: %s", self.session_id, exc)
+        if self._dirty:
+            try:
+                path = self.store._path(self.session_id, ".json")
+                files.replace(path, json_line(asdict(self.meta)))
+            except OSError as exc:
+                log.warning("session %s: metadata not saved on close: %s", self.session_id, exc)
         with contextlib.suppress(OSError):
             locks.release(self.store._path(self.session_id, ".lock"), self._token)
 

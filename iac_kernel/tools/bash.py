@@ -41,7 +41,8 @@ class OutputCapture:
         self.head = ""
         self.tail = ""
         self.total = 0
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        # surrogateescape: any byte is kept (the store escapes it; front ends show \xNN)
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape")
         #: Live output (``ToolContext.on_output``): each decoded chunk, ANSI codes removed.
         self.on_text: Any = None
 
