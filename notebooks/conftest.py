@@ -33,6 +33,7 @@ import pytest
 from iac_kernel.models.credentials import CREDENTIAL_ENV as CREDENTIALS
 
 SANITIZE = Path(__file__).with_name("nbval-sanitize.cfg")
+RUNBOOK_ENV = {"IAC_KERNEL_CHECKOV": "off", "TF_CLI_CONFIG_FILE": os.devnull}
 _stores: list[str] = []
 
 
@@ -109,6 +110,8 @@ def pytest_configure(config: pytest.Config) -> None:
             _fresh_store()  # the kernel process inherits it
             for name in CREDENTIALS:
                 os.environ.pop(name, None)
+            # Terraform runbooks (06, 07): no checkov run, no CLI config file warning.
+            os.environ.update(RUNBOOK_ENV)
             start(self, *args, **kwargs)
 
         running.__init__ = init

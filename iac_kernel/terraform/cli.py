@@ -57,6 +57,9 @@ def program_name(executable: str) -> str:
 def automation_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment terraform runs with: no prompts, no colour, no update checks."""
     env = {**os.environ, **(extra or {})}
+    config = env.get("TF_CLI_CONFIG_FILE")
+    if config and not os.path.exists(config):  # else every command warns about it
+        env["TF_CLI_CONFIG_FILE"] = os.devnull
     env.setdefault("TF_IN_AUTOMATION", "1")
     env["TF_INPUT"] = "0"
     env.setdefault("CHECKPOINT_DISABLE", "1")

@@ -170,10 +170,11 @@ def summary_line(plan: Plan) -> str:
         return "Plan failed: " + (plan.errors[0] if plan.errors else "terraform reported errors.")
     if plan.refresh_only:
         n = len(plan.drift)
-        outputs = sum(1 for o in plan.outputs if o.action != "no-op")
+        changed = [o.name for o in plan.outputs if o.action != "no-op"]
         text = f"Drift: {n} resource{'s' if n != 1 else ''} changed outside Terraform"
-        if outputs:
-            text += f", {outputs} output{'s' if outputs != 1 else ''} changed"
+        if changed:
+            many = "s" if len(changed) != 1 else ""
+            text += f"; {len(changed)} output{many} changed ({', '.join(changed)})"
         return text + "."
     add = counts.get("create", 0) + counts.get("replace", 0)
     change = counts.get("update", 0)

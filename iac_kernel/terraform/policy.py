@@ -28,7 +28,8 @@ _CACHE: dict[str, tuple[list[dict[str, Any]], str]] = {}
 
 
 OFF_WORDS = ("off", "0", "false", "no")
-TURNED_OFF = f"policy checks are off ({CHECKOV_ENV}=off)"
+#: No note when checks are turned off: the card says nothing about policy then.
+TURNED_OFF = ""
 
 
 def checkov_program() -> str | None:
@@ -99,7 +100,8 @@ def run_checkov(doc: dict[str, Any], cwd: Path | None = None) -> tuple[list[dict
             check=False,
         )
         try:
-            return parse_report(done.stdout), ""
+            failed = parse_report(done.stdout)
+            return failed, "" if failed else "no failed checks"
         except (json.JSONDecodeError, ValueError, AttributeError):
             last = (done.stderr.strip().splitlines() or ["no output"])[-1]
             return [], f"checkov failed (exit {done.returncode}): {last[:300]}"
@@ -119,7 +121,7 @@ def attach_sync(plan: Plan, doc: dict[str, Any], cwd: Path | None = None) -> Non
         return
     checks, note = run_checkov(doc, cwd)
     plan.checks, plan.checks_note = checks, note
-    if key and note not in (NOT_INSTALLED, TURNED_OFF):
+    if key and (checks or note not in (NOT_INSTALLED, TURNED_OFF)):
         _CACHE[key] = (checks, note)
 
 

@@ -22,6 +22,8 @@ from pathlib import Path
 from iac_kernel.models.credentials import CREDENTIAL_ENV as CREDENTIALS
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent
+#: Terraform runbooks (06, 07): no checkov run, no CLI config file warning.
+RUNBOOK_ENV = {"IAC_KERNEL_CHECKOV": "off", "TF_CLI_CONFIG_FILE": os.devnull}
 
 
 def run(path: Path, timeout: int) -> None:
@@ -30,10 +32,12 @@ def run(path: Path, timeout: int) -> None:
 
     nb = nbformat.read(path, as_version=4)
     store = tempfile.mkdtemp(prefix="iac-kernel-run-sessions-")
-    saved = {name: os.environ.get(name) for name in (*CREDENTIALS, "IAC_KERNEL_SESSIONS_DIR")}
+    names = (*CREDENTIALS, "IAC_KERNEL_SESSIONS_DIR", *RUNBOOK_ENV)
+    saved = {name: os.environ.get(name) for name in names}
     try:
         for name in CREDENTIALS:
             os.environ.pop(name, None)
+        os.environ.update(RUNBOOK_ENV)  # as notebooks/conftest.py sets for nbval
         os.environ["IAC_KERNEL_SESSIONS_DIR"] = store
         client = NotebookClient(
             nb,

@@ -1,0 +1,152 @@
+"""Record a runbook whose committed run includes a person's approval (07-plan-review-apply).
+
+Usage (from the repository root)::
+
+    python notebooks/tools/record_approved.py notebooks/07-plan-review-apply.ipynb
+    python notebooks/tools/record_approved.py notebooks/06-drift-check.ipynb   # no approvals
+
+Like ``run_notebooks.py`` (headless, fresh session store, no Anthropic credentials, policy
+checks off), except for cells tagged ``approve-in-recording``: those run with
+``allow_stdin`` true, as in JupyterLab, so the kernel shows its Allow / Reject buttons, and
+this script answers the question by clicking **Allow once** on the button widget, through
+the same comm message a browser sends. Nothing else is answered for the person: every other
+cell runs exactly as under nbval. Those cells are also tagged ``nbval-ignore-output``: a
+headless re-run cannot click, so there the apply is refused and the output differs.
+
+Machine paths in the saved outputs (the checkout, the temporary session store) are replaced
+as ``nbval-sanitize.cfg`` replaces them, so the committed notebook holds no absolute paths.
+"""
+
+from __future__ import annotations
+
+import argparse
+import configparser
+import os
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from nbclient import NotebookClient
+
+from iac_kernel.models.credentials import CREDENTIAL_ENV as CREDENTIALS
+
+NOTEBOOKS = Path(__file__).resolve().parent.parent
+TAG = "approve-in-recording"
+ALLOW = "Allow once"
+PATH_SECTIONS = ("session-stores", "checkout-paths")
+#: As notebooks/conftest.py sets for nbval: no checkov run, no CLI config warning.
+RUNBOOK_ENV = {"IAC_KERNEL_CHECKOV": "off", "TF_CLI_CONFIG_FILE": os.devnull}
+
+
+class ApprovingClient(NotebookClient):
+    """Runs tagged cells as an interactive frontend would, clicking Allow once."""
+
+    clicked: int = 0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, on_cell_execute=self._before_cell, **kwargs)
+        self._approving = False
+
+    def _before_cell(self, cell: Any, cell_index: int) -> None:
+        self._approving = TAG in cell.get("metadata", {}).get("tags", [])
+        self.kc.allow_stdin = self._approving
+
+    def process_message(self, msg: dict[str, Any], cell: Any, cell_index: int) -> Any:
+        output = super().process_message(msg, cell, cell_index)
+        if self._approving and _button(msg, ALLOW):
+            click = self.kc.session.msg(
+                "comm_msg",
+                {
+                    "comm_id": msg["content"]["comm_id"],
+                    "data": {"method": "custom", "content": {"event": "click"}},
+                },
+            )
+            self.kc.shell_channel.send(click)
+            self.clicked += 1
+        return output
+
+
+def _button(msg: dict[str, Any], description: str) -> bool:
+    if msg.get("msg_type") != "comm_open":
+        return False
+    state = msg["content"].get("data", {}).get("state", {})
+    return state.get("_model_name") == "ButtonModel" and state.get("description") == description
+
+
+def sanitizers() -> list[tuple[re.Pattern[str], str]]:
+    config = configparser.ConfigParser()
+    config.read(NOTEBOOKS / "nbval-sanitize.cfg")
+    return [
+        (re.compile(config[s]["regex"]), config[s]["replace"]) for s in PATH_SECTIONS if s in config
+    ]
+
+
+def sanitize(value: Any, rules: list[tuple[re.Pattern[str], str]]) -> Any:
+    if isinstance(value, str):
+        for pattern, replace in rules:
+            value = pattern.sub(replace, value)
+        return value
+    if isinstance(value, dict):
+        return {k: sanitize(v, rules) for k, v in value.items()}
+    if isinstance(value, list):
+        return [sanitize(v, rules) for v in value]
+    return value
+
+
+def record(path: Path, timeout: int) -> int:
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    store = tempfile.mkdtemp(prefix="iac-kernel-run-sessions-")
+    names = (*CREDENTIALS, "IAC_KERNEL_SESSIONS_DIR", *RUNBOOK_ENV)
+    saved = {name: os.environ.get(name) for name in names}
+    try:
+        for name in CREDENTIALS:
+            os.environ.pop(name, None)
+        os.environ["IAC_KERNEL_SESSIONS_DIR"] = store
+        os.environ.update(RUNBOOK_ENV)
+        client = ApprovingClient(
+            nb,
+            kernel_name="iac-kernel",
+            timeout=timeout,
+            allow_errors=False,
+            resources={"metadata": {"path": str(path.parent)}},
+        )
+        client.execute()
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        shutil.rmtree(store, ignore_errors=True)
+    rules = sanitizers()
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = nbformat.from_dict(sanitize(cell.outputs, rules))
+    nbformat.write(nb, path)
+    return client.clicked
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("notebook", type=Path)
+    parser.add_argument("--timeout", type=int, default=180, help="seconds per cell")
+    args = parser.parse_args(argv)
+    import nbformat
+
+    tagged = [
+        c
+        for c in nbformat.read(args.notebook, as_version=4).cells
+        if TAG in c.get("metadata", {}).get("tags", [])
+    ]
+    clicked = record(args.notebook.resolve(), args.timeout)
+    print(f"{args.notebook}: recorded, {clicked} question(s) answered with {ALLOW!r}")
+    return 1 if tagged and not clicked else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
