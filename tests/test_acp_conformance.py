@@ -191,13 +191,14 @@ async def test_session_delete(tmp_path, workspace):
 async def test_model_ids_are_validated(tmp_path, workspace):
     async with acp_server(tmp_path) as (conn, _p, _c, _w):
         sid = (await conn.new_session(cwd=str(workspace))).session_id
-        for bad in ("claude-nope", "gpt-4o", f"scripted:{workspace}/missing.json"):
+        for bad, says in (
+            ("claude-nope", "choose one of: scripted, claude-sonnet-4-6"),
+            ("gpt-4o", "unknown model 'gpt-4o'"),
+            (f"scripted:{workspace}/missing.json", "cannot read script"),
+        ):
             with pytest.raises(RequestError) as refused:
                 await conn.set_config_option(config_id="model", session_id=sid, value=bad)
-            assert refused.value.code == -32602, bad
-        assert "claude-sonnet-4-6" in str(refused.value.data) or "missing.json" in str(
-            refused.value.data
-        )
+            assert refused.value.code == -32602 and says in str(refused.value.data), bad
         answer = await conn.set_config_option(
             config_id="model", session_id=sid, value=f"scripted:{MCP_SCRIPT}"
         )

@@ -81,7 +81,7 @@ def check_model_id(model_id: str, script: str | None = None) -> None:
     if model_id.startswith(SCRIPTED_MODEL_ID + ":"):
         path = Path(model_id.partition(":")[2]).expanduser()
         if not path.is_file():
-            raise ModelError(f"no script file {str(path)!r} for model {model_id!r}")
+            raise ModelError(f"cannot read script {path}: no such file (model {model_id!r})")
         return
     if not is_known_claude_model(model_id):
         raise ModelError(_unknown(repr(model_id)))

@@ -1,0 +1,94 @@
+"""MCP servers in a notebook: a ``.mcp.json`` in the session's folder (Claude Code's
+format) starts with the session, ``%mcp`` lists, adds and removes servers, a failing
+server is reported in the notebook and the session goes on; ``%model`` validates ids."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from iac_kernel.kernel.testing import CellResult, KernelHarness, scripted_kernel
+from mcp_support import BROKEN_SERVER, DEMO_SERVER, SECRET
+
+SCRIPT = Path(__file__).parent / "scripts" / "acp_mcp.json"
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = Path(os.path.realpath(tmp_path_factory.mktemp("mcp-notebook")))
+    config = {
+        "mcpServers": {
+            "demo": {
+                "command": sys.executable,
+                "args": [str(DEMO_SERVER), "stdio"],
+                "env": {"DEMO_API_TOKEN": SECRET},
+            },
+            "broken": {"command": sys.executable, "args": [str(BROKEN_SERVER)]},
+        }
+    }
+    (path / ".mcp.json").write_text(json.dumps(config))
+    return path
+
+
+@pytest.fixture(scope="module")
+def kernel(work: Path) -> Iterator[KernelHarness]:
+    harness = scripted_kernel(work.parent / "kernel-root", work, SCRIPT)
+    try:
+        yield harness
+    finally:
+        harness.stop()
+
+
+def run(kernel: KernelHarness, code: str, status: str = "ok") -> CellResult:
+    result = kernel.execute(code)
+    assert result.status == status, result.reply["content"]
+    return result
+
+
+def text(result: CellResult) -> str:
+    """Everything the cell showed, as text."""
+    parts = []
+    for message in result.of_type("display_data", "update_display_data", "stream"):
+        content = message["content"]
+        parts.append(content.get("text", ""))
+        parts.extend(str(v) for v in content.get("data", {}).values())
+    return "\n".join(parts)
+
+
+def test_project_servers_start_with_the_session(kernel: KernelHarness) -> None:
+    listed = text(run(kernel, "%mcp"))
+    assert "`demo` (stdio, from .mcp.json): running" in listed
+    assert "mcp__demo__add" in listed
+    assert "`broken` (stdio, from .mcp.json): failed" in listed
+    assert "missing configuration DEMO_URL" in listed
+
+    # The failure is told in the next turn; the turn itself works, MCP tools included.
+    run(kernel, "%config headless_policy allow")
+    turn = text(run(kernel, "add after the crash"))
+    assert "MCP server 'broken' failed" in turn
+    assert "1 + 1 = 2" in turn and "Still here." in turn
+
+
+def test_mcp_magic_adds_and_removes_servers(kernel: KernelHarness) -> None:
+    added = text(run(kernel, f"%mcp add extra {sys.executable} {BROKEN_SERVER}"))
+    assert "MCP server `extra` failed" in added
+    assert "Stopped MCP server `extra`" in text(run(kernel, "%mcp remove extra"))
+    assert "Stopped MCP server `broken`" in text(run(kernel, "%mcp remove broken"))
+    assert "`broken`" not in text(run(kernel, "%mcp list"))
+
+    missing = run(kernel, "%mcp remove nope", "error")
+    assert missing.reply["content"]["ename"] == "McpError"
+    assert "no MCP server 'nope'" in missing.reply["content"]["evalue"]
+    bad = run(kernel, "%mcp add", "error")
+    assert "usage: %mcp" in bad.reply["content"]["evalue"]
+
+
+def test_model_magic_validates_ids(kernel: KernelHarness) -> None:
+    refused = run(kernel, "%model claude-nope", "error")
+    assert refused.reply["content"]["ename"] == "ModelError"
+    assert "choose one of" in refused.reply["content"]["evalue"]
