@@ -19,6 +19,7 @@ import logging
 import os
 import sys
 import threading
+import time
 from typing import TYPE_CHECKING
 
 from iac_kernel.acp import early, sdk
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from iac_kernel.sessions.manager import SessionManager
 
 log = logging.getLogger(__name__)
+STARTED = time.monotonic()
 
 #: What the server needs, imported by the background thread.
 SERVER_MODULES = (
@@ -55,6 +57,11 @@ def run_stdio(fast_exit: bool = True) -> int:
     try:
         start.run(loader.loaded)
         loader.wait()
+        log.info(
+            "ACP SDK and server loaded %.3f s after start%s",
+            time.monotonic() - STARTED,
+            "; initialize was answered before" if start.initialize else "",
+        )
         code = _serve(protocol_fd, start)
     except KeyboardInterrupt:
         code = 0
