@@ -1,0 +1,247 @@
+"""Units of the MCP layer and its helpers: server specs from the three sources, tool
+names and results, the manager's tool list and failure notices, the slash command
+parser, tool call line numbers, model id validation."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+
+import pytest
+from mcp import types
+
+from iac_kernel.acp import commands
+from iac_kernel.acp.locations import first_changed_line, grep_locations, input_locations
+from iac_kernel.agent.events import Diff, ToolCallInput
+from iac_kernel.mcp.config import (
+    McpConfigError,
+    from_acp,
+    from_add_line,
+    from_project_file,
+)
+from iac_kernel.mcp.manager import McpManager
+from iac_kernel.mcp.tool import McpTool, result_text, tool_name
+from iac_kernel.models.base import ModelError
+from iac_kernel.models.registry import check_model_id, is_known_claude_model
+from iac_kernel.tools.base import Category
+from iac_kernel.tools.read_file import ReadFileTool
+from mcp_support import BROKEN_SERVER
+
+
+def test_acp_entries_become_specs():
+    specs = from_acp(
+        [
+            {"name": "fs", "command": "node", "args": ["a"], "env": [{"name": "K", "value": "v"}]},
+            {"type": "http", "name": "web", "url": "http://h/mcp", "headers": []},
+            {
+                "type": "sse",
+                "name": "ev",
+                "url": "https://h/sse",
+                "headers": [{"name": "Authorization", "value": "Bearer x"}],
+            },
+        ],
+        "/work",
+    )
+    assert [(s.name, s.transport) for s in specs] == [
+        ("fs", "stdio"),
+        ("web", "http"),
+        ("ev", "sse"),
+    ]
+    assert specs[0].env == {"K": "v"} and specs[0].cwd == "/work"
+    assert specs[2].headers == {"Authorization": "Bearer x"}
+    assert "Bearer" not in specs[2].describe()  # lists never show header values
+    assert from_acp(None, "/work") == []
+
+
+@pytest.mark.parametrize(
+    ("entry", "says"),
+    [
+        ({"name": "a b", "command": "x"}, "invalid MCP server name"),
+        ({"name": "a", "command": ""}, "'command' is required"),
+        ({"name": "a", "command": "x", "args": "nope"}, "'args' must be a list"),
+        ({"type": "ws", "name": "a", "url": "ws://x"}, "unsupported type 'ws'"),
+        ({"type": "http", "name": "a", "url": "file:///x"}, "http(s) URL"),
+        ({"name": "a", "command": "x", "env": [{"name": "K"}]}, "name/value pairs"),
+    ],
+)
+def test_bad_entries_are_named(entry, says):
+    with pytest.raises(McpConfigError) as bad:
+        from_acp([entry], None)
+    assert says in str(bad.value)
+
+
+def test_project_file_in_claude_code_format(tmp_path):
+    assert from_project_file(tmp_path) == []
+    (tmp_path / ".mcp.json").write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "tf": {"command": "terraform-mcp-server", "args": ["stdio"], "env": {"X": "1"}},
+                    "docs": {
+                        "type": "http",
+                        "url": "http://localhost:9/mcp",
+                        "headers": {"A": "b"},
+                    },
+                }
+            }
+        )
+    )
+    tf, docs = from_project_file(tmp_path)
+    assert (tf.command, tf.args, tf.env, tf.origin) == (
+        "terraform-mcp-server",
+        ["stdio"],
+        {"X": "1"},
+        ".mcp.json",
+    )
+    assert (docs.transport, docs.headers, docs.cwd) == ("http", {"A": "b"}, str(tmp_path))
+    (tmp_path / ".mcp.json").write_text("{not json")
+    with pytest.raises(McpConfigError, match="not readable JSON"):
+        from_project_file(tmp_path)
+    (tmp_path / ".mcp.json").write_text('{"servers": {}}')
+    with pytest.raises(McpConfigError, match="mcpServers"):
+        from_project_file(tmp_path)
+
+
+def test_add_lines():
+    spec = from_add_line("tf terraform-mcp-server stdio --toolsets=registry", "/w")
+    assert (spec.name, spec.command, spec.args) == (
+        "tf",
+        "terraform-mcp-server",
+        ["stdio", "--toolsets=registry"],
+    )
+    assert from_add_line("ev http://h/sse --sse", None).transport == "sse"
+    assert from_add_line("web https://h/mcp", None).transport == "http"
+    for bad in ("", "onlyname", "web http://h/mcp --bogus", "x 'unclosed"):
+        with pytest.raises(McpConfigError):
+            from_add_line(bad, None)
+
+
+class FakeServer:
+    name = "my.server"
+    running = True
+
+
+def test_tools_are_gated_other_kind_with_hints_shown():
+    remote = types.Tool(
+        name="read-doc",
+        description="Reads docs.",
+        inputSchema={"type": "object", "properties": {"q": {"type": "string"}}},
+        annotations=types.ToolAnnotations(readOnlyHint=True, destructiveHint=False),
+    )
+    tool = McpTool(FakeServer(), remote)
+    assert tool.name == "mcp__my_server__read-doc" == tool_name("my.server", "read-doc")
+    assert tool.kind == "other" and tool.category is Category.EXECUTE  # never trusted
+    assert tool.title({}) == "my.server: read-doc (server says: read-only)"
+    assert tool.definition()["input_schema"]["properties"] == {"q": {"type": "string"}}
+    odd = McpTool(FakeServer(), types.Tool(name="t" * 80, inputSchema={"type": "array"}))
+    assert len(odd.name) == 64 and odd.input_schema == {"type": "object", "properties": {}}
+
+
+def test_results_become_text():
+    result = types.CallToolResult(
+        content=[
+            types.TextContent(type="text", text="hello"),
+            types.ImageContent(type="image", data="AAAA", mimeType="image/png"),
+            types.EmbeddedResource(
+                type="resource",
+                resource=types.TextResourceContents(uri="file:///a.tf", text="x = 1"),
+            ),
+            types.EmbeddedResource(
+                type="resource",
+                resource=types.BlobResourceContents(uri="file:///b.bin", blob="AA=="),
+            ),
+        ]
+    )
+    assert result_text(result).splitlines() == [
+        "hello",
+        "[image: image/png, about 3 bytes, not shown]",
+        '<resource uri="file:///a.tf">',
+        "x = 1",
+        "</resource>",
+        "[binary resource: file:///b.bin, unknown type]",
+    ]
+    structured = types.CallToolResult(content=[], structuredContent={"n": 3})
+    assert json.loads(result_text(structured)) == {"n": 3}
+
+
+async def test_manager_reports_a_failed_server_once_and_stops_cleanly(tmp_path):
+    builtin = ReadFileTool()
+    tools: list = [builtin]
+    manager = McpManager(tools)
+    (spec,) = from_acp(
+        [{"name": "bad", "command": sys.executable, "args": [str(BROKEN_SERVER)], "env": []}],
+        str(tmp_path),
+    )
+    await manager.start([spec])
+    (status,) = manager.statuses()
+    assert status["status"] == "failed" and "missing configuration DEMO_URL" in status["error"]
+    assert tools == [builtin]
+    notices = await manager.before_turn()
+    assert len(notices) == 1 and "the session goes on" in notices[0]
+    assert await manager.before_turn() == []  # told once
+    assert await manager.remove("bad") and not await manager.remove("bad")
+    await manager.stop()
+    assert tools == [builtin] and manager.statuses() == []
+
+
+async def test_manager_start_soon_is_awaited_by_before_turn(tmp_path):
+    manager = McpManager([])
+    (spec,) = from_acp(
+        [{"name": "bad", "command": str(tmp_path / "missing"), "args": [], "env": []}], None
+    )
+    manager.start_soon([spec])
+    notices = await asyncio.wait_for(manager.before_turn(), 30)
+    assert "command not found" in notices[0]
+
+
+def test_slash_command_parsing():
+    def text(t):
+        return [{"type": "text", "text": t}]
+
+    assert commands.parse(text("/mode read_only")) == ("mode", "read_only")
+    assert commands.parse(text("/mcp add x http://h/mcp")) == ("mcp", "add x http://h/mcp")
+    assert commands.parse(text("/session")) == ("session", "")
+    assert commands.parse(text("/etc/hosts is odd")) is None
+    assert commands.parse(text("please /mode")) is None
+    names = [c.name for c in commands.commands_update().available_commands]
+    assert names == list(commands.COMMANDS)
+
+
+def test_locations_have_line_numbers(tmp_path):
+    path = str(tmp_path / "a.txt")
+    read = ToolCallInput("1", "read_file", "read", "read", {"path": "a.txt", "offset": 7}, [path])
+    assert [(loc.path, loc.line) for loc in input_locations(read)] == [(path, 7)]
+    edit = ToolCallInput(
+        "2", "edit_file", "edit", "edit", {}, [path], Diff(path, "a\nb\nc\n", "a\nB\nc\n")
+    )
+    assert input_locations(edit)[0].line == 2
+    assert first_changed_line(Diff(path, None, "new\n")) == 1
+    assert first_changed_line(Diff(path, "a\n", "a\nb\n")) == 2
+    output = "a.txt:3:needle\na.txt-4-context\n--\nsub/b.tf:10:needle\na.txt:3:needle again"
+    found = grep_locations(output, tmp_path)
+    assert [(loc.path, loc.line) for loc in found] == [
+        (path, 3),
+        (str(tmp_path / "sub" / "b.tf"), 10),
+    ]
+    assert grep_locations("No matches found.", tmp_path) is None
+
+
+def test_model_ids(tmp_path):
+    for good in (
+        "claude-sonnet-4-5",
+        "claude-opus-4-6@20260205",
+        "claude-sonnet-4-5[1m]",
+        "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+        "scripted",
+    ):
+        assert good == "scripted" or is_known_claude_model(good), good
+        check_model_id(good)
+    script = tmp_path / "s.json"
+    script.write_text("{}")
+    check_model_id(f"scripted:{script}")
+    for bad in ("claude-nope", "gpt-4o", "", f"scripted:{tmp_path}/none.json"):
+        with pytest.raises(ModelError):
+            check_model_id(bad)
+    with pytest.raises(ModelError, match=r"choose one of: .*claude-sonnet-4-6"):
+        check_model_id("claude-nope")
