@@ -156,3 +156,18 @@ async def test_tofu_takes_the_same_code_path(ws: Path, tmp_path: Path, monkeypat
 def test_action_words():
     assert action_of(["delete", "create"]) == action_of(["create", "delete"]) == "replace"
     assert all(action_of([a]) == a for a in ACTIONS if a != "replace")
+
+
+async def test_a_plan_made_by_a_script_is_picked_up_from_the_guard_log(ws: Path):
+    script = ws / "mkplan.sh"
+    script.write_text("#!/bin/sh\nterraform plan -input=false -no-color -out=script.tfplan\n")
+    script.chmod(0o755)
+    args = {"command": "./mkplan.sh > /dev/null && echo planned"}
+    result = await BashTool().run(args, ctx_for(ws))
+    assert any("plan" in entry["argv"] for entry in result.raw_output.get("guarded", [])), (
+        result.raw_output
+    )
+    result = await after_tool_call("bash", args, ws, result)
+    assert result.raw_output["plan"]["file"]["path"] == "script.tfplan"
+    assert result.content.startswith("planned")
+    assert "Plan: 2 to add, 1 to change, 2 to destroy" in result.content

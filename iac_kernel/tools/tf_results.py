@@ -17,11 +17,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import shlex
 from pathlib import Path
 from typing import Any
 
 from iac_kernel.terraform import cli, policy
-from iac_kernel.terraform.commands import find_commands, plan_outputs
+from iac_kernel.terraform.commands import PlanTarget, find_commands, plan_outputs, split_argv
 from iac_kernel.terraform.plan import PlanFile, parse_plan
 from iac_kernel.terraform.review import stale_message
 from iac_kernel.terraform.sensitive import (
@@ -113,9 +114,26 @@ def _reads_state(name: str, args: dict[str, Any], text: str) -> bool:
     return any(marker in text for marker in STATE_MARKERS)
 
 
+def _plan_targets(command: str, cwd: Path, raw_output: Any) -> list[PlanTarget]:
+    """Plan files the command line names, and those of every terraform/tofu the guard saw
+    run (a plan made by a script or ``make`` too), once each."""
+    targets = plan_outputs(command, cwd)
+    guarded = raw_output.get("guarded") if isinstance(raw_output, dict) else None
+    for entry in guarded if isinstance(guarded, list) else []:
+        tf = split_argv(list(entry.get("argv") or [])) if isinstance(entry, dict) else None
+        if tf is not None and tf.subcommand == "plan":
+            targets += plan_outputs(
+                shlex.join([tf.program, *entry["argv"][1:]]), Path(str(entry.get("cwd") or cwd))
+            )
+    unique: dict[Path, PlanTarget] = {}
+    for target in targets:
+        unique.setdefault(target.path, target)
+    return list(unique.values())
+
+
 async def _pick_up_plans(command: str, cwd: Path, result: ToolResult) -> None:
     """Summarise plan files a bash ``plan -out`` wrote (see the module docstring)."""
-    for target in plan_outputs(command, cwd):
+    for target in _plan_targets(command, cwd, result.raw_output):
         if not target.path.is_file():
             continue
         executable = cli.find_program(target.program)
