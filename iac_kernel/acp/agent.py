@@ -46,6 +46,7 @@ from iac_kernel import __version__
 from iac_kernel.acp import commands, errors, notify, session_config
 from iac_kernel.acp.channel import ClientChannel
 from iac_kernel.acp.content import to_anthropic
+from iac_kernel.acp.lifecycle import delete_stored, mcp_specs, start_mcp
 from iac_kernel.acp.listing import list_page
 from iac_kernel.acp.permissions import PermissionAsker
 from iac_kernel.acp.proxy import FORWARDED, AttachError, RemoteSession
@@ -55,8 +56,6 @@ from iac_kernel.acp.turn import TurnRelay, prompt_response, run_turn
 from iac_kernel.acp.updates import replay_updates
 from iac_kernel.agent.events import TurnEnded, Usage
 from iac_kernel.agent.session import AgentSession, SessionBusyError, SessionClosedError
-from iac_kernel.mcp.commands import manager_of
-from iac_kernel.mcp.config import McpConfigError, ServerSpec, from_acp
 from iac_kernel.sessions.manager import SessionManager
 from iac_kernel.sessions.store import SessionLockedError, SessionNotFoundError
 
@@ -112,12 +111,12 @@ class IacAgent:
         )
 
     async def new_session(self, cwd: str, mcp_servers: Any = None, **_: Any) -> dict[str, Any]:
-        specs = _mcp_specs(mcp_servers, cwd)
+        specs = mcp_specs(mcp_servers, cwd)
         try:
             session = self.manager.new(cwd)
         except ValueError as exc:
             raise errors.invalid_field("cwd", str(exc)) from None
-        await _start_mcp(session, specs)
+        await start_mcp(session, specs)
         after_answer(lambda: notify.send_commands(self._channel(), session))
         state = session_config.session_state(session)
         return {"sessionId": session.session_id, **state, **notify.mcp_meta(session)}
@@ -132,11 +131,11 @@ class IacAgent:
         absolute but need not match (an editor may open the project root).
         """
         _check_cwd(cwd)
-        specs = _mcp_specs(mcp_servers, cwd)
+        specs = mcp_specs(mcp_servers, cwd)
         session = await self._open_or_forward("session/load", cwd, session_id)
         if not isinstance(session, AgentSession):
             return session  # the kernel's answer; it replayed the history itself
-        await _start_mcp(session, specs)
+        await start_mcp(session, specs)
         channel = self._channel()
         for update in replay_updates(session.replay()):
             await channel.update(session.session_id, update)
@@ -149,11 +148,11 @@ class IacAgent:
     ) -> dict[str, Any]:
         """Like load without the replay (the client already shows the history)."""
         _check_cwd(cwd)
-        specs = _mcp_specs(mcp_servers, cwd)
+        specs = mcp_specs(mcp_servers, cwd)
         session = await self._open_or_forward("session/resume", cwd, session_id)
         if not isinstance(session, AgentSession):
             return session
-        await _start_mcp(session, specs)
+        await start_mcp(session, specs)
         await notify.send_info(self._channel(), session)
         await notify.send_commands(self._channel(), session)
         return {**session_config.session_state(session), **notify.mcp_meta(session)}
@@ -163,12 +162,12 @@ class IacAgent:
     ) -> dict[str, Any]:
         """A new session with a copy of the history (stored or live), in the source's cwd."""
         _check_cwd(cwd)
-        specs = _mcp_specs(mcp_servers, cwd)
+        specs = mcp_specs(mcp_servers, cwd)
         try:
             session = self.manager.fork(session_id)
         except (SessionNotFoundError, TypeError):
             raise errors.session_not_found() from None
-        await _start_mcp(session, specs)
+        await start_mcp(session, specs)
         channel = self._channel()
         after_answer(lambda: notify.send_info(channel, session))
         after_answer(lambda: notify.send_commands(channel, session))
@@ -189,22 +188,7 @@ class IacAgent:
     async def delete_session(self, session_id: str, **_: Any) -> dict[str, Any]:
         """Delete a stored session; refused while a kernel or another process holds it,
         or while this connection runs a turn on it."""
-        if not isinstance(session_id, str) or not self.manager.store.exists(session_id):
-            raise errors.session_not_found()
-        if session_id in self.remotes or not isinstance(self.manager, SessionManager):
-            raise errors.invalid_field(
-                "session_id", "Session is in use by a Jupyter kernel; close it there first"
-            )
-        live = self.manager.sessions.get(session_id)
-        if live is not None:
-            if live.busy:
-                raise errors.session_busy()
-            await self.manager.close(session_id)
-        holder = self.manager.store.lock_holder(session_id)
-        if holder is not None:
-            who = holder.get("holder") or f"pid {holder.get('pid')}"
-            raise errors.invalid_field("session_id", f"Session is in use by {who}")
-        self.manager.store.remove(session_id)
+        await delete_stored(self.manager, session_id, attached=session_id in self.remotes)
         return {}
 
     async def list_sessions(
@@ -404,17 +388,3 @@ def _check_cwd(cwd: Any) -> str:
     if not isinstance(cwd, str) or not os.path.isabs(cwd):
         raise errors.invalid_field("cwd", f"cwd must be an absolute path, got {cwd!r}")
     return os.path.normpath(cwd)
-
-
-def _mcp_specs(servers: Any, cwd: Any) -> list[ServerSpec]:
-    """The request's ``mcpServers`` (missing = none); -32602 naming what is wrong."""
-    try:
-        return from_acp(servers, cwd if isinstance(cwd, str) else None)
-    except McpConfigError as exc:
-        raise errors.invalid_field("mcpServers", str(exc)) from None
-
-
-async def _start_mcp(session: AgentSession, specs: list[ServerSpec]) -> None:
-    """Start the servers with the session; failures are reported in ``_meta``, not raised."""
-    if specs:
-        await manager_of(session).start(specs)

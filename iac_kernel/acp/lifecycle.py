@@ -1,0 +1,50 @@
+"""Session life-cycle steps the ACP agent shares: the request's MCP servers, and
+``session/delete``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from iac_kernel.acp import errors
+from iac_kernel.agent.session import AgentSession
+from iac_kernel.mcp.commands import manager_of
+from iac_kernel.mcp.config import McpConfigError, ServerSpec, from_acp
+from iac_kernel.sessions.manager import SessionManager
+
+
+def mcp_specs(servers: Any, cwd: Any) -> list[ServerSpec]:
+    """The request's ``mcpServers`` (missing = none); -32602 naming what is wrong."""
+    try:
+        return from_acp(servers, cwd if isinstance(cwd, str) else None)
+    except McpConfigError as exc:
+        raise errors.invalid_field("mcpServers", str(exc)) from None
+
+
+async def start_mcp(session: AgentSession, specs: list[ServerSpec]) -> None:
+    """Start the servers with the session; failures are reported in ``_meta``, not raised."""
+    if specs:
+        await manager_of(session).start(specs)
+
+
+async def delete_stored(manager: Any, session_id: Any, *, attached: bool) -> None:
+    """Delete a stored session, or raise -32602 saying who holds it.
+
+    ``manager`` is the connection's session manager; the kernel's endpoint passes a view
+    of the kernel's sessions, whose sessions are never deleted from an editor.
+    """
+    if not isinstance(session_id, str) or not manager.store.exists(session_id):
+        raise errors.session_not_found()
+    if attached or not isinstance(manager, SessionManager):
+        raise errors.invalid_field(
+            "session_id", "Session is in use by a Jupyter kernel; close it there first"
+        )
+    live = manager.sessions.get(session_id)
+    if live is not None:
+        if live.busy:
+            raise errors.session_busy()
+        await manager.close(session_id)
+    holder = manager.store.lock_holder(session_id)
+    if holder is not None:
+        who = holder.get("holder") or f"pid {holder.get('pid')}"
+        raise errors.invalid_field("session_id", f"Session is in use by {who}")
+    manager.store.remove(session_id)
