@@ -1,0 +1,106 @@
+"""Cheap streaming, checked for correctness (timing is in bench/): text and thinking
+deltas become the same ``session/update`` params as through the SDK's models, and the
+transport writes everything sent in one loop iteration with one ``write``, in order."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from acp.schema import SessionNotification
+from acp.utils import serialize_params
+
+from iac_kernel.acp import transport as transport_mod
+from iac_kernel.acp.transport import LineTransport, after_answer
+from iac_kernel.acp.updates import fast_update, to_update
+from iac_kernel.agent.events import TextDelta, ThinkingDelta, ToolCallStarted, UserMessage
+
+
+@pytest.mark.parametrize(
+    "event",
+    [TextDelta("Hello"), TextDelta(""), TextDelta('ünï\ncode ✓ "q"'), ThinkingDelta("hmm")],
+)
+def test_fast_update_is_what_the_sdk_models_serialize_to(event):
+    model = serialize_params(SessionNotification(session_id="s1", update=to_update(event)))
+    fast = {"sessionId": "s1", "update": fast_update(event)}
+    assert fast == model
+    # Same bytes on the wire too (key order included).
+    assert json.dumps(fast) == json.dumps(model)
+
+
+def test_fast_update_only_for_deltas():
+    assert fast_update(UserMessage("hi")) is None
+    assert fast_update(ToolCallStarted("c1", "bash", "bash: ls", "execute")) is None
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(data)
+
+    async def drain(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+def _note(i: int) -> dict:
+    return {"jsonrpc": "2.0", "method": "session/update", "params": {"i": i}}
+
+
+async def test_one_write_per_loop_iteration_in_order():
+    sink = Sink()
+    transport = LineTransport(asyncio.StreamReader(), sink)
+    for i in range(100):
+        await transport.send(_note(i))
+    assert sink.writes == []  # queued, not yet written
+    await asyncio.sleep(0)
+    assert len(sink.writes) == 1
+    lines = sink.writes[0].splitlines()
+    assert [json.loads(line)["params"]["i"] for line in lines] == list(range(100))
+    await transport.send(_note(100))
+    await transport.close()  # close writes what is still queued
+    assert json.loads(sink.writes[-1])["params"]["i"] == 100
+
+
+async def test_big_output_is_written_at_once(monkeypatch):
+    monkeypatch.setattr(transport_mod, "FLUSH_BYTES", 1000)
+    sink = Sink()
+    transport = LineTransport(asyncio.StreamReader(), sink)
+    await transport.send({"jsonrpc": "2.0", "method": "n", "params": {"x": "y" * 2000}})
+    assert len(sink.writes) == 1
+
+
+async def test_deferred_work_follows_its_answer():
+    sink = Sink()
+    transport = LineTransport(asyncio.StreamReader(), sink)
+
+    async def handler() -> None:
+        async def later() -> None:
+            await transport.send(_note(2))
+
+        after_answer(later)
+        await transport.send(_note(1))
+        await transport.send({"jsonrpc": "2.0", "id": 5, "result": {}})
+
+    await asyncio.ensure_future(handler())
+    for _ in range(3):
+        await asyncio.sleep(0)
+    sent = [json.loads(line) for chunk in sink.writes for line in chunk.splitlines()]
+    assert [m.get("params", {}).get("i", m.get("id")) for m in sent] == [1, 5, 2]
+
+
+async def test_a_failed_write_surfaces_on_the_next_send():
+    class Broken(Sink):
+        def write(self, data: bytes) -> None:
+            raise BrokenPipeError("gone")
+
+    transport = LineTransport(asyncio.StreamReader(), Broken())
+    await transport.send(_note(1))
+    await asyncio.sleep(0)
+    with pytest.raises(ConnectionError):
+        await transport.send(_note(2))
