@@ -78,28 +78,36 @@ def assert_history_valid(store: SessionStore) -> None:
 def test_answer_streams_into_one_display_with_coalesced_updates(kernel: KernelHarness) -> None:
     result = kernel.execute("Please stream a long answer")
     assert result.status == "ok"
-    answer_id = result.answer_id()
+    [text_id] = result.text_ids()
     sent = [
         m
         for m in result.of_type("display_data", "update_display_data")
-        if m["content"]["transient"]["display_id"] == answer_id
+        if m["content"]["transient"]["display_id"] == text_id
     ]
     assert sent[0]["msg_type"] == "display_data"
     assert all(m["msg_type"] == "update_display_data" for m in sent[1:])
     chunks = len(re.findall(r"\S+\s*|\s+", LONG_TEXT))
-    updates = len(sent) - 1
-    assert 2 <= updates < chunks
+    assert 2 <= len(sent) < chunks
+    # Streaming updates carry Markdown only; text/plain is sent once, at the end.
+    bundles = [m["content"]["data"] for m in sent]
+    assert all(set(b) == {"text/markdown"} for b in bundles[:-1])
+    assert "▍" in bundles[0]["text/markdown"]
     # The last update is the whole answer, without the streaming cursor.
     assert result.answer() == LONG_TEXT
-    assert result.final(answer_id)["text/markdown"] == LONG_TEXT
+    assert bundles[-1] == {"text/markdown": LONG_TEXT, "text/plain": LONG_TEXT}
 
 
-def test_thinking_is_shown_collapsed(kernel: KernelHarness) -> None:
+def test_thinking_is_its_own_display_styled_as_thinking(kernel: KernelHarness) -> None:
     result = kernel.execute("think first")
-    final = result.final(result.answer_id())
-    assert "<details><summary>Thinking</summary>" in final["text/markdown"]
-    assert "weigh the options" in final["text/markdown"]
-    assert final["text/plain"] == "I thought about it: **use modules**."
+    created = result.created()
+    assert [d.split("-")[1] for d in created] == ["thinking", "text"]
+    thinking = result.final(created[0])
+    assert '<details class="iac-thinking">' in thinking["text/markdown"]
+    assert "<blockquote" in thinking["text/markdown"]
+    assert "weigh the options" in thinking["text/markdown"]
+    assert thinking["text/plain"].startswith("(thinking)")
+    assert result.answer() == "I thought about it: **use modules**."
+    assert "weigh" not in result.final(created[1])["text/markdown"]
 
 
 # -- tool cards ----------------------------------------------------------------------------------
@@ -122,11 +130,14 @@ def test_read_tool_card_goes_from_running_to_done(kernel: KernelHarness) -> None
     assert all({"text/plain", "text/html", CARD_MIME} <= set(b) for b in bundles)
     assert "hello from the notes" in bundles[-1]["text/plain"]
     assert result.answer() == "I will read the notes.\n\nThe notes say hello."
-    # The final answer update carries the session info for the extension's status bar.
+    # Text, then the card where the call happened, then the text written after it.
+    created = result.created()
+    assert [d.split("-")[1] for d in created] == ["text", "tool", "text"]
+    # The turn's last text display carries the session info for the extension's status bar.
     final = [
         m
-        for m in result.of_type("update_display_data")
-        if m["content"]["transient"]["display_id"] == result.answer_id()
+        for m in result.of_type("display_data", "update_display_data")
+        if m["content"]["transient"]["display_id"] == created[-1]
     ][-1]
     info = final["content"]["metadata"][SESSION_MIME]
     assert info["sessionId"] == last["sessionId"] and info["model"] == "scripted"
@@ -228,7 +239,8 @@ def test_interrupt_mid_stream_cancels_the_turn(kernel: KernelHarness, store: Ses
 
     def on_message(message: dict[str, Any], harness: KernelHarness) -> None:
         data = message["content"].get("data", {})
-        if message["msg_type"] == "update_display_data" and "Here is" in data.get("text/plain", ""):
+        streaming = data.get("text/markdown", "")
+        if message["msg_type"] == "update_display_data" and "Here is" in streaming:
             if not interrupted:
                 interrupted.append(True)
                 harness.interrupt()

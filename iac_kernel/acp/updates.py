@@ -33,6 +33,7 @@ from iac_kernel.agent.events import (
     TextDelta,
     ThinkingDelta,
     ToolCallInput,
+    ToolCallOutput,
     ToolCallResult,
     ToolCallStarted,
     UserMessage,
@@ -89,6 +90,14 @@ def to_update(event: AgentEvent) -> Update | None:
             raw_input=event.input,
             locations=input_locations(event),
             content=[diff_content(event.diff)] if event.diff else None,
+        )
+    if isinstance(event, ToolCallOutput):
+        # Live output of a running call: the content so far (its tail), still in progress.
+        return ToolCallProgress(
+            session_update="tool_call_update",
+            tool_call_id=event.call_id,
+            status="in_progress",
+            content=[text_content(event.tail or event.text)],
         )
     if isinstance(event, ToolCallResult):
         return result_update(event)

@@ -93,6 +93,23 @@ class ToolCallInput:
 
 
 @dataclass
+class ToolCallOutput:
+    """Output a running tool call printed (coalesced chunks, secrets redacted).
+
+    ``text`` is what is new since the last event; ``tail`` is the end of everything printed
+    so far (at most :data:`OUTPUT_TAIL_CHARS`), for front ends that replace rather than
+    append (ACP ``tool_call_update`` content)."""
+
+    call_id: str
+    text: str
+    tail: str = ""
+
+
+#: How much of a running call's output ``ToolCallOutput.tail`` keeps.
+OUTPUT_TAIL_CHARS = 8000
+
+
+@dataclass
 class ToolCallResult:
     """A tool call ended. ``denied`` marks a refusal by the user or the mode."""
 
@@ -132,6 +149,7 @@ AgentEvent = (
     | ThinkingDelta
     | ToolCallStarted
     | ToolCallInput
+    | ToolCallOutput
     | ToolCallResult
     | Compacted
     | ErrorNotice

@@ -32,6 +32,7 @@ from iac_kernel.agent.events import (
     Usage,
 )
 from iac_kernel.agent.history import shown_diff
+from iac_kernel.agent.output_pump import OutputPump
 from iac_kernel.agent.permissions import AskPermission, PermissionGate, PermissionRequest
 from iac_kernel.config import Settings
 from iac_kernel.models.base import (
@@ -322,7 +323,8 @@ class AgentLoop:
         if call.tool is None:
             names = ", ".join(sorted(self.tools))
             return ToolResult(UNKNOWN_TOOL.format(name=call.name, names=names), True), False
-        ctx = self._context(ask)
+        pump = OutputPump(lambda event: _send(emit, event), call.call_id)
+        ctx = self._context(ask, on_output=pump.push)
         request = PermissionRequest(
             call_id=call.call_id,
             tool_name=call.name,
@@ -349,6 +351,8 @@ class AgentLoop:
         except Exception as exc:  # a tool bug must not end the turn or leak a traceback
             log.exception("tool %s failed", call.name)
             result = ToolResult(f"{call.name} failed: {type(exc).__name__}: {exc}", True)
+        finally:
+            await pump.close()  # live output reaches the front end before the result
         result.content = redact(result.content)
         result.raw_output = _redact_value(result.raw_output)
         return result, False
@@ -441,7 +445,9 @@ class AgentLoop:
     def _offered(self, tool: Tool) -> bool:
         return tool.name != "agent" or self.allow_subagents
 
-    def _context(self, ask: AskPermission | None) -> ToolContext:
+    def _context(
+        self, ask: AskPermission | None, on_output: Callable[[str], None] | None = None
+    ) -> ToolContext:
         async def run_subagent(prompt: str) -> str:
             return await self.run_subagent(prompt, ask)
 
@@ -449,6 +455,7 @@ class AgentLoop:
             cwd=self.cwd,
             settings=self.settings,
             run_subagent=run_subagent if self.allow_subagents else None,
+            on_output=on_output,
         )
 
     async def run_subagent(self, prompt: str, ask: AskPermission | None) -> str:

@@ -14,13 +14,25 @@ Every card is sent as a mime bundle with three forms:
      "kind": "read|edit|search|execute|fetch|other",
      "status": "running|awaiting_permission|done|failed|denied|cancelled",
      "input": object,             # the call's input as the model sent it (secrets redacted)
-     "output": str | null,        # null until the call ends; truncated for display
-     "outputTruncated": bool,     # true when "output" was cut (a note says by how much)
+     "output": str | null,        # live output so far while running, then the result;
+                                  # head + "…" + tail when long
+     "outputTruncated": bool,     # true when "output" was cut ("outputNote" says how)
+     "outputNote": str | null,    # e.g. "lines 61–4,919 of 4,939 hidden; the agent saw all of it"
+     "outputLines": int,          # lines in the whole output
+     "hidden": {"fromLine": int, "toLine": int} | null,   # 1-based, inclusive
+     "outputHead": str | null, "outputTail": str | null,  # the two shown parts when cut
+     "live": bool,                # output is still streaming (the call runs)
+     "elapsed": float | null,     # seconds the call ran (so far, while running)
+     "startedAt": float | null,   # epoch seconds the call started (for a ticking clock)
+     "fullOutput": str,           # the magic that shows all of it: "%output <callId>"
+     "question": null | {"id", "state": "pending|answered|cancelled", "danger": bool,
+                         "reason", "options": [str], "answer": str | null},
      "diff": {"path": str, "oldText": str | null, "newText": str} | null,
      "locations": [str],          # files the call touches
      "sessionId": str}
 
-Only the displayed output is truncated; the model saw the tool's whole result.
+Only the displayed output is cut; the model saw the tool's whole result, and
+``%output CALL`` shows all of it.
 """
 
 from __future__ import annotations
@@ -39,9 +51,12 @@ CARD_VERSION = 1
 STATUSES = ("running", "awaiting_permission", "done", "failed", "denied", "cancelled")
 KINDS = ("read", "edit", "search", "execute", "fetch", "other")
 
-#: Output shown on a card (the notebook is not the place for a 2 MB log).
-OUTPUT_CHARS = 4000
-OUTPUT_LINES = 80
+#: Output shown on a card (the notebook is not the place for a 2 MB log): the first
+#: HEAD_LINES lines and the last TAIL_LINES, each part at most *_CHARS characters.
+HEAD_LINES = 60
+TAIL_LINES = 20
+HEAD_CHARS = 3000
+TAIL_CHARS = 1500
 #: Each string in the shown input (write_file's whole content would drown the card).
 INPUT_STRING_CHARS = 400
 #: Lines of unified diff shown on a card.
@@ -87,18 +102,33 @@ class ToolCard:
     output: str | None = None
     diff: Diff | None = None
     locations: list[str] = field(default_factory=list)
+    #: Output printed while running (kept when the call is interrupted).
+    live: str = ""
+    started_at: float | None = None
+    elapsed: float | None = None
+    #: The permission question of this call, if one was asked (see the module docstring).
+    question: dict[str, Any] | None = None
 
     def set_output(self, text: str) -> None:
         self.output = text
 
+    def add_live(self, text: str) -> None:
+        self.live += text
+
     def shown_output(self) -> tuple[str | None, bool, str]:
         """The output as displayed, whether it was cut, and the note saying so."""
-        if self.output is None:
+        clip = self.clip()
+        if clip is None:
             return None, False, ""
-        return truncate(self.output)
+        return clip.shown, clip.cut, clip.note
+
+    def clip(self) -> Clip | None:
+        text = self.output if self.output is not None else (self.live or None)
+        return None if text is None else clip(text)
 
     def payload(self) -> dict[str, Any]:
-        output, truncated, _note = self.shown_output()
+        shown = self.clip()
+        output, truncated = (shown.shown, shown.cut) if shown else (None, False)
         diff = None
         if self.diff is not None:
             diff = {
@@ -116,6 +146,20 @@ class ToolCard:
             "input": redacted(self.input),
             "output": output,
             "outputTruncated": truncated,
+            "outputNote": shown.note if shown and shown.note else None,
+            "outputLines": shown.lines if shown else 0,
+            "hidden": (
+                {"fromLine": shown.hidden[0], "toLine": shown.hidden[1]}
+                if shown and shown.hidden
+                else None
+            ),
+            "outputHead": shown.head if shown and shown.cut else None,
+            "outputTail": shown.tail if shown and shown.cut else None,
+            "live": self.output is None and bool(self.live),
+            "elapsed": None if self.elapsed is None else round(self.elapsed, 1),
+            "startedAt": self.started_at,
+            "fullOutput": f"%output {self.call_id}",
+            "question": self.question,
             "diff": diff,
             "locations": list(self.locations),
             "sessionId": self.session_id,
@@ -130,19 +174,52 @@ class ToolCard:
         }
 
 
-def truncate(text: str) -> tuple[str, bool, str]:
-    """Cut ``text`` to :data:`OUTPUT_LINES` lines and :data:`OUTPUT_CHARS` characters."""
+@dataclass
+class Clip:
+    """What a card shows of an output: all of it, or its head and tail."""
+
+    shown: str
+    cut: bool
+    note: str
+    lines: int
+    head: str = ""
+    tail: str = ""
+    #: 1-based first and last hidden line, when whole lines are hidden.
+    hidden: tuple[int, int] | None = None
+
+
+def clip(text: str) -> Clip:
+    """Keep the first :data:`HEAD_LINES` and last :data:`TAIL_LINES` lines (each part cut to
+    its character limit); the note says what is hidden, counting lines as an editor does."""
     lines = text.splitlines(keepends=True)
-    cut = "".join(lines[:OUTPUT_LINES])
-    if len(cut) > OUTPUT_CHARS:
-        cut = cut[:OUTPUT_CHARS]
-    if cut == text:
-        return text, False, ""
-    note = (
-        f"Output truncated: showing {len(cut):,} of {len(text):,} characters "
-        f"({min(len(lines), OUTPUT_LINES)} of {len(lines)} lines); the agent saw all of it."
-    )
-    return cut, True, note
+    count = len(lines)
+    if count <= HEAD_LINES + TAIL_LINES and len(text) <= HEAD_CHARS + TAIL_CHARS:
+        return Clip(text, False, "", count)
+    if count > HEAD_LINES + TAIL_LINES:
+        head_lines, tail_lines = lines[:HEAD_LINES], lines[count - TAIL_LINES :]
+        hidden: tuple[int, int] | None = (HEAD_LINES + 1, count - TAIL_LINES)
+    else:  # few but long lines: cut by characters only
+        head_lines, tail_lines = [text[:HEAD_CHARS]], [text[-TAIL_CHARS:]]
+        hidden = None
+    head, tail = "".join(head_lines), "".join(tail_lines)
+    shortened = len(head) > HEAD_CHARS or len(tail) > TAIL_CHARS
+    head, tail = head[:HEAD_CHARS], tail[-TAIL_CHARS:] if len(tail) > TAIL_CHARS else tail
+    hidden_chars = len(text) - len(head) - len(tail)
+    if hidden is not None:
+        what = f"lines {hidden[0]:,}–{hidden[1]:,} of {count:,} hidden"
+        if shortened:
+            what += f" and long lines shortened ({hidden_chars:,} characters in all)"
+    else:
+        what = f"{hidden_chars:,} of {len(text):,} characters hidden"
+    note = f"{what}; the agent saw all of it"
+    marker = f"\n… {what} …\n" if head.endswith("\n") else f"\n\n… {what} …\n"
+    return Clip(head + marker + tail, True, note, count, head, tail, hidden)
+
+
+def truncate(text: str) -> tuple[str, bool, str]:
+    """The shown text of ``text``, whether it was cut, and the note saying so."""
+    result = clip(text)
+    return result.shown, result.cut, result.note
 
 
 def redacted(value: Any) -> Any:
@@ -184,8 +261,13 @@ def _input_json(card: ToolCard) -> str:
     return json.dumps(shown_input(card.input), indent=2, ensure_ascii=False, default=str)
 
 
+def _elapsed(card: ToolCard) -> str:
+    return "" if card.elapsed is None else f"{card.elapsed:.1f} s"
+
+
 def render_plain(card: ToolCard) -> str:
-    lines = [f"[{STATUS_LABELS.get(card.status, card.status)}] {card.title} ({card.kind})"]
+    took = f", {_elapsed(card)}" if card.elapsed is not None else ""
+    lines = [f"[{STATUS_LABELS.get(card.status, card.status)}] {card.title} ({card.kind}{took})"]
     if card.input:
         lines.append("input: " + json.dumps(shown_input(card.input), ensure_ascii=False))
     if card.diff is not None:
@@ -239,7 +321,13 @@ def render_html(card: ToolCard) -> str:
         f'<span class="iac-status" style="color:{color};font-weight:600">{icon} {esc(label)}'
         "</span>"
         f"<code>{esc(card.title)}</code>"
-        f'<span style="color:#6e7781">{esc(card.kind)}</span></div>',
+        f'<span style="color:#6e7781">{esc(card.kind)}</span>'
+        + (
+            f'<span class="iac-elapsed" style="color:#6e7781">{esc(_elapsed(card))}</span>'
+            if card.elapsed is not None
+            else ""
+        )
+        + "</div>",
     ]
     if card.locations:
         shown = ", ".join(esc(loc) for loc in card.locations[:5])
@@ -251,15 +339,23 @@ def render_html(card: ToolCard) -> str:
             f'<pre style="margin:4px 0">{esc(_input_json(card))}</pre></details>'
         )
     if card.diff is not None:
+        # A rejected or cancelled change is collapsed: it did not happen.
+        diff_open = "" if card.status in ("denied", "cancelled") else " open"
         parts.append(
-            f"<details open><summary>Diff of {esc(card.diff.path)}</summary>"
+            f"<details{diff_open}><summary>Diff of {esc(card.diff.path)}</summary>"
             f"{_diff_html(card.diff)}</details>"
         )
     output, _truncated, note = card.shown_output()
     if output is not None:
-        opened = " open" if card.status in ("failed", "denied") or len(output) < 600 else ""
+        live = card.output is None
+        opened = (
+            " open"
+            if live or card.status in ("failed", "denied", "cancelled") or len(output) < 600
+            else ""
+        )
+        summary = "Output so far" if live else "Output"
         parts.append(
-            f"<details{opened}><summary>Output</summary>"
+            f"<details{opened}><summary>{summary}</summary>"
             f'<pre style="margin:4px 0;max-height:24em;overflow:auto">{esc(output)}</pre>'
             + (
                 f'<div class="iac-note" style="color:#6e7781"><em>{esc(note)}</em></div>'

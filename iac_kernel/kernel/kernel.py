@@ -56,15 +56,19 @@ from iac_kernel.agent.events import TurnEnded, Usage
 from iac_kernel.agent.session import AgentSession, SessionBusyError, SessionClosedError
 from iac_kernel.config import Settings
 from iac_kernel.kernel import completion
+from iac_kernel.kernel.cards import ToolCard
+from iac_kernel.kernel.console import ConsoleMixin, tool_output
 from iac_kernel.kernel.editor_turns import summary_markdown, summary_plain
 from iac_kernel.kernel.endpoint_hookup import EditorLink
 from iac_kernel.kernel.logs import route_to_original_stderr
 from iac_kernel.kernel.magics import MagicError, Magics, split_cell
 from iac_kernel.kernel.permission_ui import PermissionUI
 from iac_kernel.kernel.publish import Publisher, error_content
+from iac_kernel.kernel.questions import PendingQuestions
 from iac_kernel.kernel.session_info import SESSION_MIME
 from iac_kernel.kernel.session_info import metadata as session_metadata
 from iac_kernel.kernel.state import KernelState, SessionError
+from iac_kernel.kernel.status import StatusChannel, kernel_session_info
 from iac_kernel.kernel.turn import TurnView
 
 CANCELLED_NOTE = (
@@ -89,7 +93,7 @@ class _RunningTurn:
         self.session.cancel()
 
 
-class IacKernel(IPythonKernel):
+class IacKernel(ConsoleMixin, IPythonKernel):
     """The iac-kernel Jupyter kernel."""
 
     implementation = "iac-kernel"
@@ -115,6 +119,15 @@ class IacKernel(IPythonKernel):
             permission_ui=os.environ.get("IAC_KERNEL_PERMISSION_UI", "auto"),
         )
         self.magics = Magics(self.state)
+        self.magics.full_output = self.full_output
+        self.magics.pending = self._pending_bundles
+        #: Permission questions waiting for a click, from any cell or client.
+        self.questions = PendingQuestions()
+        #: Every tool card shown by this kernel (for %output and the status comm).
+        self.tool_cards: dict[str, ToolCard] = {}
+        self.status = StatusChannel(self.session_info, self.full_output, self.questions.answer)
+        self.questions.listeners.append(self.status.push)
+        self.state.listeners.append(lambda _session: self.status.push())
         self._running: set[_RunningTurn] = set()
         self._lock = threading.Lock()
         self._cells_run: set[tuple[str, str]] = set()
@@ -132,6 +145,11 @@ class IacKernel(IPythonKernel):
     @property
     def kernel_info(self) -> dict[str, Any]:
         info = dict(super().kernel_info)
+        # The status bar's model, mode and session from the start (see kernel/status.py).
+        try:
+            info["iac_kernel"] = self.session_info()
+        except Exception:  # kernel_info must always answer
+            self.log.exception("session info failed")
         # Python debugging makes no sense for prompts.
         info["supported_features"] = [
             f for f in info.get("supported_features", []) if f != "debugger"
@@ -157,6 +175,36 @@ class IacKernel(IPythonKernel):
         loop = getattr(self.io_loop, "asyncio_loop", None)
         if loop is not None:
             self.editor_link.start(loop)
+        self.status.register(self.comm_manager)
+
+    def session_info(self) -> dict[str, Any]:
+        """What the status bar shows (see :mod:`~iac_kernel.kernel.status`)."""
+        with self._lock:
+            busy = bool(self._running)
+        return kernel_session_info(self.state, self.questions, busy)
+
+    def full_output(self, call_id: str) -> tuple[str | None, str | None]:
+        """Everything a tool call returned (or printed, if it never finished)."""
+        call_id = call_id.strip()
+        session = self.state.current
+        if session is not None and not session.closed:
+            found = tool_output(session.conversation.messages, call_id)
+            card = self.tool_cards.get(call_id)
+            if found is not None and not (card and card.live and found == card.output):
+                return found, None
+        card = self.tool_cards.get(call_id)
+        if card is not None and (card.output is not None or card.live):
+            return card.output if card.output is not None else card.live, None
+        return None, f"no tool call {call_id!r} in this session (ids are on the cards)"
+
+    def _pending_bundles(self) -> list[tuple[dict[str, Any], str]]:
+        """The waiting questions' buttons and display ids, for %permissions."""
+        return [
+            (question.bundle(), question.display_id)
+            for question in list(self.questions.questions.values())
+            if question.bundle is not None
+        ]
+
 
     def pre_handler_hook(self) -> None:
         """ipykernel installs a KeyboardInterrupt handler here; our SIGINT handler stays."""
@@ -237,6 +285,11 @@ class IacKernel(IPythonKernel):
                     {"text/markdown": result.markdown, "text/plain": result.plain},
                     metadata=session_metadata(self.state.current),
                 )
+                # e.g. %permissions: the pending question's buttons, under its display id.
+                for bundle, display_id in result.displays:
+                    out.display(bundle, display_id)
+        if magics:
+            self.status.push()  # %mode, %model, %new… change what the status bar shows
         if not prompt or silent:
             return {"status": "ok"}
         return await self._turn(prompt, out, allow_stdin, cell_id, parent, ident)
@@ -276,7 +329,11 @@ class IacKernel(IPythonKernel):
             info[SESSION_MIME]["usage"] = total.to_dict()
             return info
 
-        view = TurnView(out, session.session_id, end_metadata=end_metadata)
+        def on_card(card: ToolCard, _display_id: str) -> None:
+            self.tool_cards[card.call_id] = card
+            self.status.push_card(card.payload())
+
+        view = TurnView(out, session.session_id, end_metadata=end_metadata, on_card=on_card)
         ui = PermissionUI(
             out,
             ui=self.state.permission_ui,
@@ -284,10 +341,13 @@ class IacKernel(IPythonKernel):
             policy=lambda: session.settings.headless_policy,
             ask_stdin=ask_stdin if allow_stdin else None,
             on_status=view.set_status,
+            questions=self.questions,
+            on_question=view.set_question,
         )
         running = _RunningTurn(session, asyncio.get_running_loop())
         with self._lock:
             self._running.add(running)
+        self.status.push()
         view.start()
         try:
             ended = await session.prompt([{"type": "text", "text": prompt}], view.emit, ui.ask)
@@ -303,6 +363,7 @@ class IacKernel(IPythonKernel):
         finally:
             with self._lock:
                 self._running.discard(running)
+            self.status.push()
         view.finish(ended, session_metadata(session, ended.usage))
         if ended.stop_reason == "cancelled":
             return out.error("Cancelled", CANCELLED_NOTE)

@@ -19,8 +19,9 @@ import html
 import os
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from iac_kernel.agent.events import TextDelta, ToolCallInput, UserMessage
 from iac_kernel.agent.session import AgentSession
@@ -64,6 +65,8 @@ class MagicCall:
 class MagicOutput:
     markdown: str
     plain: str
+    #: More displays to show after the text: (bundle, display id), e.g. pending buttons.
+    displays: list[tuple[dict[str, Any], str]] = field(default_factory=list)
 
 
 def split_cell(code: str) -> tuple[list[MagicCall], str]:
@@ -127,6 +130,10 @@ class Magics:
     def __init__(self, state: KernelState):
         self.state = state
         self.specs: dict[str, MagicSpec] = {spec.name: spec for spec in SPECS}
+        #: ``full_output(call_id) -> (text, error)`` (the kernel supplies it, for %output).
+        self.full_output: Callable[[str], tuple[str | None, str | None]] | None = None
+        #: ``pending() -> [(bundle, display_id)]``: waiting questions' buttons (%permissions).
+        self.pending: Callable[[], list[tuple[dict[str, Any], str]]] = list
 
     @property
     def names(self) -> list[str]:
@@ -394,7 +401,30 @@ class Magics:
             + "\n\nChange with `%mode MODE`, `%config headless_policy deny|allow|stdin`"
             ", `%permissions ui MODE`, `%permissions reset`."
         )
-        return MagicOutput(text, _plain_table([(k, v.replace("`", "")) for k, v in rows]))
+        plain = _plain_table([(k, v.replace("`", "")) for k, v in rows])
+        waiting = self.pending()
+        if waiting:
+            note = f"{len(waiting)} question(s) wait for an answer: the buttons below answer them."
+            text, plain = f"✋ **{note}**\n\n{text}", f"{note}\n{plain}"
+        return MagicOutput(text, plain, waiting)
+
+    async def output(self, args: str) -> MagicOutput:
+        call_id = args.strip()
+        if not call_id or " " in call_id:
+            raise MagicError("usage: %output CALL_ID (the id is on the tool card)")
+        if self.full_output is None:
+            raise MagicError("full output is not available here")
+        text, error = self.full_output(call_id)
+        if text is None:
+            raise MagicError(error or f"no output for {call_id!r}", "NotFound")
+        fence = "`" * max(3, _longest_backtick_run(text) + 1)
+        lines = len(text.splitlines())
+        head = f"**Output of `{call_id}`** ({lines:,} lines, {len(text):,} characters):"
+        return MagicOutput(f"{head}\n\n{fence}text\n{text}\n{fence}", text)
+
+
+def _longest_backtick_run(text: str) -> int:
+    return max((len(run) for run in re.findall(r"`+", text)), default=0)
 
 
 def _directory(base: str, raw: str) -> str:
@@ -484,6 +514,12 @@ SPECS = [
         "Show the permission rules; forget 'always' answers; choose how to ask "
         "(" + "/".join(PERMISSION_UIS) + ").",
         Magics.permissions,
+    ),
+    MagicSpec(
+        "output",
+        "%output CALL_ID",
+        "Show everything a tool call returned (cards show its head and tail).",
+        Magics.output,
     ),
 ]
 

@@ -43,16 +43,21 @@ from iac_kernel.agent.permissions import (
     OPTION_NAMES,
     REJECT_ALWAYS,
     REJECT_ONCE,
+    Answer,
     PermissionRequest,
 )
 from iac_kernel.kernel.publish import Publisher, plain_text
+from iac_kernel.kernel.questions import PendingQuestions, Question
 
 PERMISSION_UIS = ("auto", "widgets", "stdin", "policy")
+NOTE_BUTTON = "Reject with note"
 
 #: ``ask_stdin(prompt) -> answer``: an input_request on the cell's stdin channel.
 AskStdin = Callable[[str], Awaitable[str]]
 #: ``on_status(call_id, status)``: lets the tool card show "awaiting_permission".
 OnStatus = Callable[[str, str], None]
+#: ``on_question(call_id, question)``: the card's ``question`` field (see cards.py).
+OnQuestion = Callable[[str, dict[str, Any] | None], None]
 
 DECISION_TEXT = {
     ALLOW_ONCE: "✅ **Allowed once**",
@@ -107,7 +112,7 @@ def policy_answer(policy: str, request: PermissionRequest, allow_stdin: bool) ->
 
 
 def stdin_prompt(request: PermissionRequest) -> str:
-    choices = " ".join(f"[{i}] {OPTION_NAMES[o]}" for i, o in enumerate(request.options, 1))
+    choices = " ".join(f"[{i}] {request.label(o)}" for i, o in enumerate(request.options, 1))
     return (
         f"Allow {request.title}? ({request.reason.rstrip('.')}.) {choices}. "
         f"Answer 1-{len(request.options)}, y (allow once) or n (reject once): "
@@ -128,37 +133,70 @@ def parse_stdin_answer(text: str, options: list[str]) -> str | None:
     return None
 
 
+def is_danger(request: PermissionRequest) -> bool:
+    """A per-call question (apply, destroy, force-unlock, a write outside the folder):
+    offered without an "always" answer."""
+    return ALLOW_ALWAYS not in request.options and REJECT_ALWAYS not in request.options
+
+
+def button_order(request: PermissionRequest) -> list[str]:
+    """Danger questions put Reject first; routine ones keep the gate's order."""
+    if not is_danger(request):
+        return list(request.options)
+    return sorted(request.options, key=lambda o: 0 if o.startswith("reject") else 1)
+
+
 class WidgetPrompt:
-    """The four (or two) buttons under a tool card, and the future a click resolves."""
+    """The buttons under a tool card (Reject first for danger questions), a "Reject with
+    a note" field, and the future a click resolves."""
 
     def __init__(self, request: PermissionRequest, loop: asyncio.AbstractEventLoop):
         import ipywidgets as widgets
 
         self.request = request
         self.loop = loop
+        self.danger = is_danger(request)
         self.future: asyncio.Future[str] = loop.create_future()
-        self.label = widgets.HTML(_label_html(request))
+        self.label = widgets.HTML(_label_html(request, self.danger))
         self.buttons = []
-        for option in request.options:
+        for option in button_order(request):
+            style = BUTTON_STYLES.get(option, "")
+            if self.danger:
+                style = "danger" if option == ALLOW_ONCE else ""
             button = widgets.Button(
-                description=OPTION_NAMES[option],
-                button_style=BUTTON_STYLES.get(option, ""),
-                tooltip=f"{OPTION_NAMES[option]}: {request.title}",
+                description=request.label(option),
+                button_style=style,
+                tooltip=f"{request.label(option)}: {request.title}",
             )
             button.on_click(self._handler(option))
             self.buttons.append(button)
-        self.box = widgets.VBox([self.label, widgets.HBox(self.buttons)])
+        self.note = widgets.Text(placeholder="Why not? (the agent reads this)")
+        note_button = widgets.Button(
+            description=NOTE_BUTTON, tooltip="Reject once and tell the agent why"
+        )
+        note_button.on_click(self._note_handler())
+        self.buttons.append(note_button)
+        self.box = widgets.VBox(
+            [self.label, widgets.HBox(self.buttons[:-1]), widgets.HBox([self.note, note_button])]
+        )
 
     def _handler(self, option: str) -> Callable[[Any], None]:
         def clicked(_button: Any) -> None:
             # A click may be dispatched on a subshell thread: hop to the turn's loop.
-            self.loop.call_soon_threadsafe(self._resolve, option)
+            self.loop.call_soon_threadsafe(self._resolve, option, "")
 
         return clicked
 
-    def _resolve(self, option: str) -> None:
+    def _note_handler(self) -> Callable[[Any], None]:
+        def clicked(_button: Any) -> None:
+            note = str(self.note.value or "").strip() or "(no reason given)"
+            self.loop.call_soon_threadsafe(self._resolve, REJECT_ONCE, note)
+
+        return clicked
+
+    def _resolve(self, option: str, note: str) -> None:
         if not self.future.done():
-            self.future.set_result(option)
+            self.future.set_result(Answer(option, note) if note else option)
 
     def bundle(self) -> dict[str, Any]:
         data = dict(self.box._repr_mimebundle_() or {})
@@ -186,12 +224,37 @@ def _close_tree(widget: Any) -> None:
     widget.close()
 
 
-def _label_html(request: PermissionRequest) -> str:
+def _label_html(request: PermissionRequest, danger: bool = False) -> str:
     import html
 
+    title, reason = html.escape(request.title), html.escape(request.reason)
+    if not danger:
+        return f"✋ <b>{title}</b> needs your approval: {reason}"
+    command = request.input.get("command") if isinstance(request.input, dict) else None
+    shown = html.escape(str(command)) if command else title
     return (
-        f"✋ <b>{html.escape(request.title)}</b> needs your approval: {html.escape(request.reason)}"
+        '<div class="iac-danger" style="border:2px solid #cf222e;border-radius:6px;'
+        'padding:6px 10px;background:#fff5f5">'
+        f'<div style="font-weight:700;color:#cf222e">⚠️ Destructive: approve this one call?</div>'
+        f'<pre style="margin:4px 0;white-space:pre-wrap">{shown}</pre>'
+        # pre-wrap: a review (terraform_apply's plan summary) is several lines.
+        f'<div style="white-space:pre-wrap">{reason}</div></div>'
     )
+
+
+def question_state(
+    question_id: str, request: PermissionRequest, state: str, answer: str | None = None
+) -> dict[str, Any]:
+    """The card's ``question`` field."""
+    return {
+        "id": question_id,
+        "state": state,
+        "danger": is_danger(request),
+        "reason": request.reason,
+        "options": button_order(request),
+        "answer": str(answer) if answer is not None else None,
+        "note": getattr(answer, "note", None) or None,
+    }
 
 
 class PermissionUI:
@@ -206,6 +269,8 @@ class PermissionUI:
         policy: Callable[[], str],
         ask_stdin: AskStdin | None,
         on_status: OnStatus | None = None,
+        questions: PendingQuestions | None = None,
+        on_question: OnQuestion | None = None,
     ):
         self.out = out
         self.ui = ui
@@ -213,6 +278,8 @@ class PermissionUI:
         self.policy = policy
         self.ask_stdin = ask_stdin
         self.on_status = on_status or (lambda _call_id, _status: None)
+        self.questions = questions if questions is not None else PendingQuestions()
+        self.on_question = on_question or (lambda _call_id, _question: None)
         #: Every answer given in this cell, in order: (call id, option, how it was decided).
         self.answers: list[tuple[str, str, str]] = []
 
@@ -242,15 +309,36 @@ class PermissionUI:
         return answer
 
     async def _ask_widgets(self, request: PermissionRequest, prompt: WidgetPrompt) -> str:
-        display_id = f"iac-permission-{uuid.uuid4().hex}"
+        question_id = uuid.uuid4().hex[:16]
+        display_id = f"iac-permission-{question_id}"
+        question = Question(
+            question_id,
+            request,
+            prompt.loop,
+            prompt.future,
+            display_id,
+            prompt.danger,
+            prompt.bundle,
+        )
         self.out.display(prompt.bundle(), display_id)
+        self.on_question(request.call_id, question_state(question_id, request, "pending"))
+        self.questions.add(question)
         outcome = "⏹ **Cancelled** while waiting for approval"
+        answer: str | None = None
         try:
             answer = await prompt.wait()
             outcome = DECISION_TEXT.get(answer, "⛔ **Rejected**")
+            note = getattr(answer, "note", "")
+            if note:
+                outcome = f"⛔ **Rejected with a note** ({note})"
             return answer
         finally:
+            # Gone from the registry first: a late click or a stale id does nothing.
+            self.questions.remove(question_id)
             prompt.close()
+            state = "cancelled" if answer is None else "answered"
+            self.on_question(request.call_id, question_state(question_id, request, state, answer))
+            # The same display id everywhere it is shown (this cell, a %permissions cell).
             self.out.display(
                 {
                     "text/markdown": f"{outcome}: `{request.title}`",

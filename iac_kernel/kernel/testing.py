@@ -34,6 +34,8 @@ class CellResult:
     reply: dict[str, Any]
     messages: list[dict[str, Any]] = field(default_factory=list)
     stdin_prompts: list[str] = field(default_factory=list)
+    #: The cell's status messages (busy, idle), kept apart from ``messages``.
+    statuses: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def status(self) -> str:
@@ -54,14 +56,23 @@ class CellResult:
     def final(self, display_id: str) -> dict[str, Any]:
         return self.displays()[display_id][-1]
 
-    def answer_id(self) -> str:
-        ids = [d for d in self.displays() if d.startswith("iac-answer-")]
-        assert len(ids) == 1, f"expected one answer display, got {ids}"
-        return ids[0]
+    def created(self) -> list[str]:
+        """Display ids in the order their displays were created (first display_data)."""
+        return [
+            m["content"]["transient"]["display_id"]
+            for m in self.of_type("display_data")
+            if m["content"].get("transient", {}).get("display_id")
+        ]
+
+    def text_ids(self) -> list[str]:
+        """The turn's text displays, in order."""
+        return [d for d in self.created() if d.startswith("iac-text-")]
 
     def answer(self) -> str:
-        """The final text/plain of the turn's answer display."""
-        return self.final(self.answer_id())["text/plain"]
+        """The turn's text: the final text/plain of every text display, in order."""
+        texts = [self.final(d).get("text/plain") for d in self.text_ids()]
+        assert all(t is not None for t in texts), "a text display never got its final form"
+        return "\n\n".join(t.strip("\n") for t in texts if t and t.strip())
 
     def cards(self) -> list[list[dict[str, Any]]]:
         """Each tool card's payloads, in order of first appearance."""
@@ -170,6 +181,7 @@ class KernelHarness:
             if message["parent_header"].get("msg_id") != msg_id:
                 continue
             if message["msg_type"] == "status":
+                result.statuses.append(message)
                 idle = message["content"]["execution_state"] == "idle"
                 continue
             result.messages.append(message)
@@ -205,6 +217,13 @@ class KernelHarness:
     def interrupt(self) -> None:
         assert self.km is not None
         self.km.interrupt_kernel()
+
+
+def wire_bytes(session: Any, message: dict[str, Any]) -> int:
+    """Bytes ``message`` took on IOPub: its frames as the kernel signs and sends them,
+    plus the topic frame (``kernel.<uuid>.<msg_type>``)."""
+    frames = session.serialize(message)
+    return sum(len(f) for f in frames) + len("kernel.") + 36 + 1 + len(message["msg_type"])
 
 
 def button_comm_id(message: dict[str, Any], description: str) -> str | None:

@@ -1,12 +1,21 @@
-"""One turn's cell output: the streamed answer, a card per tool call, notes and errors.
+"""One turn's cell output, in the order things happened.
 
-:class:`TurnView` is the ``emit`` callback given to ``AgentSession.prompt``. The answer
-display is created when the turn starts, so the answer stays at the top of the cell and
-the tool cards follow it in call order; the answer's final update carries the whole text.
+:class:`TurnView` is the ``emit`` callback given to ``AgentSession.prompt``. Each stretch
+of text (or thinking) is its own display, created when the stretch starts
+(:mod:`~iac_kernel.kernel.display`); a tool call ends the open stretch and gets its card
+(:mod:`~iac_kernel.kernel.cards`) right there, so text written after the call appears
+below its card. Finished text displays are never updated again.
+
+A running call's card shows the output printed so far (``ToolCallOutput``), coalesced to
+at most :data:`CARD_INTERVAL` per update, with its elapsed time; a heartbeat refreshes
+the elapsed time every :data:`HEARTBEAT` seconds while nothing is printed. On interrupt the
+card keeps what was printed.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -18,14 +27,22 @@ from iac_kernel.agent.events import (
     TextDelta,
     ThinkingDelta,
     ToolCallInput,
+    ToolCallOutput,
     ToolCallResult,
     ToolCallStarted,
     TurnEnded,
 )
 from iac_kernel.agent.loop import CANCELLED_RESULT
+from iac_kernel.kernel import plan_card
 from iac_kernel.kernel.cards import ToolCard
-from iac_kernel.kernel.display import AnswerDisplay
+from iac_kernel.kernel.display import EMPTY_ANSWER, ByteBudget, Handle, Kind, Schedule, TextStream
 from iac_kernel.kernel.publish import Publisher
+
+#: Seconds between two updates of a running card's live output.
+CARD_INTERVAL = 0.5
+#: Seconds between elapsed-time refreshes of a running card that prints nothing.
+HEARTBEAT = 5.0
+FAILED_NOTE = "⚠️ _No answer: the model failed (the error is below)._"
 
 STOP_NOTES = {
     "max_tokens": "✂️ The answer was cut off by the output token limit "
@@ -43,35 +60,48 @@ class TurnView:
         self,
         out: Publisher,
         session_id: str,
-        answer: AnswerDisplay | None = None,
         end_metadata: Callable[[TurnEnded], dict[str, Any]] | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        schedule: Schedule | None = None,
+        on_card: Callable[[ToolCard, str], None] | None = None,
     ):
         self.out = out
         self.session_id = session_id
-        self.answer = answer or AnswerDisplay(out)
-        #: Metadata for the answer's final update (the kernel adds the session info).
+        #: Metadata for the last text display of the turn (the kernel adds the session info).
         self.end_metadata = end_metadata or (lambda _ended: {})
+        self.clock = clock
+        self._schedule = schedule
+        #: Called with each card and its display id whenever it is (re)sent.
+        self.on_card = on_card or (lambda _card, _display_id: None)
+        self.budget = ByteBudget()
+        self.streams: list[TextStream] = []
         self.cards: dict[str, ToolCard] = {}
-        self._display_ids: dict[str, str] = {}
+        self.display_ids: dict[str, str] = {}
         self.errors: list[str] = []
         self.ended: TurnEnded | None = None
-        self._after_tool = False
+        self._open: TextStream | None = None
+        self._card_timers: dict[str, Handle] = {}
+        self._card_sent: dict[str, float] = {}
+        self._card_due: dict[str, float] = {}
 
     def start(self) -> None:
-        self.answer.start()
+        """Nothing is shown before the agent says or does something."""
+
+    @property
+    def text(self) -> str:
+        """Everything the agent said this turn (not its thinking), stretches joined."""
+        return "\n\n".join(
+            s.whole.strip("\n") for s in self.streams if s.kind == "text" and s.whole.strip()
+        )
 
     def emit(self, event: AgentEvent) -> None:
         if isinstance(event, TextDelta):
-            if self._after_tool and self.answer.text and not self.answer.text[-1].isspace():
-                # The text of the next model call: a new paragraph, not a run-on sentence.
-                self.answer.add_text("\n\n")
-            self._after_tool = False
-            self.answer.add_text(event.text)
+            self._stream("text").add(event.text)
         elif isinstance(event, ThinkingDelta):
-            self.answer.add_thinking(event.text)
+            self._stream("thinking").add(event.text)
         elif isinstance(event, ToolCallStarted):
-            self._after_tool = True
-            self.answer.flush()
+            self._close()
             self._card(event.call_id, event.name, event.title, event.kind)
         elif isinstance(event, ToolCallInput):
             card = self._card(event.call_id, event.name, event.title, event.kind)
@@ -79,16 +109,17 @@ class TurnView:
             card.locations = list(event.locations)
             card.diff = event.diff
             self._show(card)
+        elif isinstance(event, ToolCallOutput):
+            card = self._card(event.call_id, event.call_id, event.call_id, "other")
+            card.add_live(event.text)
+            self._show_soon(card)
         elif isinstance(event, ToolCallResult):
-            card = self._card(event.call_id, event.name, event.name, "other")
-            card.status = result_status(event)
-            card.set_output(event.output)
-            if event.diff is not None:
-                card.diff = event.diff
-            self._show(card)
+            self._result(event)
         elif isinstance(event, Compacted):
+            self._close()
             self.out.markdown(f"ℹ️ {event.notice}")
         elif isinstance(event, ErrorNotice):
+            self._close()
             self.errors.append(event.message)
             self.out.stream(event.message.rstrip("\n") + "\n", "stderr")
         elif isinstance(event, TurnEnded):
@@ -99,19 +130,31 @@ class TurnView:
         card = self.cards.get(call_id)
         if card is not None and card.status != status:
             card.status = status
+            if status == "running":
+                card.started_at, card.elapsed = time.time(), 0.0
+            self._show(card)
+
+    def set_question(self, call_id: str, question: dict[str, Any] | None) -> None:
+        """For the permission UI: the card's question and its state."""
+        card = self.cards.get(call_id)
+        if card is not None:
+            card.question = question
             self._show(card)
 
     def finish(self, ended: TurnEnded, metadata: dict[str, Any] | None = None) -> None:
-        """Send the whole answer (``metadata`` rides on it) and the stop note, once."""
+        """Close the open stretch (``metadata`` rides on it) and add the stop note, once."""
         if self.ended is not None:
             return
         self.ended = ended
-        if self.failed:
-            self.answer.finish(
-                empty="⚠️ _No answer: the model failed (the error is below)._", metadata=metadata
-            )
-        else:
-            self.answer.finish(metadata=metadata)
+        for timer in self._card_timers.values():
+            timer.cancel()
+        self._card_timers.clear()
+        if self._open is not None:
+            self._close(metadata)
+        elif self.failed:
+            self.out.markdown(FAILED_NOTE)
+        elif not self.text and not self.cards and ended.stop_reason != "cancelled":
+            self.out.display({"text/markdown": EMPTY_ANSWER, "text/plain": "(no text)"})
         note = STOP_NOTES.get(ended.stop_reason)
         if note:
             self.out.markdown(note)
@@ -119,19 +162,101 @@ class TurnView:
     @property
     def failed(self) -> bool:
         """The turn produced nothing but errors (e.g. no API key): the cell is an error."""
-        return bool(self.errors) and not self.answer.text.strip() and not self.cards
+        return bool(self.errors) and not self.text.strip() and not self.cards
+
+    # -- text ------------------------------------------------------------------------------
+
+    def _stream(self, kind: Kind) -> TextStream:
+        if self._open is not None and self._open.kind != kind:
+            self._close()
+        if self._open is None:
+            self._open = TextStream(
+                self.out, self.budget, kind, clock=self.clock, schedule=self._schedule
+            )
+            self.streams.append(self._open)
+        return self._open
+
+    def _close(self, metadata: dict[str, Any] | None = None) -> None:
+        if self._open is not None:
+            self._open.finish(metadata)
+            self._open = None
+
+    # -- cards -----------------------------------------------------------------------------
+
+    def _result(self, event: ToolCallResult) -> None:
+        card = self._card(event.call_id, event.name, event.name, "other")
+        self._cancel_timer(card.call_id)
+        card.status = result_status(event)
+        if card.started_at is not None:
+            card.elapsed = max(time.time() - card.started_at, 0.0)
+        if card.status == "cancelled" and card.live:
+            card.set_output(card.live.rstrip("\n") + "\n\n[interrupted: " + CANCELLED_RESULT + "]")
+        else:
+            card.set_output(event.output)
+        if event.diff is not None:
+            card.diff = event.diff
+        self._show(card)
+        plan = plan_card.plan_of(event.raw_output)
+        if plan is not None:  # a Terraform plan or drift check: its card below the tool card
+            data = plan_card.bundle(plan, event.call_id, self.session_id)
+            self.out.display(data, f"iac-plan-{uuid.uuid4().hex}")
 
     def _card(self, call_id: str, name: str, title: str, kind: str) -> ToolCard:
         card = self.cards.get(call_id)
         if card is None:  # a new call (or one whose start we never saw): show it
+            self._close()
             card = ToolCard(call_id, name, title, kind, self.session_id)
+            card.started_at, card.elapsed = time.time(), 0.0
             self.cards[call_id] = card
-            self._display_ids[call_id] = f"iac-tool-{uuid.uuid4().hex}"
+            self.display_ids[call_id] = f"iac-tool-{uuid.uuid4().hex[:16]}"
             self._show(card, update=False)
         return card
 
     def _show(self, card: ToolCard, *, update: bool = True) -> None:
-        self.out.display(card.bundle(), self._display_ids[card.call_id], update=update)
+        if card.output is None and card.started_at is not None and card.status == "running":
+            card.elapsed = max(time.time() - card.started_at, 0.0)
+        self._card_sent[card.call_id] = self.clock()
+        display_id = self.display_ids[card.call_id]
+        self.out.display(card.bundle(), display_id, update=update)
+        self.on_card(card, display_id)
+        if card.status == "running" and card.output is None and self.ended is None:
+            self._arm(card, HEARTBEAT)
+
+    def _show_soon(self, card: ToolCard) -> None:
+        """Live output: update now, or once CARD_INTERVAL has passed since the last one."""
+        wait = self._card_sent.get(card.call_id, float("-inf")) + CARD_INTERVAL - self.clock()
+        if wait <= 0:
+            self._cancel_timer(card.call_id)
+            self._show(card)
+        else:
+            self._arm(card, wait, replace=False)
+
+    def _arm(self, card: ToolCard, delay: float, *, replace: bool = True) -> None:
+        """Schedule a refresh of ``card``; without ``replace`` an earlier one is kept."""
+        due = self.clock() + delay
+        existing = self._card_timers.get(card.call_id)
+        if existing is not None:
+            if not replace and self._card_due[card.call_id] <= due:
+                return
+            existing.cancel()
+
+        def fire() -> None:
+            self._card_timers.pop(card.call_id, None)
+            if self.ended is None and card.output is None:
+                self._show(card)
+
+        self._card_timers[card.call_id] = self._later(delay, fire)
+        self._card_due[card.call_id] = due
+
+    def _cancel_timer(self, call_id: str) -> None:
+        timer = self._card_timers.pop(call_id, None)
+        if timer is not None:
+            timer.cancel()
+
+    def _later(self, delay: float, callback: Callable[[], None]) -> Handle:
+        if self._schedule is not None:
+            return self._schedule(delay, callback)
+        return asyncio.get_running_loop().call_later(delay, callback)
 
 
 def result_status(event: ToolCallResult) -> str:

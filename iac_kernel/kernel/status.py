@@ -1,0 +1,158 @@
+"""Session info for status bars and consoles, pushed over a comm and in kernel_info.
+
+The JupyterLab extension opens a comm to target :data:`STATUS_TARGET` (in a notebook or
+a console). The kernel answers at once with ``{"type": "session_info", "info": {...}}``
+and sends the same message again on every change (a turn starts or ends, a question
+waits or is answered, ``%mode``/``%model``/``%new``/``%load``…), to every open comm. The
+info is the :mod:`~iac_kernel.kernel.session_info` shape plus ``pending`` (questions
+waiting for an answer) and ``busy``; before the first prompt there is no session yet:
+``sessionId`` is ``null`` and ``model``/``mode`` are the kernel's defaults. Every
+``kernel_info_reply`` carries the same info under ``"iac_kernel"`` (clients ask for it at
+start, after a restart and when they reconnect).
+
+Requests a client may send on the comm:
+
+* ``{"request": "session_info"}``: the info again;
+* ``{"request": "full_output", "callId": ID}``: ``{"type": "full_output", "callId",
+  "output": str | null, "error": str | null}``: everything a tool call printed;
+* ``{"request": "answer", "questionId": ID, "option": OPTION, "note": str?}``: answers a
+  pending permission question; ``{"type": "answer", "ok": bool, "error": str | null}``.
+
+The kernel also sends ``{"type": "card", "card": <toolcall+json payload>}`` on every tool
+card change, so a client can update a card it restored from a saved notebook.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from iac_kernel.kernel.permission_ui import button_order
+from iac_kernel.kernel.questions import PendingQuestions
+from iac_kernel.kernel.session_info import session_info
+from iac_kernel.kernel.state import KernelState
+
+STATUS_TARGET = "iac-kernel.status"
+
+log = logging.getLogger(__name__)
+
+#: ``full_output(call_id) -> (text, error)``.
+FullOutput = Callable[[str], tuple[str | None, str | None]]
+#: ``answer(question_id, option, note) -> error or None``.
+Answer = Callable[[str, str, str], str | None]
+
+
+def kernel_session_info(
+    state: KernelState, questions: PendingQuestions, busy: bool
+) -> dict[str, Any]:
+    """The info of the current session, or of the defaults before there is one."""
+    session = state.current
+    if session is not None and not session.closed:
+        info = session_info(session)
+    else:
+        info = {
+            "version": 1,
+            "sessionId": None,
+            "model": str(state.settings.model or _default_model()),
+            "mode": state.settings.mode,
+            "title": state.notebook_title(),
+            "cwd": state.cwd,
+            "usage": None,
+            "turnUsage": None,
+        }
+    info["pending"] = len(questions)
+    info["questions"] = [
+        {
+            "id": q.id,
+            "callId": q.request.call_id,
+            "title": q.request.title,
+            "danger": q.danger,
+            "reason": q.request.reason,
+            "options": button_order(q.request),
+            "command": (q.request.input or {}).get("command")
+            if isinstance(q.request.input, dict)
+            else None,
+        }
+        for q in list(questions.questions.values())
+    ]
+    info["busy"] = busy
+    return info
+
+
+def _default_model() -> str:
+    from iac_kernel.models.registry import default_model_id
+
+    return default_model_id()
+
+
+class StatusChannel:
+    """The open status comms of this kernel."""
+
+    def __init__(
+        self,
+        info: Callable[[], dict[str, Any]],
+        full_output: FullOutput,
+        answer: Answer,
+    ):
+        self.info = info
+        self.full_output = full_output
+        self.answer = answer
+        self.comms: list[Any] = []
+        self._last: dict[str, Any] | None = None
+
+    def register(self, comm_manager: Any) -> None:
+        comm_manager.register_target(STATUS_TARGET, self._opened)
+
+    def _opened(self, comm: Any, _msg: dict[str, Any]) -> None:
+        self.comms.append(comm)
+        comm.on_msg(lambda msg: self._received(comm, msg))
+        comm.on_close(lambda _msg: self.comms.remove(comm) if comm in self.comms else None)
+        comm.send({"type": "session_info", "info": self.info()})
+
+    def _received(self, comm: Any, msg: dict[str, Any]) -> None:
+        data = msg.get("content", {}).get("data") or {}
+        request = data.get("request") if isinstance(data, dict) else None
+        try:
+            if request == "session_info":
+                comm.send({"type": "session_info", "info": self.info()})
+            elif request == "full_output":
+                call_id = str(data.get("callId", ""))
+                text, error = self.full_output(call_id)
+                comm.send(
+                    {"type": "full_output", "callId": call_id, "output": text, "error": error}
+                )
+            elif request == "answer":
+                error = self.answer(
+                    str(data.get("questionId", "")),
+                    str(data.get("option", "")),
+                    str(data.get("note") or ""),
+                )
+                comm.send({"type": "answer", "ok": error is None, "error": error})
+            else:
+                comm.send({"type": "error", "error": f"unknown request {request!r}"})
+        except Exception as exc:  # a bad request must not break the comm
+            log.exception("status comm request failed")
+            comm.send({"type": "error", "error": str(exc)})
+
+    def push_card(self, payload: dict[str, Any]) -> None:
+        """Every card change, so a client can update a card restored from a saved notebook."""
+        for comm in list(self.comms):
+            try:
+                comm.send({"type": "card", "card": payload})
+            except Exception:
+                log.debug("status comm send failed", exc_info=True)
+
+    def push(self) -> None:
+        """Send the info to every open comm when it changed."""
+        if not self.comms:
+            return
+        info = self.info()
+        if info == self._last:
+            return
+        self._last = info
+        for comm in list(self.comms):
+            try:
+                comm.send({"type": "session_info", "info": info})
+            except Exception:
+                log.debug("status comm send failed", exc_info=True)

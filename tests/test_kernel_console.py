@@ -1,0 +1,309 @@
+"""The notebook as an engineer's console, through a real kernel process (jupyter_client):
+text and cards in the order they happened, IOPub bytes linear in the answer, live command
+output, and a kernel that answers (and lets another client answer its pending question)
+while a turn waits for permission."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jupyter_client.session import Session
+
+from iac_kernel.kernel.cards import CARD_MIME
+from iac_kernel.kernel.status import STATUS_TARGET
+from iac_kernel.kernel.testing import KernelHarness, scripted_kernel, wire_bytes
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def long_answer(size: int = 20_000) -> str:
+    """About ``size`` bytes of Markdown: paragraphs, a list and a code block."""
+    paragraphs = []
+    n = 0
+    while sum(len(p) + 2 for p in paragraphs) < size:
+        n += 1
+        if n % 7 == 0:
+            block = f'resource "null_resource" "r{n}" {{\n  count = {n}\n}}'
+            paragraphs.append(f"```hcl\n{block}\n```")
+        elif n % 5 == 0:
+            paragraphs.append("\n".join(f"- item {n}.{i}: check the plan output" for i in range(4)))
+        else:
+            words = " ".join(f"word{n}x{i}" for i in range(45))
+            paragraphs.append(f"Paragraph {n}: {words}.")
+    return "\n\n".join(paragraphs)
+
+
+LONG = long_answer()
+SLOW_COMMAND = "for i in 1 2 3; do echo tick$i; sleep 0.6; done"
+DANGER_COMMAND = "terraform force-unlock -force 0000-lock"
+
+
+def read_call(path: str = "notes.txt") -> dict[str, Any]:
+    return {"name": "read_file", "input": {"path": path}}
+
+
+SCRIPT = {
+    "name": "kernel-console",
+    "exchanges": [
+        {"match": "quick", "turns": [{"text": "Quick."}]},
+        {
+            "match": "order please",
+            "turns": [
+                {"text": "Reading the rule first:", "tool_use": [read_call()]},
+                {"text": "Now the second look:", "tool_use": [read_call()]},
+                {"text": "Done: the notes say hello."},
+            ],
+        },
+        {"match": "long answer", "turns": [{"text": LONG, "delay": 0.001}]},
+        {
+            "match": "print slowly",
+            "turns": [
+                {
+                    "text": "Running it.",
+                    "tool_use": [{"name": "bash", "input": {"command": SLOW_COMMAND}}],
+                },
+                {"text": "It ticked."},
+            ],
+        },
+        {
+            "match": "unlock it",
+            "turns": [
+                {
+                    "text": "Unlocking.",
+                    "tool_use": [{"name": "bash", "input": {"command": DANGER_COMMAND}}],
+                },
+                {"text": "Understood, I left the lock alone."},
+            ],
+        },
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KernelHarness]:
+    root = tmp_path_factory.mktemp("kernel-console")
+    work = root / "work"
+    work.mkdir()
+    (work / "notes.txt").write_text("hello from the notes\n")
+    script = root / "console.json"
+    script.write_text(json.dumps(SCRIPT))
+    harness = scripted_kernel(root, Path(os.path.realpath(work)), script)
+    try:
+        yield harness
+    finally:
+        harness.stop()
+
+
+def test_text_and_cards_in_the_order_they_happened(kernel: KernelHarness) -> None:
+    result = kernel.execute("order please")
+    assert result.status == "ok"
+    created = result.created()
+    assert [d.split("-")[1] for d in created] == ["text", "tool", "text", "tool", "text"]
+    texts = [result.final(d)["text/plain"] for d in created if d.startswith("iac-text-")]
+    assert texts == [
+        "Reading the rule first:",
+        "Now the second look:",
+        "Done: the notes say hello.",
+    ]
+    # A finished text display is never updated after the next display was created.
+    for index, display_id in enumerate(created[:-1]):
+        later = created[index + 1]
+        order = [
+            m["content"]["transient"].get("display_id")
+            for m in result.messages
+            if "transient" in m["content"]
+        ]
+        if display_id.startswith("iac-text-"):
+            assert max(i for i, d in enumerate(order) if d == display_id) < order.index(later)
+
+
+def test_a_long_answer_costs_at_most_three_times_its_size(kernel: KernelHarness) -> None:
+    session = kernel.kc.session
+    result = kernel.execute("long answer")
+    assert result.status == "ok"
+    assert result.answer() == LONG
+    total = sum(wire_bytes(session, m) for m in result.messages + result.statuses)
+    size = len(LONG.encode())
+    assert total <= 3 * size, f"{total:,} IOPub bytes for a {size:,}-byte answer"
+    # It did stream: Markdown-only updates came before the final forms.
+    streaming = [
+        m
+        for m in result.of_type("display_data", "update_display_data")
+        if set(m["content"]["data"]) == {"text/markdown"}
+    ]
+    assert len(streaming) >= 3
+    # text/plain is sent once per text display, at its end.
+    plains = [m for m in result.messages if "text/plain" in m["content"].get("data", {})]
+    assert len(plains) == len(result.text_ids())
+
+
+def test_command_output_reaches_the_card_while_it_runs(kernel: KernelHarness) -> None:
+    payloads: list[dict[str, Any]] = []
+
+    def on_message(message: dict[str, Any], _harness: KernelHarness) -> None:
+        payload = message["content"].get("data", {}).get(CARD_MIME)
+        if payload:
+            payloads.append(payload)
+
+    try:
+        result = kernel.execute("%mode bypass\nprint slowly", on_message=on_message)
+    finally:
+        kernel.execute("%mode default")
+    assert result.status == "ok"
+    live = [p for p in payloads if p["status"] == "running" and p["live"]]
+    assert live, "no card update while the command ran"
+    first = live[0]
+    assert "tick1" in first["output"] and "tick3" not in first["output"]
+    assert first["elapsed"] is not None
+    final = payloads[-1]
+    assert final["status"] == "done" and "tick3" in final["output"]
+    assert final["fullOutput"] == f"%output {final['callId']}"
+    shown = kernel.execute(f"%output {final['callId']}")
+    assert "tick1" in shown.markdown() and "tick3" in shown.markdown()
+
+
+class SecondClient:
+    """Another frontend connecting to the same kernel (a reloaded page)."""
+
+    def __init__(self, harness: KernelHarness):
+        assert harness.km is not None
+        # Its own session id (hence its own ZMQ identity), as a reloaded page has.
+        session = Session(key=harness.km.session.key)
+        self.kc = harness.km.client(session=session)
+        self.kc.start_channels()
+
+    def stop(self) -> None:
+        self.kc.stop_channels()
+
+    def shell(self, msg_type: str, content: dict[str, Any]) -> str:
+        msg = self.kc.session.msg(msg_type, content)
+        self.kc.shell_channel.send(msg)
+        return msg["header"]["msg_id"]
+
+    def reply(self, msg_id: str, timeout: float) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                reply = self.kc.get_shell_msg(timeout=max(deadline - time.monotonic(), 0.01))
+            except queue.Empty:
+                break
+            if reply["parent_header"].get("msg_id") == msg_id:
+                return reply
+        raise TimeoutError(f"no reply within {timeout} s")
+
+    def comm_data(self, comm_id: str, kind: str, timeout: float = 10) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                msg = self.kc.get_iopub_msg(timeout=0.1)
+            except queue.Empty:
+                continue
+            content = msg["content"]
+            if msg["msg_type"] == "comm_msg" and content.get("comm_id") == comm_id:
+                if content["data"].get("type") == kind:
+                    return content["data"]
+        raise TimeoutError(f"no {kind} on the comm")
+
+    def iopub_of(self, msg_id: str, timeout: float = 10) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                msg = self.kc.get_iopub_msg(timeout=0.1)
+            except queue.Empty:
+                continue
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            found.append(msg)
+            if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                return found
+        raise TimeoutError("the request never went idle")
+
+
+def test_a_waiting_question_is_seen_and_answered_from_a_new_client(
+    kernel: KernelHarness,
+) -> None:
+    seen: dict[str, Any] = {}
+
+    def on_message(message: dict[str, Any], harness: KernelHarness) -> None:
+        data = message["content"].get("data", {})
+        if message["msg_type"] != "display_data" or WIDGET_VIEW not in data or seen:
+            return
+        seen["question_display"] = message["content"]["transient"]["display_id"]
+        other = SecondClient(harness)
+        try:
+            # kernel_info is answered at once although the turn waits for a click.
+            started = time.monotonic()
+            reply = other.reply(other.shell("kernel_info_request", {}), timeout=1.0)
+            seen["kernel_info_seconds"] = time.monotonic() - started
+            seen["kernel_info"] = reply["content"]
+            # The status comm lists the pending question.
+            comm_id = uuid.uuid4().hex
+            other.shell("comm_open", {"comm_id": comm_id, "target_name": STATUS_TARGET, "data": {}})
+            seen["info"] = other.comm_data(comm_id, "session_info")["info"]
+            # %permissions from the new client shows the same buttons, same display id.
+            msg_id = other.shell(
+                "execute_request",
+                {
+                    "code": "%permissions",
+                    "silent": False,
+                    "store_history": True,
+                    "user_expressions": {},
+                    "allow_stdin": False,
+                    "stop_on_error": False,
+                },
+            )
+            seen["permissions"] = other.iopub_of(msg_id)
+            seen["permissions_reply"] = other.reply(msg_id, timeout=10)["content"]
+            # Answer it from the new client: reject, with a note for the agent.
+            [question] = seen["info"]["questions"]
+            answer = {
+                "request": "answer",
+                "questionId": question["id"],
+                "option": "reject_once",
+                "note": "not during the freeze",
+            }
+            other.shell("comm_msg", {"comm_id": comm_id, "data": answer})
+            seen["answer"] = other.comm_data(comm_id, "answer")
+            seen["comm"] = (other, comm_id, answer)
+        except BaseException:
+            other.stop()
+            raise
+
+    result = kernel.execute("unlock it", allow_stdin=True, on_message=on_message)
+    other, comm_id, answer = seen["comm"]
+    try:
+        assert seen["kernel_info"]["status"] == "ok"
+        assert seen["kernel_info_seconds"] < 1.0
+        assert seen["kernel_info"]["iac_kernel"]["pending"] == 1
+        info = seen["info"]
+        assert info["busy"] is True and info["pending"] == 1
+        [question] = info["questions"]
+        assert question["danger"] is True and question["command"] == DANGER_COMMAND
+        assert question["options"][0] == "reject_once"
+        assert seen["permissions_reply"]["status"] == "ok"
+        shown = [m for m in seen["permissions"] if m["msg_type"] == "display_data"]
+        buttons = [m for m in shown if WIDGET_VIEW in m["content"]["data"]]
+        assert buttons[0]["content"]["transient"]["display_id"] == seen["question_display"]
+        assert seen["answer"] == {"type": "answer", "ok": True, "error": None}
+        # The turn went on: denied, the note reached the model, the card says so.
+        assert result.status == "ok"
+        card = result.cards()[0][-1]
+        assert card["status"] == "denied"
+        assert card["question"]["state"] == "answered" and card["question"]["note"]
+        assert "not during the freeze" in card["output"]
+        assert "Rejected with a note" in result.markdown()
+        # A stale answer does nothing.
+        other.shell("comm_msg", {"comm_id": comm_id, "data": answer})
+        stale = other.comm_data(comm_id, "answer")
+        assert stale["ok"] is False
+    finally:
+        other.stop()

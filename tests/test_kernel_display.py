@@ -1,0 +1,238 @@
+"""The turn's displays without a kernel process: text stretches in order, the byte budget,
+paragraph splits, live card output, pending questions and the console helpers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from iac_kernel.agent.events import (
+    TextDelta,
+    ThinkingDelta,
+    ToolCallInput,
+    ToolCallOutput,
+    ToolCallResult,
+    ToolCallStarted,
+    TurnEnded,
+    Usage,
+)
+from iac_kernel.agent.permissions import (
+    ALL_OPTIONS,
+    PER_CALL_OPTIONS,
+    REJECT_ONCE,
+    Answer,
+    PermissionRequest,
+)
+from iac_kernel.kernel import display
+from iac_kernel.kernel.cards import CARD_MIME
+from iac_kernel.kernel.console import console_cell, tool_output
+from iac_kernel.kernel.display import ByteBudget, TextStream, split_point
+from iac_kernel.kernel.publish import Publisher
+from iac_kernel.kernel.questions import PendingQuestions, Question
+from iac_kernel.kernel.turn import CARD_INTERVAL, TurnView
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, dict[str, Any]]] = []
+
+    def __call__(self, msg_type: str, content: dict[str, Any]) -> None:
+        self.sent.append((msg_type, content))
+
+    def bytes(self) -> int:
+        """Content bytes plus the per-message overhead the budget assumes."""
+        return sum(
+            len(json.dumps(c, ensure_ascii=False).encode()) + display.MESSAGE_OVERHEAD
+            for _t, c in self.sent
+        )
+
+    def ids(self) -> list[str]:
+        return [c["transient"]["display_id"] for t, c in self.sent if t == "display_data"]
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.timers: list[list[Any]] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def schedule(self, delay: float, callback: Any) -> Any:
+        timer = [self.now + delay, callback, False]
+        self.timers.append(timer)
+
+        class Handle:
+            def cancel(self_inner) -> None:
+                timer[2] = True
+
+        return Handle()
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+        for timer in list(self.timers):
+            if not timer[2] and timer[0] <= self.now:
+                timer[2] = True
+                timer[1]()
+
+
+def _words(text: str) -> list[str]:
+    import re
+
+    return re.findall(r"\S+\s*|\s+", text)
+
+
+LONG = "\n\n".join(f"Paragraph {n}: " + " ".join(f"w{n}x{i}" for i in range(60)) for n in range(60))
+
+
+def _stream(pace: float) -> tuple[Recorder, TextStream]:
+    sink, clock = Recorder(), FakeClock()
+    stream = TextStream(Publisher(sink), ByteBudget(), clock=clock, schedule=clock.schedule)
+    for word in _words(LONG):
+        stream.add(word)
+        clock.advance(pace)
+    stream.finish()
+    return sink, stream
+
+
+def test_bytes_stay_within_three_times_the_text_at_any_pace() -> None:
+    size = len(LONG.encode())
+    for pace in (0.0, 0.0005, 0.003, 0.02, 0.2):
+        sink, stream = _stream(pace)
+        assert stream.whole == LONG
+        assert sink.bytes() <= 3 * size, (pace, sink.bytes() / size)
+        # Streaming sends are at most one per 0.1 s of fake time.
+        streaming = [c for t, c in sink.sent if set(c["data"]) == {"text/markdown"}]
+        assert len(streaming) <= len(_words(LONG)) * pace / display.UPDATE_INTERVAL + 2
+
+
+def test_a_long_stretch_is_split_at_blank_lines_and_plain_is_sent_once() -> None:
+    sink, _ = _stream(0.003)
+    ids = sink.ids()
+    assert len(ids) >= 2 and len(set(ids)) == len(ids)
+    finals = {}
+    for _t, content in sink.sent:
+        if "text/plain" in content["data"]:
+            display_id = content["transient"]["display_id"]
+            assert display_id not in finals, "text/plain sent twice for one display"
+            finals[display_id] = content["data"]["text/plain"]
+    assert "\n\n".join(finals[d] for d in ids) == LONG
+    # Nothing is sent for a display after its final form.
+    for display_id in ids:
+        sends = [
+            i for i, (_t, c) in enumerate(sink.sent) if c["transient"]["display_id"] == display_id
+        ]
+        assert "text/plain" in sink.sent[sends[-1]][1]["data"]
+
+
+def test_split_point_keeps_code_fences_whole() -> None:
+    text = "intro\n\n```\ncode\n\nmore code\n```\n\nafter"
+    assert split_point(text, 0) == text.index("after")
+    assert split_point("```\na\n\nb\n", 0) is None
+    assert split_point("a\n\nb", 10) is None
+
+
+def _card_payloads(sink: Recorder) -> list[dict[str, Any]]:
+    return [c["data"][CARD_MIME] for _t, c in sink.sent if CARD_MIME in c["data"]]
+
+
+def test_text_after_a_call_is_a_new_display_below_its_card() -> None:
+    sink, clock = Recorder(), FakeClock()
+    view = TurnView(Publisher(sink), "s1", clock=clock, schedule=clock.schedule)
+    view.emit(ThinkingDelta("Let me see."))
+    view.emit(TextDelta("Reading the rule first:"))
+    view.emit(ToolCallStarted("c1", "read_file", "read_file", "read"))
+    view.emit(ToolCallResult("c1", "read_file", "completed", "rule"))
+    view.emit(TextDelta("It says hi."))
+    view.emit(TurnEnded("end_turn", Usage()))
+    kinds = [d.split("-")[1] for d in sink.ids()]
+    assert kinds == ["thinking", "text", "tool", "text"]
+    text_ids = [d for d in sink.ids() if d.startswith("iac-text-")]
+    first_card = next(i for i, (t, c) in enumerate(sink.sent) if CARD_MIME in c["data"])
+    late = [i for i, (_t, c) in enumerate(sink.sent) if c["transient"]["display_id"] == text_ids[0]]
+    assert max(late) < first_card, "the first text was updated after the card appeared"
+    assert view.text == "Reading the rule first:\n\nIt says hi."
+
+
+def test_live_output_is_coalesced_and_kept_on_interrupt() -> None:
+    sink, clock = Recorder(), FakeClock()
+    view = TurnView(Publisher(sink), "s1", clock=clock, schedule=clock.schedule)
+    view.emit(ToolCallStarted("c1", "bash", "bash", "execute"))
+    view.emit(ToolCallInput("c1", "bash", "bash: x", "execute", {"command": "x"}))
+    before = len(_card_payloads(sink))
+    for i in range(20):
+        view.emit(ToolCallOutput("c1", f"tick{i}\n", ""))
+        clock.advance(0.05)  # 1 s of output, 20 chunks
+    live = _card_payloads(sink)[before:]
+    assert 1 <= len(live) <= 1.0 / CARD_INTERVAL + 2
+    assert live[0]["live"] is True and live[0]["output"].startswith("tick0")
+    view.emit(ToolCallResult("c1", "bash", "failed", "Cancelled."))
+    final = _card_payloads(sink)[-1]
+    assert final["status"] == "cancelled"
+    assert "tick19" in final["output"] and "interrupted" in final["output"]
+
+
+async def test_pending_questions_answer_once_and_stale_ids_do_nothing() -> None:
+    loop = asyncio.get_running_loop()
+    questions = PendingQuestions()
+    changes: list[int] = []
+    questions.listeners.append(lambda: changes.append(len(questions)))
+    request = PermissionRequest("c1", "bash", "bash: apply", "execute", {}, PER_CALL_OPTIONS, "x")
+    future: asyncio.Future[str] = loop.create_future()
+    questions.add(Question("q1", request, loop, future, "iac-permission-q1", True))
+    assert "not an option" in (questions.answer("q1", "allow_always") or "")
+    assert "reject_once only" in (questions.answer("q1", "allow_once", "why") or "")
+    assert questions.answer("q1", REJECT_ONCE, "not on Friday") is None
+    answer = await asyncio.wait_for(future, 5)
+    assert answer == REJECT_ONCE and isinstance(answer, Answer) and answer.note == "not on Friday"
+    questions.remove("q1")
+    assert "no pending question" in (questions.answer("q1", REJECT_ONCE) or "")
+    assert changes == [1, 0]
+
+
+async def test_danger_buttons_put_reject_first() -> None:
+    from iac_kernel.kernel.permission_ui import NOTE_BUTTON, WidgetPrompt
+
+    request = PermissionRequest(
+        "c1",
+        "bash",
+        "bash: terraform apply",
+        "execute",
+        {"command": "terraform apply"},
+        PER_CALL_OPTIONS,
+        "This command changes real infrastructure.",
+    )
+    prompt = WidgetPrompt(request, asyncio.get_running_loop())
+    assert prompt.danger
+    assert [b.description for b in prompt.buttons] == ["Reject once", "Allow once", NOTE_BUTTON]
+    assert prompt.buttons[0].button_style == "" and prompt.buttons[1].button_style == "danger"
+    assert "iac-danger" in prompt.label.value and "terraform apply" in prompt.label.value
+    prompt.note.value = "wait for the change window"
+    prompt.buttons[-1].click()
+    answer = await asyncio.wait_for(prompt.wait(), 5)
+    assert answer == REJECT_ONCE and answer.note == "wait for the change window"
+    prompt.close()
+    routine = WidgetPrompt(
+        PermissionRequest("c2", "w", "w", "edit", {}, ALL_OPTIONS, "It changes files."),
+        asyncio.get_running_loop(),
+    )
+    assert not routine.danger and routine.buttons[0].description == "Allow once"
+    routine.close()
+
+
+def test_console_cells_and_stored_outputs() -> None:
+    assert console_cell("%permissions")
+    assert console_cell("%output toolu_1\n\n%permissions\n")
+    assert not console_cell("%permissions reset")
+    assert not console_cell("%output")
+    assert not console_cell("%permissions\nplease apply")
+    messages = [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1"}]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "all of it"}],
+        },
+    ]
+    assert tool_output(messages, "t1") == "all of it"
+    assert tool_output(messages, "t2") is None
