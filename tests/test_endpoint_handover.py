@@ -131,17 +131,14 @@ async def test_editor_lists_loads_and_prompts_the_notebook_session(
         assert kinds[:2] == ["user_message_chunk", "agent_message_chunk"], kinds
         assert "notebook first" in replay[0][1]["content"]["text"]
         assert replay[1][1]["content"]["text"].startswith("Notebook answer one")
-        # As from a local session: the title comes after the answer, not before it.
-        await wait_until(
-            lambda: [
-                u for _, u in wire.updates_of(sid) if u["sessionUpdate"] == "session_info_update"
-            ],
-            "the title update",
-        )
+        # As from a local session: the title (and the commands) come with the load,
+        # before its answer; nothing of the load follows the answer.
         info_at = [
             i for i, u in wire.updates_of(sid) if u["sessionUpdate"] == "session_info_update"
         ]
-        assert info_at[0] > load_answer
+        assert info_at and info_at[0] < load_answer
+        assert kinds[-1] == "available_commands_update"
+        assert [u for i, u in wire.updates_of(sid) if i > load_answer] == []
 
         client.clear()
         before = len(wire.incoming)
