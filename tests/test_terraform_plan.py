@@ -138,7 +138,7 @@ async def test_tofu_takes_the_same_code_path(ws: Path, tmp_path: Path, monkeypat
     """A stand-in ``tofu`` that forwards to terraform (no OpenTofu binary here)."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
-    marker = tmp_path / "tofu-ran"
+    marker = ws / ".tofu-ran"  # inside the workspace: writable in the sandbox
     stand_in = bindir / "tofu"
     stand_in.write_text(f'#!/bin/sh\necho "$@" >> {marker}\nexec {TERRAFORM} "$@"\n')
     stand_in.chmod(0o755)

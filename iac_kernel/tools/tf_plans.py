@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from iac_kernel.guard.call import GuardedCall, SandboxRequired
 from iac_kernel.terraform import cli, policy
 from iac_kernel.terraform.plan import Plan, PlanFile, parse_plan
 from iac_kernel.terraform.sensitive import mask_text, values_from_show
@@ -131,19 +132,22 @@ class TerraformPlanTool(Tool):
         except cli.TerraformError as exc:
             raise ToolError(str(exc)) from None
         workdir = workdir_of(args, ctx)
-        out = workdir / str(args.get("out") or "tfplan")
+        name = str(args.get("out") or "tfplan")
+        out = workdir / name
         mode = args.get("mode") or "normal"
-        argv = [executable, "plan", "-input=false", "-no-color", f"-out={out}"]
+        program = cli.program_name(executable)
+        # Run by name inside the guard (as bash would), relative to the session's cwd.
+        argv = [program, *_chdir(workdir, ctx.cwd), "plan", "-input=false", "-no-color"]
+        argv.append(f"-out={name}")
         if mode != "normal":
             argv.append(f"-{mode}")
         argv += [f"-var-file={f}" for f in args.get("var_files") or []]
         argv += [f"-var={k}={_var(v)}" for k, v in (args.get("vars") or {}).items()]
         argv += [f"-target={t}" for t in args.get("targets") or []]
         try:
-            done = await cli.run(argv, workdir, ctx.env, PLAN_TIMEOUT)
-        except cli.TerraformError as exc:
+            done = await guarded_run(argv, ctx, PLAN_TIMEOUT)
+        except (cli.TerraformError, SandboxRequired) as exc:
             raise ToolError(str(exc)) from None
-        program = cli.program_name(executable)
         if done.returncode != 0:
             plan = Plan(program=program, errored=True, errors=cli.errors_of(done.output))
             if not plan.errors:
@@ -160,6 +164,19 @@ class TerraformPlanTool(Tool):
             raise ToolError(str(exc)) from None
         text = mask_text(model_text(plan), values_from_show(doc))
         return ToolResult(text, raw_output={"plan": plan.to_dict(), "exit_code": 0})
+
+
+def _chdir(workdir: Path, cwd: Path) -> list[str]:
+    relative = os.path.relpath(workdir, cwd)
+    return [] if relative == "." else [f"-chdir={relative}"]
+
+
+async def guarded_run(argv: list[str], ctx: ToolContext, seconds: float) -> cli.Completed:
+    """``argv`` through the same guarded execution as bash (sandbox, launchers, exec-time
+    approval of changing commands), in the session's working directory."""
+    env = cli.automation_env(ctx.env)
+    async with GuardedCall(ctx.cwd, ctx.settings, env, ctx.ask_exec) as guard:
+        return await cli.run(guard.wrap(argv), ctx.cwd, guard.env, seconds)
 
 
 def _var(value: Any) -> str:
