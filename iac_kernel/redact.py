@@ -52,3 +52,14 @@ def redact_diff(diff: _DiffLike, env: Mapping[str, str] | None = None) -> _DiffL
         old_text=redact(old, env) if old is not None else None,
         new_text=redact(diff.new_text, env),
     )
+
+
+def redact_value(value: Any, env: Mapping[str, str] | None = None) -> Any:
+    """:func:`redact` applied to every string in nested dicts and lists."""
+    if isinstance(value, str):
+        return redact(value, env)
+    if isinstance(value, dict):
+        return {k: redact_value(v, env) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_value(v, env) for v in value]
+    return value

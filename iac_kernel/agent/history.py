@@ -20,7 +20,7 @@ from iac_kernel.agent.events import (
     UserMessage,
 )
 from iac_kernel.agent.permissions import DENIED_MESSAGE
-from iac_kernel.redact import redact_diff
+from iac_kernel.redact import redact_diff, redact_value
 from iac_kernel.textsafe import readable, readable_value
 from iac_kernel.tools.base import Tool, ToolContext
 
@@ -70,7 +70,7 @@ def replay(
                     block.get("name", "tool"),
                     title,
                     tool_kind,
-                    readable_value(args),
+                    readable_value(redact_value(args)),
                     locations=[readable(p) for p in _locations(tool, args, ctx)],
                     diff=shown_diff(_stored_diff(block.get("name", ""), args)),
                 )

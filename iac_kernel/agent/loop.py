@@ -47,6 +47,7 @@ from iac_kernel.models.base import (
 )
 from iac_kernel.models.scripted import estimate_tokens
 from iac_kernel.redact import redact
+from iac_kernel.redact import redact_value as _redact_value
 from iac_kernel.textsafe import readable, readable_value
 from iac_kernel.tools.base import Tool, ToolContext, ToolError, ToolResult
 
@@ -277,7 +278,7 @@ class AgentLoop:
                 call.name,
                 readable(call.title),
                 _kind(call.tool),
-                readable_value(call.input),
+                readable_value(_redact_value(call.input)),
                 [readable(p) for p in locations],
                 shown_diff(diff),
             ),
@@ -324,13 +325,13 @@ class AgentLoop:
             names = ", ".join(sorted(self.tools))
             return ToolResult(UNKNOWN_TOOL.format(name=call.name, names=names), True), False
         pump = OutputPump(lambda event: _send(emit, event), call.call_id)
-        ctx = self._context(ask, on_output=pump.push)
+        ctx = self._context(ask, on_output=lambda text: pump.push(readable(text)))
         request = PermissionRequest(
             call_id=call.call_id,
             tool_name=call.name,
             title=call.title,
             kind=call.tool.kind,
-            input=call.input,
+            input=readable_value(_redact_value(call.input)),  # shown to the user only
             options=[],
             reason="",
             # Previewed again, not reused from the announcement: an earlier call of this
@@ -591,13 +592,3 @@ def _estimated_usage(request: ModelRequest, partial_text: list[str]) -> Usage:
     """Tokens an interrupted model call used, estimated from what was sent and streamed."""
     sent = compaction.context_tokens(request.system, request.messages, request.tools)
     return Usage(input_tokens=sent, output_tokens=estimate_tokens("".join(partial_text)))
-
-
-def _redact_value(value: Any) -> Any:
-    if isinstance(value, str):
-        return redact(value)
-    if isinstance(value, dict):
-        return {k: _redact_value(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_redact_value(v) for v in value]
-    return value
