@@ -125,3 +125,18 @@ def test_bash_apply_of_a_plan_swapped_during_the_question_is_refused(ws: Path):
     assert result.is_error and len(asked) == 1
     assert "Refused: the plan file p.tfplan changed after it was reviewed" in result.content
     assert addresses(ws) == before
+
+
+def test_bash_apply_of_a_stale_plan_fails_clearly(ws: Path):
+    import asyncio
+
+    from iac_kernel.terraform.review import STALE
+    from iac_kernel.tools.tf_results import after_tool_call
+
+    tf(ws, "apply", "-auto-approve", "-input=false")  # the state moves on under p.tfplan
+    before = addresses(ws)
+    command = "terraform apply -input=false -no-color p.tfplan"
+    result, _asked = run_bash(ws, command, swap=False)
+    result = asyncio.run(after_tool_call("bash", {"command": command}, ws, result))
+    assert result.is_error and result.content.startswith(STALE)
+    assert addresses(ws) == before
