@@ -1,6 +1,7 @@
 """The TypeScript ACP SDK (``@agentclientprotocol/sdk``, npm) as a client: a whole
-session life cycle, every message validated against the SDK's zod schemas, and no
-update after a prompt or load answer (tests/node/acp_client.mjs does the checking)."""
+session life cycle and a session with the npm filesystem MCP server, every message
+validated against the SDK's zod schemas, and no update after a prompt or load answer
+(tests/node/acp_client.mjs does the checking)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import os
 import shutil
 import subprocess
 
-from mcp_support import NODE_DIR, require_node_modules
-from test_acp_support import _base_env, server_command, server_env
+from mcp_support import NODE_DIR, fs_entry, require_node_modules
+from test_acp_support import SCRIPTS, _base_env, server_command, server_env
 
 CLIENT = NODE_DIR / "acp_client.mjs"
 
@@ -21,6 +22,8 @@ def test_typescript_sdk_client_validates_every_message(workspace):
         "command": server_command(),
         "env": {**_base_env(), **server_env()},
         "cwd": str(workspace),
+        "fsServer": fs_entry(workspace),
+        "mcpScript": str(SCRIPTS / "acp_mcp.json"),
     }
     done = subprocess.run(
         [shutil.which("node") or "node", str(CLIENT), json.dumps(config)],

@@ -1,7 +1,8 @@
 // The TypeScript ACP SDK (@agentclientprotocol/sdk) as a client of `iac-kernel acp`.
 //
 // Run by tests/test_acp_node.py:  node acp_client.mjs CONFIG_JSON
-// CONFIG_JSON: {"command": [...], "env": {...}, "cwd": "/abs/workspace"}
+// CONFIG_JSON: {"command": [...], "env": {...}, "cwd": "/abs/workspace",
+//               "fsServer": {ACP stdio mcpServers entry}, "mcpScript": "/abs/acp_mcp.json"}
 //
 // Every message the agent sends is validated against the SDK's own zod schemas (v1 with
 // the unstable additions the agent uses: fork, resume, close, usage): updates
@@ -167,12 +168,23 @@ const fromAgent = Readable.toWeb(child.stdout).pipeThrough(
 );
 
 const permissionAnswers = [];
+const mcpResults = []; // texts of completed tool calls
 const app = client({ name: "iac-kernel-node-test" })
   .onRequest(methods.client.session.requestPermission, async ({ params }) => {
     permissionAnswers.push(params.toolCall.title);
     return { outcome: { outcome: "selected", optionId: "allow_once" } };
   })
-  .onNotification(methods.client.session.update, async () => {});
+  .onNotification(methods.client.session.update, async ({ params }) => {
+    const update = params.update;
+    if (update.sessionUpdate === "tool_call" && update.title?.startsWith("fs: ")) {
+      if (update.kind !== "other") fail("MCP tool kind", JSON.stringify(update));
+    }
+    if (update.sessionUpdate === "tool_call_update" && update.status === "completed") {
+      for (const item of update.content || []) {
+        if (item.type === "content" && item.content?.type === "text") mcpResults.push(item.content.text);
+      }
+    }
+  });
 
 const steps = [];
 try {
@@ -232,6 +244,34 @@ try {
     } catch (error) {
       if (error.code !== -32602) fail("load of a deleted session", JSON.stringify(error));
     }
+
+    // An MCP server (the npm filesystem server) in a session; its tool is asked as kind
+    // "other" and its result comes back. The model is switched with a slash command.
+    const withMcp = await request(methods.agent.session.new, {
+      cwd,
+      mcpServers: [config.fsServer],
+    });
+    const servers = withMcp._meta?.iac_kernel?.mcpServers || [];
+    if (servers.length !== 1 || servers[0].status !== "running") {
+      fail("MCP server status", JSON.stringify(servers));
+    }
+    const mcpSid = withMcp.sessionId;
+    await request(methods.agent.session.prompt, {
+      sessionId: mcpSid,
+      prompt: [{ type: "text", text: `/model scripted:${config.mcpScript}` }],
+    });
+    const asked = permissionAnswers.length;
+    const fsTurn = await request(methods.agent.session.prompt, {
+      sessionId: mcpSid,
+      prompt: [{ type: "text", text: `fs list in ${cwd}` }],
+    });
+    if (fsTurn.stopReason !== "end_turn" || permissionAnswers.length !== asked + 1) {
+      fail("MCP tool turn", JSON.stringify({ fsTurn, permissionAnswers }));
+    }
+    if (!mcpResults.some((text) => text.includes("out.txt"))) {
+      fail("MCP tool result", JSON.stringify(mcpResults));
+    }
+    await request(methods.agent.session.close, { sessionId: mcpSid });
   });
 } catch (error) {
   fail("client run", error?.stack || error);
