@@ -23,11 +23,10 @@ from acp.meta import CLIENT_METHODS
 from acp.schema import PermissionOption, RequestPermissionRequest, ToolCallUpdate
 from acp.utils import serialize_params
 
-from iac_kernel.acp.updates import acp_kind, diff_content
+from iac_kernel.acp.updates import acp_kind, diff_content, text_content
 from iac_kernel.agent.permissions import (
     ALLOW_ONCE,
     CANCELLED,
-    OPTION_NAMES,
     REJECT_ONCE,
     PermissionRequest,
 )
@@ -46,15 +45,28 @@ def request_params(session_id: str, request: PermissionRequest) -> dict[str, Any
         title=request.title or request.tool_name,
         kind=acp_kind(request.kind),
         raw_input=request.input,
-        content=[diff_content(request.diff)] if request.diff else None,
-        field_meta={"iac_kernel": {"tool": request.tool_name, "reason": request.reason}},
+        content=[diff_content(request.diff)] if request.diff else _review_content(request),
+        field_meta={
+            "iac_kernel": {
+                "tool": request.tool_name,
+                "reason": request.reason,
+                **({"review": request.review} if request.review is not None else {}),
+            }
+        },
     )
     options = [
-        PermissionOption(option_id=option, name=OPTION_NAMES.get(option, option), kind=option)
+        PermissionOption(option_id=option, name=request.label(option), kind=option)
         for option in request.options
     ]
     params = RequestPermissionRequest(session_id=session_id, tool_call=tool_call, options=options)
     return serialize_params(params)
+
+
+def _review_content(request: PermissionRequest) -> list[Any] | None:
+    """A reviewed call (terraform apply: the plan summary, deletes first, failed checks)
+    shows its review text as the question's content."""
+    text = request.review.get("text") if isinstance(request.review, dict) else None
+    return [text_content(text)] if text else None
 
 
 def parse_answer(result: Any) -> str:

@@ -122,7 +122,16 @@ def result_update(event: ToolCallResult) -> ToolCallProgress:
         status=event.status,
         raw_output=event.raw_output if event.raw_output is not None else event.output,
         content=content or None,
+        field_meta=_plan_meta(event.raw_output),
     )
+
+
+def _plan_meta(raw_output: Any) -> dict[str, Any] | None:
+    """A Terraform plan (terraform_plan, bash ``plan -out``) as structured data in ``_meta``;
+    the summary table is the call's text content."""
+    if isinstance(raw_output, dict) and isinstance(raw_output.get("plan"), dict):
+        return {"iac_kernel": {"plan": raw_output["plan"]}}
+    return None
 
 
 def failed_update(call_id: str, message: str) -> ToolCallProgress:

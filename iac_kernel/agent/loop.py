@@ -50,6 +50,7 @@ from iac_kernel.redact import redact
 from iac_kernel.redact import redact_value as _redact_value
 from iac_kernel.textsafe import readable, readable_value
 from iac_kernel.tools.base import Tool, ToolContext, ToolError, ToolResult
+from iac_kernel.tools.tf_results import after_tool_call, live_masker, mask_diff
 
 log = logging.getLogger(__name__)
 
@@ -280,7 +281,7 @@ class AgentLoop:
                 _kind(call.tool),
                 readable_value(_redact_value(call.input)),
                 [readable(p) for p in locations],
-                shown_diff(diff),
+                mask_diff(shown_diff(diff), self.cwd),
             ),
         )
 
@@ -324,8 +325,20 @@ class AgentLoop:
         if call.tool is None:
             names = ", ".join(sorted(self.tools))
             return ToolResult(UNKNOWN_TOOL.format(name=call.name, names=names), True), False
-        pump = OutputPump(lambda event: _send(emit, event), call.call_id)
+        pump = OutputPump(
+            lambda event: _send(emit, event),
+            call.call_id,
+            masker=_safe(lambda: live_masker(call.name, call.input, self.cwd), None),
+        )
         ctx = self._context(ask, on_output=lambda text: pump.push(readable(text)))
+        # Exec-time approvals of guarded programs (issue 11), decided by the gate.
+        ctx.ask_exec = self.gate.exec_asker(call.call_id, call.name, ask)
+        try:  # e.g. terraform_apply: the saved plan's bytes and summary, bound to the approval
+            ctx.review = await call.tool.review(call.input, ctx)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # an approval must not skip its review
+            return ToolResult(f"Not run: {exc}", is_error=True), False
         request = PermissionRequest(
             call_id=call.call_id,
             tool_name=call.name,
@@ -336,7 +349,10 @@ class AgentLoop:
             reason="",
             # Previewed again, not reused from the announcement: an earlier call of this
             # response may have changed the file since.
-            diff=shown_diff(_safe(lambda: call.tool.preview(call.input, ctx), None)),
+            diff=mask_diff(
+                shown_diff(_safe(lambda: call.tool.preview(call.input, ctx), None)), self.cwd
+            ),
+            review=ctx.review.summary() if ctx.review is not None else None,
         )
         decision = await self.gate.check(call.tool, call.input, ctx, request, ask)
         if decision.outcome == "cancelled":
@@ -356,6 +372,8 @@ class AgentLoop:
             await pump.close()  # live output reaches the front end before the result
         result.content = redact(result.content)
         result.raw_output = _redact_value(result.raw_output)
+        # Terraform: sensitive values masked, state reads marked, plans picked up.
+        result = await after_tool_call(call.name, call.input, self.cwd, result)
         return result, False
 
     async def _finish(self, emit: Emit, call: _Call, result: ToolResult, denied: bool) -> None:
@@ -577,6 +595,12 @@ def _safe(fn: Callable[[], Any], default: Any) -> Any:
         return default
 
 
+def _estimated_usage(request: ModelRequest, partial_text: list[str]) -> Usage:
+    """Tokens an interrupted model call used, estimated from what was sent and streamed."""
+    sent = compaction.context_tokens(request.system, request.messages, request.tools)
+    return Usage(input_tokens=sent, output_tokens=estimate_tokens("".join(partial_text)))
+
+
 def _results_message(messages: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The last message if it holds (only) the results of the response before it."""
     if len(messages) < 2 or messages[-2].get("role") != "assistant":
@@ -586,9 +610,3 @@ def _results_message(messages: list[dict[str, Any]]) -> dict[str, Any] | None:
     if last.get("role") != "user" or not isinstance(content, list) or not content:
         return None
     return last if all(b.get("type") == "tool_result" for b in content) else None
-
-
-def _estimated_usage(request: ModelRequest, partial_text: list[str]) -> Usage:
-    """Tokens an interrupted model call used, estimated from what was sent and streamed."""
-    sent = compaction.context_tokens(request.system, request.messages, request.tools)
-    return Usage(input_tokens=sent, output_tokens=estimate_tokens("".join(partial_text)))
