@@ -195,7 +195,8 @@ async def test_cancel_sends_sigint_first(tool_ctx: ToolContext, boxed: bool):
     command = (
         f"trap 'echo int >> {marker}; exit 130' INT; "
         f"trap 'echo term >> {marker}; exit 143' TERM; "
-        f"echo $$ > {pidfile}; while true; do sleep 0.05; done"
+        # `wait` returns at once on a trapped signal (a foreground sleep can swallow it).
+        f"echo $$ > {pidfile}; while true; do sleep 1 & wait $!; done"
     )
     task = asyncio.create_task(tool.run({"command": command, "sandbox": boxed}, ctx))
     await wait_for_file(pidfile)
@@ -214,7 +215,8 @@ async def test_cancel_escalates_to_sigkill(tool_ctx: ToolContext, boxed: bool):
     # Traps that note the signal and carry on: only SIGKILL ends this.
     command = (
         f"trap 'echo int >> {marker}' INT; trap 'echo term >> {marker}' TERM; "
-        f"echo $$ > {pidfile}; while true; do sleep 0.05; done"
+        # `wait` returns at once on a trapped signal (a foreground sleep can swallow it).
+        f"echo $$ > {pidfile}; while true; do sleep 1 & wait $!; done"
     )
     task = asyncio.create_task(tool.run({"command": command, "sandbox": boxed}, ctx))
     await wait_for_file(pidfile)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from iac_kernel.tools import write_file as write_file_mod
+from iac_kernel.tools import safe_write as safe_write_mod
 from iac_kernel.tools.base import ToolContext, ToolError
 from iac_kernel.tools.edit_file import EditFileTool
 from iac_kernel.tools.write_file import WriteFileTool
@@ -88,10 +88,10 @@ async def test_failed_write_leaves_old_file_and_no_temp(
     path = tool_ctx.cwd / "main.tf"
     path.write_text("precious\n")
 
-    def broken_replace(src, dst):
+    def broken_replace(src, dst, **_dir_fds):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(write_file_mod.os, "replace", broken_replace)
+    monkeypatch.setattr(safe_write_mod.os, "replace", broken_replace)
     with pytest.raises(ToolError, match=re.escape("cannot write main.tf: No space left on device")):
         await writer.run({"path": "main.tf", "content": "half"}, tool_ctx)
     assert path.read_text() == "precious\n"
@@ -113,7 +113,7 @@ async def test_write_permission_denied_is_a_tool_error(
     def denied(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(write_file_mod.os, "open", denied)
+    monkeypatch.setattr(safe_write_mod.os, "open", denied)
     with pytest.raises(ToolError, match=re.escape("permission denied: x.tf")):
         await writer.run({"path": "x.tf", "content": "x"}, tool_ctx)
 

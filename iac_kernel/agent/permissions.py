@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -92,6 +93,9 @@ class PermissionGate:
     remembered: dict[str, str] = field(default_factory=dict)
     #: tool name -> {command prefix -> "allow" | "reject"} for prefix tools (bash).
     prefix_rules: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: call id -> the literal commands of a per-call question the user allowed once:
+    #: exactly those argvs run without a second, exec-time question (each once).
+    _approved_literals: dict[str, list[list[str]]] = field(default_factory=dict)
 
     def remembered_prefixes(self) -> list[dict[str, str]]:
         """Every remembered command prefix: ``{"tool", "prefix", "answer"}``."""
@@ -189,6 +193,8 @@ class PermissionGate:
             else:
                 self.remembered[tool.name] = remembered
         if answer in (ALLOW_ONCE, ALLOW_ALWAYS):
+            if per_call and not outside:
+                self._approved_literals[request.call_id] = tool.literal_commands(args)
             return Decision(True)
         note = getattr(answer, "note", "")
         if note:  # the user's words reach the model instead of the bare refusal
@@ -204,6 +210,8 @@ class PermissionGate:
             return Decision(True)
         if self.mode == "read_only":
             return Decision(False, "denied", f"{DENIED_MESSAGE} The session is in read_only mode.")
+        if exec_request.review is None and self._take_literal(call_id, exec_request):
+            return Decision(True)  # the user approved exactly this command a moment ago
         argv = [exec_request.program, *exec_request.argv[1:]]
         command = shlex.join(argv)
         reason = (
@@ -232,7 +240,22 @@ class PermissionGate:
             return Decision(False, "cancelled", "Cancelled.")
         if answer == ALLOW_ONCE:
             return Decision(True)
+        note = getattr(answer, "note", "")
+        if note:
+            return Decision(False, "denied", f"Rejected by the user, who says: {note}")
         return Decision(False, "denied", DENIED_MESSAGE)
+
+    def _take_literal(self, call_id: str, exec_request: ExecRequest) -> bool:
+        """Consume an approved literal command equal to this argv (program by name)."""
+        literals = self._approved_literals.get(call_id, [])
+        for words in literals:
+            for i, word in enumerate(words):
+                if os.path.basename(word) == exec_request.program and (
+                    words[i + 1 :] == exec_request.argv[1:]
+                ):
+                    literals.remove(words)
+                    return True
+        return False
 
     def exec_asker(
         self, call_id: str, tool_name: str, ask: AskPermission | None

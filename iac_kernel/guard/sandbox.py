@@ -136,3 +136,20 @@ class Layout:
 
     def _binds(self) -> list[Path]:
         return [*self.writable, self.cwd]
+
+
+_NOTICED: set[str] = set()
+
+
+def reduced_notice(session_id: str) -> str | None:
+    """The reduced-guard notice, once per session (None when the sandbox works or the
+    session was already told)."""
+    reason = unusable_reason()
+    if reason is None or session_id in _NOTICED:
+        return None
+    _NOTICED.add(session_id)
+    return (
+        f"{REDUCED_STATUS} ({reason}). Bash commands run without a sandbox: guarded "
+        "programs still ask before changing commands when found on PATH, but writes "
+        "outside the working directory are not blocked."
+    )

@@ -172,8 +172,7 @@ class ApprovalServer:
             except Refused:
                 entry["outcome"] = "refused"
                 raise
-        stdio = dict(zip(request.get("fds", []), fds, strict=False))
-        return await self._run(program, run_argv, cwd, env, stdio, conn)
+        return await self._run(program, run_argv, cwd, env, request.get("fds", []), fds, conn)
 
     async def _approve(
         self, program: str, argv: list[str], cwd: str, env: dict, verdict: Verdict
@@ -212,8 +211,11 @@ class ApprovalServer:
         return real if real in reals else reals[0]
 
     async def _run(
-        self, program: str, argv: list[str], cwd: str, env: dict, stdio: dict, conn
+        self, program: str, argv: list[str], cwd: str, env: dict, numbers: list, fds: list, conn
     ) -> int:
+        """Start the real program with the launcher's stdio ``fds`` (its fd ``numbers``);
+        ``fds`` are closed here and the list emptied (the caller must not close them)."""
+        stdio = dict(zip(numbers, fds, strict=False))
         real = self._pick_real(program, argv[0])
         run_argv = [program, *argv[1:]]
         std = {k: stdio.get(i, asyncio.subprocess.DEVNULL) for i, k in enumerate(("i", "o", "e"))}
@@ -252,10 +254,10 @@ class ApprovalServer:
                 )
             except OSError as exc:
                 raise Refused(f"cannot start {program}: {exc.strerror or exc}") from None
-        for fd in stdio.values():
+        for fd in fds:
             with contextlib.suppress(OSError):
                 os.close(fd)
-        stdio.clear()
+        fds.clear()
         self._groups.add(proc.pid)
         watcher = asyncio.create_task(self._watch(conn, proc))
         try:

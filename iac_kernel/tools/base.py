@@ -105,5 +105,10 @@ class Tool:
         (``["terraform plan"]``); None when no "always" answer can be offered."""
         return None
 
+    def literal_commands(self, args: dict[str, Any]) -> list[list[str]]:
+        """The exact argvs a per-call approval of this call covers (the user saw them
+        literally); a guarded program running one of them is not asked again."""
+        return []
+
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         raise NotImplementedError

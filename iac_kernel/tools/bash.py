@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import contextlib
 import os
 import re
 import signal
@@ -12,7 +13,7 @@ from typing import Any
 
 from iac_kernel.guard.call import GuardedCall, SandboxRequired
 from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError, ToolResult
-from iac_kernel.tools.danger import command_prefixes, dangerous_reason
+from iac_kernel.tools.danger import command_prefixes, dangerous_reason, literal_commands
 from iac_kernel.tools.paths import short
 from iac_kernel.tools.procgroup import (
     group_alive,
@@ -149,6 +150,10 @@ class BashTool(Tool):
             return None
         return command_prefixes(command)
 
+    def literal_commands(self, args: dict[str, Any]) -> list[list[str]]:
+        command = args.get("command") if isinstance(args, dict) else None
+        return literal_commands(command) if isinstance(command, str) else []
+
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         args = check(self, args)
         settings = ctx.settings
@@ -156,8 +161,9 @@ class BashTool(Tool):
         timeout = min(float(args.get("timeout", settings.bash_timeout)), max_timeout)
         _require_dir(ctx.cwd)
         env = {**os.environ, **ctx.env}
-        # The kernel's own environment first: its python, pip and tools.
-        env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
+        if "PATH" not in ctx.env:  # an explicit PATH from the caller is kept as given
+            # The kernel's own environment first: its python, pip and tools.
+            env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
         guard = GuardedCall(
             ctx.cwd, settings, env, ctx.ask_exec, sandbox=args.get("sandbox", True) is not False
         )
@@ -181,8 +187,8 @@ class BashTool(Tool):
         grace = float(ctx.settings.bash_grace)
         capture = OutputCapture(int(ctx.settings.output_limit))
         capture.on_text = ctx.on_output
-        try:
-            proc = await asyncio.create_subprocess_exec(
+        spawn = asyncio.ensure_future(
+            asyncio.create_subprocess_exec(
                 *guard.wrap(["bash", "-c", command]),
                 cwd=str(ctx.cwd),
                 env=guard.env,
@@ -191,6 +197,16 @@ class BashTool(Tool):
                 stderr=asyncio.subprocess.STDOUT,
                 start_new_session=True,
             )
+        )
+        try:
+            # Shielded: a cancel while asyncio connects the pipes must still stop the
+            # command, which is already running by then.
+            proc = await asyncio.shield(spawn)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                started = await spawn
+                await stop_group(started, started.pid, grace, guard.sandboxed)
+            raise
         except FileNotFoundError as exc:
             _require_dir(ctx.cwd)
             raise ToolError(f"cannot run the command: {exc.filename} is not installed") from None

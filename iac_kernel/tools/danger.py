@@ -223,13 +223,25 @@ _NO_PREFIX = (
 _PREFIX_WORD = re.compile(r"^[A-Za-z][A-Za-z0-9_.:-]*$")
 
 
+def _has_expansions(command: str) -> bool:
+    return any(c in command for c in "$`\\") or "<(" in command or ">(" in command
+
+
+def literal_commands(command: str) -> list[list[str]]:
+    """The simple commands of ``command`` word by word, when it has no expansions
+    (what the user read is exactly what runs); else []."""
+    if not command.strip() or _has_expansions(command):
+        return []
+    return [list(segment) for segment in _segments(command)]
+
+
 def command_prefixes(command: str) -> list[str] | None:
     """What "Allow always" remembers for ``command``: the program and its subcommand of
     each simple command (``terraform plan -out=x && terraform show`` ->
     ``["terraform plan", "terraform show"]``). None when the command has expansions,
     nested shells or interpreters running code, or variable assignments: then no
     "always" answer is offered."""
-    if not command.strip() or any(c in command for c in "$`\\") or "<(" in command:
+    if not command.strip() or _has_expansions(command):
         return None
     prefixes: list[str] = []
     for segment in _segments(command):

@@ -8,8 +8,9 @@ from typing import Any
 from iac_kernel.agent.events import Diff
 from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError, ToolResult
 from iac_kernel.tools.paths import resolve_path, short, tool_paths
+from iac_kernel.tools.safe_write import remember_target
 from iac_kernel.tools.validate import check
-from iac_kernel.tools.write_file import read_text_if_exists, write_or_raise
+from iac_kernel.tools.write_file import _expected, read_text_if_exists, write_or_raise
 
 
 def apply_edit(text: str, old: str, new: str, replace_all: bool, shown: str) -> tuple[str, int]:
@@ -82,6 +83,7 @@ class EditFileTool(Tool):
         shown = args["path"]
         path = resolve_path(ctx, shown)
         old_text = read_text_if_exists(path, shown, strict=True)
+        remember_target(path, ctx.cwd)
         if old_text is None:
             raise ToolError(f"file not found: {shown} (use write_file to create a file)")
         if "\x00" in old_text:
@@ -92,8 +94,9 @@ class EditFileTool(Tool):
         return Diff(path=str(path), old_text=old_text, new_text=new_text), count
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        expected = _expected(self, args, ctx)
         diff, count = self._plan(args, ctx)
-        write_or_raise(Path(diff.path), args["path"], diff.new_text)
+        write_or_raise(Path(diff.path), args["path"], diff.new_text, ctx.cwd, expected)
         noun = "occurrence" if count == 1 else "occurrences"
         return ToolResult(
             f"Edited {args['path']}: replaced {count} {noun}.",

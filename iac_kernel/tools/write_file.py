@@ -1,10 +1,7 @@
-"""write_file: create or overwrite a text file, atomically."""
+"""write_file: create or overwrite a text file, atomically and confined (no symlink swaps)."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import secrets
 import stat
 from pathlib import Path
 from typing import Any
@@ -12,6 +9,7 @@ from typing import Any
 from iac_kernel.agent.events import Diff
 from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError, ToolResult
 from iac_kernel.tools.paths import resolve_path, short, tool_paths
+from iac_kernel.tools.safe_write import previewed_target, remember_target, write_confined
 from iac_kernel.tools.validate import check
 
 
@@ -39,39 +37,12 @@ def read_text_if_exists(path: Path, shown: str, strict: bool = False) -> str | N
         raise ToolError(f"cannot read {shown}: {exc.strerror or exc}") from None
 
 
-def atomic_write(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temp file and ``os.replace``.
-
-    Readers never see a half-written file. An existing file keeps its permission bits;
-    a symlink is followed so the link stays a link. New files get the umask default.
-    """
-    target = Path(os.path.realpath(path))
+def write_or_raise(
+    path: Path, shown: str, text: str, cwd: Path | str, expected: str | None = None
+) -> None:
+    """:func:`write_confined` (no symlink swap redirects it), OS errors as ToolError."""
     try:
-        mode = stat.S_IMODE(target.stat().st_mode)
-    except FileNotFoundError:
-        mode = None
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
-    # 0o666 here lets the umask decide a new file's mode, as open() would.
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def write_or_raise(path: Path, shown: str, text: str) -> None:
-    """:func:`atomic_write`, with OS errors turned into ToolError."""
-    try:
-        atomic_write(path, text)
+        write_confined(path, text, cwd, shown, expected)
     except PermissionError:
         raise ToolError(f"permission denied: {shown}") from None
     except OSError as exc:
@@ -112,14 +83,22 @@ class WriteFileTool(Tool):
         args = check(self, args)
         path = resolve_path(ctx, args["path"])
         old = read_text_if_exists(path, args["path"])
+        remember_target(path, ctx.cwd)
         return Diff(path=str(path), old_text=old, new_text=args["content"])
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        expected = _expected(self, args, ctx)
         diff = self.preview(args, ctx)
         path = Path(diff.path)
-        write_or_raise(path, args["path"], diff.new_text)
+        write_or_raise(path, args["path"], diff.new_text, ctx.cwd, expected)
         return ToolResult(
             change_summary(args["path"], diff.old_text, diff.new_text),
             raw_output={"path": diff.path, "created": diff.old_text is None},
             diff=diff,
         )
+
+
+def _expected(tool: Tool, args: dict[str, Any], ctx: ToolContext) -> str | None:
+    """Where the path resolved when the question was prepared (before this run)."""
+    paths = tool.paths(args, ctx)
+    return previewed_target(paths[0], ctx.cwd) if paths else None
