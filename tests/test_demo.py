@@ -34,34 +34,76 @@ def outputs(nb, mime: str) -> list:
     ]
 
 
-def test_demo_executes_the_quickstart_into_a_new_file(tmp_path: Path):
-    before = QUICKSTART.read_bytes()
-    proc = subprocess.run(
-        [*COMMAND, "demo", "-o", "tmp/out.ipynb"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+def run(args: list[str], cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        args, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=dict(os.environ)
     )
-    assert proc.returncode == 0, proc.stderr
-    target = (tmp_path / "tmp" / "out.ipynb").resolve()
-    assert target.is_file()
-    assert f"Executed notebook: {target}" in proc.stdout
-    assert QUICKSTART.read_bytes() == before  # the source is never rewritten
 
-    nb = nbformat.read(target, as_version=4)
+
+def check_quickstart_ran(nb) -> list[dict]:
+    """The executed quickstart: every card done, the grep ran for real on the workspace."""
     cards = [json.loads(c) if isinstance(c, str) else c for c in outputs(nb, demo.CARD_MIME)]
     assert cards and all(card["status"] == "done" for card in cards)
     grep = next(card for card in cards if card["name"] == "grep" and "0\\.0" in card["title"])
-    # The tool ran for real on the sample workspace.
     assert 'modules/web/security_groups.tf:44:    cidr_blocks = ["0.0.0.0/0"]' in grep["output"]
-
     script = json.loads(SCRIPT.read_text())
     final_words = script["exchanges"][1]["turns"][-1]["text"]
-    answers = outputs(nb, "text/markdown")
-    assert any(final_words in answer for answer in answers)
+    assert any(final_words in answer for answer in outputs(nb, "text/markdown"))
+    return cards
+
+
+def test_demo_writes_a_notebook_that_runs_again_from_any_folder(
+    tmp_path: Path, isolated_store: Path
+):
+    before = QUICKSTART.read_bytes()
+    proc = run([*COMMAND, "demo"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    target = (tmp_path / "iac-kernel-demo" / "01-quickstart.ipynb").resolve()
+    assert f"Executed notebook: {target}" in proc.stdout
+    # The command to open it, relative to where the demo ran; no warning nobody can act on.
+    assert "Open it:   jupyter lab iac-kernel-demo/01-quickstart.ipynb" in proc.stdout
+    assert "WARNING" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert QUICKSTART.read_bytes() == before  # the source is never rewritten
+    cards = check_quickstart_ran(nbformat.read(target, as_version=4))
     assert f"{len(cards)} tool calls" in proc.stdout
+
+    # The session is titled after the notebook and stores its model (as %session shows it).
+    metas = [json.loads(p.read_text()) for p in isolated_store.glob("*.json")]
+    meta = next(m for m in metas if m.get("notebook") == str(target))
+    assert meta["title"] == "01-quickstart"
+    assert meta["model"] == f"scripted:{target.parent / 'scripts' / 'quickstart.json'}"
+
+    # Re-executed where it was written, from another folder, with nbconvert: it still runs.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    again = run(
+        [
+            sys.executable,
+            "-m",
+            "jupyter",
+            "nbconvert",
+            "--to",
+            "notebook",
+            "--execute",
+            str(target),
+            "--output",
+            str(elsewhere / "again.ipynb"),
+        ],
+        cwd=elsewhere,
+    )
+    assert again.returncode == 0, again.stderr
+    assert "WARNING" not in again.stderr, again.stderr
+    check_quickstart_ran(nbformat.read(elsewhere / "again.ipynb", as_version=4))
+
+
+def test_output_beside_other_files_never_overwrites_them(tmp_path: Path, capsys):
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "quickstart.json").write_text("{}")  # the user's own file
+    assert demo.run_demo(str(tmp_path / "q.ipynb")) == 1
+    err = capsys.readouterr().err
+    assert "quickstart.json exists and differs" in err
+    assert (tmp_path / "scripts" / "quickstart.json").read_text() == "{}"
+    assert not (tmp_path / "q.ipynb").exists()
 
 
 def test_missing_kernelspec_is_a_readable_error(monkeypatch, capsys, tmp_path: Path):
@@ -80,10 +122,11 @@ def test_missing_kernelspec_is_a_readable_error(monkeypatch, capsys, tmp_path: P
 
 def test_default_output_never_clobbers(monkeypatch, tmp_path: Path):
     monkeypatch.chdir(tmp_path)
-    assert demo.output_path(None, QUICKSTART) == tmp_path / "iac-kernel-demo.ipynb"
-    (tmp_path / "iac-kernel-demo.ipynb").write_text("{}")
-    (tmp_path / "iac-kernel-demo-1.ipynb").write_text("{}")
-    assert demo.output_path(None, QUICKSTART) == tmp_path / "iac-kernel-demo-2.ipynb"
+    first = tmp_path / "iac-kernel-demo" / demo.QUICKSTART
+    assert demo.output_path(None, QUICKSTART) == first
+    (tmp_path / "iac-kernel-demo").mkdir()
+    (tmp_path / "iac-kernel-demo-1").mkdir()
+    assert demo.output_path(None, QUICKSTART) == tmp_path / "iac-kernel-demo-2" / demo.QUICKSTART
 
 
 @pytest.mark.parametrize(
@@ -97,3 +140,31 @@ def test_default_output_never_clobbers(monkeypatch, tmp_path: Path):
 def test_bad_output_paths(capsys, output: str, message: str):
     assert demo.run_demo(output) == 1
     assert message in capsys.readouterr().err
+
+
+def test_demo_says_how_to_open_it_and_when_the_extension_is_missing(
+    monkeypatch, capsys, tmp_path: Path
+):
+    """Without running a kernel: the files beside the notebook and what is printed."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(demo, "execute", lambda path: nbformat.read(path, as_version=4))
+    monkeypatch.setattr(demo, "labextension_installed", lambda: False)
+    assert demo.run_demo("my runs/q.ipynb") == 0
+    out = capsys.readouterr().out
+    assert "Open it:   jupyter lab 'my runs/q.ipynb'" in out
+    assert "Re-run it: jupyter nbconvert --to notebook --execute --inplace 'my runs/q.ipynb'" in out
+    assert demo.labextension_note() in out and "install Node.js" in out
+    assert (
+        tmp_path / "my runs" / "scripts" / "quickstart.json"
+    ).read_bytes() == SCRIPT.read_bytes()
+    assert (tmp_path / "my runs" / "workspaces" / "aws-web-stack" / "main.tf").is_file()
+
+
+def test_labextension_installed_looks_where_jupyterlab_looks(monkeypatch, tmp_path: Path):
+    import jupyter_core.paths
+
+    monkeypatch.setattr(jupyter_core.paths, "jupyter_path", lambda *parts: [str(tmp_path)])
+    assert not demo.labextension_installed()
+    (tmp_path / demo.LABEXTENSION).mkdir(parents=True)
+    (tmp_path / demo.LABEXTENSION / "package.json").write_text("{}")
+    assert demo.labextension_installed()

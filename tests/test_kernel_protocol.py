@@ -22,11 +22,34 @@ SCRIPT = Path(__file__).parent / "scripts" / "kernel_turns.json"
 REPO = Path(__file__).parent.parent
 
 
-class IacKernelTests(jupyter_kernel_test.KernelTests):
-    """jupyter_kernel_test's checks, filled in where they apply to a prompt kernel.
+#: The suite's kernel starts with one bad setting: it must start anyway and say so.
+BAD_SETTING = {"IAC_KERNEL_MAX_TURN_REQUESTS": "abc"}
 
-    Left unset on purpose: code_hello_world / code_stderr (a prompt does not print to
-    stdout), code_execute_result (answers are displays), history and pager.
+
+def run_cell(kc, code: str, timeout: float = 60) -> tuple[dict, list[dict]]:
+    """Execute ``code``; the reply and the iopub messages of that request until idle."""
+    msg_id = kc.execute(code)
+    reply = kc.get_shell_msg(timeout=timeout)
+    msgs = []
+    while True:
+        msg = kc.get_iopub_msg(timeout=timeout)
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            return reply, msgs
+        msgs.append(msg)
+
+
+class IacKernelTests(jupyter_kernel_test.KernelTests):
+    """jupyter_kernel_test's whole suite: a sample for every test it offers.
+
+    Two of its tests cannot apply to a prompt kernel and are replaced by checks of what
+    the kernel does instead (same names, so nothing is skipped):
+
+    * ``test_execute_stdout``: an answer is never printed to stdout; it is one Markdown
+      display updated in place, so it can stream and still end as one output.
+    * ``test_clear_output``: outputs are updated in place by display id and never
+      cleared (clearing would also drop the tool cards above the answer).
     """
 
     kernel_name = KERNEL_NAME
@@ -46,6 +69,13 @@ class IacKernelTests(jupyter_kernel_test.KernelTests):
         {"code": "quick question", "mime": "text/markdown"},
     ]
     code_inspect_sample = "%fork"
+    # The start-up problems are repeated on stderr by every %config listing.
+    code_stderr = "%config"
+    code_page_something = "%fork?"
+    # %config KEY is the setting's value: the default, as the env value was bad.
+    code_execute_result = [{"code": "%config max_turn_requests", "result": "25"}]
+    supported_history_operations = ("tail", "range", "search")
+    code_history_pattern = "%config max_turn*"
 
     @classmethod
     def setUpClass(cls) -> None:
@@ -60,12 +90,14 @@ class IacKernelTests(jupyter_kernel_test.KernelTests):
             IAC_KERNEL_SESSIONS_DIR=str(root / "sessions"),
             IAC_KERNEL_SCRIPT=str(SCRIPT),
             IAC_KERNEL_MODEL="scripted",
+            **BAD_SETTING,
         )
         from jupyter_client.manager import start_new_kernel
 
         cls.km, cls.kc = start_new_kernel(
             kernel_name=cls.kernel_name, env=env, cwd=str(root / "work")
         )
+        cls.first_cell = run_cell(cls.kc, "%help")
 
     @classmethod
     def tearDownClass(cls) -> None:
@@ -75,6 +107,89 @@ class IacKernelTests(jupyter_kernel_test.KernelTests):
         else:
             os.environ["JUPYTER_PATH"] = cls._saved
         shutil.rmtree(cls._tmp, ignore_errors=True)
+
+    def test_bad_setting_is_one_line_in_the_first_cell(self) -> None:
+        reply, msgs = self.first_cell
+        self.assertEqual(reply["content"]["status"], "ok")  # the kernel started and answers
+        errs = [m["content"]["text"] for m in msgs if m["msg_type"] == "stream"]
+        self.assertEqual(
+            errs,
+            [
+                "iac-kernel setting ignored: IAC_KERNEL_MAX_TURN_REQUESTS='abc' is not valid "
+                "(expects a whole number, 0 or more); using the default 25\n"
+            ],
+        )
+        self.assertTrue(
+            all(m["content"]["name"] == "stderr" for m in msgs if "name" in m["content"])
+        )
+        # Only the first cell says so (and %config listings: code_stderr).
+        _reply, later = run_cell(self.kc, "%help")
+        self.assertFalse([m for m in later if m["msg_type"] == "stream"])
+
+    def test_execute_stdout(self) -> None:
+        """Replaces the stdout check (see the class docstring): a prompt's answer is a
+        Markdown display updated in place, never a stdout stream."""
+        self.flush_channels()
+        reply, msgs = self.execute_helper("quick question", timeout=60)
+        self.assertEqual(reply["content"]["status"], "ok")
+        types = [m["msg_type"] for m in msgs]
+        self.assertIn("display_data", types)
+        self.assertIn("update_display_data", types)
+        self.assertTrue(any("text/markdown" in m["content"].get("data", {}) for m in msgs))
+        self.assertFalse([m for m in msgs if m["msg_type"] == "stream"])
+
+    def test_clear_output(self) -> None:
+        """Replaces the clear_output check (see the class docstring): displays are updated
+        by display id, never cleared."""
+        self.flush_channels()
+        reply, msgs = self.execute_helper("quick question", timeout=60)
+        self.assertEqual(reply["content"]["status"], "ok")
+        updated = {
+            m["content"]["transient"]["display_id"]
+            for m in msgs
+            if m["msg_type"] == "update_display_data"
+        }
+        shown = {
+            m["content"].get("transient", {}).get("display_id")
+            for m in msgs
+            if m["msg_type"] == "display_data"
+        }
+        self.assertTrue(updated and updated <= shown)
+        self.assertNotIn("clear_output", [m["msg_type"] for m in msgs])
+
+
+#: jupyter_kernel_test's tests and the samples each needs (it skips a test without them).
+SUITE_NEEDS = {
+    "test_kernel_info": (),
+    "test_execute_stdout": ("code_hello_world",),
+    "test_execute_stderr": ("code_stderr",),
+    "test_completion": ("completion_samples",),
+    "test_is_complete": (
+        "complete_code_samples",
+        "incomplete_code_samples",
+        "invalid_code_samples",
+    ),
+    "test_pager": ("code_page_something",),
+    "test_error": ("code_generate_error",),
+    "test_execute_result": ("code_execute_result",),
+    "test_display_data": ("code_display_data",),
+    "test_history": ("code_execute_result", "supported_history_operations", "code_history_pattern"),
+    "test_inspect": ("code_inspect_sample",),
+    "test_clear_output": ("code_clear_output",),
+}
+
+
+def test_the_suite_skips_nothing() -> None:
+    """Every test jupyter_kernel_test offers has its samples here, or is replaced by a
+    check of its own (a new version of the suite with new tests fails here first)."""
+    offered = {n for n in dir(jupyter_kernel_test.KernelTests) if n.startswith("test_")}
+    assert offered == set(SUITE_NEEDS)
+    for name, needs in SUITE_NEEDS.items():
+        if name in IacKernelTests.__dict__:
+            continue  # replaced (documented in the class docstring)
+        missing = [attr for attr in needs if not getattr(IacKernelTests, attr)]
+        assert not missing, f"{name} would skip: set {missing}"
+    assert set(IacKernelTests.supported_history_operations) == {"tail", "range", "search"}
 
 
 # -- through the harness ----------------------------------------------------------------------
@@ -190,3 +305,31 @@ def test_reference_kernel_json_matches_the_installer() -> None:
     reference = json.loads((REPO / "kernel.json").read_text())
     expected = kernel_spec("python")
     assert reference == expected
+
+
+# -- start-up warnings ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("ip", "dropped"),
+    [
+        ("127.0.0.1", True),
+        ("localhost", True),
+        ("::1", True),
+        ("0.0.0.0", False),
+        ("10.1.2.3", False),
+    ],
+)
+def test_tcp_encryption_warning_is_dropped_on_loopback_only(ip: str, dropped: bool) -> None:
+    import logging
+    from types import SimpleNamespace
+
+    from iac_kernel.kernel.app import TCP_WARNING, LoopbackTcpFilter
+
+    keep = LoopbackTcpFilter(SimpleNamespace(ip=ip)).filter
+
+    def record(msg: str) -> logging.LogRecord:
+        return logging.LogRecord("IPKernelApp", logging.WARNING, "", 0, msg, None, None)
+
+    assert keep(record(TCP_WARNING + ". All communication ... eavesdropping.")) is not dropped
+    assert keep(record("Some other warning"))

@@ -57,6 +57,8 @@ from iac_kernel.agent.session import AgentSession, SessionBusyError, SessionClos
 from iac_kernel.config import Settings
 from iac_kernel.kernel import completion
 from iac_kernel.kernel.cards import ToolCard
+from iac_kernel.kernel.cell_history import CellHistory
+from iac_kernel.kernel.cell_history import page as help_page
 from iac_kernel.kernel.console import ConsoleMixin, tool_output
 from iac_kernel.kernel.editor_turns import summary_markdown, summary_plain
 from iac_kernel.kernel.endpoint_hookup import EditorLink
@@ -112,8 +114,13 @@ class IacKernel(ConsoleMixin, IPythonKernel):
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
         self._count = 0
+        #: Bad IAC_KERNEL_* variables (defaults used): the first cell and every ``%config``
+        #: listing show them on stderr.
+        self.startup_problems: list[str] = []
+        self._problems_shown: int | None = None  # the cell that showed them
+        self.cell_history = CellHistory()
         self.state = KernelState(
-            Settings.from_env(),
+            Settings.from_env(problems=self.startup_problems),
             os.getcwd(),
             notebook=os.environ.get("JPY_SESSION_NAME") or None,
             permission_ui=os.environ.get("IAC_KERNEL_PERMISSION_UI", "auto"),
@@ -205,7 +212,6 @@ class IacKernel(ConsoleMixin, IPythonKernel):
             if question.bundle is not None
         ]
 
-
     def pre_handler_hook(self) -> None:
         """ipykernel installs a KeyboardInterrupt handler here; our SIGINT handler stays."""
 
@@ -237,6 +243,9 @@ class IacKernel(ConsoleMixin, IPythonKernel):
         ident = self._get_shell_context_var(self._shell_parent_ident)
         out = Publisher(self._sender(parent))
         if not silent:
+            if store_history:
+                self.cell_history.store(self.execution_count, code)
+            self._show_settings_problems(out)
             self._show_editor_turns(out)
         try:
             content = await self._execute(code, silent, allow_stdin, cell_id, out, parent, ident)
@@ -252,6 +261,17 @@ class IacKernel(ConsoleMixin, IPythonKernel):
             content.setdefault("payload", [])
             content.setdefault("user_expressions", {})
         return content
+
+    def _show_settings_problems(self, out: Publisher, again: bool = False) -> None:
+        """The first cell (and, with ``again``, a ``%config`` listing) says which settings
+        were ignored at start."""
+        if self._problems_shown is not None and (
+            not again or self._problems_shown == self.execution_count
+        ):
+            return  # shown already (in this very cell, for a %config listing)
+        self._problems_shown = self.execution_count
+        for line in self.startup_problems:
+            out.stream(f"iac-kernel setting ignored: {line}\n", "stderr")
 
     def _show_editor_turns(self, out: Publisher) -> None:
         """Editors attached through the endpoint prompted this session since the last
@@ -277,17 +297,25 @@ class IacKernel(ConsoleMixin, IPythonKernel):
         parent: dict[str, Any],
         ident: Any,
     ) -> dict[str, Any]:
+        paged = help_page(code)  # %magic? pages the magic's help
+        if paged is not None:
+            return {"status": "ok", "payload": [paged]}
         magics, prompt = split_cell(code)
         for call in magics:
             result = await self.magics.run(call)
-            if not silent:
-                out.display(
-                    {"text/markdown": result.markdown, "text/plain": result.plain},
-                    metadata=session_metadata(self.state.current),
-                )
+            if silent:
+                continue
+            if call.name == "config" and not call.args:
+                self._show_settings_problems(out, again=True)
+            bundle = {"text/markdown": result.markdown, "text/plain": result.plain}
+            info = session_metadata(self.state.current)
+            if result.value:  # e.g. %config KEY: the cell's value
+                out.result(bundle, self.execution_count, info)
+            else:
+                out.display(bundle, metadata=info)
                 # e.g. %permissions: the pending question's buttons, under its display id.
-                for bundle, display_id in result.displays:
-                    out.display(bundle, display_id)
+                for extra, display_id in result.displays:
+                    out.display(extra, display_id)
         if magics:
             self.status.push()  # %mode, %model, %new… change what the status bar shows
         if not prompt or silent:
@@ -407,6 +435,9 @@ class IacKernel(ConsoleMixin, IPythonKernel):
             await asyncio.sleep(STDIN_POLL)
 
     # -- other requests ----------------------------------------------------------------------
+
+    async def do_history(self, hist_access_type: str, output: bool, raw: bool, **kw: Any) -> Any:  # type: ignore[override]
+        return self.cell_history.reply(hist_access_type, output, raw, **kw)
 
     async def do_complete(self, code: str, cursor_pos: int | None) -> dict[str, Any]:  # type: ignore[override]
         return completion.complete(code, cursor_pos, self.state)

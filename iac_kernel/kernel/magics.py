@@ -26,6 +26,8 @@ from typing import Any
 from iac_kernel.agent.events import TextDelta, ToolCallInput, UserMessage
 from iac_kernel.agent.session import AgentSession
 from iac_kernel.config import HEADLESS_POLICIES, MODES
+from iac_kernel.guard.sandbox import status_text as guard_status
+from iac_kernel.kernel.paths import shown, shown_model
 from iac_kernel.kernel.permission_ui import PERMISSION_UIS, choose_ui
 from iac_kernel.kernel.state import KernelState, SessionError
 from iac_kernel.models.base import ModelError
@@ -67,6 +69,8 @@ class MagicOutput:
     plain: str
     #: More displays to show after the text: (bundle, display id), e.g. pending buttons.
     displays: list[tuple[dict[str, Any], str]] = field(default_factory=list)
+    #: The cell's value (sent as ``execute_result``), not a display: ``%config KEY``.
+    value: bool = False
 
 
 def split_cell(code: str) -> tuple[list[MagicCall], str]:
@@ -168,7 +172,8 @@ class Magics:
                 raise MagicError(f"no magic %{name}; %help lists them")
             text = f"`{spec.usage}`: {spec.summary}"
             return MagicOutput(text, f"{spec.usage}\n    {spec.summary}")
-        rows = [(f"`{s.usage}`", s.summary) for s in self.specs.values()]
+        # A "|" in a usage (e.g. "[reset | ui MODE]") would end the table cell: escaped.
+        rows = [(f"`{s.usage}`".replace("|", "\\|"), s.summary) for s in self.specs.values()]
         intro = (
             "**iac-kernel**: each cell is a prompt to the agent; lines starting with `%` are "
             "magics (`%%` escapes a literal `%`)."
@@ -189,9 +194,12 @@ class Magics:
         rows = [
             ("id", f"`{session.session_id}`"),
             ("title", _cell(meta.title or "(untitled until the first prompt)")),
-            ("cwd", f"`{session.cwd}`"),
-            ("git root", f"`{meta.git_root}`" if meta.git_root else "(not in a git repository)"),
-            ("model", f"`{session.model_id}`"),
+            ("cwd", f"`{shown(session.cwd)}`"),
+            (
+                "git root",
+                f"`{shown(meta.git_root)}`" if meta.git_root else "(not in a git repository)",
+            ),
+            ("model", f"`{shown_model(session.model_id)}`"),
             ("mode", f"`{session.mode}`"),
             ("messages", str(meta.message_count)),
             (
@@ -199,10 +207,11 @@ class Magics:
                 f"{usage.total_tokens:,} (input {usage.input_tokens:,}, "
                 f"output {usage.output_tokens:,}; this kernel)",
             ),
-            ("store", f"`{self.state.manager.store.root}`"),
+            ("store", f"`{_store_shown(self.state.manager.store.root)}`"),
+            ("guard", _cell(guard_status())),
         ]
         if meta.notebook:
-            rows.append(("notebook", f"`{meta.notebook}`"))
+            rows.append(("notebook", f"`{shown(meta.notebook)}`"))
         if meta.forked_from:
             rows.append(("forked from", f"`{meta.forked_from}`"))
         plain_rows = [(k, v.replace("`", "")) for k, v in rows]
@@ -213,7 +222,7 @@ class Magics:
             raise MagicError("usage: %sessions [all]")
         everywhere = args == "all"
         metas = self.state.sessions(everywhere)
-        where = "in the store" if everywhere else f"in `{self.state.cwd}`"
+        where = "in the store" if everywhere else f"in `{shown(self.state.cwd)}`"
         if not metas:
             text = f"No sessions {where} yet."
             if not everywhere:
@@ -227,7 +236,7 @@ class Magics:
         for meta in metas[:LIST_LIMIT]:
             mark = "▶" if meta.session_id == current_id else ""
             holder = self._holder(meta, current_id)
-            cwd = f" ({meta.cwd})" if everywhere else ""
+            cwd = f" ({shown(meta.cwd)})" if everywhere else ""
             lines.append(
                 f"| {mark} | `{meta.session_id}` | {_cell((meta.title or '') + cwd)} | "
                 f"{meta.updated_at} | {meta.message_count} | {meta.origin} | {_cell(holder)} |"
@@ -260,7 +269,8 @@ class Magics:
             raise MagicError("usage: %load SESSION_ID (see %sessions)")
         session = await self.state.load(args)
         text = f"Loaded session `{session.session_id}`: {_cell(session.title or '(untitled)')}"
-        text += f" ({session.meta.message_count} messages, model `{session.model_id}`)."
+        model = shown_model(session.model_id)
+        text += f" ({session.meta.message_count} messages, model `{model}`)."
         if session.repairs:
             text += " Repaired on load: " + "; ".join(session.repairs) + "."
         history = _history(session)
@@ -276,7 +286,7 @@ class Magics:
 
     async def new(self, args: str) -> MagicOutput:
         session = await self.state.new(args or None)
-        text = f"Started a new session `{session.session_id}` in `{session.cwd}`."
+        text = f"Started a new session `{session.session_id}` in `{shown(session.cwd)}`."
         return MagicOutput(text, text.replace("`", ""))
 
     async def model(self, args: str) -> MagicOutput:
@@ -287,16 +297,17 @@ class Magics:
             text = f"Model: `{active}`. Available (any Claude id works too):\n\n" + "\n".join(lines)
             text += "\n\n`scripted:PATH` replays your own script."
             return MagicOutput(text, f"model: {active}; available: {', '.join(available_models())}")
+        model_id = _absolute_script(args, self.state.cwd)
         try:
-            create_model(args, self.state.settings.script)
+            create_model(model_id, self.state.settings.script)
         except (ScriptError, ModelError, ValueError) as exc:
             raise MagicError(f"cannot use model {args!r}: {exc}", "ModelError") from None
         if current is not None:
             try:
-                current.set_model(args)
+                current.set_model(model_id)
             except ValueError as exc:
                 raise MagicError(str(exc), "ModelError") from None
-        self.state.settings.model = args
+        self.state.settings.model = model_id
         text = f"Model set to `{args}`."
         return MagicOutput(text, text.replace("`", ""))
 
@@ -320,7 +331,7 @@ class Magics:
     async def cwd(self, args: str) -> MagicOutput:
         current = self._current()
         if not args:
-            where = str(current.cwd) if current else self.state.cwd
+            where = shown(current.cwd if current else self.state.cwd)
             return MagicOutput(f"Working directory: `{where}`", where)
         new = _directory(self.state.cwd, args)
         if current is not None:
@@ -328,7 +339,7 @@ class Magics:
                 raise MagicError("a turn is running; wait for it or interrupt it", "SessionError")
             current.set_cwd(new)
         self.state.cwd = new
-        text = f"Working directory set to `{new}`."
+        text = f"Working directory set to `{shown(new)}`."
         return MagicOutput(text, text.replace("`", ""))
 
     async def config(self, args: str) -> MagicOutput:
@@ -345,9 +356,11 @@ class Magics:
             close = difflib.get_close_matches(key, known, n=1)
             hint = f" Did you mean {close[0]}?" if close else ""
             raise MagicError(f"unknown setting {key!r}.{hint} `%config` lists them", "ConfigError")
-        if not value:
-            shown = getattr(self.state.settings, key)
-            raise MagicError(f"missing value: usage %config {key} VALUE (now {shown!r})")
+        if not value:  # the setting's value, as the cell's result
+            current = self._current()
+            shown = getattr(current.settings if current else self.state.settings, key)
+            text = "none" if shown is None else str(shown)
+            return MagicOutput(f"`{key}` = `{text}`", text, value=True)
         if key == "sessions_dir":
             raise MagicError("sessions_dir cannot change in a running kernel", "ConfigError")
         if key == "model":
@@ -371,7 +384,7 @@ class Magics:
         current = self._current()
         if words == ["reset"]:
             if current is not None:
-                current.gate.remembered.clear()
+                current.gate.forget()
             text = "Forgot every 'always' answer of this session."
             return MagicOutput(text, text)
         if words and words[0] == "ui":
@@ -383,8 +396,7 @@ class Magics:
         if words:
             raise MagicError("usage: %permissions [reset | ui auto|widgets|stdin|policy]")
         settings = current.settings if current else self.state.settings
-        remembered = current.gate.remembered if current else {}
-        always = ", ".join(f"{tool}: always {answer}" for tool, answer in remembered.items())
+        always = "; ".join(current.gate.remembered_summary()) if current else ""
         ui = self.state.permission_ui
         rows = [
             ("mode", f"`{settings.mode}`: {MODE_HELP.get(settings.mode, '')}"),
@@ -423,6 +435,13 @@ class Magics:
         return MagicOutput(f"{head}\n\n{fence}text\n{text}\n{fence}", text)
 
 
+def _store_shown(root: object) -> str:
+    """The store folder for display: its variable's name when the environment set it."""
+    if os.environ.get("IAC_KERNEL_SESSIONS_DIR"):
+        return "$IAC_KERNEL_SESSIONS_DIR"
+    return shown(str(root))
+
+
 def _longest_backtick_run(text: str) -> int:
     return max((len(run) for run in re.findall(r"`+", text)), default=0)
 
@@ -435,6 +454,14 @@ def _directory(base: str, raw: str) -> str:
     if not target.is_dir():
         raise MagicError(f"{raw!r} is not a directory")
     return os.path.realpath(target)
+
+
+def _absolute_script(model_id: str, cwd: str) -> str:
+    """``scripted:PATH`` with a relative PATH taken from ``cwd`` (sessions store it so)."""
+    name, sep, path = model_id.partition(":")
+    if sep and name == "scripted" and path and not Path(path).expanduser().is_absolute():
+        return f"scripted:{Path(cwd) / path}"
+    return model_id
 
 
 def _default_model() -> str:
@@ -504,8 +531,9 @@ SPECS = [
     MagicSpec("cwd", "%cwd [PATH]", "Show or change the agent's working directory.", Magics.cwd),
     MagicSpec(
         "config",
-        "%config [KEY VALUE]",
-        "List the settings, or change one (e.g. `%config max_tokens 4096`).",
+        "%config [KEY [VALUE]]",
+        "List the settings, show one (`%config max_tokens`) or change one "
+        "(`%config max_tokens 4096`).",
         Magics.config,
     ),
     MagicSpec(
