@@ -102,6 +102,29 @@ def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KernelHarness]:
         harness.stop()
 
 
+def test_session_info_from_the_start_and_on_every_change(kernel: KernelHarness) -> None:
+    other = SecondClient(kernel)
+    try:
+        info = other.reply(other.shell("kernel_info_request", {}), 10)["content"]["iac_kernel"]
+        assert info["model"] == "scripted" and info["mode"] == "default"
+        assert info["sessionId"] is None  # no session before the first prompt (first test)
+        assert info["pending"] == 0 and info["busy"] is False and info["questions"] == []
+        comm_id = uuid.uuid4().hex
+        other.shell("comm_open", {"comm_id": comm_id, "target_name": STATUS_TARGET, "data": {}})
+        assert other.comm_data(comm_id, "session_info")["info"]["mode"] == "default"
+        kernel.execute("%mode bypass")
+        assert other.comm_data(comm_id, "session_info")["info"]["mode"] == "bypass"
+        kernel.execute("%mode default")
+        assert other.comm_data(comm_id, "session_info")["info"]["mode"] == "default"
+        other.shell(
+            "comm_msg", {"comm_id": comm_id, "data": {"request": "full_output", "callId": "nope"}}
+        )
+        missing = other.comm_data(comm_id, "full_output")
+        assert missing["output"] is None and "no tool call" in missing["error"]
+    finally:
+        other.stop()
+
+
 def test_text_and_cards_in_the_order_they_happened(kernel: KernelHarness) -> None:
     result = kernel.execute("order please")
     assert result.status == "ok"

@@ -236,3 +236,65 @@ def test_console_cells_and_stored_outputs() -> None:
     ]
     assert tool_output(messages, "t1") == "all of it"
     assert tool_output(messages, "t2") is None
+
+
+async def test_help_table_escapes_pipes_in_usages(workspace: Any) -> None:
+    import re
+
+    from iac_kernel.config import Settings
+    from iac_kernel.kernel.magics import MagicCall, Magics
+    from iac_kernel.kernel.state import KernelState
+
+    state = KernelState(Settings.from_env(), str(workspace))
+    output = await Magics(state).run(MagicCall("help", "", 1))
+    rows = [line for line in output.markdown.splitlines() if line.startswith("| `%")]
+    assert any("\\|" in row for row in rows), "a usage with | is in the table"
+    assert all(len(re.findall(r"(?<!\\)\|", row)) == 3 for row in rows)
+
+
+async def test_a_restarted_kernel_does_not_reuse_the_notebook_title(workspace: Any) -> None:
+    from iac_kernel.config import Settings
+    from iac_kernel.kernel.state import KernelState
+
+    titles = []
+    for _run in range(3):  # three kernel starts of one notebook, one store
+        state = KernelState(Settings.from_env(), str(workspace), notebook="infra.ipynb")
+        titles.append(state.session().title)
+        await state.close()
+    assert titles == ["infra", "infra (2)", "infra (3)"]
+
+
+def test_displayed_paths_are_relative_to_the_notebook(tmp_path: Any, monkeypatch: Any) -> None:
+    from iac_kernel.kernel import paths
+
+    checkout = tmp_path / "repo"
+    notebooks = checkout / "notebooks"
+    (checkout / ".git").mkdir(parents=True)
+    notebooks.mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    paths.set_base(str(notebooks))
+    try:
+        assert paths.shown(str(notebooks)) == "."
+        assert paths.shown(str(notebooks / "ws" / "main.tf")) == "ws/main.tf"
+        assert paths.shown(str(checkout / "README.md")) == "../README.md"
+        assert paths.shown(str(tmp_path / "home" / ".local" / "s")) == "~/.local/s"
+        assert paths.shown("/elsewhere/x") == "/elsewhere/x"
+        assert paths.shown("relative/x") == "relative/x"
+        script = f"scripted:{notebooks / 'scripts' / 'a.json'}"
+        assert paths.shown_model(script) == "scripted:scripts/a.json"
+        card = _card_with(str(notebooks / "ws" / "main.tf"))
+        payload = card.payload()
+        assert payload["locations"] == ["ws/main.tf"] and payload["diff"]["path"] == "ws/main.tf"
+        assert str(notebooks) not in json.dumps(card.bundle())
+    finally:
+        paths.set_base(None)
+
+
+def _card_with(path: str) -> Any:
+    from iac_kernel.agent.events import Diff
+    from iac_kernel.kernel.cards import ToolCard
+
+    card = ToolCard("c1", "edit_file", "edit_file: main.tf", "edit", "s1", status="done")
+    card.locations = [path]
+    card.diff = Diff(path, "a = 1\n", "a = 2\n")
+    return card

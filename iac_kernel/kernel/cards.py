@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from iac_kernel.agent.events import Diff
+from iac_kernel.kernel.paths import shown
 from iac_kernel.redact import redact
 
 CARD_MIME = "application/vnd.iac-kernel.toolcall+json"
@@ -127,12 +128,12 @@ class ToolCard:
         return None if text is None else clip(text)
 
     def payload(self) -> dict[str, Any]:
-        shown = self.clip()
-        output, truncated = (shown.shown, shown.cut) if shown else (None, False)
+        part = self.clip()
+        output, truncated = (part.shown, part.cut) if part else (None, False)
         diff = None
         if self.diff is not None:
             diff = {
-                "path": self.diff.path,
+                "path": shown(self.diff.path),
                 "oldText": self.diff.old_text,
                 "newText": self.diff.new_text,
             }
@@ -146,22 +147,22 @@ class ToolCard:
             "input": redacted(self.input),
             "output": output,
             "outputTruncated": truncated,
-            "outputNote": shown.note if shown and shown.note else None,
-            "outputLines": shown.lines if shown else 0,
+            "outputNote": part.note if part and part.note else None,
+            "outputLines": part.lines if part else 0,
             "hidden": (
-                {"fromLine": shown.hidden[0], "toLine": shown.hidden[1]}
-                if shown and shown.hidden
+                {"fromLine": part.hidden[0], "toLine": part.hidden[1]}
+                if part and part.hidden
                 else None
             ),
-            "outputHead": shown.head if shown and shown.cut else None,
-            "outputTail": shown.tail if shown and shown.cut else None,
+            "outputHead": part.head if part and part.cut else None,
+            "outputTail": part.tail if part and part.cut else None,
             "live": self.output is None and bool(self.live),
             "elapsed": None if self.elapsed is None else round(self.elapsed, 1),
             "startedAt": self.started_at,
             "fullOutput": f"%output {self.call_id}",
             "question": self.question,
             "diff": diff,
-            "locations": list(self.locations),
+            "locations": [shown(location) for location in self.locations],
             "sessionId": self.session_id,
         }
 
@@ -252,7 +253,7 @@ def unified_diff(diff: Diff) -> list[str]:
     """The change as unified diff lines (no trailing newlines)."""
     old = (diff.old_text or "").splitlines()
     new = diff.new_text.splitlines()
-    name = diff.path.lstrip("/")
+    name = shown(diff.path).lstrip("/")
     before = "/dev/null" if diff.old_text is None else f"a/{name}"
     return list(difflib.unified_diff(old, new, before, f"b/{name}", lineterm=""))
 
@@ -330,9 +331,9 @@ def render_html(card: ToolCard) -> str:
         + "</div>",
     ]
     if card.locations:
-        shown = ", ".join(esc(loc) for loc in card.locations[:5])
+        where = ", ".join(esc(shown(loc)) for loc in card.locations[:5])
         more = f" and {len(card.locations) - 5} more" if len(card.locations) > 5 else ""
-        parts.append(f'<div style="color:#6e7781">{shown}{more}</div>')
+        parts.append(f'<div style="color:#6e7781">{where}{more}</div>')
     if card.input:
         parts.append(
             "<details><summary>Input</summary>"
@@ -342,7 +343,7 @@ def render_html(card: ToolCard) -> str:
         # A rejected or cancelled change is collapsed: it did not happen.
         diff_open = "" if card.status in ("denied", "cancelled") else " open"
         parts.append(
-            f"<details{diff_open}><summary>Diff of {esc(card.diff.path)}</summary>"
+            f"<details{diff_open}><summary>Diff of {esc(shown(card.diff.path))}</summary>"
             f"{_diff_html(card.diff)}</details>"
         )
     output, _truncated, note = card.shown_output()

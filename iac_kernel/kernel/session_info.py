@@ -16,6 +16,7 @@ from typing import Any
 
 from iac_kernel.agent.events import Usage
 from iac_kernel.agent.session import AgentSession
+from iac_kernel.kernel.paths import shown, shown_model
 
 SESSION_MIME = "application/vnd.iac-kernel.session+json"
 
@@ -24,10 +25,10 @@ def session_info(session: AgentSession, turn_usage: Usage | None = None) -> dict
     return {
         "version": 1,
         "sessionId": session.session_id,
-        "model": session.model_id,
+        "model": shown_model(session.model_id),
         "mode": session.mode,
         "title": session.title,
-        "cwd": str(session.cwd),
+        "cwd": shown(session.cwd),
         "usage": session.usage.to_dict(),
         "turnUsage": turn_usage.to_dict() if turn_usage is not None else None,
     }

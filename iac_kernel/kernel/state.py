@@ -84,7 +84,8 @@ class KernelState:
 
     def _create(self, title: str | None = None) -> AgentSession:
         meta: dict[str, str] = {}
-        title = title or self.notebook_title()
+        if not title and self.notebook_title():
+            title = self._unused_title(self.notebook_title() or "")
         if title:
             meta["title"] = title
         if self.notebook:
@@ -93,6 +94,20 @@ class KernelState:
             return self.manager.new(self.cwd, **meta)
         except ValueError as exc:
             raise SessionError(str(exc)) from None
+
+    def _unused_title(self, title: str) -> str:
+        """``title``, or ``title (2)``, ``(3)``… when a session of this folder has it (a
+        restarted kernel starts a new session; it must not look like the old one)."""
+        try:
+            taken = {meta.title for meta in self.manager.list(self.cwd)}
+        except OSError:
+            return title
+        if title not in taken:
+            return title
+        number = 2
+        while f"{title} ({number})" in taken:
+            number += 1
+        return f"{title} ({number})"
 
     async def _switch(self, session: AgentSession) -> AgentSession:
         old, self.current = self.current, session
