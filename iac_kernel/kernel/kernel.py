@@ -55,7 +55,7 @@ from iac_kernel import __version__
 from iac_kernel.agent.events import TurnEnded, Usage
 from iac_kernel.agent.session import AgentSession, SessionBusyError, SessionClosedError
 from iac_kernel.config import Settings
-from iac_kernel.kernel import completion
+from iac_kernel.kernel import completion, paths
 from iac_kernel.kernel.cards import ToolCard
 from iac_kernel.kernel.cell_history import CellHistory
 from iac_kernel.kernel.cell_history import page as help_page
@@ -125,6 +125,7 @@ class IacKernel(ConsoleMixin, IPythonKernel):
             notebook=os.environ.get("JPY_SESSION_NAME") or None,
             permission_ui=os.environ.get("IAC_KERNEL_PERMISSION_UI", "auto"),
         )
+        paths.set_base(os.getcwd())  # displayed paths: relative to the notebook's folder
         self.magics = Magics(self.state)
         self.magics.full_output = self.full_output
         self.magics.pending = self._pending_bundles
