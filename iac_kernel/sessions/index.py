@@ -1,12 +1,14 @@
 """The listing index: one append-only file per working directory, kept current on write.
 
 ``<root>/index/<hash of cwd>.jsonl`` holds one line per metadata change of a session of
-that folder: the whole metadata (the last line of an id wins), or ``{"session_id",
-"gone": true}`` when the session moved to another folder. Appending a line costs one
-small write (no fsync: the index is a cache; the logs and ``<id>.json`` are the truth,
-and :meth:`FolderIndex.rebuild` recreates it). Readers keep what they parsed and read
-only the bytes appended since; a file with many superseded lines is rewritten compactly.
-Appenders share an ``flock`` and the compactor takes it exclusively, so no line is lost.
+that folder: the whole metadata (the last line of an id wins), ``{"session_id", "delta":
+true, "updated_at", "message_count"}`` after a message (merged into the last whole
+line), or ``{"session_id", "gone": true}`` when the session moved to another folder.
+Appending a line costs one small write (no fsync: the index is a cache; the logs and
+``<id>.json`` are the truth, and :meth:`FolderIndex.rebuild` recreates it). Readers keep
+what they parsed and read only the bytes appended since; a file with many superseded
+lines is rewritten compactly. Appenders share an ``flock`` and the compactor takes it
+exclusively, so no line is lost.
 """
 
 from __future__ import annotations
@@ -47,9 +49,16 @@ class FolderIndex:
     def __init__(self, root: Path):
         self.dir = root / "index"
         self._cache: dict[str, _Cached] = {}
+        self._dir_made = False
+        self._paths: dict[str, Path] = {}
 
     def path(self, cwd: str) -> Path:
-        return self.dir / f"{folder_key(cwd)}.jsonl"
+        path = self._paths.get(cwd)
+        if path is None:
+            if len(self._paths) > 4096:
+                self._paths.clear()
+            path = self._paths[cwd] = self.dir / f"{folder_key(cwd)}.jsonl"
+        return path
 
     @property
     def ready(self) -> bool:
@@ -61,12 +70,20 @@ class FolderIndex:
             self._append(old_cwd, {"session_id": meta["session_id"], "gone": True})
         self._append(meta["cwd"], meta)
 
+    def bump(self, cwd: str, session_id: str, updated_at: str, message_count: int) -> None:
+        """Record a session's new time and message count (a small line, no rewrite)."""
+        entry = {"session_id": session_id, "delta": True, "updated_at": updated_at}
+        entry["message_count"] = message_count
+        self._append(cwd, entry)
+
     def drop(self, cwd: str, session_id: str) -> None:
         """Take a deleted session out of its folder's index."""
         self._append(cwd, {"session_id": session_id, "gone": True})
 
     def _append(self, cwd: str, entry: dict[str, Any]) -> None:
-        files.private_dir(self.dir)
+        if not self._dir_made:
+            files.private_dir(self.dir)
+            self._dir_made = True
         path = self.path(cwd)
         data = json_line(entry)
         for _attempt in range(5):
@@ -145,6 +162,12 @@ class FolderIndex:
                 continue
             if entry.get("gone"):
                 cached.entries.pop(sid, None)
+            elif entry.get("delta"):
+                whole = cached.entries.pop(sid, None)
+                if whole is not None:  # a delta without its whole entry is skipped
+                    whole = {**whole, **entry}
+                    del whole["delta"]
+                    cached.entries[sid] = whole
             else:
                 cached.entries.pop(sid, None)  # keep insertion order = last update
                 cached.entries[sid] = entry

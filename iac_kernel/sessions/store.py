@@ -168,6 +168,8 @@ class SessionStore:
     def __init__(self, root: Path):
         self.root = Path(root).expanduser()
         self.index = FolderIndex(self.root)
+        #: session id -> (index entry, its SessionMeta): listing builds each once.
+        self._metas: dict[str, tuple[dict[str, Any], SessionMeta]] = {}
 
     def _path(self, session_id: str, suffix: str) -> Path:
         if not is_valid_session_id(session_id):
@@ -250,16 +252,24 @@ class SessionStore:
 
     def list(self, cwd: str | None = None) -> list[SessionMeta]:
         """Sessions, newest first; with ``cwd``, only those of exactly that directory."""
-        if not self.root.is_dir():
-            return []
-        self._ensure_root()
+        if not self.index.ready:
+            if not self.root.is_dir():
+                return []
+            self._ensure_root()
         entries = self.index.entries(cwd) if cwd is not None else self.index.all_entries()
         found = []
         for entry in entries:
+            sid = entry.get("session_id")
+            seen = self._metas.get(sid)
+            if seen is not None and seen[0] is entry:
+                found.append(seen[1])
+                continue
             try:
-                found.append(SessionMeta.from_dict(entry))
+                meta = SessionMeta.from_dict(entry)
             except TypeError:
                 continue
+            self._metas[sid] = (entry, meta)
+            found.append(meta)
         found.sort(key=lambda m: (m.updated_at, m.session_id), reverse=True)
         return found
 
@@ -427,8 +437,9 @@ class SessionWriter:
         """New ``updated_at`` and counters, in the listing index only (no rewrite)."""
         self.meta.updated_at = now_iso()
         self._dirty = True
+        meta = self.meta
         try:
-            self.store.index.put(asdict(self.meta))
+            self.store.index.bump(meta.cwd, meta.session_id, meta.updated_at, meta.message_count)
         except OSError as exc:  # the index is a cache; the log already has the record
             log.warning("session %s: listing index not updated: %s", self.session_id, exc)
 
