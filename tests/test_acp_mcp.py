@@ -137,6 +137,10 @@ async def test_servers_that_fail_or_die_leave_the_session_working(tmp_path, work
         status, text = result_of(client, sid)
         assert status == "failed" and "MCP server 'demo' failed" in text
         assert "crashing on purpose" in text  # the server's last stderr words
+        # The new state reaches the client in _meta, with the turn (before its answer).
+        (info,) = [u for u in client.of(sid, "session_info_update") if u.field_meta]
+        states = {s["name"]: s["status"] for s in info.field_meta["iac_kernel"]["mcpServers"]}
+        assert states == {"broken": "failed", "demo": "failed"}
 
         answer = await conn.prompt(session_id=sid, prompt=[text_block("add after the crash")])
         status, text = result_of(client, sid)

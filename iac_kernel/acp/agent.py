@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import socket
 from typing import Any
 
@@ -46,7 +45,7 @@ from iac_kernel import __version__
 from iac_kernel.acp import commands, errors, notify, session_config
 from iac_kernel.acp.channel import ClientChannel
 from iac_kernel.acp.content import to_anthropic
-from iac_kernel.acp.lifecycle import delete_stored, mcp_specs, start_mcp
+from iac_kernel.acp.lifecycle import check_cwd, delete_stored, mcp_specs, start_mcp
 from iac_kernel.acp.listing import list_page
 from iac_kernel.acp.permissions import PermissionAsker
 from iac_kernel.acp.proxy import FORWARDED, AttachError, RemoteSession
@@ -88,6 +87,8 @@ class IacAgent:
         #: Sessions a kernel holds that this connection attached to, by session id.
         self.remotes: dict[str, RemoteSession] = {}
         self._attach_lock = asyncio.Lock()
+        #: MCP server states last told to the client, by session id.
+        self._mcp_seen: dict[str, Any] = {}
 
     def attach(self, channel: ClientChannel) -> None:
         self.channel = channel
@@ -119,7 +120,7 @@ class IacAgent:
         await start_mcp(session, specs)
         after_answer(lambda: notify.send_commands(self._channel(), session))
         state = session_config.session_state(session)
-        return {"sessionId": session.session_id, **state, **notify.mcp_meta(session)}
+        return {"sessionId": session.session_id, **state, **self._mcp_answer(session)}
 
     async def load_session(
         self, cwd: str, session_id: str, mcp_servers: Any = None, **_: Any
@@ -130,7 +131,7 @@ class IacAgent:
         The session keeps the working directory it was created in; ``cwd`` must be
         absolute but need not match (an editor may open the project root).
         """
-        _check_cwd(cwd)
+        check_cwd(cwd)
         specs = mcp_specs(mcp_servers, cwd)
         session = await self._open_or_forward("session/load", cwd, session_id)
         if not isinstance(session, AgentSession):
@@ -141,13 +142,13 @@ class IacAgent:
             await channel.update(session.session_id, update)
         await notify.send_info(channel, session)
         await notify.send_commands(channel, session)
-        return {**session_config.session_state(session), **notify.mcp_meta(session)}
+        return {**session_config.session_state(session), **self._mcp_answer(session)}
 
     async def resume_session(
         self, cwd: str, session_id: str, mcp_servers: Any = None, **_: Any
     ) -> dict[str, Any]:
         """Like load without the replay (the client already shows the history)."""
-        _check_cwd(cwd)
+        check_cwd(cwd)
         specs = mcp_specs(mcp_servers, cwd)
         session = await self._open_or_forward("session/resume", cwd, session_id)
         if not isinstance(session, AgentSession):
@@ -155,13 +156,13 @@ class IacAgent:
         await start_mcp(session, specs)
         await notify.send_info(self._channel(), session)
         await notify.send_commands(self._channel(), session)
-        return {**session_config.session_state(session), **notify.mcp_meta(session)}
+        return {**session_config.session_state(session), **self._mcp_answer(session)}
 
     async def fork_session(
         self, session_id: str, cwd: str, mcp_servers: Any = None, **_: Any
     ) -> dict[str, Any]:
         """A new session with a copy of the history (stored or live), in the source's cwd."""
-        _check_cwd(cwd)
+        check_cwd(cwd)
         specs = mcp_specs(mcp_servers, cwd)
         try:
             session = self.manager.fork(session_id)
@@ -172,7 +173,7 @@ class IacAgent:
         after_answer(lambda: notify.send_info(channel, session))
         after_answer(lambda: notify.send_commands(channel, session))
         state = session_config.session_state(session)
-        return {"sessionId": session.session_id, **state, **notify.mcp_meta(session)}
+        return {"sessionId": session.session_id, **state, **self._mcp_answer(session)}
 
     async def close_session(self, session_id: str, **_: Any) -> dict[str, Any]:
         remote = self.remotes.pop(session_id, None) if isinstance(session_id, str) else None
@@ -195,7 +196,7 @@ class IacAgent:
         self, cwd: str | None = None, cursor: str | None = None, **_: Any
     ) -> ListSessionsResponse:
         if cwd is not None:
-            cwd = _check_cwd(cwd)
+            cwd = check_cwd(cwd)
         return list_page(self.manager.list(cwd), cursor)
 
     # -- settings ----------------------------------------------------------------------
@@ -371,20 +372,23 @@ class IacAgent:
         if self.remotes.get(remote.session_id) is remote:
             del self.remotes[remote.session_id]
 
+    def _mcp_answer(self, session: AgentSession) -> dict[str, Any]:
+        """The answer's MCP ``_meta``, remembered to tell later changes."""
+        self._mcp_seen[session.session_id] = notify.mcp_statuses(session)
+        return notify.mcp_meta(session)
+
     async def _after_turn(self, session: AgentSession, title_before: str | None) -> None:
         """The turn's title and usage updates (before its answer); a client that went
         away does not change the turn's answer."""
         channel = self._channel()
+        statuses = notify.mcp_statuses(session)
+        changed = statuses != self._mcp_seen.get(session.session_id, statuses)
+        self._mcp_seen[session.session_id] = statuses
         try:
-            if session.title != title_before:
-                await notify.send_info(channel, session)
+            if session.title != title_before or changed:
+                # An MCP server that died during the turn: its new state in _meta.
+                meta = {"iac_kernel": {"mcpServers": statuses}} if changed else None
+                await notify.send_info(channel, session, meta)
             await notify.send_usage(channel, session)
         except (ConnectionError, RequestError) as exc:
             log.info("turn-end updates not sent: %s", exc)
-
-
-def _check_cwd(cwd: Any) -> str:
-    """``cwd`` normalised; -32602 unless it is an absolute path."""
-    if not isinstance(cwd, str) or not os.path.isabs(cwd):
-        raise errors.invalid_field("cwd", f"cwd must be an absolute path, got {cwd!r}")
-    return os.path.normpath(cwd)

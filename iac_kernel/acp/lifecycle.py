@@ -1,8 +1,9 @@
-"""Session life-cycle steps the ACP agent shares: the request's MCP servers, and
-``session/delete``."""
+"""Session life-cycle steps the ACP agent shares: the request's cwd and MCP servers,
+and ``session/delete``."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from iac_kernel.acp import errors
@@ -10,6 +11,13 @@ from iac_kernel.agent.session import AgentSession
 from iac_kernel.mcp.commands import manager_of
 from iac_kernel.mcp.config import McpConfigError, ServerSpec, from_acp
 from iac_kernel.sessions.manager import SessionManager
+
+
+def check_cwd(cwd: Any) -> str:
+    """``cwd`` normalised; -32602 unless it is an absolute path."""
+    if not isinstance(cwd, str) or not os.path.isabs(cwd):
+        raise errors.invalid_field("cwd", f"cwd must be an absolute path, got {cwd!r}")
+    return os.path.normpath(cwd)
 
 
 def mcp_specs(servers: Any, cwd: Any) -> list[ServerSpec]:

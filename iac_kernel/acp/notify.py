@@ -25,13 +25,20 @@ from iac_kernel.models.scripted import estimate_tokens
 DEFAULT_CONTEXT_WINDOW = 200_000
 
 
-async def send_info(channel: ClientChannel, session: AgentSession) -> None:
+async def send_info(
+    channel: ClientChannel, session: AgentSession, meta: dict[str, Any] | None = None
+) -> None:
     update = SessionInfoUpdate(
         session_update="session_info_update",
         title=session.title,
         updated_at=session.meta.updated_at,
+        field_meta=meta,
     )
     await channel.update(session.session_id, update)
+
+
+def mcp_statuses(session: AgentSession) -> list[dict[str, Any]] | None:
+    return session.mcp.statuses() if session.mcp is not None else None
 
 
 async def send_options(channel: ClientChannel, session: AgentSession) -> None:
