@@ -281,7 +281,7 @@ def render_plain(card: ToolCard) -> str:
         lines.append("output:")
         lines.append(output.rstrip("\n"))
         if note:
-            lines.append(f"[{note}]")
+            lines.append(f"[{note}; %output {card.call_id} shows all of it]")
     return "\n".join(lines)
 
 
@@ -359,7 +359,8 @@ def render_html(card: ToolCard) -> str:
             f"<details{opened}><summary>{summary}</summary>"
             f'<pre style="margin:4px 0;max-height:24em;overflow:auto">{esc(output)}</pre>'
             + (
-                f'<div class="iac-note" style="color:#6e7781"><em>{esc(note)}</em></div>'
+                f'<div class="iac-note" style="color:#6e7781"><em>{esc(note)}</em> '
+                f"(<code>%output {esc(card.call_id)}</code> shows all of it)</div>"
                 if note
                 else ""
             )
