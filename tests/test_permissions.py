@@ -152,3 +152,108 @@ async def test_writes_outside_cwd_ask_even_in_accept_edits(tmp_path: Path):
     )
     assert not decision.allowed
     assert ask.requests and ask.requests[0].options == PER_CALL_OPTIONS
+
+
+# -- bash: "always" remembers command prefixes; exec-time checks ----------------------
+
+
+def bash_request(command: str, **extra) -> tuple[Any, dict[str, Any], PermissionRequest]:
+    from iac_kernel.tools.bash import BashTool
+
+    tool = BashTool()
+    args = {"command": command, **extra}
+    return tool, args, PermissionRequest("call-1", "bash", command, "execute", args, [], "")
+
+
+async def gate_check(gate: PermissionGate, command: str, ask, cwd: Path, **extra):
+    tool, args, request = bash_request(command, **extra)
+    ctx = ToolContext(cwd=cwd, settings=Settings())
+    return await gate.check(tool, args, ctx, request, ask), request
+
+
+async def test_bash_allow_always_remembers_the_command_prefix_not_the_tool(tmp_path: Path):
+    gate = PermissionGate()
+    ask = Asker("allow_always")
+    decision, request = await gate_check(gate, "terraform plan -out=x", ask, tmp_path)
+    assert decision.allowed
+    assert request.label("allow_always") == "Allow always: `terraform plan`"
+    assert gate.remembered == {}
+    assert gate.remembered_prefixes() == [
+        {"tool": "bash", "prefix": "terraform plan", "answer": "allow"}
+    ]
+    assert "bash `terraform plan`: always allow" in gate.remembered_summary()
+    # The same prefix runs unasked; anything else is asked again.
+    never = Asker("reject_once")
+    assert (await gate_check(gate, "terraform plan -out=y", never, tmp_path))[0].allowed
+    assert never.requests == []
+    assert not (await gate_check(gate, "terraform init", never, tmp_path))[0].allowed
+    assert not (await gate_check(gate, "terraform plan; rm x", never, tmp_path))[0].allowed
+    assert not (await gate_check(gate, "t=1; terraform plan", never, tmp_path))[0].allowed
+    assert len(never.requests) == 3
+    gate.forget()
+    assert gate.remembered_prefixes() == []
+
+
+async def test_bash_without_a_clear_prefix_offers_no_always(tmp_path: Path):
+    ask = Asker("reject_once")
+    await gate_check(PermissionGate(), "$(echo terraform) plan", ask, tmp_path)
+    assert ALL_OPTIONS != ask.requests[0].options == PER_CALL_OPTIONS
+
+
+async def test_bash_reject_always_rejects_the_prefix_only(tmp_path: Path):
+    gate = PermissionGate()
+    await gate_check(gate, "kubectl get pods", Asker("reject_always"), tmp_path)
+    again = Asker("allow_once")
+    assert not (await gate_check(gate, "kubectl get pods -A", again, tmp_path))[0].allowed
+    assert again.requests == []
+    assert (await gate_check(gate, "ls", again, tmp_path))[0].allowed
+
+
+async def test_sandbox_false_is_per_call_even_in_bypass(tmp_path: Path):
+    gate = PermissionGate(mode="bypass")
+    ask = Asker("allow_once")
+    decision, request = await gate_check(gate, "ls", ask, tmp_path, sandbox=False)
+    assert decision.allowed and request.options == PER_CALL_OPTIONS
+    assert "OUTSIDE the sandbox" in request.reason
+
+
+def exec_request(argv: list[str], review=None):
+    from iac_kernel.guard.rules import classify
+    from iac_kernel.guard.server import ExecRequest
+
+    return ExecRequest(argv[0], argv, "/work", classify(argv[0], argv), review)
+
+
+@pytest.mark.parametrize("mode", ["default", "accept_edits", "bypass"])
+async def test_changing_execs_are_asked_per_call_in_every_mode(mode: str):
+    gate = PermissionGate(mode=mode)
+    ask = Asker("allow_always")  # not offered: never an approval
+    decision = await gate.check_exec(exec_request(["helm", "un", "web"]), "c1", "bash", ask)
+    assert not decision.allowed
+    question = ask.requests[0]
+    assert question.options == PER_CALL_OPTIONS
+    assert question.input == {
+        "command": "helm un web",
+        "argv": ["helm", "un", "web"],
+        "cwd": "/work",
+    }
+    assert "helm un" in question.reason and "/work" in question.reason
+    read = Asker("reject_once")
+    assert (await gate.check_exec(exec_request(["helm", "list"]), "c1", "bash", read)).allowed
+    assert read.requests == []
+
+
+async def test_a_literal_per_call_approval_covers_exactly_that_exec_once(tmp_path: Path):
+    gate = PermissionGate()
+    decision, _ = await gate_check(
+        gate, "terraform apply -auto-approve", Asker("allow_once"), tmp_path
+    )
+    assert decision.allowed
+    never = Asker("reject_once")
+    apply = exec_request(["terraform", "apply", "-auto-approve"])
+    assert (await gate.check_exec(apply, "call-1", "bash", never)).allowed
+    assert never.requests == []
+    # Only once, only that argv, only that call.
+    assert not (await gate.check_exec(apply, "call-1", "bash", never)).allowed
+    assert not (await gate.check_exec(apply, "call-2", "bash", never)).allowed
+    assert len(never.requests) == 2

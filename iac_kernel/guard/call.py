@@ -133,7 +133,7 @@ class GuardedCall:
 
     @property
     def waited(self) -> float:
-        return self.server.waited if self.server else 0.0
+        return self.server.paused() if self.server else 0.0
 
     async def __aexit__(self, *exc: object) -> None:
         if self.server is not None:

@@ -74,6 +74,12 @@ class ApprovalServer:
     _groups: set[int] = field(default_factory=set)
     _ask_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _accepting: asyncio.Task | None = None
+    _asking_since: float | None = None
+
+    def paused(self) -> float:
+        """Seconds spent waiting for answers so far, including a question still open."""
+        since = self._asking_since
+        return self.waited + (time.monotonic() - since if since is not None else 0.0)
 
     async def start(self, path: Path) -> None:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -191,11 +197,12 @@ class ApprovalServer:
             )
         request = ExecRequest(program, list(argv), cwd, verdict, review, self.layout is not None)
         async with self._ask_lock:
-            started = time.monotonic()
+            self._asking_since = time.monotonic()
             try:
                 allowed, message = await self.ask_exec(request)
             finally:
-                self.waited += time.monotonic() - started
+                self.waited += time.monotonic() - self._asking_since
+                self._asking_since = None
         if not allowed:
             raise Refused(f"`{shown}` was not approved: {message}")
         if review is not None and review.recheck is not None:

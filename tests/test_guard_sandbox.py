@@ -1,0 +1,229 @@
+"""The sandbox of a bash call: writes outside the cwd fail, nothing outlives the call,
+the real binary of a guarded program is not reachable inside, reduced mode reports
+itself, and the bash-level rules (sandbox: false, sandbox = required, timeouts)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import random
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from guard_support import PY_BIN, Asker, Harness, logged, make_fakes
+from iac_kernel.agent.permissions import ALLOW_ONCE, REJECT_ONCE
+from iac_kernel.guard import call as guard_call
+from iac_kernel.guard import reviews, sandbox
+from iac_kernel.guard.reviews import Review
+from iac_kernel.tools.base import ToolError
+
+pytestmark = pytest.mark.skipif(sandbox.unusable_reason() is not None, reason="no bwrap")
+
+
+def exists(path: str) -> bool:
+    return os.path.exists(path)
+
+
+def alive_with(marker: str) -> list[int]:
+    """Host PIDs of live processes whose command line contains ``marker``."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
+            state = Path(f"/proc/{name}/stat").read_bytes().rpartition(b")")[2].split()[0]
+        except OSError:
+            continue
+        if marker.encode() in cmdline and state not in (b"Z", b"X"):
+            found.append(int(name))
+    return found
+
+
+@pytest.fixture
+def harness(tmp_path: Path) -> Harness:
+    bin_dir, log = make_fakes(tmp_path)
+    return Harness(tmp_path / "ws", bin_dir, log)
+
+
+@pytest.fixture
+def outside() -> Path:
+    """A directory outside the cwd that the sandbox sees (not under the private /tmp)."""
+    path = Path(tempfile.mkdtemp(prefix="iac-guard-test-", dir="/var/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+async def test_writes_and_deletes_outside_the_cwd_fail(
+    harness: Harness, tmp_path: Path, outside: Path
+):
+    (outside / "keep.txt").write_text("keep\n")
+    hidden = tmp_path / "hidden"  # under the host's /tmp: not even visible inside
+    hidden.mkdir()
+    command = (
+        f"echo x > {outside}/new.txt; echo rc=$?; rm -rf {outside}; echo rc=$?; "
+        f"rm -rf {hidden}; "
+        "echo inside > inside.txt; echo tmp > /tmp/private.txt && cat /tmp/private.txt; "
+        f"echo w > {harness.log.parent}/allowed.txt && echo wrote-allowed"
+    )
+    result = await harness.run(command, Asker())
+    assert result is not None and result.raw_output["sandbox"] == "bwrap"
+    assert "Read-only file system" in result.content
+    assert (outside / "keep.txt").read_text() == "keep\n" and hidden.is_dir()
+    assert not (outside / "new.txt").exists()
+    assert (harness.cwd / "inside.txt").read_text() == "inside\n"
+    assert "tmp" in result.content and not exists("/tmp/private.txt")
+    assert "wrote-allowed" in result.content  # sandbox_writable_paths
+
+
+async def test_no_process_outlives_the_call(harness: Harness):
+    marks = [f"6{random.randrange(10**8, 10**9)}.5" for _ in range(5)]
+    command = (
+        f"setsid sleep {marks[0]} & nohup sleep {marks[1]} >/dev/null 2>&1 & "
+        f"( ( sleep {marks[2]} & ) & ) ; setsid -f sleep {marks[3]}; "
+        f"git status >/dev/null; (trap '' TERM INT HUP; exec sleep {marks[4]}) & "
+        "sleep 0.3; echo started"
+    )
+    result = await harness.run(command, Asker())
+    assert result is not None and "started" in result.content
+    await asyncio.sleep(0.2)
+    assert {m: alive_with(m) for m in marks} == {m: [] for m in marks}
+
+
+async def test_guarded_program_left_running_is_stopped(tmp_path: Path):
+    """A guarded program runs beside the sandbox; it still ends with the call."""
+    bin_dir, log = make_fakes(tmp_path)
+    sleepy = bin_dir / "sleepy"
+    shutil.copy("/bin/sleep", sleepy)
+    harness = Harness(tmp_path / "ws", bin_dir, log)
+    harness.settings.guarded_programs = "sleepy"
+    mark = f"7{random.randrange(10**8, 10**9)}"
+    result = await harness.run(f"sleepy {mark} & sleep 0.5; echo bye", Asker())
+    assert result is not None and "bye" in result.content
+    await asyncio.sleep(0.2)
+    assert alive_with(mark) == []
+
+
+async def test_the_real_binary_is_not_reachable_inside(tmp_path: Path):
+    """Copies, /proc/self/root, /proc/PID/exe of the running program, and a search of
+    the filesystem give only launchers; the program's children cannot read it back."""
+    bin_dir, log = make_fakes(tmp_path)
+    shelly = bin_dir / "shelly"  # a real ELF binary (bash) with a unique hash
+    shutil.copy("/bin/bash", shelly)
+    with shelly.open("ab") as fh:
+        fh.write(os.urandom(64))
+    real_hash = hashlib.sha256(shelly.read_bytes()).hexdigest()
+    harness = Harness(tmp_path / "ws", bin_dir, log)
+    harness.settings.guarded_programs = "shelly,terraform"
+    command = (
+        'cp "$(command -v shelly)" c1; cat /proc/self/root"$(command -v shelly)" > c2; '
+        f"cat {shelly} > c3; "
+        "shelly -c 'cat /proc/$$/exe > c4; ls /proc/$$/fd > fds 2>&1; echo child-rc=$?' ; "
+        "(shelly -c 'sleep 1' &) ; sleep 0.3; "
+        "for p in /proc/[0-9]*; do cat $p/exe 2>/dev/null | sha256sum; done > hashes; "
+        f"find / -xdev \\( -name 'shelly*' -o -path '{sandbox.state_dir()}/*' \\) "
+        '-type f 2>/dev/null | while read f; do sha256sum "$f"; done >> hashes; '
+        "sha256sum c1 c2 c3 c4 >> hashes 2>/dev/null; echo HEAD=$(head -c 2 c1)"
+    )
+    result = await harness.run(command, Asker())
+    assert result is not None, result
+    assert "child-rc=" in result.content  # the real program did run (its children too)
+    hashes = (harness.cwd / "hashes").read_text()
+    assert real_hash not in hashes
+    assert "HEAD=#!" in result.content  # the copy is the launcher script
+    assert "/exe: Permission denied" in result.content
+    assert (harness.cwd / "c4").stat().st_size == 0  # /proc/PID/exe: permission denied
+
+
+async def test_timeout_does_not_count_time_spent_waiting_for_the_user(harness: Harness):
+    class SlowAsker(Asker):
+        async def __call__(self, request):
+            await asyncio.sleep(1.5)
+            return await super().__call__(request)
+
+    ask = SlowAsker(exec_answer=ALLOW_ONCE)
+    result = await harness.run("t=terraform; $t apply", ask, timeout=1)
+    assert result is not None and not result.raw_output["timed_out"], result.content
+    assert logged(harness.log) == [["terraform", "apply"]]
+
+
+async def test_outside_the_sandbox_is_a_per_call_question_that_says_so(harness: Harness):
+    ask = Asker(danger_answer=REJECT_ONCE)
+    result = await harness.run("echo hi", ask, sandbox=False)
+    assert result is None
+    assert ask.requests[0].options == [ALLOW_ONCE, REJECT_ONCE]
+    assert "OUTSIDE the sandbox" in ask.requests[0].reason
+    ask = Asker(danger_answer=ALLOW_ONCE)
+    result = await harness.run("t=terraform; $t destroy", ask, sandbox=False)
+    assert result is not None and result.raw_output["sandbox"] == "reduced"
+    assert ask.exec_questions() and "outside the sandbox" in ask.exec_questions()[0].reason
+    assert logged(harness.log) == []
+
+
+@pytest.fixture
+def reduced(monkeypatch: pytest.MonkeyPatch):
+    """Pretend bubblewrap cannot create namespaces here."""
+    why = "bwrap cannot create a sandbox here: No permissions to create new namespace"
+    monkeypatch.setattr(sandbox, "unusable_reason", lambda: why)
+    monkeypatch.setattr(guard_call, "unusable_reason", lambda: why)
+    return why
+
+
+async def test_reduced_mode_reports_itself_and_still_guards(harness: Harness, reduced):
+    assert sandbox.status_text().startswith("guard: reduced, install bubblewrap")
+    notice = sandbox.reduced_notice("session-x")
+    assert notice and "guard: reduced, install bubblewrap" in notice
+    assert sandbox.reduced_notice("session-x") is None  # once per session
+    ask = Asker()
+    result = await harness.run("t=terraform; $t apply; kubectl get pods", ask)
+    assert result is not None and result.raw_output["sandbox"] == "reduced"
+    assert [q.input["argv"] for q in ask.exec_questions()] == [["terraform", "apply"]]
+    assert logged(harness.log) == [["kubectl", "get", "pods"]]
+
+
+async def test_sandbox_required_refuses_bash_when_unusable(harness: Harness, reduced):
+    harness.settings.sandbox = "required"
+    with pytest.raises(ToolError, match="bash is refused: the sandbox setting is 'required'"):
+        await harness.run("echo hi", Asker())
+
+
+async def test_a_review_adds_text_rewrites_argv_and_rechecks(harness: Harness, tmp_path):
+    seen = []
+
+    def review(info):
+        seen.append(info)
+        (info.private_dir / "plan.copy").write_text("approved\n")
+        inside = f"{info.sandbox_private_dir}/plan.copy"
+        return Review(
+            text="Plan: 0 to add, 1 to destroy.",
+            summary={"destroy": 1},
+            argv=[*info.argv, inside],
+            recheck=lambda: None if len(seen) == 1 else "the plan changed",
+        )
+
+    reviews.register(["pulumi"], review)
+    try:
+        ask = Asker(exec_answer=ALLOW_ONCE)
+        result = await harness.run("p=pulumi; $p up --yes", ask)
+        question = ask.exec_questions()[0]
+        assert "Plan: 0 to add, 1 to destroy." in question.reason
+        assert question.review == {"destroy": 1}
+        assert seen[0].cwd == str(harness.cwd)
+        assert logged(harness.log)[0][:3] == ["pulumi", "up", "--yes"]
+        assert logged(harness.log)[0][3].endswith("/plan.copy")
+        second = await harness.run("p=pulumi; $p up --yes", Asker(exec_answer=ALLOW_ONCE))
+        assert "the plan changed" in second.content and len(logged(harness.log)) == 1
+    finally:
+        reviews.unregister(["pulumi"], review)
+    assert result is not None
+
+
+def test_kernel_env_is_first_on_path_for_bash(tool_ctx):
+    from iac_kernel.tools.bash import BashTool
+
+    result = asyncio.run(BashTool().run({"command": "echo $PATH"}, tool_ctx))
+    assert result.content.split(":")[1] == PY_BIN
