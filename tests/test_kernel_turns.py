@@ -303,6 +303,7 @@ def test_interrupt_while_the_buttons_wait(kernel: KernelHarness, work: Path) -> 
     assert result.reply["content"]["ename"] == "Cancelled"
     assert target.read_text() == "original\n"
     assert result.cards()[0][-1]["status"] == "cancelled"
+    assert result.cards()[0][-1]["question"]["state"] == "cancelled"
     assert "Cancelled** while waiting for approval" in result.markdown()
     opened = {m["content"]["comm_id"] for m in result.of_type("comm_open")}
     closed = {m["content"]["comm_id"] for m in result.of_type("comm_close")}

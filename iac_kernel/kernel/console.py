@@ -8,6 +8,10 @@ messages): kernel_info, complete, inspect, is_complete, history, comm_info and c
 plus execute requests whose cell is made only of ``%permissions`` and ``%output ID``
 lines (look at and answer the pending question, read a call's output).
 
+The mixin also answers what those views ask: :meth:`ConsoleMixin.session_info` (the status
+bar), :meth:`ConsoleMixin.full_output` (``%output`` and the status comm) and the pending
+questions' buttons for ``%permissions``.
+
 Such a request gets its reply and an ``idle`` status with its own parent (JupyterLab waits
 for both), then a ``busy`` status with the running cell's parent, so the kernel still
 shows busy while the turn goes on.
@@ -17,6 +21,9 @@ from __future__ import annotations
 
 import re
 from typing import Any
+
+from iac_kernel.agent.loop import CANCELLED_RESULT
+from iac_kernel.kernel.status import kernel_session_info
 
 CONCURRENT_REQUESTS = frozenset(
     {
@@ -58,6 +65,42 @@ class ConsoleMixin:
 
     session: Any
     _main_asyncio_lock: Any
+    state: Any
+    questions: Any
+    tool_cards: dict[str, Any]
+    _lock: Any
+    _running: set[Any]
+
+    def session_info(self) -> dict[str, Any]:
+        """What the status bar shows (see :mod:`~iac_kernel.kernel.status`)."""
+        with self._lock:
+            busy = bool(self._running)
+        return kernel_session_info(self.state, self.questions, busy)
+
+    def full_output(self, call_id: str) -> tuple[str | None, str | None]:
+        """Everything a tool call returned, from the session's history; for an interrupted
+        call, what it printed before the interrupt."""
+        call_id = call_id.strip()
+        card = self.tool_cards.get(call_id)
+        session = self.state.current
+        found = None
+        if session is not None and not session.closed:
+            found = tool_output(session.conversation.messages, call_id)
+        if card is not None and card.live and (found is None or found == CANCELLED_RESULT):
+            return card.output if card.output is not None else card.live, None
+        if found is not None:
+            return found, None
+        if card is not None and card.output is not None:
+            return card.output, None
+        return None, f"no tool call {call_id!r} in this session (ids are on the cards)"
+
+    def _pending_bundles(self) -> list[tuple[dict[str, Any], str]]:
+        """The waiting questions' buttons and display ids, for %permissions."""
+        return [
+            (question.bundle(), question.display_id)
+            for question in list(self.questions.questions.values())
+            if question.bundle is not None
+        ]
 
     async def shell_main(self, subshell_id: str | None, msg: Any) -> None:  # type: ignore[override]
         lock = getattr(self, "_main_asyncio_lock", None)

@@ -59,7 +59,7 @@ from iac_kernel.kernel import completion, paths
 from iac_kernel.kernel.cards import ToolCard
 from iac_kernel.kernel.cell_history import CellHistory
 from iac_kernel.kernel.cell_history import page as help_page
-from iac_kernel.kernel.console import ConsoleMixin, tool_output
+from iac_kernel.kernel.console import ConsoleMixin
 from iac_kernel.kernel.editor_turns import summary_markdown, summary_plain
 from iac_kernel.kernel.endpoint_hookup import EditorLink
 from iac_kernel.kernel.logs import route_to_original_stderr
@@ -70,7 +70,7 @@ from iac_kernel.kernel.questions import PendingQuestions
 from iac_kernel.kernel.session_info import SESSION_MIME
 from iac_kernel.kernel.session_info import metadata as session_metadata
 from iac_kernel.kernel.state import KernelState, SessionError
-from iac_kernel.kernel.status import StatusChannel, kernel_session_info
+from iac_kernel.kernel.status import StatusChannel
 from iac_kernel.kernel.turn import TurnView
 
 CANCELLED_NOTE = (
@@ -184,34 +184,6 @@ class IacKernel(ConsoleMixin, IPythonKernel):
         if loop is not None:
             self.editor_link.start(loop)
         self.status.register(self.comm_manager)
-
-    def session_info(self) -> dict[str, Any]:
-        """What the status bar shows (see :mod:`~iac_kernel.kernel.status`)."""
-        with self._lock:
-            busy = bool(self._running)
-        return kernel_session_info(self.state, self.questions, busy)
-
-    def full_output(self, call_id: str) -> tuple[str | None, str | None]:
-        """Everything a tool call returned (or printed, if it never finished)."""
-        call_id = call_id.strip()
-        session = self.state.current
-        if session is not None and not session.closed:
-            found = tool_output(session.conversation.messages, call_id)
-            card = self.tool_cards.get(call_id)
-            if found is not None and not (card and card.live and found == card.output):
-                return found, None
-        card = self.tool_cards.get(call_id)
-        if card is not None and (card.output is not None or card.live):
-            return card.output if card.output is not None else card.live, None
-        return None, f"no tool call {call_id!r} in this session (ids are on the cards)"
-
-    def _pending_bundles(self) -> list[tuple[dict[str, Any], str]]:
-        """The waiting questions' buttons and display ids, for %permissions."""
-        return [
-            (question.bundle(), question.display_id)
-            for question in list(self.questions.questions.values())
-            if question.bundle is not None
-        ]
 
     def pre_handler_hook(self) -> None:
         """ipykernel installs a KeyboardInterrupt handler here; our SIGINT handler stays."""
