@@ -184,3 +184,45 @@ def test_the_kernel_and_the_acp_package_start_without_the_sdk():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=120)  # fmt: skip
     assert out.stdout.strip() == "[]", out.stdout
+
+
+async def test_serve_counts_an_early_initialize_and_replays_it(tmp_path, monkeypatch):
+    from iac_kernel.acp import server
+
+    replayed: list[dict] = []
+
+    async def record(dispatcher, message):
+        replayed.append(message)
+        return await real(dispatcher, message)
+
+    real = server.replay_initialize
+    monkeypatch.setattr(server, "replay_initialize", record)
+    monkeypatch.setattr(server, "REPLAY_DELAY", 0.0)
+    manager = SessionManager(Settings(sessions_dir=str(tmp_path)), holder="t", origin="acp")
+    reader = asyncio.StreamReader()
+    written: list[bytes] = []
+
+    class Sink:
+        def write(self, data: bytes) -> None:
+            written.append(data)
+
+        async def drain(self) -> None:
+            return None
+
+        def close(self) -> None:
+            return None
+
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": PARAMS[2]}
+    serving = asyncio.ensure_future(server.serve(reader, Sink(), manager, initialized=init))
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "session/list", "params": {}}
+    reader.feed_data(json.dumps(listing).encode() + b"\n")
+    for _ in range(200):
+        await asyncio.sleep(0.01)
+        if written and replayed:
+            break
+    reader.feed_eof()
+    await asyncio.wait_for(serving, 10)
+    answers = [json.loads(line) for chunk in written for line in chunk.splitlines()]
+    assert [a["id"] for a in answers] == [2] and "result" in answers[0], answers
+    assert replayed == [init]
+    await manager.close_all()

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
-import importlib
 import json
 import logging
 import os
@@ -265,8 +264,8 @@ async def load_server() -> Any:
     if module is None:
 
         def load() -> Any:
-            sdk.import_sdk()
-            return importlib.import_module("iac_kernel.acp.server")
+            sdk.import_sdk("iac_kernel.acp.server")
+            return sys.modules["iac_kernel.acp.server"]
 
         module = await asyncio.to_thread(load)
     return module.serve

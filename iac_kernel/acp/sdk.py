@@ -4,11 +4,11 @@ The SDK's ``acp.schema`` defines ~280 pydantic models with ``use_attribute_docst
 Importing it costs ~0.75 s: most of it pydantic finding each class's source through
 the stack and tokenizing it again for the field docstrings, then building validators
 and serializers for every model, used or not. :func:`import_sdk` imports it with two
-changes, both limited to the classes of ``acp.schema`` and to the time of the import:
+changes, limited to the time of the import (and ``defer_build`` to ``acp.schema``):
 
-* attribute docstrings come from one parse of ``acp/schema.py`` with pydantic's own
-  visitor (cached on disk, keyed by the file's size, mtime and pydantic's version),
-  so the field descriptions are the same;
+* attribute docstrings come from one parse of each module's file with pydantic's own
+  visitor (for ``acp/schema.py`` cached on disk, keyed by the file's size, mtime and
+  pydantic's version), so the field descriptions are the same;
 * ``defer_build``: each model's validator and serializer are built when first used,
   as pydantic does for any model configured so; validation itself is unchanged.
 
@@ -37,17 +37,23 @@ SCHEMA_MODULE = "acp.schema"
 ENV_PLAIN = "IAC_KERNEL_PLAIN_SDK_IMPORT"  # set to 1 to import the SDK unchanged
 
 
-def import_sdk() -> None:
-    """Import ``acp`` (and so ``acp.schema``) the fast way, once."""
-    if SCHEMA_MODULE in sys.modules or os.environ.get(ENV_PLAIN) == "1":
-        importlib.import_module("acp")
+def import_sdk(*modules: str) -> None:
+    """Import ``acp`` (and so ``acp.schema``) the fast way, then ``modules`` (whose
+    pydantic models also get their attribute docstrings from one parse per file)."""
+    if os.environ.get(ENV_PLAIN) == "1":
+        for name in ("acp", *modules):
+            importlib.import_module(name)
         return
-    with _fast_schema():
-        importlib.import_module("acp")
+    with _import_lock, _fast_models():
+        for name in ("acp", *modules):
+            importlib.import_module(name)
+
+
+_import_lock = threading.Lock()  # one patched import at a time
 
 
 @contextlib.contextmanager
-def _fast_schema() -> Iterator[None]:
+def _fast_models() -> Iterator[None]:
     try:
         from pydantic._internal import _config, _fields
 
@@ -60,8 +66,9 @@ def _fast_schema() -> Iterator[None]:
         return
 
     def fast_docs(cls: type[Any], use_inspect: bool = False) -> dict[str, str]:
-        if cls.__module__ == SCHEMA_MODULE and cls.__qualname__ in docs:
-            return dict(docs[cls.__qualname__])
+        found = docs if cls.__module__ == SCHEMA_MODULE else _module_docstrings(cls.__module__)
+        if found is not None and cls.__qualname__ in found:
+            return dict(found[cls.__qualname__])
         return original_docs(cls, use_inspect=use_inspect)
 
     def for_model(cls: Any, bases: Any, namespace: Any, raw: Any, kwargs: Any) -> Any:
@@ -106,6 +113,23 @@ def schema_docstrings() -> dict[str, dict[str, str]]:
         tmp.write_text(json.dumps(docs), encoding="utf-8")
         os.replace(tmp, cache)
     return docs
+
+
+_parsed: dict[str, dict[str, dict[str, str]] | None] = {}
+
+
+def _module_docstrings(name: str) -> dict[str, dict[str, str]] | None:
+    """:func:`extract_docstrings` of a module being imported (parsed once), or None."""
+    module = sys.modules.get(name)
+    path = getattr(module, "__file__", None)
+    if not path or not str(path).endswith(".py"):
+        return None
+    if path not in _parsed:
+        try:
+            _parsed[path] = extract_docstrings(Path(path).read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, ValueError):
+            _parsed[path] = None
+    return _parsed[path]
 
 
 def extract_docstrings(source: str) -> dict[str, dict[str, str]]:
@@ -155,9 +179,7 @@ class Loader:
 
     def _run(self) -> None:
         try:
-            import_sdk()
-            for name in self.modules:
-                importlib.import_module(name)
+            import_sdk(*self.modules)
         except BaseException as exc:  # re-raised by wait()
             self.error = exc
         finally:

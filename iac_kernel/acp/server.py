@@ -34,8 +34,9 @@ async def serve(
     """Answer ACP messages from ``reader`` on ``writer`` until the input ends.
 
     ``initialized`` is an ``initialize`` request already answered with
-    :func:`iac_kernel.acp.early.answer_bytes` (before the SDK was imported): it is run
-    through the agent now, without answering again.
+    :func:`iac_kernel.acp.early.answer_bytes` (before the SDK was imported): the agent
+    counts as initialized at once, and the request is run through it (without answering
+    again, the answers compared) :data:`REPLAY_DELAY` seconds later.
 
     Turns this connection started are cancelled (and end with a valid history) when it
     ends; the sessions stay open in ``manager``.
@@ -44,15 +45,41 @@ async def serve(
     dispatcher = Dispatcher(agent)
     conn = Connection(dispatcher, LineTransport(reader, writer), listening=False)
     agent.attach(ClientChannel(conn))
+    replay: asyncio.TimerHandle | None = None
+    if initialized is not None:
+        # The client was told it is initialized; the agent replays the request a moment
+        # later, off the path of the client's next request (a session/new right away).
+        agent.initialized = True
+        replay = asyncio.get_running_loop().call_later(
+            REPLAY_DELAY, _spawn_replay, dispatcher, initialized
+        )
     try:
-        if initialized is not None:
-            await replay_initialize(dispatcher, initialized)
         await conn.main_loop()
     finally:
+        if replay is not None:
+            replay.cancel()
         try:
             await agent.shutdown()
         finally:
             await conn.close()
+
+
+#: Seconds after start that an early-answered initialize is run through the agent.
+REPLAY_DELAY = 0.5
+_replays: set[asyncio.Task[Any]] = set()
+
+
+def _spawn_replay(dispatcher: Dispatcher, message: dict[str, Any]) -> None:
+    task = asyncio.ensure_future(_replay_logged(dispatcher, message))
+    _replays.add(task)
+    task.add_done_callback(_replays.discard)
+
+
+async def _replay_logged(dispatcher: Dispatcher, message: dict[str, Any]) -> None:
+    try:
+        await replay_initialize(dispatcher, message)
+    except Exception:
+        log.exception("replaying the early-answered initialize failed")
 
 
 async def replay_initialize(dispatcher: Dispatcher, message: dict[str, Any]) -> dict[str, Any]:
