@@ -95,6 +95,18 @@ async def test_odd_bytes_through_every_tool_and_a_prompt(tmp_path: Path, workspa
         assert "result" in second[-1], second[-1]
         third = await turn(server, 13, sid, "again")
         assert third[-1]["result"]["stopReason"] == "end_turn"
+        # A session whose first prompt (so its title) has a lone surrogate, in a folder
+        # whose name is not UTF-8: listing it works and shows both readably.
+        odd_dir = workspace / ODD.replace(".tf", "-dir")
+        odd_dir.mkdir()
+        other = await server.call("session/new", {"cwd": str(odd_dir), "mcpServers": []})
+        assert "result" in other, other
+        other_id = other["result"]["sessionId"]
+        fourth = await turn(server, 14, other_id, "\ud800 first")
+        assert "result" in fourth[-1], fourth[-1]
+        listed = await server.call("session/list", {"cwd": str(odd_dir)})
+        [info] = listed["result"]["sessions"]
+        assert info["title"] == "\\ud800 first" and info["cwd"].endswith("caf\\xe9-dir")
 
     async with RawServer.start(env, tmp_path / "stderr-2.log") as server:
         await server.initialize()

@@ -15,6 +15,7 @@ from acp.schema import ListSessionsResponse, SessionInfo
 
 from iac_kernel.acp import errors
 from iac_kernel.sessions.store import SessionMeta
+from iac_kernel.textsafe import readable
 
 PAGE_SIZE = 50
 
@@ -49,11 +50,11 @@ def session_info(meta: SessionMeta) -> SessionInfo:
         ("forkedFrom", meta.forked_from),
     ):
         if value:
-            extra[name] = value
+            extra[name] = readable(value)
     return SessionInfo(
         session_id=meta.session_id,
-        cwd=meta.cwd,
-        title=meta.title,
+        cwd=readable(meta.cwd),  # a non-UTF-8 folder or title is shown, never a crash
+        title=readable(meta.title) if meta.title else meta.title,
         updated_at=meta.updated_at,
         field_meta={"iac_kernel": extra},
     )

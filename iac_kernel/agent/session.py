@@ -22,6 +22,7 @@ from iac_kernel.models.base import Model, ModelError
 from iac_kernel.models.registry import create_model, default_model_id
 from iac_kernel.models.scripted import ScriptError
 from iac_kernel.sessions.store import SessionWriter, StoredSession, git_root
+from iac_kernel.textsafe import readable
 from iac_kernel.tools.base import Tool, ToolContext
 
 if TYPE_CHECKING:
@@ -196,7 +197,11 @@ class AgentSession:
                     log.exception("session observer failed")
             await _send(emit, event)
 
-        text = "\n".join(b.get("text", "") for b in blocks if b.get("type") == "text").strip()
+        # Readable: a lone surrogate in a prompt is stored exactly, but titles and
+        # observers (front ends) get valid text.
+        text = readable(
+            "\n".join(b.get("text", "") for b in blocks if b.get("type") == "text").strip()
+        )
         if not self.meta.title and text:
             self.writer.update(title=_title_from(text))
         for observer in list(self.observers):
