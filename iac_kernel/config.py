@@ -12,7 +12,7 @@ import dataclasses
 import difflib
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,10 +101,11 @@ class Settings:
                 continue
             try:
                 settings.set(f.name, value)
-            except ValueError:
+            except ValueError as exc:
+                detail = getattr(exc, "detail", None) or accepts(f.name)
                 default = getattr(settings, f.name)
                 found.append(
-                    f"{ENV_PREFIX}{f.name.upper()}={value!r} is not valid ({accepts(f.name)}); "
+                    f"{ENV_PREFIX}{f.name.upper()}={value!r} is not valid ({detail}); "
                     f"using the default {_show(default)}"
                 )
         found += _other_env_problems(env)
@@ -167,7 +168,25 @@ def _coerce(key: str, type_name: Any, value: Any) -> Any:
         raise ValueError(_invalid(key, value, type_name)) from None
     if key in CHOICES and result not in CHOICES[key]:
         raise ValueError(_invalid(key, value, type_name))
+    if key in CHECKS and result is not None:
+        try:
+            CHECKS[key](result)
+        except Exception as exc:
+            error = ValueError(f"{key} = {value!r} is not valid ({exc})")
+            error.detail = str(exc)  # type: ignore[attr-defined]
+            raise error from None
     return result
+
+
+def _check_model(model_id: Any) -> None:
+    # Imported when used: config sits below every other module.
+    from iac_kernel.models.registry import check_model_id
+
+    check_model_id(str(model_id))
+
+
+#: Checks beyond the type, by setting (they raise with a readable message).
+CHECKS: dict[str, Callable[[Any], None]] = {"model": _check_model}
 
 
 def accepts(key: str, type_name: Any = None) -> str:

@@ -127,3 +127,14 @@ def test_other_variables_accept_what_the_code_accepts() -> None:
     assert config.OTHER_ENV["IAC_KERNEL_PERMISSION_UI"] == PERMISSION_UIS
     assert config.OTHER_ENV["IAC_KERNEL_PROVIDER"] == PROVIDERS
     assert set(OFF) <= set(config.OTHER_ENV["IAC_KERNEL_ENDPOINT"])
+
+
+def test_an_unknown_model_in_the_environment_names_the_choices() -> None:
+    problems: list[str] = []
+    settings = Settings.from_env({"IAC_KERNEL_MODEL": "claude-sonet-4"}, problems)
+    assert settings.model is None  # the default: Claude with credentials, else scripted
+    (line,) = problems
+    assert line.startswith("IAC_KERNEL_MODEL='claude-sonet-4' is not valid (unknown model")
+    assert "claude-sonnet-4-6" in line and line.endswith("using the default none")
+    assert Settings.from_env({"IAC_KERNEL_MODEL": "scripted"}, problems).model == "scripted"
+    assert len(problems) == 1
