@@ -61,6 +61,12 @@ def applied_workspace(root: Path) -> Path:
     return workdir
 
 
+def applied_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """For a module-scoped fixture: stage 1 applied once per test module (tests copy it)."""
+    os.environ["TF_CLI_CONFIG_FILE"] = "/dev/null"
+    return applied_workspace(tmp_path_factory.mktemp("tf"))
+
+
 def copy_workspace(applied: Path, dest: Path) -> Path:
     shutil.copytree(applied, dest, symlinks=True)
     return dest

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from iac_kernel.tools.tf_plans import TerraformPlanTool
 from terraform_support import (
     SECRET,
     addresses,
-    applied_workspace,
+    applied_once,
     copy_workspace,
     needs_terraform,
     no_checkov_by_default,  # noqa: F401 (autouse fixture)
@@ -48,8 +47,7 @@ STAGE2 = {
 
 @pytest.fixture(scope="module")
 def applied(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    os.environ["TF_CLI_CONFIG_FILE"] = "/dev/null"
-    return applied_workspace(tmp_path_factory.mktemp("tf"))
+    return applied_once(tmp_path_factory)
 
 
 @pytest.fixture

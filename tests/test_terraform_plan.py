@@ -18,7 +18,7 @@ from iac_kernel.tools.tf_results import after_tool_call
 from terraform_support import (
     SECRET,
     TERRAFORM,
-    applied_workspace,
+    applied_once,
     copy_workspace,
     needs_terraform,
     no_checkov_by_default,  # noqa: F401 (autouse fixture)
@@ -31,8 +31,7 @@ pytestmark = needs_terraform
 
 @pytest.fixture(scope="module")
 def applied(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    os.environ["TF_CLI_CONFIG_FILE"] = "/dev/null"
-    return applied_workspace(tmp_path_factory.mktemp("tf"))
+    return applied_once(tmp_path_factory)
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from iac_kernel.terraform import policy
 from iac_kernel.tools.base import ToolContext
 from iac_kernel.tools.tf_apply import TerraformApplyTool
 from iac_kernel.tools.tf_plans import TerraformPlanTool
-from terraform_support import applied_workspace, copy_workspace, needs_terraform, tf
+from terraform_support import applied_once, copy_workspace, needs_terraform, tf
 
 pytestmark = needs_terraform
 
@@ -58,8 +58,7 @@ CHECKOV = checkov_found()
 
 @pytest.fixture(scope="module")
 def applied(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    os.environ["TF_CLI_CONFIG_FILE"] = "/dev/null"
-    return applied_workspace(tmp_path_factory.mktemp("tf"))
+    return applied_once(tmp_path_factory)
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import pytest
 from iac_kernel.terraform.sensitive import MASK, StreamMasker, mask_text, values_in_text
 from terraform_support import (
     SECRET,
-    applied_workspace,
+    applied_once,
     copy_workspace,
     needs_terraform,
     no_checkov_by_default,  # noqa: F401 (autouse fixture)
@@ -40,8 +40,7 @@ READS = [
 
 @pytest.fixture(scope="module")
 def applied(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    os.environ["TF_CLI_CONFIG_FILE"] = "/dev/null"
-    return applied_workspace(tmp_path_factory.mktemp("tf"))
+    return applied_once(tmp_path_factory)
 
 
 @pytest.fixture
@@ -136,3 +135,35 @@ def test_the_stream_masker_catches_a_value_split_across_chunks():
     held = StreamMasker(set(), hold_all=True)
     doc = json.dumps({"pw": {"sensitive": True, "type": "string", "value": "Remote-Only-77"}})
     assert held.feed(doc) == "" and "Remote-Only-77" not in held.flush()
+
+
+def test_edit_diffs_never_show_it(ws: Path, tmp_path: Path):
+    """Overwriting terraform.tfvars: the preview, the question and the result diff."""
+    import asyncio
+
+    from core_support import make_loop, write_script
+    from iac_kernel.agent.events import ToolCallInput, ToolCallResult
+    from iac_kernel.agent.permissions import ALLOW_ONCE
+    from iac_kernel.tools.write_file import WriteFileTool
+
+    content = 'db_password = "Replaced-Value-42"\n'
+    call = {"name": "write_file", "input": {"path": "terraform.tfvars", "content": content}}
+    script = write_script(
+        tmp_path / "w.json", [{"match": "rotate", "turns": [{"tool_use": [call]}, {"text": "ok"}]}]
+    )
+    loop, persist = make_loop(script, ws, [WriteFileTool()])
+    events: list = []
+    questions: list = []
+
+    async def ask(request):
+        questions.append(request)
+        return ALLOW_ONCE
+
+    asyncio.run(loop.run_turn([{"type": "text", "text": "rotate it"}], events.append, ask))
+    diffs = [e.diff for e in events if isinstance(e, ToolCallInput | ToolCallResult) and e.diff]
+    diffs += [q.diff for q in questions if q.diff]
+    assert len(diffs) >= 2
+    for diff in diffs:
+        assert SECRET not in (diff.old_text or "") and MASK in (diff.old_text or "")
+    assert SECRET not in json.dumps(persist.messages)
+    assert (ws / "terraform.tfvars").read_text() == content  # the write itself happened

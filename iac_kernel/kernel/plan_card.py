@@ -20,17 +20,11 @@ import html
 import json
 from typing import Any
 
+from iac_kernel.terraform.summary import SYMBOLS
+
 PLAN_MIME = "application/vnd.iac-kernel.plan+json"
 PLAN_VERSION = 1
 ORDER = ("delete", "replace", "create", "update", "read", "forget")
-SYMBOLS = {
-    "delete": "-",
-    "replace": "-/+",
-    "create": "+",
-    "update": "~",
-    "read": "<=",
-    "forget": ".",
-}
 COLORS = {
     "delete": ("#ffebe9", "#82071e"),
     "replace": ("#fff1e5", "#953800"),

@@ -113,7 +113,10 @@ def config_values(directory: Path, tf_files: list[Path], var_files: list[Path]) 
     found: list[str] = []
     for path in tf_files:
         try:
-            doc = hcl2.loads(path.read_text(errors="replace"))
+            text = path.read_text(errors="replace")
+            if "sensitive" not in text:  # parsing is slow; most files declare nothing
+                continue
+            doc = hcl2.loads(text)
         except Exception:  # a file python-hcl2 cannot parse is skipped, not fatal
             continue
         for block in doc.get("variable") or []:

@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 STATE_MARKERS = ('"sensitive_attributes"', '"terraform_version"', '"prior_state"')
 #: terraform subcommands whose output may carry sensitive values no file on disk holds
 #: (remote state): their live output is held back and masked as a whole.
-HOLD_SUBCOMMANDS = {"output", "show", "state", "console", "apply", "refresh", "import"}
+HOLD_SUBCOMMANDS = {"output", "show", "state", "console"}
 STREAMING_TOOLS = {"bash", "terraform_plan", "terraform_apply"}
 
 
