@@ -20,8 +20,10 @@ was repaired. No file descriptor stays open between calls.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import logging
+import os
 import subprocess
 import time
 import uuid
@@ -178,8 +180,17 @@ class SessionStore:
 
     def _ensure_root(self) -> None:
         files.private_dir(self.root)
-        if not self.index.ready:
-            self.index.rebuild([asdict(m) for m in self._scan_metas()])
+        if self.index.ready:
+            return
+        # One process builds the index (a store from before it, or a lost one).
+        files.private_dir(self.index.dir)
+        fd = files.open_fd(self.index.dir / "rebuild.lock", os.O_RDWR | os.O_CREAT)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if not self.index.ready:
+                self.index.rebuild([asdict(m) for m in self._scan_metas()])
+        finally:
+            os.close(fd)
 
     def _scan_metas(self) -> list[SessionMeta]:
         found = []
