@@ -181,6 +181,9 @@ CORPUS = [
     "git push --mirror",
     "git -C . push -uf origin main",
     "git -c alias.p='push -f' p",
+    "mkdir -p .git && printf '[remote \"origin\"]\\n\\tpush = +refs/heads/*:refs/heads/*\\n'"
+    " > .git/config && git push origin",
+    "mkdir -p .git && printf '[remote \"origin\"]\\n\\tmirror = true\\n' > .git/config && git push",
 ]
 
 #: Read-only commands: they run, with no question at all.

@@ -74,6 +74,19 @@ DANGEROUS = [
     "ssh bastion 'terraform destroy'",
     "dd if=/dev/zero of=/dev/sda",
     "mkfs.ext4 /dev/sdb1",
+    # the exec-time rules of the guard also apply to the text
+    "git push origin +main",
+    "git push origin :main",
+    "helm un web",
+    "helm upgrade web ./chart",
+    "helm rollback web 1",
+    "kubectl apply -f app.yaml",
+    "kubectl scale deploy/web --replicas=0",
+    "kubectl rollout undo deploy/web",
+    "aws s3 sync . s3://bucket --delete",
+    "aws cloudformation deploy --stack-name s",
+    "pulumi refresh --yes",
+    "terraform untaint aws_instance.web",
 ]
 
 SAFE = [

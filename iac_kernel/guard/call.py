@@ -9,7 +9,6 @@ Usage (the bash tool)::
 
 from __future__ import annotations
 
-import functools
 import os
 import shutil
 import sys
@@ -54,10 +53,16 @@ def writable_paths(settings: Any) -> list[Path]:
     return [Path(os.path.realpath(os.path.expanduser(str(i).strip()))) for i in items if i]
 
 
-@functools.lru_cache(maxsize=8)
+_WRITTEN: set[tuple[tuple[str, ...], str]] = set()
+
+
 def _launchers(programs: tuple[str, ...], python: str) -> Path:
+    """The launcher directory, (re)written when new or when something removed it."""
     directory = state_dir() / "bin"
-    write_launchers(directory, list(programs), python)
+    key = (programs, python)
+    if key not in _WRITTEN or not all((directory / p).is_file() for p in programs):
+        write_launchers(directory, list(programs), python)
+        _WRITTEN.add(key)
     return directory
 
 

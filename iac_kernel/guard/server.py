@@ -25,7 +25,7 @@ from pathlib import Path
 
 from iac_kernel.guard import realbin, reviews
 from iac_kernel.guard.procs import signal_group
-from iac_kernel.guard.rules import Verdict, classify
+from iac_kernel.guard.rules import CHANGE, Verdict, classify, git_config_forces_push
 from iac_kernel.guard.sandbox import GUARD_MOUNT, Layout
 
 log = logging.getLogger(__name__)
@@ -169,6 +169,8 @@ class ApprovalServer:
         if program not in self.reals:
             raise Refused(f"{program} is not a guarded program here")
         verdict = classify(program, argv)
+        if program == "git" and not verdict.changing and "push" in argv[1:]:
+            verdict = _git_push_config(self.layout.host_path(cwd) if self.layout else cwd, verdict)
         entry = {"argv": argv, "cwd": cwd, "kind": verdict.kind, "outcome": "run"}
         self.log.append(entry)
         run_argv = argv
@@ -298,6 +300,24 @@ class ApprovalServer:
     def _signal(self, pgid: int, signum: int) -> None:
         """Signal the program's group, sparing bwrap and its init (they would kill it)."""
         signal_group(pgid, signum, self.layout is not None)
+
+
+def _git_push_config(cwd: str, verdict: Verdict) -> Verdict:
+    """A plain ``git push`` is forced when the repository's own config says so."""
+    path = Path(cwd)
+    for directory in [path, *path.parents]:
+        git = directory / ".git"
+        if git.is_file():  # a worktree or submodule: "gitdir: PATH"
+            text = git.read_text(errors="replace").strip()
+            git = (directory / text.partition("gitdir:")[2].strip()).resolve()
+        config = git / "config"
+        if config.is_file():
+            try:
+                why = git_config_forces_push(config.read_text(errors="replace"))
+            except OSError:
+                return verdict
+            return Verdict(CHANGE, f"git push: {why}") if why else verdict
+    return verdict
 
 
 async def _send(conn: socket.socket, message: dict) -> None:
