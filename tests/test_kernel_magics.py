@@ -89,7 +89,8 @@ def test_session_is_created_on_first_use_with_the_notebook_title(
 ) -> None:
     text = shown(ok(kernel, "%session"))
     session_id = current_id(kernel)
-    assert f"cwd          {work}" in text
+    assert "cwd          .\n" in text and str(work) not in text
+    assert "store        $IAC_KERNEL_SESSIONS_DIR" in text
     assert "model        scripted" in text and "mode         default" in text
     meta = store.read_meta(session_id)
     assert meta.origin == "kernel" and meta.title == "infra-review"
@@ -154,9 +155,11 @@ def test_mode_magic(kernel: KernelHarness, store: SessionStore) -> None:
 
 
 def test_cwd_magic(kernel: KernelHarness, store: SessionStore, work: Path) -> None:
-    assert str(work) in shown(ok(kernel, "%cwd"))
-    ok(kernel, "%cwd envs/prod")
+    # Paths are shown relative to the notebook's folder (the kernel's start folder).
+    assert shown(ok(kernel, "%cwd")) == "."
+    assert "set to envs/prod" in shown(ok(kernel, "%cwd envs/prod"))
     assert store.read_meta(current_id(kernel)).cwd == str(work / "envs" / "prod")
+    assert str(work) not in shown(ok(kernel, "%session"))
     assert "not a directory" in failed(kernel, "%cwd /no/such/dir", "UsageError")
     ok(kernel, f"%cwd {work}")
 

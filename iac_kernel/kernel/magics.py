@@ -26,6 +26,7 @@ from typing import Any
 from iac_kernel.agent.events import TextDelta, ToolCallInput, UserMessage
 from iac_kernel.agent.session import AgentSession
 from iac_kernel.config import HEADLESS_POLICIES, MODES
+from iac_kernel.kernel.paths import shown, shown_model
 from iac_kernel.kernel.permission_ui import PERMISSION_UIS, choose_ui
 from iac_kernel.kernel.state import KernelState, SessionError
 from iac_kernel.models.base import ModelError
@@ -170,7 +171,8 @@ class Magics:
                 raise MagicError(f"no magic %{name}; %help lists them")
             text = f"`{spec.usage}`: {spec.summary}"
             return MagicOutput(text, f"{spec.usage}\n    {spec.summary}")
-        rows = [(f"`{s.usage}`", s.summary) for s in self.specs.values()]
+        # A "|" in a usage (e.g. "[reset | ui MODE]") would end the table cell: escaped.
+        rows = [(f"`{s.usage}`".replace("|", "\\|"), s.summary) for s in self.specs.values()]
         intro = (
             "**iac-kernel**: each cell is a prompt to the agent; lines starting with `%` are "
             "magics (`%%` escapes a literal `%`)."
@@ -191,9 +193,12 @@ class Magics:
         rows = [
             ("id", f"`{session.session_id}`"),
             ("title", _cell(meta.title or "(untitled until the first prompt)")),
-            ("cwd", f"`{session.cwd}`"),
-            ("git root", f"`{meta.git_root}`" if meta.git_root else "(not in a git repository)"),
-            ("model", f"`{session.model_id}`"),
+            ("cwd", f"`{shown(session.cwd)}`"),
+            (
+                "git root",
+                f"`{shown(meta.git_root)}`" if meta.git_root else "(not in a git repository)",
+            ),
+            ("model", f"`{shown_model(session.model_id)}`"),
             ("mode", f"`{session.mode}`"),
             ("messages", str(meta.message_count)),
             (
@@ -201,10 +206,10 @@ class Magics:
                 f"{usage.total_tokens:,} (input {usage.input_tokens:,}, "
                 f"output {usage.output_tokens:,}; this kernel)",
             ),
-            ("store", f"`{self.state.manager.store.root}`"),
+            ("store", f"`{_store_shown(self.state.manager.store.root)}`"),
         ]
         if meta.notebook:
-            rows.append(("notebook", f"`{meta.notebook}`"))
+            rows.append(("notebook", f"`{shown(meta.notebook)}`"))
         if meta.forked_from:
             rows.append(("forked from", f"`{meta.forked_from}`"))
         plain_rows = [(k, v.replace("`", "")) for k, v in rows]
@@ -215,7 +220,7 @@ class Magics:
             raise MagicError("usage: %sessions [all]")
         everywhere = args == "all"
         metas = self.state.sessions(everywhere)
-        where = "in the store" if everywhere else f"in `{self.state.cwd}`"
+        where = "in the store" if everywhere else f"in `{shown(self.state.cwd)}`"
         if not metas:
             text = f"No sessions {where} yet."
             if not everywhere:
@@ -229,7 +234,7 @@ class Magics:
         for meta in metas[:LIST_LIMIT]:
             mark = "▶" if meta.session_id == current_id else ""
             holder = self._holder(meta, current_id)
-            cwd = f" ({meta.cwd})" if everywhere else ""
+            cwd = f" ({shown(meta.cwd)})" if everywhere else ""
             lines.append(
                 f"| {mark} | `{meta.session_id}` | {_cell((meta.title or '') + cwd)} | "
                 f"{meta.updated_at} | {meta.message_count} | {meta.origin} | {_cell(holder)} |"
@@ -262,7 +267,8 @@ class Magics:
             raise MagicError("usage: %load SESSION_ID (see %sessions)")
         session = await self.state.load(args)
         text = f"Loaded session `{session.session_id}`: {_cell(session.title or '(untitled)')}"
-        text += f" ({session.meta.message_count} messages, model `{session.model_id}`)."
+        model = shown_model(session.model_id)
+        text += f" ({session.meta.message_count} messages, model `{model}`)."
         if session.repairs:
             text += " Repaired on load: " + "; ".join(session.repairs) + "."
         history = _history(session)
@@ -278,7 +284,7 @@ class Magics:
 
     async def new(self, args: str) -> MagicOutput:
         session = await self.state.new(args or None)
-        text = f"Started a new session `{session.session_id}` in `{session.cwd}`."
+        text = f"Started a new session `{session.session_id}` in `{shown(session.cwd)}`."
         return MagicOutput(text, text.replace("`", ""))
 
     async def model(self, args: str) -> MagicOutput:
@@ -323,7 +329,7 @@ class Magics:
     async def cwd(self, args: str) -> MagicOutput:
         current = self._current()
         if not args:
-            where = str(current.cwd) if current else self.state.cwd
+            where = shown(current.cwd if current else self.state.cwd)
             return MagicOutput(f"Working directory: `{where}`", where)
         new = _directory(self.state.cwd, args)
         if current is not None:
@@ -331,7 +337,7 @@ class Magics:
                 raise MagicError("a turn is running; wait for it or interrupt it", "SessionError")
             current.set_cwd(new)
         self.state.cwd = new
-        text = f"Working directory set to `{new}`."
+        text = f"Working directory set to `{shown(new)}`."
         return MagicOutput(text, text.replace("`", ""))
 
     async def config(self, args: str) -> MagicOutput:
@@ -425,6 +431,13 @@ class Magics:
         lines = len(text.splitlines())
         head = f"**Output of `{call_id}`** ({lines:,} lines, {len(text):,} characters):"
         return MagicOutput(f"{head}\n\n{fence}text\n{text}\n{fence}", text)
+
+
+def _store_shown(root: object) -> str:
+    """The store folder for display: its variable's name when the environment set it."""
+    if os.environ.get("IAC_KERNEL_SESSIONS_DIR"):
+        return "$IAC_KERNEL_SESSIONS_DIR"
+    return shown(str(root))
 
 
 def _longest_backtick_run(text: str) -> int:
