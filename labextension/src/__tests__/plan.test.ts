@@ -1,0 +1,52 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+
+import { changeLine, groupByAction, parsePlan } from '../planmodel';
+
+const plan = {
+  summary: 'Plan: 2 to add, 1 to change, 2 to destroy (1 replaced).',
+  resources: [
+    { address: 'terraform_data.app', action: 'update', changes: [] },
+    { address: 'terraform_data.new', action: 'create', changes: [] },
+    { address: 'terraform_data.db', action: 'no-op', changes: [] },
+    {
+      address: 'terraform_data.cache',
+      action: 'replace',
+      replace_paths: ['triggers_replace'],
+      changes: [
+        { path: 'triggers_replace[0]', before: 'small', after: 'large', forces_replace: true }
+      ]
+    },
+    { address: 'terraform_data.old', action: 'delete', changes: [] }
+  ]
+};
+
+test('a plan payload parses; a broken one says why', () => {
+  const parsed = parsePlan({ version: 1, plan });
+  assert.ok(parsed.ok);
+  assert.deepEqual(parsePlan({ version: 1 }), { ok: false, error: 'no "plan" object' });
+  assert.equal(parsePlan(null).ok, false);
+});
+
+test('resources are grouped with deletes and replaces first, no-ops left out', () => {
+  const groups = groupByAction(plan.resources);
+  assert.deepEqual(
+    groups.map(([action]) => action),
+    ['delete', 'replace', 'create', 'update']
+  );
+  assert.equal(
+    groups.flatMap(([, list]) => list).some(r => r.action === 'no-op'),
+    false
+  );
+});
+
+test('attribute changes read like terraform, sensitive values stay masked', () => {
+  const cache = plan.resources[3];
+  assert.equal(
+    changeLine(cache, cache.changes[0]),
+    '~ triggers_replace[0]: "small" -> "large"  # forces replacement'
+  );
+  const db = { address: 'terraform_data.db', action: 'update' };
+  const secret = { path: 'input', before: '(sensitive)', after: '(sensitive)' };
+  assert.equal(changeLine(db, secret), '~ input: (sensitive) -> (sensitive)');
+});

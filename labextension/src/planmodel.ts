@@ -1,0 +1,123 @@
+/**
+ * The plan card's data (no DOM): the payload of `application/vnd.iac-kernel.plan+json`
+ * (iac_kernel/kernel/plan_card.py), parsed, grouped by action (deletes and replaces
+ * first) and written as diff lines. Rendered by plan.ts.
+ */
+
+export const PLAN_MIME = 'application/vnd.iac-kernel.plan+json';
+
+export interface IPlanChange {
+  path: string;
+  before: unknown;
+  after: unknown;
+  sensitive?: boolean;
+  unknown?: boolean;
+  forces_replace?: boolean;
+}
+
+export interface IPlanResource {
+  address: string;
+  action: string;
+  reason?: string;
+  replace_paths?: string[];
+  changes?: IPlanChange[];
+}
+
+export interface IPlanCheck {
+  check_id?: string;
+  name?: string;
+  address?: string;
+}
+
+export interface IPlan {
+  summary: string;
+  file?: { path?: string; short_hash?: string; time?: string } | null;
+  program?: string;
+  refresh_only?: boolean;
+  errored?: boolean;
+  errors?: string[];
+  resources: IPlanResource[];
+  outputs?: { name: string; action: string; before: unknown; after: unknown }[];
+  drift?: IPlanResource[];
+  checks?: IPlanCheck[];
+  checks_note?: string;
+}
+
+export const ACTION_ORDER = ['delete', 'replace', 'create', 'update', 'read', 'forget'];
+export const SYMBOLS: Record<string, string> = {
+  delete: '-',
+  replace: '-/+',
+  create: '+',
+  update: '~',
+  read: '<=',
+  forget: '.'
+};
+export const DANGER = new Set(['delete', 'replace']);
+/** Row colours (background, text) by action; deletes and replaces stand out. */
+export const COLORS: Record<string, [string, string]> = {
+  delete: ['#ffebe9', '#82071e'],
+  replace: ['#fff1e5', '#953800'],
+  create: ['#e6ffec', '#116329'],
+  update: ['#fff8c5', '#7d4e00'],
+  read: ['#ddf4ff', '#0969da']
+};
+
+/** The plan of a payload, or an error message. */
+export function parsePlan(raw: unknown): { ok: true; value: IPlan } | { ok: false; error: string } {
+  if (typeof raw !== 'object' || raw === null) {
+    return { ok: false, error: 'not an object' };
+  }
+  const plan = (raw as { plan?: unknown }).plan;
+  if (typeof plan !== 'object' || plan === null) {
+    return { ok: false, error: 'no "plan" object' };
+  }
+  const value = plan as IPlan;
+  if (typeof value.summary !== 'string' || !Array.isArray(value.resources)) {
+    return { ok: false, error: 'the plan has no summary or resources' };
+  }
+  return { ok: true, value };
+}
+
+/** Changing resources grouped by action, deletes and replaces first. */
+export function groupByAction(resources: IPlanResource[]): [string, IPlanResource[]][] {
+  const groups = new Map<string, IPlanResource[]>();
+  for (const resource of resources) {
+    if (resource.action === 'no-op') {
+      continue;
+    }
+    const list = groups.get(resource.action) ?? [];
+    list.push(resource);
+    groups.set(resource.action, list);
+  }
+  const rank = (action: string) => {
+    const i = ACTION_ORDER.indexOf(action);
+    return i < 0 ? ACTION_ORDER.length : i;
+  };
+  return [...groups.entries()]
+    .sort((a, b) => rank(a[0]) - rank(b[0]) || a[0].localeCompare(b[0]))
+    .map(([action, list]) => [
+      action,
+      [...list].sort((a, b) => a.address.localeCompare(b.address))
+    ]);
+}
+
+export function shown(value: unknown): string {
+  if (value === '(sensitive)' || value === '(known after apply)') {
+    return value;
+  }
+  const text = JSON.stringify(value);
+  return text === undefined ? 'null' : text.length > 200 ? text.slice(0, 199) + '…' : text;
+}
+
+/** One attribute change as a line: `~ path: before -> after`. */
+export function changeLine(resource: IPlanResource, change: IPlanChange): string {
+  const mark = change.forces_replace ? '  # forces replacement' : '';
+  if (resource.action === 'create' || change.before === null || change.before === undefined) {
+    return `+ ${change.path} = ${shown(change.after)}${mark}`;
+  }
+  if (resource.action === 'delete') {
+    return `- ${change.path} = ${shown(change.before)}`;
+  }
+  return `~ ${change.path}: ${shown(change.before)} -> ${shown(change.after)}${mark}`;
+}
+
