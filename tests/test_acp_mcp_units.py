@@ -245,3 +245,28 @@ def test_model_ids(tmp_path):
             check_model_id(bad)
     with pytest.raises(ModelError, match=r"choose one of: .*claude-sonnet-4-6"):
         check_model_id("claude-nope")
+
+
+async def test_http_and_sse_servers_that_go_away_fail_calls_at_once(tmp_path):
+    from iac_kernel.mcp.client import McpCallError, McpServer
+    from iac_kernel.mcp.config import ServerSpec
+    from mcp_support import web_server
+
+    with web_server(tmp_path / "web.log") as url:
+        servers = [
+            McpServer(ServerSpec("web", "http", url=f"{url}/mcp")),
+            McpServer(ServerSpec("events", "sse", url=f"{url}/sse")),
+        ]
+        for server in servers:
+            await server.start()
+            assert server.running, server.error
+            result = await server.call("add", {"a": 20, "b": 22})
+            assert result.content[0].text == "20 + 22 = 42"
+    try:
+        for server in servers:  # the process is gone: a clear error, not a 300 s wait
+            with pytest.raises(McpCallError, match=f"MCP server '{server.name}' failed"):
+                await asyncio.wait_for(server.call("add", {"a": 1, "b": 1}), 30)
+            assert server.state == "failed"
+    finally:
+        for server in servers:
+            await server.stop()

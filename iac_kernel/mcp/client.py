@@ -22,13 +22,17 @@ from datetime import timedelta
 from typing import Any
 
 from mcp import ClientSession, McpError, types
+from mcp.client import streamable_http
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamablehttp_client
+from mcp.client.streamable_http import create_mcp_http_client, streamablehttp_client
 
 from iac_kernel.mcp.config import ServerSpec
 
 log = logging.getLogger(__name__)
+
+#: The streamable HTTP client of mcp >= 1.26 (``streamablehttp_client`` is deprecated).
+streamable_http_client = getattr(streamable_http, "streamable_http_client", None)
 
 #: Seconds a server has to start and list its tools.
 START_TIMEOUT = float(os.environ.get("IAC_KERNEL_MCP_START_TIMEOUT", "30"))
@@ -106,8 +110,8 @@ class McpServer:
                 self._ready.set()
                 await self._stop.wait()
         except asyncio.CancelledError:
-            if not self._stop.is_set():
-                self._fail("was cancelled")
+            if not self._stop.is_set():  # the transport gave up (e.g. an SSE stream ended)
+                self._fail("stopped (connection lost)")
         except BaseException as exc:  # any failure is reported, never raised
             self._fail(_reason(exc, started=self.state == "running"))
         finally:
@@ -126,9 +130,15 @@ class McpServer:
             return await stack.enter_async_context(stdio_client(params, errlog=self._stderr))
         if spec.transport == "sse":
             return await stack.enter_async_context(sse_client(spec.url, headers=spec.headers))
-        streams = await stack.enter_async_context(
-            streamablehttp_client(spec.url, headers=spec.headers)
-        )
+        if streamable_http_client is None:  # mcp before 1.26
+            streams = await stack.enter_async_context(
+                streamablehttp_client(spec.url, headers=spec.headers)
+            )
+        else:
+            http = await stack.enter_async_context(create_mcp_http_client(headers=spec.headers))
+            streams = await stack.enter_async_context(
+                streamable_http_client(spec.url, http_client=http)
+            )
         return streams[0], streams[1]
 
     def _fail(self, reason: str) -> None:
@@ -159,17 +169,37 @@ class McpServer:
         if session is None or not self.running:
             raise McpCallError(self.status_line())
         try:
-            return await session.call_tool(
-                tool, arguments, read_timeout_seconds=timedelta(seconds=CALL_TIMEOUT)
-            )
+            return await self._call_or_die(session, tool, arguments)
         except McpError as exc:
             if (self._task is not None and self._task.done()) or "closed" in str(exc).lower():
                 self._fail(f"stopped while {tool} was running")
                 raise McpCallError(self.status_line()) from None
             raise McpCallError(f"MCP server {self.name!r}: {exc}") from None
-        except (OSError, EOFError) as exc:
-            self._fail(f"connection lost: {exc}")
+        except McpCallError:
+            raise
+        except Exception as exc:  # closed streams, transport errors: the server is gone
+            self._fail(f"connection lost ({type(exc).__name__})")
             raise McpCallError(self.status_line()) from None
+
+    async def _call_or_die(
+        self, session: ClientSession, tool: str, arguments: dict[str, Any]
+    ) -> types.CallToolResult:
+        """The call's result; :class:`McpCallError` as soon as the connection's task ends
+        (a transport that fails does not fail the pending request itself)."""
+        timeout = timedelta(seconds=CALL_TIMEOUT)
+        call = asyncio.ensure_future(
+            session.call_tool(tool, arguments, read_timeout_seconds=timeout)
+        )
+        try:
+            watch = {call} if self._task is None else {call, self._task}
+            await asyncio.wait(watch, return_when=asyncio.FIRST_COMPLETED)
+            if not call.done():
+                self._fail(f"stopped while {tool} was running")
+                raise McpCallError(self.status_line())
+            return call.result()
+        finally:
+            if not call.done():
+                call.cancel()
 
     def status_line(self) -> str:
         if self.running:
