@@ -122,8 +122,7 @@ class TerraformPlanTool(Tool):
         )
 
     def paths(self, args: dict[str, Any], ctx: ToolContext) -> list[Path]:
-        where = args.get("dir") if isinstance(args, dict) else None
-        return [resolve_path(ctx, where)] if isinstance(where, str) and where.strip() else []
+        return _named_paths(args, ctx, "out")
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         args = check(self, args)
@@ -164,6 +163,18 @@ class TerraformPlanTool(Tool):
             raise ToolError(str(exc)) from None
         text = mask_text(model_text(plan), values_from_show(doc))
         return ToolResult(text, raw_output={"plan": plan.to_dict(), "exit_code": 0})
+
+
+def _named_paths(args: Any, ctx: ToolContext, key: str) -> list[Path]:
+    """The ``dir`` and the file ``key`` names in it (for the outside-cwd rule)."""
+    if not isinstance(args, dict):
+        return []
+    where, name = args.get("dir"), args.get(key)
+    base = resolve_path(ctx, where) if isinstance(where, str) and where.strip() else None
+    found = [base] if base is not None else []
+    if isinstance(name, str) and name.strip():
+        found.append((base or ctx.cwd) / name)
+    return found
 
 
 def _chdir(workdir: Path, cwd: Path) -> list[str]:
@@ -210,8 +221,7 @@ class TerraformPlanDetailTool(Tool):
         return f"terraform_plan_detail: {args.get('address', '')}"
 
     def paths(self, args: dict[str, Any], ctx: ToolContext) -> list[Path]:
-        plan = args.get("plan") if isinstance(args, dict) else None
-        return [resolve_path(ctx, plan)] if isinstance(plan, str) and plan.strip() else []
+        return _named_paths(args, ctx, "plan")
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         args = check(self, args)
