@@ -330,3 +330,47 @@ def test_a_waiting_question_is_seen_and_answered_from_a_new_client(
         assert stale["ok"] is False
     finally:
         other.stop()
+
+
+def _execute_content(code: str) -> dict[str, Any]:
+    return {
+        "code": code,
+        "silent": False,
+        "store_history": True,
+        "user_expressions": {},
+        "allow_stdin": False,
+        "stop_on_error": True,
+    }
+
+
+def test_an_interrupt_request_cancels_the_waiting_question_cleanly(kernel: KernelHarness) -> None:
+    seen: dict[str, Any] = {}
+
+    def on_message(message: dict[str, Any], harness: KernelHarness) -> None:
+        data = message["content"].get("data", {})
+        if message["msg_type"] != "display_data" or WIDGET_VIEW not in data or seen:
+            return
+        other = SecondClient(harness)
+        seen["other"] = other
+        # A cell queued behind the waiting turn, then a failing console cell served now.
+        seen["queued"] = other.shell("execute_request", _execute_content("quick"))
+        failing = other.shell("execute_request", _execute_content("%output no-such-call"))
+        seen["failing"] = other.reply(failing, timeout=10)["content"]
+        # Interrupt through the control channel, as a frontend's interrupt_request does.
+        msg = other.kc.session.msg("interrupt_request", {})
+        other.kc.control_channel.send(msg)
+        seen["interrupt"] = other.kc.control_channel.get_msg(timeout=10)["content"]
+
+    result = kernel.execute("unlock it", allow_stdin=True, on_message=on_message)
+    other = seen["other"]
+    try:
+        assert seen["failing"]["status"] == "error" and seen["failing"]["ename"] == "NotFound"
+        assert seen["interrupt"]["status"] == "ok"
+        assert result.reply["content"]["ename"] == "Cancelled"
+        card = result.cards()[0][-1]
+        assert card["status"] == "cancelled" and card["question"]["state"] == "cancelled"
+        # The failing console cell did not abort the cell queued behind the turn.
+        queued = other.reply(seen["queued"], timeout=60)["content"]
+        assert queued["status"] == "ok"
+    finally:
+        other.stop()

@@ -19,6 +19,7 @@ shows busy while the turn goes on.
 
 from __future__ import annotations
 
+import contextvars
 import re
 from typing import Any
 
@@ -37,6 +38,10 @@ CONCURRENT_REQUESTS = frozenset(
     }
 )
 CONSOLE_LINE = re.compile(r"^\s*(%permissions\s*|%output\s+\S+\s*)$")
+
+
+#: Set while a request is served during a turn (see :meth:`ConsoleMixin._abort_queues`).
+_SERVING_NOW: contextvars.ContextVar[bool] = contextvars.ContextVar("iac_serving", default=False)
 
 
 def console_cell(code: str) -> bool:
@@ -127,16 +132,26 @@ class ConsoleMixin:
             return False
         return isinstance(content, dict) and console_cell(str(content.get("code", "")))
 
+    def _abort_queues(self, subshell_id: str | None = None) -> None:
+        """A failing console cell (``%output no-such-id``) served during a turn must not
+        abort the cells queued behind the turn, as a failing cell with ``stop_on_error``
+        does."""
+        if _SERVING_NOW.get():
+            return
+        super()._abort_queues(subshell_id)  # type: ignore[misc]
+
     async def _dispatch_now(self, msg: Any) -> None:
         kernel: Any = self
         running_parent = kernel.get_parent("shell")
         running_ident = kernel._get_shell_context_var(kernel._shell_parent_ident)
+        token = _SERVING_NOW.set(True)
         try:
             await kernel.dispatch_shell(msg, subshell_id=None, concurrent=True)
             request = kernel.get_parent("shell")
             if request is not running_parent:
                 kernel._publish_status("idle", "shell", parent=request)
         finally:
+            _SERVING_NOW.reset(token)
             kernel.set_parent(running_ident, running_parent, channel="shell")
             if running_parent:
                 kernel._publish_status("busy", "shell", parent=running_parent)
