@@ -270,3 +270,25 @@ async def test_http_and_sse_servers_that_go_away_fail_calls_at_once(tmp_path):
     finally:
         for server in servers:
             await server.stop()
+
+
+def test_project_file_expands_environment_references(tmp_path, monkeypatch):
+    monkeypatch.setenv("TFE_TOKEN", "tok-123456")
+    (tmp_path / ".mcp.json").write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "tf": {
+                        "command": "terraform-mcp-server",
+                        "args": ["--port=${TF_PORT:-8080}"],
+                        "env": {"TFE_TOKEN": "${TFE_TOKEN}"},
+                    },
+                }
+            }
+        )
+    )
+    (tf,) = from_project_file(tmp_path)
+    assert tf.args == ["--port=8080"] and tf.env == {"TFE_TOKEN": "tok-123456"}
+    monkeypatch.delenv("TFE_TOKEN")
+    with pytest.raises(McpConfigError, match=r"\$\{TFE_TOKEN\} is not set"):
+        from_project_file(tmp_path)

@@ -4,13 +4,15 @@
   args, env: [{name, value}]}``, ``{type: "http" | "sse", name, url, headers: [{name,
   value}]}``, as SDK models or plain dicts;
 * a ``.mcp.json`` in the session's folder, Claude Code's format: ``{"mcpServers": {NAME:
-  {"command", "args", "env"} | {"type": "http" | "sse", "url", "headers"}}}``;
+  {"command", "args", "env"} | {"type": "http" | "sse", "url", "headers"}}}``, with
+  ``${VAR}`` / ``${VAR:-default}`` taken from the environment;
 * a ``%mcp add`` / ``/mcp add`` line: ``NAME COMMAND [ARG...]`` or ``NAME URL [--sse]``.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 PROJECT_FILE = ".mcp.json"
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}")
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,47}$")
 TRANSPORTS = ("stdio", "http", "sse")
 
@@ -147,8 +150,31 @@ def from_project_file(folder: str | Path) -> list[ServerSpec]:
     if not isinstance(servers, dict):
         raise McpConfigError(f'{path}: expected {{"mcpServers": {{NAME: {{...}}}}}}')
     return [
-        spec_from_entry(name, entry, str(folder), PROJECT_FILE) for name, entry in servers.items()
+        spec_from_entry(name, expand_env(entry, path), str(folder), PROJECT_FILE)
+        for name, entry in servers.items()
     ]
+
+
+def expand_env(value: Any, where: Path, env: dict[str, str] | None = None) -> Any:
+    """``${VAR}`` and ``${VAR:-default}`` in the strings of a ``.mcp.json`` entry, as
+    Claude Code expands them (a token stays in the environment, not in the file)."""
+    env = dict(os.environ) if env is None else env
+    if isinstance(value, str):
+
+        def one(match: re.Match[str]) -> str:
+            name, default = match.group(1), match.group(3)
+            if name in env:
+                return env[name]
+            if default is not None:
+                return default
+            raise McpConfigError(f"{where}: ${{{name}}} is not set")
+
+        return _ENV_REF.sub(one, value)
+    if isinstance(value, list):
+        return [expand_env(item, where, env) for item in value]
+    if isinstance(value, dict):
+        return {key: expand_env(item, where, env) for key, item in value.items()}
+    return value
 
 
 def from_add_line(text: str, cwd: str | None) -> ServerSpec:
