@@ -72,6 +72,12 @@ def page(browser) -> Iterator[object]:
         yield page
 
 
+def open_in_own_workspace(page, server: Server, name: str, path: str = "") -> None:
+    """Open JupyterLab in a fresh workspace of its own (no tabs from the other tests)."""
+    tree = f"/tree/{path}" if path else ""
+    page.goto(f"{server.url}/lab/workspaces/{name}{tree}?reset&token={server.token}")
+
+
 def shot(page, name: str) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"browser-console-{name}.png"), full_page=True)
@@ -88,7 +94,7 @@ def test_status_bar_before_the_first_answer_and_full_output(server: Server, page
     assert logo.ok and logo.body()[:4] == b"\x89PNG"
 
     write_notebook(server.root / "status.ipynb")
-    page.goto(server.page_url("lab/tree/status.ipynb"))
+    open_in_own_workspace(page, server, "status", "status.ipynb")
     try:
         wait_kernel_idle(page)
         status = page.locator("#jp-main-statusbar .iac-status-item")
@@ -142,7 +148,7 @@ def test_danger_question_survives_a_reload(server: Server, page) -> None:
     from playwright.sync_api import expect
 
     write_notebook(server.root / "unlock.ipynb")
-    page.goto(server.page_url("lab/tree/unlock.ipynb"))
+    open_in_own_workspace(page, server, "unlock", "unlock.ipynb")
     ran = server.root / "terraform-ran"
     try:
         wait_kernel_idle(page)
@@ -210,13 +216,62 @@ def test_danger_question_survives_a_reload(server: Server, page) -> None:
         dialog_buttons.first.click()
 
         expect(pending).to_have_count(0)
+        # The kernel pushed the answered card: the restored copy says so too.
+        expect(restored).to_have_attribute("data-status", "denied")
+        expect(restored.locator(".iac-toolcard-note-text")).to_have_text("not on a Friday")
         expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_have_count(1)
+
+        # A rejected edit: its diff folds, and the scripted answer says it was rejected.
+        run_prompt(page, "Please write the notes file", cell=1)
+        second = page.locator(".jp-Notebook .jp-Cell").nth(1)
+        edit = second.locator(".iac-toolcard[data-kind='edit']")
+        expect(edit).to_have_attribute("data-status", "awaiting_permission")
+        diff = edit.locator("details.iac-toolcard-diff")
+        expect(diff).to_have_attribute("open", "")
+        expect(edit).not_to_have_class(re.compile(r"\biac-toolcard-danger\b"))
+        second.get_by_role("button", name="Reject once").click()
+        expect(edit).to_have_attribute("data-status", "denied")
+        expect(diff).not_to_have_attribute("open", "")
+        expect(diff.locator("summary")).to_have_text("Proposed changes (not applied)")
+        expect(second).to_contain_text("You rejected the write, so notes.md was not created.")
+        shot(page, "rejected-edit")
     except Exception:
         shot(page, "danger-failure")
         print(server.log_tail())
         raise
     assert not ran.exists(), ran.read_text()
+    assert not (server.root / "notes.md").exists()
     # The user's words reached the agent in place of a bare "Permission denied.".
     logs = "".join(p.read_text() for p in (server.base / "sessions").rglob("*.jsonl"))
     assert "not on a Friday" in logs
+    assert our_errors(page) == []
+
+
+def test_console_has_the_status_bar_and_the_launcher_the_logo(server: Server, page) -> None:
+    from playwright.sync_api import expect
+
+    open_in_own_workspace(page, server, "console")
+    try:
+        card = page.locator(".jp-LauncherCard[data-category='Console'][title='IaC Agent']")
+        expect(card.locator("img")).to_have_attribute(
+            "src", re.compile(r"/kernelspecs/iac-kernel/logo-(svg\.svg|64x64\.png)")
+        )
+        card.click()
+        prompt = page.locator(".jp-CodeConsole-input .cm-content")
+        expect(prompt).to_be_visible()
+        status = page.locator("#jp-main-statusbar .iac-status-item")
+        expect(status.locator(".iac-status-model")).to_have_text("scripted")
+        expect(status.locator(".iac-status-mode")).to_have_text("default")
+
+        prompt.click()
+        page.keyboard.type("%mode read_only")
+        page.keyboard.press("Shift+Enter")
+        mode = status.locator(".iac-status-mode")
+        expect(mode).to_have_text("read_only")
+        expect(mode).to_have_class(re.compile(r"\biac-mode-read_only\b"))
+        shot(page, "console")
+    except Exception:
+        shot(page, "console-failure")
+        print(server.log_tail())
+        raise
     assert our_errors(page) == []

@@ -107,6 +107,7 @@ export class SessionActivity {
   private _kernelPending: number | null = null;
   private _questions: IPendingQuestion[] = [];
   private _busy: boolean | null = null;
+  private _ownRequests = new Set<string>();
 
   /** True once any iac-kernel payload arrived (the kernel is ours). */
   get seen(): boolean {
@@ -189,6 +190,24 @@ export class SessionActivity {
     this._busy = typeof info.busy === 'boolean' ? info.busy : null;
     this._emit();
     return true;
+  }
+
+  /** Note an execute_request this page sent: its cells get their own display updates. */
+  markOwnRequest(msgId: string): void {
+    this._ownRequests.add(msgId);
+    if (this._ownRequests.size > MAX_CALLS) {
+      this._ownRequests.delete(this._ownRequests.values().next().value as string);
+    }
+  }
+
+  /**
+   * Whether the call's card is kept current by JupyterLab itself: its turn ran from this
+   * page's own request. A turn started before a reload still sends its updates to every
+   * client, but JupyterLab routes them to no cell.
+   */
+  seesLive(callId: string): boolean {
+    const call = this._calls.get(callId);
+    return call !== undefined && this._ownRequests.has(call.parentMsgId);
   }
 
   /** Tool calls seen since the kernel (re)started. */

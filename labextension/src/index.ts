@@ -11,6 +11,7 @@ import { ICommandPalette, ISessionContext } from '@jupyterlab/apputils';
 import { PageConfig, PathExt } from '@jupyterlab/coreutils';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { IStatusBar } from '@jupyterlab/statusbar';
+import type { Kernel } from '@jupyterlab/services';
 import { Widget } from '@lumino/widgets';
 
 import { IIOPubMessageLike, SessionActivity } from './activity';
@@ -89,10 +90,14 @@ function findCall(widget: AgentWidget, callId: string): { index: number; outputs
   return null;
 }
 
-/** Put the kernel's newer card payload into the output model, so the card re-renders. */
-function updateCard(widget: AgentWidget, card: unknown): void {
+/**
+ * Put the kernel's newer card payload into the output model of a card this page did not
+ * see live (restored from the saved notebook after a reload), so it re-renders. Live
+ * cards follow their own IOPub updates; touching them would only mark the notebook dirty.
+ */
+function updateCard(widget: AgentWidget, activity: SessionActivity, card: unknown): void {
   const parsed = parseToolCall(card);
-  if (!parsed.ok) {
+  if (!parsed.ok || activity.seesLive(parsed.value.callId)) {
     return;
   }
   const found = findCall(widget, parsed.value.callId);
@@ -101,6 +106,9 @@ function updateCard(widget: AgentWidget, card: unknown): void {
   }
   const output = found.outputs.get(found.o);
   const json = output.toJSON();
+  if (JSON.stringify(json.data?.[TOOLCALL_MIME]) === JSON.stringify(card)) {
+    return;
+  }
   found.outputs.set(found.o, { ...json, data: { ...json.data, [TOOLCALL_MIME]: card } });
 }
 
@@ -181,7 +189,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       const activity = new SessionActivity();
       const channel = new KernelChannel({
         onInfo: info => activity.setKernelInfo(info),
-        onCard: card => updateCard(widget, card)
+        onCard: card => updateCard(widget, activity, card)
       });
       const entry: ITracked = { widget, activity, channel };
       tracked.set(widget, entry);
@@ -205,9 +213,18 @@ const plugin: JupyterFrontEndPlugin<void> = {
           channel.attach(context.session?.kernel ?? null);
         }
       };
+      const onAnyMessage = (_: unknown, args: { msg: { header: { msg_id: string; msg_type: string } }; direction: string }) => {
+        if (args.direction === 'send' && args.msg.header.msg_type === 'execute_request') {
+          activity.markOwnRequest(args.msg.header.msg_id);
+        }
+      };
+      let watched: Kernel.IKernelConnection | null = null;
       const onKernel = () => {
         activity.reset();
         const kernel = context.session?.kernel ?? null;
+        watched?.anyMessage.disconnect(onAnyMessage);
+        watched = kernel;
+        kernel?.anyMessage.connect(onAnyMessage);
         channel.attach(isAgentKernel(widget) ? kernel : null);
         refresh();
       };
@@ -225,6 +242,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
         context.iopubMessage.disconnect(onIOPub);
         context.statusChanged.disconnect(onStatus);
         context.kernelChanged.disconnect(onKernel);
+        watched?.anyMessage.disconnect(onAnyMessage);
         tracked.delete(widget);
         refresh();
       });

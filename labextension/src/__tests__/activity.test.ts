@@ -203,3 +203,14 @@ test('danger questions offer Reject first; others Allow first', () => {
   const routine = { ...danger, danger: false, options: ['allow_once', 'allow_always', 'reject_once', 'reject_always'] };
   assert.deepEqual(answerOrder(routine), ['allow_once', 'allow_always', 'reject_once', 'reject_always']);
 });
+
+test('a card is live only when this page sent the request that made it', () => {
+  const activity = new SessionActivity();
+  activity.handle(display('c1', 'awaiting_permission', 'exec-mine'));
+  activity.handle(display('c2', 'awaiting_permission', 'exec-before-reload'));
+  activity.markOwnRequest('exec-mine');
+  assert.equal(activity.seesLive('c1'), true);
+  // A turn started before a reload: its updates reach this page but no cell.
+  assert.equal(activity.seesLive('c2'), false);
+  assert.equal(activity.seesLive('unknown'), false);
+});
