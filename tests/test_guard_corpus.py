@@ -184,6 +184,8 @@ CORPUS = [
     "mkdir -p .git && printf '[remote \"origin\"]\\n\\tpush = +refs/heads/*:refs/heads/*\\n'"
     " > .git/config && git push origin",
     "mkdir -p .git && printf '[remote \"origin\"]\\n\\tmirror = true\\n' > .git/config && git push",
+    "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=remote.origin.push GIT_CONFIG_VALUE_0=+refs/heads/main"
+    " git push origin",
 ]
 
 #: Read-only commands: they run, with no question at all.

@@ -227,3 +227,14 @@ def test_kernel_env_is_first_on_path_for_bash(tool_ctx):
 
     result = asyncio.run(BashTool().run({"command": "echo $PATH"}, tool_ctx))
     assert result.content.split(":")[1] == PY_BIN
+
+
+async def test_loader_variables_do_not_reach_the_real_program(tmp_path: Path):
+    """LD_PRELOAD & co. would run the caller's code inside the real program."""
+    bin_dir, log = make_fakes(tmp_path)
+    shutil.copy("/usr/bin/env", bin_dir / "envy")
+    harness = Harness(tmp_path / "ws", bin_dir, log)
+    harness.settings.guarded_programs = "envy"
+    result = await harness.run("LD_LIBRARY_PATH=/nowhere GCONV_PATH=/x FOO=bar envy", Asker())
+    assert result is not None and "FOO=bar" in result.content
+    assert "LD_LIBRARY_PATH" not in result.content and "GCONV_PATH" not in result.content

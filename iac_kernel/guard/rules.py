@@ -293,28 +293,3 @@ def has_flag(args: Sequence[str], flag: str) -> bool:
         if letter and re.fullmatch(r"-[a-zA-Z]+", arg) and letter in arg[1:]:
             return True
     return False
-
-
-_SECTION = re.compile(r'^\s*\[\s*([A-Za-z0-9.-]+)(?:\s+"([^"]*)")?\s*\]')
-_ENTRY = re.compile(r"^\s*([A-Za-z][A-Za-z0-9-]*)\s*(?:=\s*(.*?))?\s*$")
-
-
-def git_config_forces_push(text: str) -> str | None:
-    """Why a repository's config makes a plain ``git push`` forced or a mirror (a remote
-    ``push`` refspec starting with ``+``, ``mirror = true``), or None."""
-    section = ""
-    for line in text.splitlines():
-        line = line.split("#", 1)[0].split(";", 1)[0]
-        header = _SECTION.match(line)
-        if header:
-            section = header.group(1).lower()
-            continue
-        entry = _ENTRY.match(line)
-        if section != "remote" or not entry:
-            continue
-        key, value = entry.group(1).lower(), (entry.group(2) or "true").strip().strip('"')
-        if key == "push" and value.startswith("+"):
-            return f"the repository config pushes with a forced refspec ({value})"
-        if key == "mirror" and value.lower() in ("true", "yes", "on", "1"):
-            return "the repository config makes every push a mirror push"
-    return None

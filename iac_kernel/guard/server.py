@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from iac_kernel.guard import realbin, reviews
+from iac_kernel.guard.gitconfig import git_push_verdict
 from iac_kernel.guard.procs import signal_group
-from iac_kernel.guard.rules import CHANGE, Verdict, classify, git_config_forces_push
+from iac_kernel.guard.rules import Verdict, classify
 from iac_kernel.guard.sandbox import GUARD_MOUNT, Layout
 
 log = logging.getLogger(__name__)
@@ -165,12 +166,14 @@ class ApprovalServer:
 
     async def _handle(self, request: dict, fds: list[int], conn: socket.socket) -> int:
         program = str(request["program"])
-        argv, cwd, env = request["argv"], request["cwd"], request["env"]
+        argv, cwd = request["argv"], request["cwd"]
+        env = {k: v for k, v in request["env"].items() if not _loader_variable(k)}
         if program not in self.reals:
             raise Refused(f"{program} is not a guarded program here")
         verdict = classify(program, argv)
         if program == "git" and not verdict.changing and "push" in argv[1:]:
-            verdict = _git_push_config(self.layout.host_path(cwd) if self.layout else cwd, verdict)
+            host = self.layout.host_path if self.layout else (lambda p: p)
+            verdict = git_push_verdict(host(cwd), env, host, verdict)
         entry = {"argv": argv, "cwd": cwd, "kind": verdict.kind, "outcome": "run"}
         self.log.append(entry)
         run_argv = argv
@@ -302,22 +305,13 @@ class ApprovalServer:
         signal_group(pgid, signum, self.layout is not None)
 
 
-def _git_push_config(cwd: str, verdict: Verdict) -> Verdict:
-    """A plain ``git push`` is forced when the repository's own config says so."""
-    path = Path(cwd)
-    for directory in [path, *path.parents]:
-        git = directory / ".git"
-        if git.is_file():  # a worktree or submodule: "gitdir: PATH"
-            text = git.read_text(errors="replace").strip()
-            git = (directory / text.partition("gitdir:")[2].strip()).resolve()
-        config = git / "config"
-        if config.is_file():
-            try:
-                why = git_config_forces_push(config.read_text(errors="replace"))
-            except OSError:
-                return verdict
-            return Verdict(CHANGE, f"git push: {why}") if why else verdict
-    return verdict
+#: Variables that make the dynamic loader run other code inside the real program.
+_LOADER_VARIABLES = {"GCONV_PATH", "GETCONF_DIR", "HOSTALIASES", "LOCALDOMAIN", "LOCPATH"}
+_LOADER_VARIABLES |= {"MALLOC_TRACE", "NLSPATH", "RESOLV_HOST_CONF", "RES_OPTIONS"}
+
+
+def _loader_variable(name: str) -> bool:
+    return name.startswith("LD_") or name in _LOADER_VARIABLES
 
 
 async def _send(conn: socket.socket, message: dict) -> None:
