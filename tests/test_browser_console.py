@@ -114,6 +114,16 @@ def test_status_bar_before_the_first_answer_and_full_output(server: Server, page
         card = cell.locator(".iac-toolcard[data-kind='execute']")
         expect(card).to_have_attribute("data-status", "done")
         expect(cell).to_contain_text("That printed 200 lines")
+        # Expanded thinking is set apart from the answer (muted, dashed rule, own box).
+        thinking = cell.locator("details.iac-thinking")
+        expect(thinking).to_have_count(1)
+        thinking.locator("summary").click()
+        expect(thinking).to_contain_text("seq prints them")
+        assert "That printed" not in thinking.inner_text()
+        style = thinking.evaluate(
+            "n => { const s = getComputedStyle(n); return [s.borderLeftStyle, s.backgroundColor]; }"
+        )
+        assert style[0] == "dashed" and style[1] != "rgba(0, 0, 0, 0)", style
         output = card.locator("details.iac-toolcard-output")
         expect(output.locator("summary")).to_have_text("Output (200 lines, part hidden)")
         if output.get_attribute("open") is None:
