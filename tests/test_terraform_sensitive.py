@@ -167,3 +167,55 @@ def test_edit_diffs_never_show_it(ws: Path, tmp_path: Path):
         assert SECRET not in (diff.old_text or "") and MASK in (diff.old_text or "")
     assert SECRET not in json.dumps(persist.messages)
     assert (ws / "terraform.tfvars").read_text() == content  # the write itself happened
+
+
+async def test_a_state_outside_the_workspace_is_masked(ws: Path):
+    from iac_kernel.config import Settings
+    from iac_kernel.tools.base import ToolContext
+    from iac_kernel.tools.read_file import ReadFileTool
+    from iac_kernel.tools.tf_results import after_tool_call
+
+    sub = ws / "sub"  # the session works in a sub-folder: the state is outside its cwd
+    sub.mkdir()
+    read = {"path": "../terraform.tfstate"}
+    raw = await ReadFileTool().run(read, ToolContext(cwd=sub, settings=Settings()))
+    assert SECRET in raw.content  # what the tool itself returns
+    shown = await after_tool_call("read_file", read, sub, raw)
+    assert SECRET not in shown.content and MASK in shown.content
+
+
+def test_printed_state_cut_to_head_and_tail_is_masked(ws: Path, tmp_path: Path):
+    """A state only printed (remote ``state pull``): the live output sees all of it, and the
+    values found there are masked in the final result too, although it is cut."""
+    import asyncio
+
+    from core_support import make_loop, write_script
+    from iac_kernel.agent.events import ToolCallOutput, ToolCallResult
+    from iac_kernel.config import Settings
+    from iac_kernel.tools.bash import BashTool
+
+    other = "OtherSecret-5150-not-on-disk"
+    doc = json.loads((ws / "terraform.tfstate").read_text())
+    doc["outputs"]["db_password"]["value"] = other
+    doc["resources"] = doc["resources"] * 20  # long: the output is cut to head and tail
+    (ws / "snapshot.json").write_text(json.dumps(doc, indent=2))
+    command = "cat snapshot.json  # a tfstate printed by a remote backend"
+    call = {"name": "bash", "input": {"command": command}}
+    script = write_script(
+        tmp_path / "s.json", [{"match": "pull", "turns": [{"tool_use": [call]}, {"text": "ok"}]}]
+    )
+    settings = Settings()
+    settings.output_limit = 2000
+    settings.headless_policy = "allow"
+    loop, persist = make_loop(script, ws, [BashTool()], settings=settings)
+    events: list = []
+
+    async def ask(request):
+        return "allow_once"
+
+    asyncio.run(loop.run_turn([{"type": "text", "text": "pull"}], events.append, ask))
+    (result,) = [e for e in events if isinstance(e, ToolCallResult)]
+    assert "characters of output cut" in result.output
+    assert other[:12] not in json.dumps([e.__dict__ for e in events], default=str)
+    assert any(isinstance(e, ToolCallOutput) for e in events)
+    assert other not in json.dumps(persist.messages)

@@ -18,7 +18,7 @@ printed by ``output -raw`` or ``cat`` carries no mark at all.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 MASK = "(sensitive)"
@@ -245,7 +245,15 @@ class StreamMasker:
     values of any Terraform JSON the whole text holds (a remote ``state pull``).
     """
 
-    def __init__(self, values: Iterable[str], hold_all: bool = False):
+    def __init__(
+        self,
+        values: Iterable[str],
+        hold_all: bool = False,
+        on_found: Callable[[set[str]], None] | None = None,
+    ):
+        #: Called at :meth:`flush` with the values found in the held text, so that the
+        #: call's final result (perhaps cut to its head and tail) masks them too.
+        self.on_found = on_found
         self.values: set[str] = set()
         for value in values:
             self.values |= variants(value)
@@ -272,4 +280,6 @@ class StreamMasker:
     def flush(self) -> str:
         text, self.pending = self.pending, ""
         extra = values_in_text(text) if self.hold_all else set()
+        if extra and self.on_found is not None:
+            self.on_found(extra)
         return mask_text(text, self.values | extra)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import shlex
 from pathlib import Path
@@ -31,6 +32,7 @@ from iac_kernel.terraform.sensitive import (
     mask_text,
     mask_value,
     values_from_show,
+    values_from_state,
     values_in_text,
 )
 from iac_kernel.terraform.summary import model_text
@@ -40,6 +42,7 @@ from iac_kernel.tools.tf_plans import record_plan
 
 log = logging.getLogger(__name__)
 
+STATE_SUFFIXES = (".tfstate", ".tfstate.backup")
 STATE_MARKERS = ('"sensitive_attributes"', '"terraform_version"', '"prior_state"')
 #: terraform subcommands whose output may carry sensitive values no file on disk holds
 #: (remote state): their live output is held back and masked as a whole.
@@ -47,8 +50,23 @@ HOLD_SUBCOMMANDS = {"output", "show", "state", "console"}
 STREAMING_TOOLS = {"bash", "terraform_plan", "terraform_apply"}
 
 
-def _all_values(cwd: Path, text: str) -> set[str]:
-    return set(sensitive_values(cwd)) | values_in_text(text)
+def _all_values(cwd: Path, text: str, args: dict[str, Any]) -> set[str]:
+    """The workspace's values, those printed in ``text``, and those of state files the
+    call names (a state outside the working directory, or cut short in the output)."""
+    found = set(sensitive_values(cwd)) | values_in_text(text)
+    for path in _named_state_files(args, cwd):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            found |= values_from_state(json.loads(path.read_text(errors="replace") or "{}"))
+    return found
+
+
+def _named_state_files(args: dict[str, Any], cwd: Path) -> list[Path]:
+    words = [str(args.get(k, "")) for k in ("path", "file_path")]
+    command = args.get("command")
+    if isinstance(command, str):
+        words += command.replace(";", " ").replace("|", " ").replace("&", " ").split()
+    names = [w.strip("'\"") for w in words if w.strip("'\"").endswith(STATE_SUFFIXES)]
+    return [p for p in ((cwd / n) for n in names) if p.is_file()][:20]
 
 
 def live_masker(name: str, args: dict[str, Any], cwd: Path) -> StreamMasker | None:
@@ -59,7 +77,11 @@ def live_masker(name: str, args: dict[str, Any], cwd: Path) -> StreamMasker | No
     hold = "tfstate" in command or any(
         tf.subcommand in HOLD_SUBCOMMANDS for tf in find_commands(command)
     )
-    return StreamMasker(sensitive_values(cwd), hold_all=hold)
+
+    def found(values: set[str]) -> None:  # the final, maybe cut, result masks them too
+        remember(cwd, f"printed:{hash(frozenset(values))}", values)
+
+    return StreamMasker(sensitive_values(cwd), hold_all=hold, on_found=found)
 
 
 def mask_diff(diff: Any, cwd: Path) -> Any:
@@ -90,7 +112,7 @@ async def after_tool_call(
             result.content = f"{stale}\n\n{result.content}"
             result.is_error = True
     full = getattr(result, "full_output", None)
-    values = await asyncio.to_thread(_all_values, cwd, result.content + (full or ""))
+    values = await asyncio.to_thread(_all_values, cwd, result.content + (full or ""), args)
     before = result.content
     result.content = mask_text(result.content, values)
     if _reads_state(name, args, before):
@@ -109,7 +131,7 @@ async def after_tool_call(
 
 def _reads_state(name: str, args: dict[str, Any], text: str) -> bool:
     path = str(args.get("path", "") or args.get("file_path", ""))
-    if name == "read_file" and path.endswith((".tfstate", ".tfstate.backup")):
+    if name == "read_file" and path.endswith(STATE_SUFFIXES):
         return True
     return any(marker in text for marker in STATE_MARKERS)
 
