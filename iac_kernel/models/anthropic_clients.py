@@ -95,9 +95,11 @@ def prepare_client(provider: str | None = None, **client_kwargs: Any) -> None:
     key = _client_key(chosen, factory, client_kwargs)
     if key is None:
         return
-    client = build_client(chosen, factory, client_kwargs)
+    # Built under the lock: a session asking meanwhile waits for this client instead of
+    # building a second one.
     with _shared_lock:
-        _unbound.setdefault(key, client)
+        if key not in _unbound:
+            _unbound[key] = build_client(chosen, factory, client_kwargs)
 
 
 def _client_key(provider: str, factory: Any, kwargs: dict[str, Any]) -> tuple[Any, ...] | None:
