@@ -253,3 +253,32 @@ def test_acp_session_meta_carries_the_guard_status_and_remembered_prefixes():
     assert meta["rememberedPrefixes"] == [
         {"tool": "bash", "prefix": "terraform plan", "answer": "allow"}
     ]
+
+
+async def test_cancel_while_the_question_waits_stops_at_once_and_nothing_runs(
+    harness: Harness,
+):
+    """The turn is cancelled while an exec question is open: the call ends without
+    waiting out the grace periods, and a late approval starts nothing."""
+    harness.settings.bash_grace = 3.0
+    asked = asyncio.Event()
+    release = asyncio.Event()
+
+    class LateAsker(Asker):
+        async def __call__(self, request):
+            self.requests.append(request)
+            asked.set()
+            await release.wait()
+            return ALLOW_ONCE
+
+    task = asyncio.create_task(harness.run("t=terraform; $t apply", LateAsker()))
+    await asyncio.wait_for(asked.wait(), 30)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert loop.time() - started < 2.5  # not SIGINT grace + SIGTERM grace
+    release.set()
+    await asyncio.sleep(0.3)
+    assert logged(harness.log) == []

@@ -56,16 +56,21 @@ def main() -> None:
     sock.sendmsg([header], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
     sock.sendall(data)
 
+    started = False
+
     def relay(signum: int, _frame: object) -> None:
         try:
             sock.sendall(json.dumps({"signal": signum}).encode() + b"\n")
         except OSError:
             pass
+        if not started:  # still waiting for the answer: stop now, nothing ran
+            os._exit(128 + signum)
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
         signal.signal(sig, relay)
     buffer = b""
-    while b"\n" not in buffer:
+    answer: dict = {}
+    while not answer:
         try:
             chunk = sock.recv(65536)
         except InterruptedError:
@@ -73,7 +78,13 @@ def main() -> None:
         if not chunk:
             _fail("the agent went away before answering")
         buffer += chunk
-    answer = json.loads(buffer.split(b"\n", 1)[0])
+        while b"\n" in buffer and not answer:
+            line, buffer = buffer.split(b"\n", 1)
+            message = json.loads(line)
+            if message.get("started"):
+                started = True
+            else:
+                answer = message
     if answer.get("refused"):
         _fail(answer["refused"])
     code = int(answer.get("exit", REFUSED))

@@ -183,6 +183,9 @@ class ApprovalServer:
             except Refused:
                 entry["outcome"] = "refused"
                 raise
+        if verdict.changing and _gone_or_signalled(conn):
+            entry["outcome"] = "refused"
+            raise Refused("the command that asked was stopped before it was approved")
         return await self._run(program, run_argv, cwd, env, request.get("fds", []), fds, conn)
 
     async def _approve(
@@ -271,6 +274,8 @@ class ApprovalServer:
                 os.close(fd)
         fds.clear()
         self._groups.add(proc.pid)
+        with contextlib.suppress(OSError):
+            await _send(conn, {"started": True})
         watcher = asyncio.create_task(self._watch(conn, proc))
         try:
             return await proc.wait()
@@ -312,6 +317,17 @@ _LOADER_VARIABLES |= {"MALLOC_TRACE", "NLSPATH", "RESOLV_HOST_CONF", "RES_OPTION
 
 def _loader_variable(name: str) -> bool:
     return name.startswith("LD_") or name in _LOADER_VARIABLES
+
+
+def _gone_or_signalled(conn: socket.socket) -> bool:
+    """True when the launcher hung up or relayed a signal while its question was open."""
+    try:
+        conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+    except (BlockingIOError, InterruptedError):
+        return False
+    except OSError:
+        return True
+    return True  # EOF, or a relayed signal waiting to be read
 
 
 async def _send(conn: socket.socket, message: dict) -> None:
