@@ -98,3 +98,13 @@ def test_name_prefilter_only_for_a_plain_last_segment():
     assert name_prefilter("modules/*/main.tf")[0] == "--type-add=iacglob:main.tf"
     for pattern in ("modules/**", "modules/", "a:b", "x/\\*"):
         assert name_prefilter(pattern) == [], pattern
+
+
+async def test_exact_file_type_shortcut_agrees_with_the_glob_regex(tool_ctx, tree, monkeypatch):
+    (tree / ".hidden.tf").write_text("x\n")
+    (tree / "a" / "notes.tfvars").write_text("x\n")
+    patterns = ["**/*.tf", "*.tf", "f1.tf", "*", "**", ".*", "*.tfvars", "**/**/f*.tf"]
+    fast = {p: await glob_mod.matching_files(tree, p) for p in patterns}
+    monkeypatch.setattr(glob_mod, "_type_is_exact", lambda pattern: False)
+    for pattern in patterns:
+        assert fast[pattern] == await glob_mod.matching_files(tree, pattern), pattern

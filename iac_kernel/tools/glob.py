@@ -124,9 +124,22 @@ async def matching_files(base: Path, pattern: str) -> tuple[list[str], bool]:
     files = out.stdout.splitlines()
     if out.truncated and files:
         files.pop()  # the last line may be cut mid-path
-    found = list(filter(compile_glob(pattern).match, files))
+    found = files if _type_is_exact(pattern) else list(filter(compile_glob(pattern).match, files))
+    found = [f for f in found if f] if found is files else found
     found.sort()
     return found, out.truncated
+
+
+_SIMPLE_SEGMENT = re.compile(r"[^/*?\[\]{}\\!:,]*(?:\*[^/*?\[\]{}\\!:,]*)*\Z")
+
+
+def _type_is_exact(pattern: str) -> bool:
+    """True when the file type of :func:`name_prefilter` selects exactly the files the
+    glob matches: a file-name pattern (any depth) of literal characters and ``*``."""
+    pat = pattern.strip()
+    while pat.startswith("**/"):
+        pat = pat[3:]
+    return bool(pat) and "/" not in pat and bool(_SIMPLE_SEGMENT.match(pat))
 
 
 def name_prefilter(pattern: str) -> list[str]:
