@@ -68,6 +68,10 @@ def streaming(runs: int) -> None:
     line("iac-kernel acp prompt", ms(ours), f"bare Anthropic SDK {ms(bare)}", f"{ours / bare:.2f}x",
          "")  # fmt: skip
     line("per delta above the bare SDK", f"{per_delta:.1f} µs", "", "", "target <= 30 µs")
+    relay = bench.relay_costs()
+    line("ACP relay alone, CPU per delta", f"{relay['dict payload'] * 1e6:.1f} µs",
+         f"via SDK models {relay['SDK models'] * 1e6:.1f} µs",
+         f"{relay['dict payload'] / relay['SDK models']:.2f}x", "in process, no I/O")  # fmt: skip
 
 
 def search(runs: int) -> None:

@@ -98,3 +98,47 @@ def run(runs: int) -> dict[str, list[float]]:
 
 if __name__ == "__main__":
     print(run(int(sys.argv[1]) if len(sys.argv) > 1 else 2))
+
+
+def relay_costs(n: int = 20_000) -> dict[str, float]:
+    """CPU time per text delta of the ACP relay alone (in process, output to a null
+    sink): the payload built as a dict (what turns use) and through the SDK's models."""
+    import asyncio
+
+    from acp.connection import Connection
+
+    from iac_kernel.acp.channel import ClientChannel
+    from iac_kernel.acp.transport import LineTransport
+    from iac_kernel.acp.turn import TurnRelay
+    from iac_kernel.acp.updates import to_update
+    from iac_kernel.agent.events import TextDelta
+
+    class Null:
+        def write(self, data: bytes) -> None:
+            return None
+
+        async def drain(self) -> None:
+            return None
+
+        def close(self) -> None:
+            return None
+
+    async def handler(*_: object) -> None:
+        return None
+
+    async def measure() -> dict[str, float]:
+        transport = LineTransport(asyncio.StreamReader(), Null())
+        channel = ClientChannel(Connection(handler, transport, listening=False))
+        relay = TurnRelay(channel, "session-1")
+        events = [TextDelta(f"word{i} ") for i in range(n)]
+        start = time.process_time()
+        for event in events:
+            await relay(event)
+        fast = (time.process_time() - start) / n
+        start = time.process_time()
+        for event in events:
+            await channel.update("session-1", to_update(event))
+        models = (time.process_time() - start) / n
+        return {"dict payload": fast, "SDK models": models}
+
+    return asyncio.run(measure())
