@@ -46,6 +46,26 @@ def make_fakes(root: Path) -> tuple[Path, Path]:
     return bin_dir, log
 
 
+def alive_with(marker: str) -> list[int]:
+    """Host PIDs of live (non-zombie) processes whose command line contains ``marker``.
+
+    Inside the sandbox PIDs are those of its own namespace, so tests find the host
+    processes by a unique marker in their command line instead.
+    """
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
+            state = Path(f"/proc/{name}/stat").read_bytes().rpartition(b")")[2].split()[0]
+        except OSError:
+            continue
+        if marker.encode() in cmdline and state not in (b"Z", b"X"):
+            found.append(int(name))
+    return found
+
+
 def logged(log: Path) -> list[list[str]]:
     """Every recorded call: [program, *args]."""
     return [line.split("|") for line in log.read_text().splitlines() if line]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from guard_support import PY_BIN, Asker, Harness, logged, make_fakes
+from guard_support import PY_BIN, Asker, Harness, alive_with, logged, make_fakes
 from iac_kernel.agent.permissions import ALLOW_ONCE, REJECT_ONCE
 from iac_kernel.guard import call as guard_call
 from iac_kernel.guard import reviews, sandbox
@@ -26,22 +26,6 @@ pytestmark = pytest.mark.skipif(sandbox.unusable_reason() is not None, reason="n
 
 def exists(path: str) -> bool:
     return os.path.exists(path)
-
-
-def alive_with(marker: str) -> list[int]:
-    """Host PIDs of live processes whose command line contains ``marker``."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
-            state = Path(f"/proc/{name}/stat").read_bytes().rpartition(b")")[2].split()[0]
-        except OSError:
-            continue
-        if marker.encode() in cmdline and state not in (b"Z", b"X"):
-            found.append(int(name))
-    return found
 
 
 @pytest.fixture

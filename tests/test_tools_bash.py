@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
 import random
 from pathlib import Path
 
 import pytest
 
+from guard_support import alive_with
 from iac_kernel.tools.base import ToolContext, ToolError
 from iac_kernel.tools.bash import BashTool, OutputCapture
 
@@ -28,25 +28,6 @@ def alive(pid: int) -> bool:
     except (FileNotFoundError, ProcessLookupError):
         return False
     return state not in (b"Z", b"X")
-
-
-def alive_with(marker: str) -> bool:
-    """True while a (non-zombie) process whose command line contains ``marker`` runs.
-
-    Inside the sandbox PIDs are those of its own namespace, so tests find the host
-    processes by a unique marker in their command line instead.
-    """
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
-            state = Path(f"/proc/{name}/stat").read_bytes().rpartition(b")")[2].split()[0]
-        except OSError:
-            continue
-        if marker.encode() in cmdline and state not in (b"Z", b"X"):
-            return True
-    return False
 
 
 def unique_sleep() -> str:
