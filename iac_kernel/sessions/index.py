@@ -105,6 +105,12 @@ class FolderIndex:
         found = self._read(self.path(cwd), None).get(session_id)
         return found if found is not None and found.get("cwd") == cwd else None
 
+    def state(self, cwd: str) -> tuple[int, int]:
+        """What has been read of ``cwd``'s index (file id and offset): equal states, equal
+        entries. Valid right after :meth:`entries`."""
+        cached = self._cache.get(str(self.path(cwd)))
+        return (cached.inode, cached.offset) if cached is not None else (-1, -1)
+
     def entries(self, cwd: str) -> list[dict[str, Any]]:
         """The current metadata of every session of ``cwd``."""
         return list(self._read(self.path(cwd), cwd).values())

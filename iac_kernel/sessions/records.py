@@ -249,3 +249,21 @@ def dangling_tool_uses(messages: list[dict[str, Any]]) -> list[str]:
             }
         missing += [i for i in ids if i not in answered]
     return missing
+
+
+def repair_notes(scan: LogScan, notes: list[str]) -> list[str]:
+    """Everything a load repaired, in words (unreadable lines first)."""
+    repairs = []
+    if scan.bad_lines:
+        where = "at the end of the log" if scan.torn_tail and scan.bad_lines == 1 else "in the log"
+        repairs.append(f"dropped {scan.bad_lines} unreadable or half-written line(s) {where}")
+    return repairs + notes
+
+
+def result_text(content: Any) -> str:
+    """The text of a tool_result's content (a string or text blocks)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(b.get("text", "") for b in content if isinstance(b, dict))
+    return ""

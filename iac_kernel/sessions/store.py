@@ -73,6 +73,8 @@ class SessionStore:
         self.index = FolderIndex(self.root)
         #: session id -> (index entry, its SessionMeta): listing builds each once.
         self._metas: dict[str, tuple[dict[str, Any], SessionMeta]] = {}
+        #: cwd -> (index state, sorted listing): pages of an unchanged folder reuse it.
+        self._listed: dict[str, tuple[tuple[int, int], list[SessionMeta]]] = {}
 
     def _path(self, session_id: str, suffix: str) -> Path:
         if not is_valid_session_id(session_id):
@@ -169,6 +171,11 @@ class SessionStore:
                 return []
             self._ensure_root()
         entries = self.index.entries(cwd) if cwd is not None else self.index.all_entries()
+        if cwd is not None:
+            state = self.index.state(cwd)
+            listed = self._listed.get(cwd)
+            if listed is not None and listed[0] == state:
+                return list(listed[1])
         found = []
         for entry in entries:
             sid = entry.get("session_id")
@@ -183,6 +190,11 @@ class SessionStore:
             self._metas[sid] = (entry, meta)
             found.append(meta)
         found.sort(key=lambda m: (m.updated_at, m.session_id), reverse=True)
+        if cwd is not None:
+            if len(self._listed) > 256:
+                self._listed.clear()
+            self._listed[cwd] = (state, found)
+            return list(found)
         return found
 
     def lock_holder(self, session_id: str) -> dict[str, Any] | None:
@@ -214,14 +226,14 @@ class SessionStore:
         meta = self.read_meta(session_id)
         scan = self._scan(session_id)
         fixed, notes = records.normalize(scan.records, now_iso())
-        return _stored(meta, fixed, _repair_notes(scan, notes))
+        return _stored(meta, fixed, records.repair_notes(scan, notes))
 
     def load(self, writer: SessionWriter) -> StoredSession:
         """Read the writer's session and persist repairs of what a crash left behind."""
         scan = self._scan(writer.session_id)
         stamp = now_iso()
         fixed, notes = records.normalize(scan.records, stamp)
-        repairs = _repair_notes(scan, notes)
+        repairs = records.repair_notes(scan, notes)
         if repairs:
             note = {"type": "repaired", "ts": stamp, "notes": repairs}
             data = b"".join(json_line(r) for r in [*fixed, note])
@@ -269,7 +281,7 @@ class SessionStore:
         if found is None:
             return None
         block, name, full, raw = found
-        text = _text(block.get("content"))
+        text = records.result_text(block.get("content"))
         return ToolOutput(
             call_id, name, text, bool(block.get("is_error")), full or text, raw_output=raw
         )
@@ -299,10 +311,11 @@ class SessionWriter:
         files.append(self._log, json_line(record))
 
     def append_message(self, message: dict[str, Any], *, kind: str = "message", **extra: Any):
-        self._append({"type": kind, "ts": now_iso(), "message": message, **extra})
+        stamp = now_iso()
+        self._append({"type": kind, "ts": stamp, "message": message, **extra})
         self._in_results = False
         self.meta.message_count += 1
-        self.touch()
+        self.touch(stamp)
 
     def append_tool_result(
         self,
@@ -313,7 +326,8 @@ class SessionWriter:
         full: str | None = None,
     ) -> None:
         """One finished call's result; consecutive results form one user message."""
-        record: dict[str, Any] = {"type": "tool_result", "ts": now_iso(), "name": name}
+        stamp = now_iso()
+        record: dict[str, Any] = {"type": "tool_result", "ts": stamp, "name": name}
         record["block"] = block
         if raw_output is not None:
             record["raw_output"] = raw_output
@@ -323,7 +337,7 @@ class SessionWriter:
         if not self._in_results:
             self.meta.message_count += 1
         self._in_results = True
-        self.touch()
+        self.touch(stamp)
 
     def append_compaction(self, summary: str, keep_from: int) -> None:
         self._append(
@@ -345,9 +359,9 @@ class SessionWriter:
         self.store.write_meta(self.meta, old_cwd)
         self._dirty = False
 
-    def touch(self) -> None:
+    def touch(self, stamp: str | None = None) -> None:
         """New ``updated_at`` and counters, in the listing index only (no rewrite)."""
-        self.meta.updated_at = now_iso()
+        self.meta.updated_at = stamp or now_iso()
         self._dirty = True
         meta = self.meta
         try:
@@ -373,14 +387,6 @@ class SessionWriter:
             locks.release(self.store._path(self.session_id, ".lock"), self._token)
 
 
-def _repair_notes(scan: records.LogScan, notes: list[str]) -> list[str]:
-    repairs = []
-    if scan.bad_lines:
-        where = "at the end of the log" if scan.torn_tail and scan.bad_lines == 1 else "in the log"
-        repairs.append(f"dropped {scan.bad_lines} unreadable or half-written line(s) {where}")
-    return repairs + notes
-
-
 def _stored(meta: SessionMeta, recs: list[dict[str, Any]], repairs: list[str]) -> StoredSession:
     assembled = records.assemble(recs)
     return StoredSession(
@@ -390,11 +396,3 @@ def _stored(meta: SessionMeta, recs: list[dict[str, Any]], repairs: list[str]) -
         keep_from=assembled.keep_from,
         repairs=repairs,
     )
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(b.get("text", "") for b in content if isinstance(b, dict))
-    return ""
