@@ -177,7 +177,8 @@ def labextension_note() -> str:
     return (
         "Note: the JupyterLab extension is not installed (it is built with npm when "
         "Node.js is present at install time); notebooks show the HTML tool cards instead. "
-        'To get it: install Node.js, then `pip install -e ".[test]"` again.'
+        "To get it: install Node.js, then run the pip install again (in a checkout: "
+        '`pip install -e ".[test]"`).'
     )
 
 
