@@ -148,6 +148,13 @@ async def test_servers_that_fail_or_die_leave_the_session_working(tmp_path, work
         answer = await conn.prompt(session_id=sid, prompt=[text_block("hello")])
         assert answer.stop_reason == "end_turn"
 
+        # fork takes mcpServers too: the copy has its own servers.
+        fork = await conn.fork_session(
+            cwd=str(workspace), session_id=sid, mcp_servers=[broken_entry("again")]
+        )
+        assert fork.session_id != sid
+        assert [(s["name"], s["status"]) for s in mcp_status(wire)] == [("again", "failed")]
+
         # A fresh server of the same name stops when the session closes.
         await conn.load_session(cwd=str(workspace), session_id=sid, mcp_servers=servers[1:])
         assert mcp_status(wire)[-1]["status"] == "running"
