@@ -42,7 +42,7 @@ def long_answer(size: int = 20_000) -> str:
 
 
 LONG = long_answer()
-SLOW_COMMAND = "for i in 1 2 3; do echo tick$i; sleep 0.6; done"
+SLOW_COMMAND = "pwd; for i in 1 2 3; do echo tick$i; sleep 0.6; done"
 DANGER_COMMAND = "terraform force-unlock -force 0000-lock"
 
 
@@ -191,6 +191,11 @@ def test_command_output_reaches_the_card_while_it_runs(kernel: KernelHarness) ->
     assert final["fullOutput"] == f"%output {final['callId']}"
     shown = kernel.execute(f"%output {final['callId']}")
     assert "tick1" in shown.markdown() and "tick3" in shown.markdown()
+    # The notebook never gets this machine's path: pwd shows the notebook's folder as ".".
+    assert final["output"].splitlines()[0] == "."
+    sent = json.dumps([m["content"] for m in result.messages + shown.messages])
+    where = sent.find(str(kernel.cwd))
+    assert where < 0, sent[max(where - 300, 0) : where + 100]
 
 
 class SecondClient:

@@ -298,3 +298,25 @@ def _card_with(path: str) -> Any:
     card.locations = [path]
     card.diff = Diff(path, "a = 1\n", "a = 2\n")
     return card
+
+
+def test_sanitize_writes_machine_folders_relatively(tmp_path: Any, monkeypatch: Any) -> None:
+    from iac_kernel.kernel import paths
+
+    checkout = tmp_path / "repo"
+    notebooks = checkout / "notebooks"
+    (checkout / ".git").mkdir(parents=True)
+    notebooks.mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    paths.set_base(str(notebooks))
+    try:
+        text = f"cd {notebooks} && cat {checkout}/README.md {checkout}2/x {tmp_path}/home/.rc"
+        assert paths.sanitize({"a": [text]}) == {
+            "a": [f"cd . && cat ../README.md {checkout}2/x ~/.rc"]
+        }
+        sink = Recorder()
+        Publisher(sink).stream(f"{notebooks}/ws/main.tf: error\n")
+        assert sink.sent[-1][1]["text"] == "./ws/main.tf: error\n"
+    finally:
+        paths.set_base(None)
+    assert paths.sanitize(str(notebooks)) == str(notebooks)

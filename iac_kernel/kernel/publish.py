@@ -3,12 +3,18 @@
 ipykernel keeps "the current parent" in globals that a comm message (a widget click)
 replaces while a cell is still running; every send here passes the cell's own parent
 explicitly, so output never lands in another cell.
+
+Every string sent goes through :func:`iac_kernel.kernel.paths.sanitize` first: the
+notebook's folder, its checkout and the home directory are written as ``.``, ``..`` and
+``~``, so a saved notebook carries no path of the machine that ran it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+
+from iac_kernel.kernel.paths import sanitize
 
 #: ``send(msg_type, content)``: puts one message on IOPub (the kernel binds the parent).
 Send = Callable[[str, dict[str, Any]], None]
@@ -32,7 +38,7 @@ class Publisher:
         metadata: dict[str, Any] | None = None,
     ) -> None:
         """A ``display_data`` (or, with ``update``, an ``update_display_data``) message."""
-        content: dict[str, Any] = {"data": data, "metadata": metadata or {}}
+        content: dict[str, Any] = {"data": sanitize(data), "metadata": sanitize(metadata or {})}
         if display_id is not None:
             content["transient"] = {"display_id": display_id}
         elif update:
@@ -51,11 +57,11 @@ class Publisher:
         self._send("execute_result", content)
 
     def stream(self, text: str, name: str = "stdout") -> None:
-        self._send("stream", {"name": name, "text": text})
+        self._send("stream", {"name": name, "text": sanitize(text)})
 
     def error(self, ename: str, evalue: str) -> dict[str, Any]:
         """Show a short error (one line, no Python traceback); returns the reply content."""
-        content = error_content(ename, evalue)
+        content = error_content(ename, sanitize(evalue))
         self._send("error", {k: content[k] for k in ("ename", "evalue", "traceback")})
         return content
 

@@ -28,6 +28,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from iac_kernel.kernel.paths import sanitize
 from iac_kernel.kernel.permission_ui import button_order
 from iac_kernel.kernel.questions import PendingQuestions
 from iac_kernel.kernel.session_info import session_info
@@ -41,6 +42,11 @@ log = logging.getLogger(__name__)
 FullOutput = Callable[[str], tuple[str | None, str | None]]
 #: ``answer(question_id, option, note) -> error or None``.
 Answer = Callable[[str, str, str], str | None]
+
+
+def _send(comm: Any, data: dict[str, Any]) -> None:
+    """Send on a status comm; paths are written relatively as in the cells (paths.sanitize)."""
+    comm.send(sanitize(data))
 
 
 def kernel_session_info(
@@ -108,19 +114,19 @@ class StatusChannel:
         self.comms.append(comm)
         comm.on_msg(lambda msg: self._received(comm, msg))
         comm.on_close(lambda _msg: self.comms.remove(comm) if comm in self.comms else None)
-        comm.send({"type": "session_info", "info": self.info()})
+        _send(comm, {"type": "session_info", "info": self.info()})
 
     def _received(self, comm: Any, msg: dict[str, Any]) -> None:
         data = msg.get("content", {}).get("data") or {}
         request = data.get("request") if isinstance(data, dict) else None
         try:
             if request == "session_info":
-                comm.send({"type": "session_info", "info": self.info()})
+                _send(comm, {"type": "session_info", "info": self.info()})
             elif request == "full_output":
                 call_id = str(data.get("callId", ""))
                 text, error = self.full_output(call_id)
-                comm.send(
-                    {"type": "full_output", "callId": call_id, "output": text, "error": error}
+                _send(
+                    comm, {"type": "full_output", "callId": call_id, "output": text, "error": error}
                 )
             elif request == "answer":
                 error = self.answer(
@@ -128,18 +134,18 @@ class StatusChannel:
                     str(data.get("option", "")),
                     str(data.get("note") or ""),
                 )
-                comm.send({"type": "answer", "ok": error is None, "error": error})
+                _send(comm, {"type": "answer", "ok": error is None, "error": error})
             else:
-                comm.send({"type": "error", "error": f"unknown request {request!r}"})
+                _send(comm, {"type": "error", "error": f"unknown request {request!r}"})
         except Exception as exc:  # a bad request must not break the comm
             log.exception("status comm request failed")
-            comm.send({"type": "error", "error": str(exc)})
+            _send(comm, {"type": "error", "error": str(exc)})
 
     def push_card(self, payload: dict[str, Any]) -> None:
         """Every card change, so a client can update a card restored from a saved notebook."""
         for comm in list(self.comms):
             try:
-                comm.send({"type": "card", "card": payload})
+                _send(comm, {"type": "card", "card": payload})
             except Exception:
                 log.debug("status comm send failed", exc_info=True)
 
@@ -153,6 +159,6 @@ class StatusChannel:
         self._last = info
         for comm in list(self.comms):
             try:
-                comm.send({"type": "session_info", "info": info})
+                _send(comm, {"type": "session_info", "info": info})
             except Exception:
                 log.debug("status comm send failed", exc_info=True)
