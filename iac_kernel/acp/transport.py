@@ -243,9 +243,13 @@ def _valid_id(value: Any) -> bool:
     return value is None or isinstance(value, str) or (type(value) is int)
 
 
+#: One encoder for every message (``json.dumps`` with options builds one per call).
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def _encode(message: dict[str, Any]) -> bytes:
     try:
-        text = json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text = _ENCODER.encode(message)
     except (TypeError, ValueError):
         log.exception("message could not be encoded as JSON")
         if "method" in message or "id" not in message:
