@@ -41,6 +41,8 @@ class _Cached:
     offset: int = 0
     lines: int = 0
     entries: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: The entries of one cwd, as of an offset.
+    filtered: tuple[tuple[str, int], dict[str, dict[str, Any]]] | None = None
 
 
 class FolderIndex:
@@ -148,8 +150,11 @@ class FolderIndex:
             os.close(fd)
         self._cache[key] = cached
         live = cached.entries
-        if cwd is not None:
-            live = {sid: e for sid, e in live.items() if e.get("cwd") == cwd}
+        if cwd is not None:  # (the filter only matters for a hash collision: reuse it)
+            if cached.filtered is None or cached.filtered[0] != (cwd, cached.offset):
+                only = {sid: e for sid, e in live.items() if e.get("cwd") == cwd}
+                cached.filtered = ((cwd, cached.offset), only)
+            live = cached.filtered[1]
         if cached.lines > max(COMPACT_MIN_LINES, COMPACT_RATIO * len(cached.entries)):
             with contextlib.suppress(OSError):
                 self._compact(path)
