@@ -108,7 +108,7 @@ def render_plain(plan: dict[str, Any]) -> str:
     for action, resources in grouped(plan):
         lines.append(f"{action} ({len(resources)}):")
         for resource in resources[:MAX_ROWS]:
-            reason = resource.get("reason") or ""
+            reason = resource.get("why") or resource.get("reason") or ""
             lines.append(
                 f"  {SYMBOLS.get(action, '?')} {resource['address']}"
                 + (f"  ({reason})" if reason else "")
@@ -132,9 +132,11 @@ def render_plain(plan: dict[str, Any]) -> str:
 def _row_html(action: str, resource: dict[str, Any], checks: list[dict[str, Any]]) -> str:
     esc = html.escape
     bg, fg = COLORS.get(action, ("#f6f8fa", "#24292f"))
-    reason = resource.get("reason") or ""
-    replace = resource.get("replace_paths") or []
-    extra = f" · forces replacement: {', '.join(replace)}" if replace else ""
+    why = resource.get("why")
+    if why is None:  # a payload from before "why" existed
+        replace = resource.get("replace_paths") or []
+        why = (resource.get("reason") or "").replace("_", " ")
+        why += f" · forces replacement: {', '.join(replace)}" if replace else ""
     diff = "\n".join(change_line(resource, c) for c in resource.get("changes") or [])
     failed = [c for c in checks if c.get("address") == resource.get("address")]
     flags = "".join(
@@ -149,7 +151,7 @@ def _row_html(action: str, resource: dict[str, Any], checks: list[dict[str, Any]
         f"{esc(action)}</td><td><details><summary><code>{esc(resource.get('address', ''))}"
         f"</code>{flags}</summary>"
         f'<pre style="margin:2px 0">{esc(diff or "(no attribute changes)")}</pre></details></td>'
-        f'<td style="color:#57606a">{esc(reason.replace("_", " "))}{esc(extra)}</td></tr>'
+        f'<td style="color:#57606a">{esc(why)}</td></tr>'
     )
 
 

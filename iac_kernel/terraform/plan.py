@@ -24,6 +24,21 @@ ACTIONS = ("delete", "replace", "create", "update", "read", "forget", "no-op")
 #: Attribute changes kept per resource (a huge resource keeps the first ones).
 MAX_CHANGES = 200
 _MAX_DEPTH = 12
+REASONS = {
+    "replace_because_cannot_update": "an attribute that cannot be updated changed",
+    "replace_because_tainted": "the object is tainted",
+    "replace_by_request": "replacement was requested (-replace)",
+    "replace_by_triggers": "replace_triggered_by changed",
+    "delete_because_no_resource_config": "no longer in the configuration",
+    "delete_because_no_module": "its module is no longer in the configuration",
+    "delete_because_wrong_repetition": "count/for_each changed shape",
+    "delete_because_count_index": "count index out of range",
+    "delete_because_each_key": "for_each key removed",
+    "delete_because_no_move_target": "moved block without a target",
+    "read_because_config_unknown": "its configuration is known only after apply",
+    "read_because_dependency_pending": "a dependency has pending changes",
+    "read_because_check_nested": "read by a check block",
+}
 
 
 @dataclass
@@ -121,6 +136,9 @@ class Plan:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        for key, items in (("resources", self.resources), ("drift", self.drift)):
+            for shown, item in zip(data[key], items, strict=True):
+                shown["why"] = reason_text(item)  # the reason in words, for renderers
         if self.file is not None:
             data["file"]["short_hash"] = self.file.short_hash
             data["file"]["time"] = self.file.time
@@ -151,7 +169,18 @@ class Plan:
 
 def _resource_from(data: dict[str, Any]) -> ResourceChange:
     changes = [AttributeChange(**c) for c in data.get("changes") or []]
-    return ResourceChange(**{**data, "changes": changes})
+    fields = {k: v for k, v in data.items() if k != "why"}
+    return ResourceChange(**{**fields, "changes": changes})
+
+
+def reason_text(resource: ResourceChange) -> str:
+    text = REASONS.get(resource.reason, resource.reason.replace("_", " "))
+    if resource.replace_paths:
+        forced = ", ".join(resource.replace_paths)
+        text = f"{text}; forces replacement: {forced}" if text else f"forces replacement: {forced}"
+    if resource.previous_address:
+        text = (text + "; " if text else "") + f"moved from {resource.previous_address}"
+    return text
 
 
 def action_of(actions: list[str]) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from iac_kernel.terraform.plan import Plan, ResourceChange, summary_line
+from iac_kernel.terraform.plan import Plan, reason_text, summary_line
 
 SYMBOLS = {
     "delete": "-",
@@ -20,34 +20,9 @@ SYMBOLS = {
     "forget": ".",
     "no-op": " ",
 }
-REASONS = {
-    "replace_because_cannot_update": "an attribute that cannot be updated changed",
-    "replace_because_tainted": "the object is tainted",
-    "replace_by_request": "replacement was requested (-replace)",
-    "replace_by_triggers": "replace_triggered_by changed",
-    "delete_because_no_resource_config": "no longer in the configuration",
-    "delete_because_no_module": "its module is no longer in the configuration",
-    "delete_because_wrong_repetition": "count/for_each changed shape",
-    "delete_because_count_index": "count index out of range",
-    "delete_because_each_key": "for_each key removed",
-    "delete_because_no_move_target": "moved block without a target",
-    "read_because_config_unknown": "its configuration is known only after apply",
-    "read_because_dependency_pending": "a dependency has pending changes",
-    "read_because_check_nested": "read by a check block",
-}
 #: Resource rows in the model's table before it says "and N more".
 MAX_ROWS = 60
 VALUE_CHARS = 120
-
-
-def reason_text(resource: ResourceChange) -> str:
-    text = REASONS.get(resource.reason, resource.reason.replace("_", " "))
-    if resource.replace_paths:
-        forced = ", ".join(resource.replace_paths)
-        text = f"{text}; forces replacement: {forced}" if text else f"forces replacement: {forced}"
-    if resource.previous_address:
-        text = (text + "; " if text else "") + f"moved from {resource.previous_address}"
-    return text
 
 
 def identity(plan: Plan) -> str:

@@ -66,8 +66,8 @@ function resourceRow(action: string, resource: IPlanResource, checks: IPlanCheck
   details.appendChild(el('pre', 'iac-plan-diff', lines.join('\n') || '(no attribute changes)'));
   cell.appendChild(details);
   row.appendChild(cell);
-  const why = [(resource.reason ?? '').replace(/_/g, ' ')];
-  if (resource.replace_paths?.length) {
+  const why = [resource.why ?? (resource.reason ?? '').replace(/_/g, ' ')];
+  if (resource.why === undefined && resource.replace_paths?.length) {
     why.push(`forces replacement: ${resource.replace_paths.join(', ')}`);
   }
   row.appendChild(el('td', 'iac-plan-reason', why.filter(Boolean).join(' · ')));

@@ -19,6 +19,8 @@ export interface IPlanResource {
   address: string;
   action: string;
   reason?: string;
+  /** The reason in words (e.g. "no longer in the configuration; forces replacement: x"). */
+  why?: string;
   replace_paths?: string[];
   changes?: IPlanChange[];
 }
