@@ -320,3 +320,18 @@ def test_sanitize_writes_machine_folders_relatively(tmp_path: Any, monkeypatch: 
     finally:
         paths.set_base(None)
     assert paths.sanitize(str(notebooks)) == str(notebooks)
+
+
+def test_a_pending_destructive_question_marks_the_card() -> None:
+    from iac_kernel.kernel.cards import ToolCard
+
+    card = ToolCard("c1", "bash", "bash: terraform apply", "execute", "s1")
+    card.status = "awaiting_permission"
+    card.question = {"id": "q", "state": "pending", "danger": True}
+    bundle = card.bundle()
+    assert "iac-danger" in bundle["text/html"] and "#cf222e" in bundle["text/html"]
+    assert bundle["text/plain"].startswith("[DESTRUCTIVE, awaiting permission]")
+    card.question = {"id": "q", "state": "pending", "danger": False}
+    assert "iac-danger" not in card.bundle()["text/html"]
+    card.question = {"id": "q", "state": "answered", "danger": True}
+    assert "iac-danger" not in card.bundle()["text/html"]

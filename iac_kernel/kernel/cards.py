@@ -266,9 +266,18 @@ def _elapsed(card: ToolCard) -> str:
     return "" if card.elapsed is None else f"{card.elapsed:.1f} s"
 
 
+def danger_pending(card: ToolCard) -> bool:
+    """A per-call (destructive) question of this card waits for an answer."""
+    question = card.question or {}
+    return bool(question.get("danger")) and question.get("state") == "pending"
+
+
 def render_plain(card: ToolCard) -> str:
     took = f", {_elapsed(card)}" if card.elapsed is not None else ""
-    lines = [f"[{STATUS_LABELS.get(card.status, card.status)}] {card.title} ({card.kind}{took})"]
+    label = STATUS_LABELS.get(card.status, card.status)
+    if danger_pending(card):
+        label = "DESTRUCTIVE, awaiting permission"
+    lines = [f"[{label}] {card.title} ({card.kind}{took})"]
     if card.input:
         lines.append("input: " + json.dumps(shown_input(card.input), ensure_ascii=False))
     if card.diff is not None:
@@ -313,8 +322,12 @@ def render_html(card: ToolCard) -> str:
     icon = STATUS_ICONS.get(card.status, "")
     label = STATUS_LABELS.get(card.status, card.status)
     esc = html.escape
+    danger = danger_pending(card)
+    if danger:  # a destructive call waits: the card says so in red, not routine orange
+        color, icon, label = "#cf222e", "⚠️", "destructive: approve this one call?"
     parts = [
-        f'<div class="iac-toolcall" data-status="{esc(card.status)}" '
+        f'<div class="iac-toolcall{" iac-danger" if danger else ""}" '
+        f'data-status="{esc(card.status)}" '
         f'data-call-id="{esc(card.call_id)}" '
         f'style="border:1px solid #d0d7de;border-left:4px solid {color};border-radius:6px;'
         f'padding:6px 10px;margin:4px 0;font-size:0.9em">',

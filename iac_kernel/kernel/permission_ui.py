@@ -200,8 +200,9 @@ class WidgetPrompt:
 
     def bundle(self) -> dict[str, Any]:
         data = dict(self.box._repr_mimebundle_() or {})
+        what = "DESTRUCTIVE, approve this one call?" if self.danger else "Permission needed:"
         data["text/plain"] = (
-            f"Permission needed: {self.request.title} ({self.request.reason}). Use the buttons "
+            f"{what} {self.request.title} ({self.request.reason}). Use the buttons "
             "in a frontend with ipywidgets; interrupt the kernel to cancel."
         )
         return data
