@@ -273,6 +273,19 @@ def test_a_waiting_question_is_seen_and_answered_from_a_new_client(
             reply = other.reply(other.shell("kernel_info_request", {}), timeout=1.0)
             seen["kernel_info_seconds"] = time.monotonic() - started
             seen["kernel_info"] = reply["content"]
+            # So are completion, inspection, is_complete and history (answered at all,
+            # not after the turn: the turn waits for the click that comes below).
+            for msg_type, content in (
+                ("complete_request", {"code": "%mo", "cursor_pos": 3}),
+                ("inspect_request", {"code": "%mode", "cursor_pos": 3, "detail_level": 0}),
+                ("is_complete_request", {"code": "%mode"}),
+                (
+                    "history_request",
+                    {"hist_access_type": "tail", "n": 3, "output": False, "raw": True},
+                ),
+            ):
+                answer = other.reply(other.shell(msg_type, content), timeout=10)["content"]
+                seen[msg_type] = answer
             # The status comm lists the pending question.
             comm_id = uuid.uuid4().hex
             other.shell("comm_open", {"comm_id": comm_id, "target_name": STATUS_TARGET, "data": {}})
@@ -312,6 +325,10 @@ def test_a_waiting_question_is_seen_and_answered_from_a_new_client(
         assert seen["kernel_info"]["status"] == "ok"
         assert seen["kernel_info_seconds"] < 1.0
         assert seen["kernel_info"]["iac_kernel"]["pending"] == 1
+        assert "%mode" in seen["complete_request"]["matches"]
+        assert seen["inspect_request"]["found"] is True
+        assert seen["is_complete_request"]["status"] == "complete"
+        assert seen["history_request"]["status"] == "ok"
         info = seen["info"]
         assert info["busy"] is True and info["pending"] == 1
         [question] = info["questions"]
