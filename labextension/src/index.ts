@@ -46,6 +46,9 @@ function isAgentKernel(widget: AgentWidget | null): boolean {
 /** "/srv/work/main.tf:12" -> path relative to the server root, or null when outside it. */
 export function serverPath(location: string, notebookDir: string, serverRoot: string): string | null {
   const path = location.replace(/:\d+(:\d+)?$/, '');
+  if (path.startsWith('~')) {
+    return null; // the kernel shows home-relative paths as "~/..."; not under the server root
+  }
   if (!path.startsWith('/')) {
     return PathExt.normalize(PathExt.join(notebookDir, path));
   }
