@@ -147,6 +147,18 @@ def test_status_bar_before_the_first_answer_and_full_output(server: Server, page
         assert [int(n) for n in full.inner_text().split()] == list(range(1, 201))
         expect(output.locator("summary")).to_have_text("Output (200 lines)")
         shot(page, "full-output")
+
+        # A slow command: its output shows in the card while it runs, with a clock.
+        run_prompt(page, "stream three lines", cell=2)
+        third = page.locator(".jp-Notebook .jp-Cell").nth(2)
+        live = third.locator(".iac-toolcard[data-kind='execute']")
+        expect(live.locator("details.iac-toolcard-output summary")).to_contain_text("Output so far")
+        expect(live).to_have_attribute("data-status", "running")
+        expect(live.locator(".iac-toolcard-output-text")).to_contain_text("line 1")
+        expect(live.locator(".iac-toolcard-elapsed")).to_have_text(re.compile(r"^\d+\.\d s$"))
+        expect(live).to_have_attribute("data-status", "done")
+        expect(live.locator(".iac-toolcard-output-text")).to_have_text("line 1\nline 2\nline 3\n")
+        expect(third).to_contain_text("All three lines arrived.")
     except Exception:
         shot(page, "status-failure")
         print(server.log_tail())
