@@ -194,10 +194,17 @@ async def test_bash_allow_always_remembers_the_command_prefix_not_the_tool(tmp_p
     assert gate.remembered_prefixes() == []
 
 
-async def test_bash_without_a_clear_prefix_offers_no_always(tmp_path: Path):
-    ask = Asker("reject_once")
-    await gate_check(PermissionGate(), "$(echo terraform) plan", ask, tmp_path)
-    assert ALL_OPTIONS != ask.requests[0].options == PER_CALL_OPTIONS
+async def test_bash_without_a_clear_prefix_remembers_the_exact_command(tmp_path: Path):
+    gate = PermissionGate()
+    ask = Asker("allow_always")
+    await gate_check(gate, "$(echo terraform)  plan", ask, tmp_path)
+    assert ask.requests[0].options == ALL_OPTIONS
+    assert ask.requests[0].label("allow_always") == "Allow always: `$(echo terraform) plan`"
+    never = Asker("reject_once")
+    assert (await gate_check(gate, "$(echo terraform) plan", never, tmp_path))[0].allowed
+    assert not (await gate_check(gate, "$(echo terraform) apply", never, tmp_path))[0].allowed
+    assert not (await gate_check(gate, "$(echo terraform)", never, tmp_path))[0].allowed
+    assert len(never.requests) == 2
 
 
 async def test_bash_reject_always_rejects_the_prefix_only(tmp_path: Path):

@@ -148,7 +148,9 @@ class BashTool(Tool):
         command = args.get("command") if isinstance(args, dict) else None
         if not isinstance(command, str) or args.get("sandbox") is False:
             return None
-        return command_prefixes(command)
+        # No clear program + subcommand (expansions, nested shells, runners): "always"
+        # remembers this exact command text only.
+        return command_prefixes(command) or [" ".join(command.split())]
 
     def literal_commands(self, args: dict[str, Any]) -> list[list[str]]:
         command = args.get("command") if isinstance(args, dict) else None
