@@ -179,6 +179,7 @@ async def test_pending_questions_answer_once_and_stale_ids_do_nothing() -> None:
     changes: list[int] = []
     questions.listeners.append(lambda: changes.append(len(questions)))
     request = PermissionRequest("c1", "bash", "bash: apply", "execute", {}, PER_CALL_OPTIONS, "x")
+    request.danger = True
     future: asyncio.Future[str] = loop.create_future()
     questions.add(Question("q1", request, loop, future, "iac-permission-q1", True))
     assert "not an option" in (questions.answer("q1", "allow_always") or "")
@@ -202,6 +203,7 @@ async def test_danger_buttons_put_reject_first() -> None:
         {"command": "terraform apply"},
         PER_CALL_OPTIONS,
         "This command changes real infrastructure.",
+        danger=True,
     )
     prompt = WidgetPrompt(request, asyncio.get_running_loop())
     assert prompt.danger
@@ -219,6 +221,13 @@ async def test_danger_buttons_put_reject_first() -> None:
     )
     assert not routine.danger and routine.buttons[0].description == "Allow once"
     routine.close()
+    # A compound command gets only the once-options, but is not destructive.
+    compound = WidgetPrompt(
+        PermissionRequest("c3", "bash", "bash: a && b", "execute", {}, PER_CALL_OPTIONS, "x"),
+        asyncio.get_running_loop(),
+    )
+    assert not compound.danger and compound.buttons[0].description == "Allow once"
+    compound.close()
 
 
 def test_console_cells_and_stored_outputs() -> None:

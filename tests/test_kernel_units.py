@@ -286,10 +286,12 @@ def test_choose_ui_by_stdin_and_settings() -> None:
     assert choose_ui("stdin", False, "deny") == "policy"
 
 
-def _request(options: list[str]) -> PermissionRequest:
-    return PermissionRequest(
+def _request(options: list[str], danger: bool | None = None) -> PermissionRequest:
+    request = PermissionRequest(
         "c1", "write_file", "write_file: a", "edit", {}, options, "It changes files."
     )
+    request.danger = options == PER_CALL_OPTIONS if danger is None else danger
+    return request
 
 
 def test_policy_answers() -> None:
@@ -302,6 +304,9 @@ def test_policy_answers() -> None:
     assert answer == REJECT_ONCE and "per-call" in note
     answer, note = policy_answer("stdin", _request(ALL_OPTIONS), False)
     assert answer == REJECT_ONCE and "stdin" in note
+    # A compound command offered without "always" is not destructive: policy allow approves.
+    answer, note = policy_answer("allow", _request(PER_CALL_OPTIONS, danger=False), False)
+    assert answer == ALLOW_ONCE and "Allowed by policy" in note
 
 
 def test_parse_stdin_answers() -> None:

@@ -55,6 +55,10 @@ class PermissionRequest:
     labels: dict[str, str] = field(default_factory=dict)
     #: A structured review of a guarded command (e.g. a plan summary), for front ends.
     review: Any = None
+    #: A per-call approval by a person (infrastructure change, path outside the folder):
+    #: front ends show it as destructive and no headless policy approves it. A compound
+    #: command offered without "always" is not one by itself.
+    danger: bool = False
 
     def label(self, option: str) -> str:
         return self.labels.get(option) or OPTION_NAMES.get(option, option)
@@ -165,6 +169,7 @@ class PermissionGate:
         review_text = request.review.get("text") if isinstance(request.review, dict) else None
         if review_text:  # e.g. the plan summary of terraform_apply (Tool.review)
             request.reason += "\n" + review_text
+        request.danger = per_call
         if per_call:
             request.options = list(PER_CALL_OPTIONS)
         elif tool.remembers_prefixes and not prefixes:
@@ -231,6 +236,7 @@ class PermissionGate:
             input={"command": command, "argv": argv, "cwd": exec_request.cwd},
             options=list(PER_CALL_OPTIONS),
             reason=reason,
+            danger=True,
             review=review.summary if review is not None else None,
         )
         if ask is None:

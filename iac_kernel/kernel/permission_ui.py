@@ -19,9 +19,9 @@ How the kernel knows whether anyone can answer (the ``permission_ui`` setting, f
     Never ask; the headless policy decides even in an interactive frontend.
 
 The headless policies: ``deny`` (default) rejects the call; ``allow`` approves it, except
-calls that need a per-call approval (``terraform apply`` and the like, offered without an
-"always" option): those are always rejected when no person answers; ``stdin`` asks on
-stdin when the frontend allows it and otherwise rejects.
+calls that need a per-call approval by a person (``terraform apply`` and the like, marked
+``PermissionRequest.danger`` by the gate): those are always rejected when no person
+answers; ``stdin`` asks on stdin when the frontend allows it and otherwise rejects.
 
 The buttons are real ipywidgets. A click arrives as a ``comm_msg`` on the shell channel
 while the cell's execute_request is still running (ipykernel dispatches comm messages
@@ -90,7 +90,7 @@ def policy_answer(policy: str, request: PermissionRequest, allow_stdin: bool) ->
     """The headless policy's answer and the note the cell shows about it."""
     what = f"`{request.title}` needs approval ({request.reason.rstrip('.')})"
     if policy == "allow":
-        if ALLOW_ALWAYS not in request.options:
+        if request.danger:
             return REJECT_ONCE, (
                 f"⛔ **Denied**: {what}. It needs a per-call approval by a person, which "
                 "`headless_policy allow` does not give. Run the cell interactively to approve it."
@@ -134,9 +134,9 @@ def parse_stdin_answer(text: str, options: list[str]) -> str | None:
 
 
 def is_danger(request: PermissionRequest) -> bool:
-    """A per-call question (apply, destroy, force-unlock, a write outside the folder):
-    offered without an "always" answer."""
-    return ALLOW_ALWAYS not in request.options and REJECT_ALWAYS not in request.options
+    """A per-call question (apply, destroy, force-unlock, a write outside the folder), as
+    the permission gate marks it (``PermissionRequest.danger``)."""
+    return bool(getattr(request, "danger", False))
 
 
 def button_order(request: PermissionRequest) -> list[str]:
