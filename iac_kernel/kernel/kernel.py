@@ -55,6 +55,7 @@ from iac_kernel import __version__
 from iac_kernel.agent.events import TurnEnded, Usage
 from iac_kernel.agent.session import AgentSession, SessionBusyError, SessionClosedError
 from iac_kernel.config import Settings
+from iac_kernel.guard.sandbox import reduced_notice
 from iac_kernel.kernel import completion, paths
 from iac_kernel.kernel.cards import ToolCard
 from iac_kernel.kernel.cell_history import CellHistory
@@ -334,6 +335,9 @@ class IacKernel(ConsoleMixin, IPythonKernel):
             self.tool_cards[card.call_id] = card
             self.status.push_card(card.payload())
 
+        notice = reduced_notice(session.session_id)  # guard (issue 11): said once per session
+        if notice:
+            out.markdown(f"⚠️ {notice}")
         view = TurnView(out, session.session_id, end_metadata=end_metadata, on_card=on_card)
         ui = PermissionUI(
             out,

@@ -26,6 +26,7 @@ from typing import Any
 from iac_kernel.agent.events import TextDelta, ToolCallInput, UserMessage
 from iac_kernel.agent.session import AgentSession
 from iac_kernel.config import HEADLESS_POLICIES, MODES
+from iac_kernel.guard.sandbox import status_text as guard_status
 from iac_kernel.kernel.paths import shown, shown_model
 from iac_kernel.kernel.permission_ui import PERMISSION_UIS, choose_ui
 from iac_kernel.kernel.state import KernelState, SessionError
@@ -207,6 +208,7 @@ class Magics:
                 f"output {usage.output_tokens:,}; this kernel)",
             ),
             ("store", f"`{_store_shown(self.state.manager.store.root)}`"),
+            ("guard", _cell(guard_status())),
         ]
         if meta.notebook:
             rows.append(("notebook", f"`{shown(meta.notebook)}`"))
