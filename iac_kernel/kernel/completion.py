@@ -15,13 +15,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from iac_kernel.kernel.magics import (
-    ARGUMENT_CHOICES,
-    FENCE,
-    SECOND_CHOICES,
-    SPECS,
-    split_cell,
-)
+from iac_kernel.kernel.magic_base import FENCE, split_cell
+from iac_kernel.kernel.magics import ARGUMENT_CHOICES, SECOND_CHOICES, SPECS
 from iac_kernel.kernel.state import KernelState
 
 MAGIC_NAMES = [spec.name for spec in SPECS]

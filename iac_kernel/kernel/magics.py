@@ -15,90 +15,38 @@ the current session if there is one; they do not create a session. ``%session``,
 from __future__ import annotations
 
 import difflib
-import html
 import os
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from iac_kernel.agent.events import TextDelta, ToolCallInput, UserMessage
 from iac_kernel.agent.session import AgentSession
 from iac_kernel.config import HEADLESS_POLICIES, MODES
-from iac_kernel.guard.sandbox import status_text as guard_status
-from iac_kernel.kernel.paths import shown, shown_model
+from iac_kernel.kernel import session_magics
+from iac_kernel.kernel.magic_base import (
+    MagicCall,
+    MagicError,
+    MagicOutput,
+    _cell,
+    _plain_table,
+    _table,
+)
+from iac_kernel.kernel.magic_base import split_cell as split_cell  # re-exported
+from iac_kernel.kernel.paths import shown
 from iac_kernel.kernel.permission_ui import PERMISSION_UIS, choose_ui
 from iac_kernel.kernel.state import KernelState, SessionError
 from iac_kernel.models.base import ModelError
 from iac_kernel.models.registry import available_models, create_model
 from iac_kernel.models.scripted import ScriptError
-from iac_kernel.sessions.store import SessionMeta
 
-MAGIC_LINE = re.compile(r"^\s*%([A-Za-z][\w-]*)(?:\s+(.*))?$")
-FENCE = re.compile(r"^\s*(```|~~~)")
 MODE_HELP = {
     "default": "read-only tools run; edits and commands ask first",
     "accept_edits": "file edits run without asking; commands still ask",
     "read_only": "only read-only tools run; everything else is refused",
     "bypass": "everything runs without asking (except per-call approvals)",
 }
-#: Sessions shown by %sessions before "N more".
-LIST_LIMIT = 25
-HISTORY_TURNS = 5
-
-
-class MagicError(Exception):
-    """A magic failed; ``ename`` is a short class of error, the message says what to do."""
-
-    def __init__(self, message: str, ename: str = "UsageError"):
-        super().__init__(message)
-        self.ename = ename
-
-
-@dataclass
-class MagicCall:
-    name: str
-    args: str
-    line: int
-
-
-@dataclass
-class MagicOutput:
-    markdown: str
-    plain: str
-    #: More displays to show after the text: (bundle, display id), e.g. pending buttons.
-    displays: list[tuple[dict[str, Any], str]] = field(default_factory=list)
-    #: The cell's value (sent as ``execute_result``), not a display: ``%config KEY``.
-    value: bool = False
-
-
-def split_cell(code: str) -> tuple[list[MagicCall], str]:
-    """The cell's magic lines and its prompt (every other line, in order)."""
-    magics: list[MagicCall] = []
-    prompt: list[str] = []
-    fence: str | None = None
-    for number, line in enumerate(code.splitlines(), 1):
-        fenced = FENCE.match(line)
-        if fence is not None:
-            if fenced and fenced.group(1) == fence:
-                fence = None
-            prompt.append(line)
-            continue
-        if fenced:
-            fence = fenced.group(1)
-            prompt.append(line)
-            continue
-        stripped = line.lstrip()
-        if stripped.startswith("%%"):
-            prompt.append(line.replace("%%", "%", 1))
-            continue
-        match = MAGIC_LINE.match(line)
-        if match:
-            magics.append(MagicCall(match.group(1), (match.group(2) or "").strip(), number))
-        else:
-            prompt.append(line)
-    return magics, "\n".join(prompt).strip()
 
 
 Handler = Callable[["Magics", str], Awaitable[MagicOutput]]
@@ -110,22 +58,6 @@ class MagicSpec:
     usage: str
     summary: str
     handler: Handler
-
-
-def _table(rows: list[tuple[str, str]]) -> str:
-    lines = ["| | |", "|---|---|"]
-    lines += [f"| {k} | {v} |" for k, v in rows]
-    return "\n".join(lines)
-
-
-def _cell(text: object) -> str:
-    """Text safe inside a Markdown table cell."""
-    return html.escape(str(text)).replace("|", "\\|").replace("\n", " ")
-
-
-def _plain_table(rows: list[tuple[str, str]]) -> str:
-    width = max((len(k) for k, _ in rows), default=0)
-    return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
 
 
 class Magics:
@@ -184,110 +116,6 @@ class Magics:
             f"{s.usage}\n    {s.summary}" for s in self.specs.values()
         )
         return MagicOutput(markdown, plain)
-
-    async def session(self, args: str) -> MagicOutput:
-        if args:
-            raise MagicError("%session takes no arguments (use %load ID to switch)")
-        session = self.state.session()
-        meta = session.meta
-        usage = session.usage
-        rows = [
-            ("id", f"`{session.session_id}`"),
-            ("title", _cell(meta.title or "(untitled until the first prompt)")),
-            ("cwd", f"`{shown(session.cwd)}`"),
-            (
-                "git root",
-                f"`{shown(meta.git_root)}`" if meta.git_root else "(not in a git repository)",
-            ),
-            ("model", f"`{shown_model(session.model_id)}`"),
-            ("mode", f"`{session.mode}`"),
-            ("messages", str(meta.message_count)),
-            (
-                "tokens used",
-                f"{usage.total_tokens:,} (input {usage.input_tokens:,}, "
-                f"output {usage.output_tokens:,}; this kernel)",
-            ),
-            ("store", f"`{_store_shown(self.state.manager.store.root)}`"),
-            ("guard", _cell(guard_status())),
-        ]
-        if meta.notebook:
-            rows.append(("notebook", f"`{shown(meta.notebook)}`"))
-        if meta.forked_from:
-            rows.append(("forked from", f"`{meta.forked_from}`"))
-        plain_rows = [(k, v.replace("`", "")) for k, v in rows]
-        return MagicOutput(_table(rows), _plain_table(plain_rows))
-
-    async def sessions(self, args: str) -> MagicOutput:
-        if args not in ("", "all"):
-            raise MagicError("usage: %sessions [all]")
-        everywhere = args == "all"
-        metas = self.state.sessions(everywhere)
-        where = "in the store" if everywhere else f"in `{shown(self.state.cwd)}`"
-        if not metas:
-            text = f"No sessions {where} yet."
-            if not everywhere:
-                text += " `%sessions all` lists every folder."
-            return MagicOutput(text, text.replace("`", ""))
-        current = self._current()
-        current_id = current.session_id if current else None
-        head = "| | id | title | updated | messages | origin | open in |"
-        lines = [head, "|---|---|---|---|---|---|---|"]
-        plain = []
-        for meta in metas[:LIST_LIMIT]:
-            mark = "▶" if meta.session_id == current_id else ""
-            holder = self._holder(meta, current_id)
-            cwd = f" ({shown(meta.cwd)})" if everywhere else ""
-            lines.append(
-                f"| {mark} | `{meta.session_id}` | {_cell((meta.title or '') + cwd)} | "
-                f"{meta.updated_at} | {meta.message_count} | {meta.origin} | {_cell(holder)} |"
-            )
-            plain.append(
-                f"{'*' if mark else ' '} {meta.session_id}  {meta.title or '(untitled)'}{cwd}  "
-                f"{meta.updated_at}  {meta.message_count} messages  {meta.origin}"
-                + (f"  open in {holder}" if holder else "")
-            )
-        if len(metas) > LIST_LIMIT:
-            more = f"… and {len(metas) - LIST_LIMIT} older sessions."
-            lines.append(f"\n{more}")
-            plain.append(more)
-        title = f"**{len(metas)} session(s)** {where}; `%load ID` switches to one.\n\n"
-        return MagicOutput(title + "\n".join(lines), "\n".join(plain))
-
-    def _holder(self, meta: SessionMeta, current_id: str | None) -> str:
-        if meta.session_id == current_id:
-            return "this kernel"
-        try:
-            holder = self.state.manager.store.lock_holder(meta.session_id)
-        except OSError:
-            return ""
-        if not holder:
-            return ""
-        return str(holder.get("holder") or f"pid {holder.get('pid', '?')}")
-
-    async def load(self, args: str) -> MagicOutput:
-        if not args:
-            raise MagicError("usage: %load SESSION_ID (see %sessions)")
-        session = await self.state.load(args)
-        text = f"Loaded session `{session.session_id}`: {_cell(session.title or '(untitled)')}"
-        model = shown_model(session.model_id)
-        text += f" ({session.meta.message_count} messages, model `{model}`)."
-        if session.repairs:
-            text += " Repaired on load: " + "; ".join(session.repairs) + "."
-        history = _history(session)
-        return MagicOutput(text + ("\n\n" + history if history else ""), text.replace("`", ""))
-
-    async def fork(self, args: str) -> MagicOutput:
-        if args:
-            raise MagicError("%fork takes no arguments")
-        source = self.state.session().session_id
-        session = await self.state.fork()
-        text = f"Forked `{source}` into `{session.session_id}`; this notebook now uses the fork."
-        return MagicOutput(text, text.replace("`", ""))
-
-    async def new(self, args: str) -> MagicOutput:
-        session = await self.state.new(args or None)
-        text = f"Started a new session `{session.session_id}` in `{shown(session.cwd)}`."
-        return MagicOutput(text, text.replace("`", ""))
 
     async def model(self, args: str) -> MagicOutput:
         current = self._current()
@@ -435,13 +263,6 @@ class Magics:
         return MagicOutput(f"{head}\n\n{fence}text\n{text}\n{fence}", text)
 
 
-def _store_shown(root: object) -> str:
-    """The store folder for display: its variable's name when the environment set it."""
-    if os.environ.get("IAC_KERNEL_SESSIONS_DIR"):
-        return "$IAC_KERNEL_SESSIONS_DIR"
-    return shown(str(root))
-
-
 def _longest_backtick_run(text: str) -> int:
     return max((len(run) for run in re.findall(r"`+", text)), default=0)
 
@@ -470,57 +291,30 @@ def _default_model() -> str:
     return default_model_id()
 
 
-def _history(session: AgentSession) -> str:
-    """The last few turns of a loaded session, collapsed."""
-    turns: list[list[str]] = []
-    for event in session.replay():
-        if isinstance(event, UserMessage):
-            turns.append([f"**You:** {_quote(event.text)}", ""])
-        elif isinstance(event, TextDelta) and turns:
-            turns[-1][1] += event.text
-        elif isinstance(event, ToolCallInput) and turns:
-            turns[-1].append(f"🔧 `{event.title}`")
-    if not turns:
-        return ""
-    shown = turns[-HISTORY_TURNS:]
-    body = []
-    for prompt, answer, *tools in shown:
-        body.append(prompt)
-        body.extend(f"- {t}" for t in tools)
-        if answer.strip():
-            body.append(f"**Agent:** {_quote(answer)}")
-        body.append("")
-    summary = f"History: last {len(shown)} of {len(turns)} turn(s)"
-    return f"<details><summary>{summary}</summary>\n\n" + "\n".join(body) + "\n</details>"
-
-
-def _quote(text: str, limit: int = 400) -> str:
-    text = text.strip()
-    return html.escape(text if len(text) <= limit else text[: limit - 1] + "…")
-
-
 SPECS = [
     MagicSpec("help", "%help [MAGIC]", "List the magics, or explain one.", Magics.help),
     MagicSpec(
         "session",
         "%session",
         "Show the current session: id, title, cwd, model, mode, tokens used.",
-        Magics.session,
+        session_magics.session,
     ),
     MagicSpec(
         "sessions",
         "%sessions [all]",
         "List the stored sessions of this folder (all: of every folder).",
-        Magics.sessions,
+        session_magics.sessions,
     ),
     MagicSpec(
         "load",
         "%load ID",
         "Switch to a stored session (an id or a unique prefix); releases the current one.",
-        Magics.load,
+        session_magics.load,
     ),
-    MagicSpec("fork", "%fork", "Copy the current session and continue in the copy.", Magics.fork),
-    MagicSpec("new", "%new [TITLE]", "Start a fresh session in this folder.", Magics.new),
+    MagicSpec(
+        "fork", "%fork", "Copy the current session and continue in the copy.", session_magics.fork
+    ),
+    MagicSpec("new", "%new [TITLE]", "Start a fresh session in this folder.", session_magics.new),
     MagicSpec("model", "%model [ID]", "Show the models, or switch the model.", Magics.model),
     MagicSpec(
         "mode",
