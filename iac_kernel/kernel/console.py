@@ -24,6 +24,7 @@ import re
 from typing import Any
 
 from iac_kernel.agent.loop import CANCELLED_RESULT
+from iac_kernel.kernel import completion
 from iac_kernel.kernel.status import kernel_session_info
 
 CONCURRENT_REQUESTS = frozenset(
@@ -73,6 +74,7 @@ class ConsoleMixin:
     state: Any
     questions: Any
     tool_cards: dict[str, Any]
+    cell_history: Any
     _lock: Any
     _running: set[Any]
 
@@ -155,3 +157,28 @@ class ConsoleMixin:
             kernel.set_parent(running_ident, running_parent, channel="shell")
             if running_parent:
                 kernel._publish_status("busy", "shell", parent=running_parent)
+
+    # -- completion, inspection, history, debugging ----------------------------------------
+
+    async def do_history(self, hist_access_type: str, output: bool, raw: bool, **kw: Any) -> Any:  # type: ignore[override]
+        return self.cell_history.reply(hist_access_type, output, raw, **kw)
+
+    async def do_complete(self, code: str, cursor_pos: int | None) -> dict[str, Any]:  # type: ignore[override]
+        return completion.complete(code, cursor_pos, self.state)
+
+    async def do_is_complete(self, code: str) -> dict[str, Any]:  # type: ignore[override]
+        return completion.is_complete(code)
+
+    async def do_inspect(  # type: ignore[override]
+        self, code: str, cursor_pos: int | None, detail_level: int = 0, omit_sections: Any = ()
+    ) -> dict[str, Any]:
+        return completion.inspect(code, cursor_pos)
+
+    async def do_debug_request(self, msg: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "type": "response",
+            "request_seq": msg.get("seq"),
+            "success": False,
+            "command": msg.get("command"),
+            "message": "iac-kernel cells are prompts; there is no debugger",
+        }

@@ -47,7 +47,6 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-import zmq
 from ipykernel.ipkernel import IPythonKernel
 from traitlets import List
 
@@ -56,10 +55,11 @@ from iac_kernel.agent.events import TurnEnded, Usage
 from iac_kernel.agent.session import AgentSession, SessionBusyError, SessionClosedError
 from iac_kernel.config import Settings
 from iac_kernel.guard.sandbox import reduced_notice
-from iac_kernel.kernel import completion, paths
+from iac_kernel.kernel import paths
 from iac_kernel.kernel.cards import ToolCard
 from iac_kernel.kernel.cell_history import CellHistory
 from iac_kernel.kernel.cell_history import page as help_page
+from iac_kernel.kernel.channels import input_request, iopub_sender
 from iac_kernel.kernel.console import ConsoleMixin
 from iac_kernel.kernel.editor_turns import summary_markdown, summary_plain
 from iac_kernel.kernel.endpoint_hookup import EditorLink
@@ -82,7 +82,6 @@ RERUN_NOTE = (
     "_↻ Re-run of this cell: sent as a new turn. The earlier answer stays in the session "
     "history (`%new` or `%fork` for a clean slate)._"
 )
-STDIN_POLL = 0.05
 
 
 @dataclass(eq=False)
@@ -215,7 +214,7 @@ class IacKernel(ConsoleMixin, IPythonKernel):
     ) -> dict[str, Any]:
         parent = self.get_parent("shell")
         ident = self._get_shell_context_var(self._shell_parent_ident)
-        out = Publisher(self._sender(parent))
+        out = Publisher(iopub_sender(self, parent))
         if not silent:
             if store_history:
                 self.cell_history.store(self.execution_count, code)
@@ -320,7 +319,7 @@ class IacKernel(ConsoleMixin, IPythonKernel):
             self._cells_run.add(key)
 
         async def ask_stdin(text: str) -> str:
-            return await self._ask_stdin(text, parent, ident)
+            return await input_request(self, text, parent, ident)
 
         def end_metadata(ended: TurnEnded) -> dict[str, Any]:
             # The session's usage total is added after prompt() returns: count this turn.
@@ -375,66 +374,6 @@ class IacKernel(ConsoleMixin, IPythonKernel):
         if view.failed:
             return error_content("ModelError", view.errors[0])
         return {"status": "ok"}
-
-    def _sender(self, parent: dict[str, Any]) -> Any:
-        def send(msg_type: str, content: dict[str, Any]) -> None:
-            assert self.session is not None
-            self.session.send(
-                self.iopub_socket,
-                msg_type,
-                content,
-                parent=parent,
-                ident=self._topic(msg_type),
-            )
-
-        return send
-
-    async def _ask_stdin(self, prompt: str, parent: dict[str, Any], ident: Any) -> str:
-        """An input_request answered on the stdin channel, awaited without blocking the loop
-        (so widget comms and interrupts still get through)."""
-        assert self.session is not None
-        socket = self.stdin_socket
-        with contextlib.suppress(zmq.ZMQError):
-            while socket.poll(0):
-                socket.recv_multipart(zmq.NOBLOCK)  # stale replies
-        content = {"prompt": prompt, "password": False}
-        self.session.send(socket, "input_request", content, parent, ident=ident)
-        while True:
-            if socket.poll(0):
-                try:
-                    _ident, reply = self.session.recv(socket, mode=zmq.NOBLOCK)
-                except Exception:
-                    self.log.warning("bad message on stdin", exc_info=True)
-                    reply = None
-                if reply is not None and reply["header"]["msg_type"] == "input_reply":
-                    value = str(reply["content"].get("value", ""))
-                    return "" if value == "\x04" else value
-            await asyncio.sleep(STDIN_POLL)
-
-    # -- other requests ----------------------------------------------------------------------
-
-    async def do_history(self, hist_access_type: str, output: bool, raw: bool, **kw: Any) -> Any:  # type: ignore[override]
-        return self.cell_history.reply(hist_access_type, output, raw, **kw)
-
-    async def do_complete(self, code: str, cursor_pos: int | None) -> dict[str, Any]:  # type: ignore[override]
-        return completion.complete(code, cursor_pos, self.state)
-
-    async def do_is_complete(self, code: str) -> dict[str, Any]:  # type: ignore[override]
-        return completion.is_complete(code)
-
-    async def do_inspect(  # type: ignore[override]
-        self, code: str, cursor_pos: int | None, detail_level: int = 0, omit_sections: Any = ()
-    ) -> dict[str, Any]:
-        return completion.inspect(code, cursor_pos)
-
-    async def do_debug_request(self, msg: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "type": "response",
-            "request_seq": msg.get("seq"),
-            "success": False,
-            "command": msg.get("command"),
-            "message": "iac-kernel cells are prompts; there is no debugger",
-        }
 
     def do_shutdown(self, restart: bool) -> dict[str, Any]:  # type: ignore[override]
         """Close the ACP endpoint and release the session locks (this runs on the control
