@@ -44,8 +44,10 @@ def test_papermill_run_is_titled_after_the_notebook(tmp_path: Path, isolated_sto
     assert meta["title"] == "nightly-drift"
     assert meta["notebook"] == str(source)
     assert meta["model"] == f"scripted:{tmp_path.resolve() / SCRIPT.name}"
+    # %session shows the same model (its path relative to the notebook's folder).
     shown = nbformat.read(output, as_version=4).cells[-1].outputs
-    assert any(meta["model"] in str(o.get("data", {}).get("text/plain", "")) for o in shown)
+    text = "".join(str(o.get("data", {}).get("text/plain", "")) for o in shown)
+    assert f"model        scripted:{SCRIPT.name}" in text
 
 
 def test_engine_names_the_notebook_for_iac_kernel_only() -> None:
