@@ -182,3 +182,31 @@ async def test_sandbox_escape_attempts_fail(tmp_path):
 def _left_outside(mark: str) -> list[str]:
     places = ("/dev/shm", "/var/tmp", os.path.expanduser("~"), "/run")
     return [p for p in places if os.path.exists(f"{p}/{mark}")]
+
+
+@bypass("an approved literal pre-approves the program word anywhere (echo's arguments)")
+async def test_an_approved_echo_does_not_pre_approve_a_hidden_apply(tmp_path):
+    """The user allows `echo terraform apply && sh x.sh` once (the text mentions apply);
+    the script's hidden `terraform apply` is a different exec and must be asked."""
+    harness = _script_harness(tmp_path)
+    ask = trusting_asker()
+    await harness.run("echo terraform apply && sh x.sh", ask)
+    assert logged(harness.log) == [], [r.title for r in ask.requests]
+    assert ask.exec_questions()
+
+
+def _script_harness(tmp_path: Path) -> Harness:
+    bin_dir, log = make_fakes(tmp_path)
+    harness = Harness(tmp_path / "ws", bin_dir, log)
+    (harness.cwd / "x.sh").write_text("t=terraform; $t apply\n")
+    return harness
+
+
+async def test_an_approved_literal_apply_runs_once_only(tmp_path):
+    """`terraform apply` allowed once at the bash level runs once; a second, hidden exec
+    of the same argv in that call is asked."""
+    harness = _script_harness(tmp_path)
+    ask = trusting_asker()
+    await harness.run("terraform apply; sh x.sh", ask)
+    assert logged(harness.log) == [["terraform", "apply"]]
+    assert len(ask.exec_questions()) == 1
