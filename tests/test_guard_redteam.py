@@ -9,7 +9,11 @@ Real git and terraform attacks are in tests/test_guard_redteam_real.py.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
 import os
+import shlex
 import shutil
 from pathlib import Path
 
@@ -210,3 +214,28 @@ async def test_an_approved_literal_apply_runs_once_only(tmp_path):
     await harness.run("terraform apply; sh x.sh", ask)
     assert logged(harness.log) == [["terraform", "apply"]]
     assert len(ask.exec_questions()) == 1
+
+
+@bypass("a .mcp.json written by a sandboxed call starts its command on the host, unasked")
+async def test_a_bash_call_cannot_plant_host_commands_in_mcp_json(tmp_path):
+    """The next session in the folder starts the project's MCP servers outside the
+    sandbox with no question: a bash call that writes .mcp.json escapes through it."""
+    from iac_kernel.mcp.manager import McpManager
+    from iac_kernel.mcp.project import follow_session
+
+    harness = _script_harness(tmp_path)
+    marker = tmp_path / "outside-marker"  # under the host /tmp: not visible inside
+    server = {"command": "sh", "args": ["-c", f"echo escaped > {marker}"]}
+    text = json.dumps({"mcpServers": {"x": server}})
+    await harness.run(f"printf '%s' {shlex.quote(text)} > .mcp.json", trusting_asker())
+
+    class Session:
+        closed, mcp, tools, cwd = False, None, [], str(harness.cwd)
+
+    session = Session()
+    follow_session(session)
+    if isinstance(session.mcp, McpManager):
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(session.mcp.ready(), 10)
+        await session.mcp.stop()
+    assert not marker.exists(), "the .mcp.json command ran outside the sandbox"
