@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -155,3 +157,13 @@ AgentEvent = (
     | ErrorNotice
     | TurnEnded
 )
+
+#: Where a turn's events go: a front end's callback, plain or async.
+Emit = Callable[[AgentEvent], Awaitable[None] | None]
+
+
+async def send(emit: Emit, event: AgentEvent) -> None:
+    """Give ``event`` to ``emit``; await what it returns if that is awaitable."""
+    result = emit(event)
+    if asyncio.iscoroutine(result) or isinstance(result, Awaitable):
+        await result

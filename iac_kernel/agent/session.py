@@ -13,8 +13,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from iac_kernel.agent import history
-from iac_kernel.agent.events import AgentEvent, ErrorNotice, TurnEnded, Usage, UserMessage
-from iac_kernel.agent.loop import AgentLoop, Conversation, Emit, _send
+from iac_kernel.agent.events import (
+    AgentEvent,
+    Emit,
+    ErrorNotice,
+    TurnEnded,
+    Usage,
+    UserMessage,
+    send,
+)
+from iac_kernel.agent.loop import AgentLoop, Conversation
 from iac_kernel.agent.permissions import AskPermission, PermissionGate
 from iac_kernel.agent.prompt import build_system_prompt
 from iac_kernel.config import MODES, Settings
@@ -195,7 +203,7 @@ class AgentSession:
                     observer(event)
                 except Exception:
                     log.exception("session observer failed")
-            await _send(emit, event)
+            await send(emit, event)
 
         # Readable: a lone surrogate in a prompt is stored exactly, but titles and
         # observers (front ends) get valid text.

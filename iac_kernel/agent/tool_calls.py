@@ -1,0 +1,245 @@
+"""Running the tool calls of one model response, from announcement to persisted result.
+
+A call is announced when the model starts it and again with its input (title, paths,
+redacted input and a masked diff preview). Running one: the tool's review (e.g. the saved
+plan an apply is bound to), the permission gate (with exec-time approvals of guarded
+programs through ``ctx.ask_exec``), the tool itself with its live output pumped to the
+front end, then redaction and Terraform masking of the result. Each result is persisted
+(:class:`~iac_kernel.agent.conversation.Transcript`) before the front end hears of it;
+calls that cannot run any more are closed with a result instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from iac_kernel.agent.conversation import Transcript
+from iac_kernel.agent.events import (
+    Emit,
+    ToolCallInput,
+    ToolCallResult,
+    ToolCallStarted,
+    send,
+)
+from iac_kernel.agent.history import shown_diff
+from iac_kernel.agent.output_pump import OutputPump
+from iac_kernel.agent.permissions import AskPermission, PermissionGate, PermissionRequest
+from iac_kernel.models.base import ToolUseBegin, ToolUseEnd
+from iac_kernel.redact import redact
+from iac_kernel.redact import redact_value as _redact_value
+from iac_kernel.textsafe import readable, readable_value
+from iac_kernel.tools.base import Tool, ToolContext, ToolError, ToolResult
+from iac_kernel.tools.tf_results import after_tool_call, live_masker, mask_diff
+
+log = logging.getLogger(__name__)
+
+CANCELLED_RESULT = "Cancelled."
+UNKNOWN_TOOL = "Unknown tool {name!r}. Available tools: {names}."
+
+#: Builds the context a call runs in: ``(ask, on_output)`` -> ToolContext.
+ContextFactory = Callable[[AskPermission | None, Callable[[str], None] | None], ToolContext]
+
+
+@dataclass
+class Call:
+    """A tool call the model made in this response."""
+
+    call_id: str
+    name: str
+    tool: Tool | None
+    input: dict[str, Any] = field(default_factory=dict)
+    title: str = ""
+    finished: bool = False
+
+
+class ToolCalls:
+    """Announces, checks, runs and answers the tool calls of a loop's responses."""
+
+    def __init__(
+        self,
+        *,
+        tools: dict[str, Tool],
+        gate: PermissionGate,
+        cwd: Path,
+        context: ContextFactory,
+        transcript: Transcript,
+    ) -> None:
+        self.tools = tools
+        self.gate = gate
+        self.cwd = cwd
+        self._context = context
+        self._transcript = transcript
+
+    async def begin(self, emit: Emit, calls: dict[str, Call], event: ToolUseBegin) -> None:
+        """The model started a call: remember it and tell the front end."""
+        tool = self.tools.get(event.name)
+        call = Call(event.id, event.name, tool, title=event.name)
+        calls[event.id] = call
+        await send(emit, ToolCallStarted(event.id, event.name, call.title, _kind(tool)))
+
+    async def announce_input(self, emit: Emit, calls: dict[str, Call], event: ToolUseEnd):
+        """The call's input is complete: show its title, paths, input and diff preview."""
+        call = calls.get(event.id) or Call(event.id, event.name, self.tools.get(event.name))
+        calls[event.id] = call
+        call.input = event.input if isinstance(event.input, dict) else {}
+        diff = None
+        locations: list[str] = []
+        if call.tool is not None:
+            call.title = _safe(lambda: call.tool.title(call.input), call.name)
+            ctx = self._context(None, None)
+            locations = [str(p) for p in _safe(lambda: call.tool.paths(call.input, ctx), [])]
+            diff = _safe(lambda: call.tool.preview(call.input, ctx), None)
+        await send(
+            emit,
+            ToolCallInput(
+                call.call_id,
+                call.name,
+                readable(call.title),
+                _kind(call.tool),
+                readable_value(_redact_value(call.input)),
+                [readable(p) for p in locations],
+                mask_diff(shown_diff(diff), self.cwd),
+            ),
+        )
+
+    async def run_all(
+        self,
+        emit: Emit,
+        calls: dict[str, Call],
+        tool_uses: list[dict[str, Any]],
+        ask: AskPermission | None,
+    ) -> bool:
+        """Run the response's tool calls in order, persisting each result as it finishes;
+        returns whether the turn was cancelled on the way (the remaining calls then get
+        "Cancelled." without running)."""
+        for index, block in enumerate(tool_uses):
+            call = calls.get(block["id"])
+            if call is None:  # a provider that skipped the begin/end events
+                call = Call(block["id"], block["name"], self.tools.get(block["name"]))
+                calls[block["id"]] = call
+                await self.announce_input(
+                    emit, calls, ToolUseEnd(block["id"], block["name"], block.get("input", {}))
+                )
+            try:
+                result, denied = await self._run_one(emit, call, ask)
+            except asyncio.CancelledError:
+                for rest in tool_uses[index:]:
+                    other = calls.get(rest["id"]) or Call(rest["id"], rest["name"], None)
+                    cancelled = ToolResult(CANCELLED_RESULT, is_error=True)
+                    self._transcript.append_result(other.call_id, other.name, cancelled)
+                    await self._finish(emit, other, cancelled, False)
+                return True
+            self._transcript.append_result(call.call_id, call.name, result)
+            await self._finish(emit, call, result, denied)
+        return False
+
+    async def _run_one(
+        self, emit: Emit, call: Call, ask: AskPermission | None
+    ) -> tuple[ToolResult, bool]:
+        """Check permission and run one call; returns the result and whether it was denied."""
+        if call.tool is None:
+            names = ", ".join(sorted(self.tools))
+            return ToolResult(UNKNOWN_TOOL.format(name=call.name, names=names), True), False
+        pump = OutputPump(
+            lambda event: send(emit, event),
+            call.call_id,
+            masker=_safe(lambda: live_masker(call.name, call.input, self.cwd), None),
+        )
+        ctx = self._context(ask, lambda text: pump.push(readable(text)))
+        # Exec-time approvals of guarded programs (issue 11), decided by the gate.
+        ctx.ask_exec = self.gate.exec_asker(call.call_id, call.name, ask)
+        try:  # e.g. terraform_apply: the saved plan's bytes and summary, bound to the approval
+            ctx.review = await call.tool.review(call.input, ctx)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # an approval must not skip its review
+            return ToolResult(f"Not run: {exc}", is_error=True), False
+        request = PermissionRequest(
+            call_id=call.call_id,
+            tool_name=call.name,
+            title=call.title,
+            kind=call.tool.kind,
+            input=readable_value(_redact_value(call.input)),  # shown to the user only
+            options=[],
+            reason="",
+            # Previewed again, not reused from the announcement: an earlier call of this
+            # response may have changed the file since.
+            diff=mask_diff(
+                shown_diff(_safe(lambda: call.tool.preview(call.input, ctx), None)), self.cwd
+            ),
+            review=ctx.review.summary() if ctx.review is not None else None,
+        )
+        decision = await self.gate.check(call.tool, call.input, ctx, request, ask)
+        if decision.outcome == "cancelled":
+            raise asyncio.CancelledError
+        if not decision.allowed:
+            return ToolResult(decision.message, is_error=True), True
+        try:
+            result = await call.tool.run(call.input, ctx)
+        except ToolError as exc:
+            result = ToolResult(str(exc), is_error=True)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a tool bug must not end the turn or leak a traceback
+            log.exception("tool %s failed", call.name)
+            result = ToolResult(f"{call.name} failed: {type(exc).__name__}: {exc}", True)
+        finally:
+            await pump.close()  # live output reaches the front end before the result
+        result.content = redact(result.content)
+        result.raw_output = _redact_value(result.raw_output)
+        # Terraform: sensitive values masked, state reads marked, plans picked up.
+        result = await after_tool_call(call.name, call.input, self.cwd, result)
+        return result, False
+
+    async def _finish(self, emit: Emit, call: Call, result: ToolResult, denied: bool) -> None:
+        call.finished = True
+        await send(
+            emit,
+            ToolCallResult(
+                call.call_id,
+                call.name,
+                "failed" if result.is_error else "completed",
+                readable(result.content),
+                raw_output=readable_value(result.raw_output),
+                diff=shown_diff(result.diff),
+                denied=denied,
+            ),
+        )
+
+    async def close(
+        self, emit: Emit, calls: dict[str, Call], tool_uses: list[dict], text: str
+    ) -> None:
+        """Give every tool_use of the last response that has none a result, without
+        running it."""
+        answered = self._transcript.answered()
+        for block in tool_uses:
+            if block["id"] in answered:
+                continue
+            call = calls.get(block["id"]) or Call(block["id"], block["name"], None)
+            result = ToolResult(text, is_error=True)
+            self._transcript.append_result(call.call_id, call.name, result)
+            if not call.finished:
+                await self._finish(emit, call, result, False)
+
+    async def fail_open(self, emit: Emit, calls: dict[str, Call], text: str) -> None:
+        """Tell the front end that every call not finished yet failed with ``text``."""
+        for call in calls.values():
+            if not call.finished:
+                await self._finish(emit, call, ToolResult(text, is_error=True), False)
+
+
+def _kind(tool: Tool | None) -> str:
+    return tool.kind if tool is not None else "other"
+
+
+def _safe(fn: Callable[[], Any], default: Any) -> Any:
+    """Titles, paths and previews are for display; a failure there must not stop the call."""
+    try:
+        return fn()
+    except Exception:
+        return default
