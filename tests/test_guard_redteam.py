@@ -54,6 +54,14 @@ GAPS = [
     case("PULUMI_SKIP_CONFIRMATIONS=true pulumi refresh", "env var instead of --yes"),
     case("gcloud compute instances start vm-1", "gcloud start unlisted"),
     case("az vm run-command invoke -g rg -n vm --command-id RunShellScript", "az invoke"),
+    case("aws lambda invoke --function-name f out.json", "invoke unlisted"),
+    case("aws kms schedule-key-deletion --key-id k", "schedule-* unlisted"),
+    case("aws cloudformation execute-change-set --change-set-name c", "execute-* unlisted"),
+    case("aws s3 sync . s3://b", "s3 sync without --delete still overwrites objects"),
+    case("gcloud compute ssh vm-1 --command 'rm -rf /data'", "gcloud ssh unlisted"),
+    case("gcloud run services update-traffic svc --to-latest", "update-traffic != update"),
+    case("az storage blob upload -c c -f x -n x", "az upload unlisted"),
+    case("EDITOR=true pulumi state edit", "pulumi state edit unlisted"),
 ]
 
 #: Changing commands the guard already stops (they grow the corpus).
