@@ -10,7 +10,9 @@ changes, limited to the time of the import (and ``defer_build`` to ``acp.schema`
   visitor (for ``acp/schema.py`` cached on disk, keyed by the file's size, mtime and
   pydantic's version), so the field descriptions are the same;
 * ``defer_build``: each model's validator and serializer are built when first used,
-  as pydantic does for any model configured so; validation itself is unchanged.
+  as pydantic does for any model configured so; validation itself is unchanged. The
+  same goes for the ``RootModel[...]`` classes the SDK's unions derive from and its
+  module-level ``TypeAdapter``s (~0.1 s together, never used on the start-up path).
 
 Anything unexpected (other pydantic internals, an unreadable file) falls back to the
 plain import. :func:`start_loading` runs the import (and any modules named) in a
@@ -55,10 +57,13 @@ _import_lock = threading.Lock()  # one patched import at a time
 @contextlib.contextmanager
 def _fast_models() -> Iterator[None]:
     try:
+        from pydantic import RootModel, TypeAdapter
         from pydantic._internal import _config, _fields
+        from pydantic.type_adapter import _type_has_config
 
         original_docs = _fields.extract_docstrings_from_cls
         original_for_model = _config.ConfigWrapper.for_model.__func__  # type: ignore[attr-defined]
+        original_adapter_init = TypeAdapter.__init__
         docs = schema_docstrings()
     except Exception as exc:  # other pydantic internals, no source: the plain import
         log.debug("plain ACP SDK import: %s", exc)
@@ -71,19 +76,35 @@ def _fast_models() -> Iterator[None]:
             return dict(found[cls.__qualname__])
         return original_docs(cls, use_inspect=use_inspect)
 
+    # ``RootModel[X]`` classes the SDK's unions subclass: built at once they cost ~0.1 s
+    # of the import, and most are never used.
+    importing = threading.get_ident()
+
     def for_model(cls: Any, bases: Any, namespace: Any, raw: Any, kwargs: Any) -> Any:
         wrapper = original_for_model(cls, bases, namespace, raw, kwargs)
-        if namespace.get("__module__") == SCHEMA_MODULE:
+        if namespace.get("__module__") == SCHEMA_MODULE or (
+            threading.get_ident() == importing and len(bases) == 1 and bases[0] is RootModel
+        ):
             wrapper.config_dict["defer_build"] = True
         return wrapper
 
+    def adapter_init(
+        self: Any, type: Any, *, config: Any = None, _parent_depth: int = 2, **kw: Any
+    ) -> None:
+        # The SDK's module-level adapters (elicitation unions, ~50 ms): built on first use.
+        if config is None and threading.get_ident() == importing and not _type_has_config(type):
+            config = {"defer_build": True}
+        original_adapter_init(self, type, config=config, _parent_depth=_parent_depth + 1, **kw)
+
     _fields.extract_docstrings_from_cls = fast_docs
     _config.ConfigWrapper.for_model = classmethod(for_model)  # type: ignore[method-assign]
+    TypeAdapter.__init__ = adapter_init  # type: ignore[method-assign]
     try:
         yield
     finally:
         _fields.extract_docstrings_from_cls = original_docs
         _config.ConfigWrapper.for_model = classmethod(original_for_model)  # type: ignore[method-assign]
+        TypeAdapter.__init__ = original_adapter_init  # type: ignore[method-assign]
 
 
 def schema_path() -> Path:
