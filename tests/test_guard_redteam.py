@@ -247,3 +247,20 @@ async def test_a_bash_call_cannot_plant_host_commands_in_mcp_json(tmp_path):
             await asyncio.wait_for(session.mcp.ready(), 10)
         await session.mcp.stop()
     assert not marker.exists(), "the .mcp.json command ran outside the sandbox"
+
+
+@bypass("a script CLI's inherited fd lets BASH_ENV exec the real program with any argv")
+async def test_a_script_cli_cannot_be_reentered_through_its_inherited_fd(tmp_path):
+    """A guarded program that is a bash script (pyenv shims, wrappers) runs from an
+    inheritable descriptor: BASH_ENV code in it could exec /proc/self/fd/N unguarded."""
+    bin_dir, log = make_fakes(tmp_path)
+    helm = bin_dir / "helm"
+    helm.write_text(helm.read_text().replace("#!/bin/sh", "#!/bin/bash"))
+    harness = Harness(tmp_path / "ws", bin_dir, log)
+    (harness.cwd / "e.sh").write_text(
+        'for f in /proc/$$/fd/*; do case "$(readlink $f)" in *fakebin/helm) '
+        'unset BASH_ENV; exec "$f" uninstall web;; esac; done\n'
+    )
+    ask = trusting_asker()
+    await harness.run("BASH_ENV=$PWD/e.sh helm list", ask)
+    assert ["helm", "uninstall", "web"] not in logged(log)
