@@ -28,40 +28,47 @@ pytestmark = pytest.mark.skipif(unusable_reason() is not None, reason="bubblewra
 
 # --- argv classification: fake CLIs -----------------------------------------------------
 
-#: Changing commands the guard lets through today (exec-time classification gaps).
+
+def fixed(command: str, why: str):
+    """A former bypass (``why``), now asked: an ordinary case."""
+    return case(command)
+
+
+#: Changing commands the guard let through until F2's fixes (H8's exec-time classification
+#: gaps; ``why`` says how each got through).
 GAPS = [
-    case("TF_CLI_ARGS='apply -auto-approve' terraform", "TF_CLI_ARGS with no subcommand"),
-    case("TF_CLI_ARGS='destroy -auto-approve' terraform -chdir=.", "TF_CLI_ARGS, -chdir only"),
-    case("terraform test", "terraform test applies run blocks"),
-    case("terraform refresh", "terraform refresh = apply -refresh-only -auto-approve"),
-    case("terraform init -migrate-state -force-copy", "copies state into another backend"),
-    case("kubectl delete pod web --dry-run=0", "ParseBool('0') is false: a real delete"),
-    case("kubectl delete pod web --dry-run=False", "ParseBool('False') is false"),
-    case("helm uninstall web --dry-run=0", "helm's bool flag: 0 is false"),
-    case("helm upgrade web ./chart --dry-run=", "helm: an empty --dry-run is none"),
-    case("aws s3 --region us-east-1 rm s3://b/k", "global option between s3 and rm"),
-    case("aws iam attach-role-policy --role-name r --policy-arn arn:x", "attach-* unlisted"),
-    case("aws ec2 authorize-security-group-ingress --group-id sg-1", "authorize-* unlisted"),
-    case("aws ssm send-command --document-name AWS-RunShellScript", "send-command unlisted"),
-    case("aws ec2 start-instances --instance-ids i-1", "start-* unlisted"),
-    case("aws s3 cp index.html s3://b/index.html", "s3 cp overwrites objects"),
-    case("kubectl auth reconcile -f rbac.yaml", "auth reconcile writes RBAC (read via 'auth')"),
-    case("kubectl debug node/n1 --image=busybox", "kubectl debug creates pods"),
-    case("kubectl cp evil web:/app/config", "kubectl cp writes into a container"),
-    case("kubectl exec web -- rm -rf /data", "kubectl exec runs anything in a pod"),
-    case("helm test web", "helm test creates pods"),
-    case("pulumi watch", "pulumi watch deploys continuously"),
-    case("PULUMI_SKIP_CONFIRMATIONS=true pulumi refresh", "env var instead of --yes"),
-    case("gcloud compute instances start vm-1", "gcloud start unlisted"),
-    case("az vm run-command invoke -g rg -n vm --command-id RunShellScript", "az invoke"),
-    case("aws lambda invoke --function-name f out.json", "invoke unlisted"),
-    case("aws kms schedule-key-deletion --key-id k", "schedule-* unlisted"),
-    case("aws cloudformation execute-change-set --change-set-name c", "execute-* unlisted"),
-    case("aws s3 sync . s3://b", "s3 sync without --delete still overwrites objects"),
-    case("gcloud compute ssh vm-1 --command 'rm -rf /data'", "gcloud ssh unlisted"),
-    case("gcloud run services update-traffic svc --to-latest", "update-traffic != update"),
-    case("az storage blob upload -c c -f x -n x", "az upload unlisted"),
-    case("EDITOR=true pulumi state edit", "pulumi state edit unlisted"),
+    fixed("TF_CLI_ARGS='apply -auto-approve' terraform", "TF_CLI_ARGS with no subcommand"),
+    fixed("TF_CLI_ARGS='destroy -auto-approve' terraform -chdir=.", "TF_CLI_ARGS, -chdir only"),
+    fixed("terraform test", "terraform test applies run blocks"),
+    fixed("terraform refresh", "terraform refresh = apply -refresh-only -auto-approve"),
+    fixed("terraform init -migrate-state -force-copy", "copies state into another backend"),
+    fixed("kubectl delete pod web --dry-run=0", "ParseBool('0') is false: a real delete"),
+    fixed("kubectl delete pod web --dry-run=False", "ParseBool('False') is false"),
+    fixed("helm uninstall web --dry-run=0", "helm's bool flag: 0 is false"),
+    fixed("helm upgrade web ./chart --dry-run=", "helm: an empty --dry-run is none"),
+    fixed("aws s3 --region us-east-1 rm s3://b/k", "global option between s3 and rm"),
+    fixed("aws iam attach-role-policy --role-name r --policy-arn arn:x", "attach-* unlisted"),
+    fixed("aws ec2 authorize-security-group-ingress --group-id sg-1", "authorize-* unlisted"),
+    fixed("aws ssm send-command --document-name AWS-RunShellScript", "send-command unlisted"),
+    fixed("aws ec2 start-instances --instance-ids i-1", "start-* unlisted"),
+    fixed("aws s3 cp index.html s3://b/index.html", "s3 cp overwrites objects"),
+    fixed("kubectl auth reconcile -f rbac.yaml", "auth reconcile writes RBAC (read via 'auth')"),
+    fixed("kubectl debug node/n1 --image=busybox", "kubectl debug creates pods"),
+    fixed("kubectl cp evil web:/app/config", "kubectl cp writes into a container"),
+    fixed("kubectl exec web -- rm -rf /data", "kubectl exec runs anything in a pod"),
+    fixed("helm test web", "helm test creates pods"),
+    fixed("pulumi watch", "pulumi watch deploys continuously"),
+    fixed("PULUMI_SKIP_CONFIRMATIONS=true pulumi refresh", "env var instead of --yes"),
+    fixed("gcloud compute instances start vm-1", "gcloud start unlisted"),
+    fixed("az vm run-command invoke -g rg -n vm --command-id RunShellScript", "az invoke"),
+    fixed("aws lambda invoke --function-name f out.json", "invoke unlisted"),
+    fixed("aws kms schedule-key-deletion --key-id k", "schedule-* unlisted"),
+    fixed("aws cloudformation execute-change-set --change-set-name c", "execute-* unlisted"),
+    fixed("aws s3 sync . s3://b", "s3 sync without --delete still overwrites objects"),
+    fixed("gcloud compute ssh vm-1 --command 'rm -rf /data'", "gcloud ssh unlisted"),
+    fixed("gcloud run services update-traffic svc --to-latest", "update-traffic != update"),
+    fixed("az storage blob upload -c c -f x -n x", "az upload unlisted"),
+    fixed("EDITOR=true pulumi state edit", "pulumi state edit unlisted"),
 ]
 
 #: Changing commands the guard already stops (they grow the corpus).

@@ -10,7 +10,8 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-from collections.abc import Sequence
+import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 CHANGE = "change"
@@ -39,6 +40,8 @@ class Verdict:
 
     kind: str
     reason: str = ""
+    #: Changing only because the verb is not a known read (cloud CLIs ask by default).
+    by_default: bool = False
 
     @property
     def changing(self) -> bool:
@@ -78,6 +81,10 @@ _TF_CHANGE = (
     _r("workspace delete", "deletes a workspace"),
     _r("apply-all", "applies infrastructure changes"),
     _r("destroy-all", "destroys infrastructure"),
+    _r("test", "applies and destroys the run blocks' infrastructure"),
+    _r("refresh", "writes the refreshed state (apply -refresh-only -auto-approve)"),
+    _r("init", "copies the state into another backend", "-migrate-state -force-copy"),
+    _r("workspace new", "creates a workspace in the backend"),
 )
 _TF_READ = {"plan", "validate", "fmt", "show", "output", "version", "providers", "graph"}
 _TF_READ |= {"get", "state list", "state show", "workspace list", "workspace show", "-version"}
@@ -92,35 +99,57 @@ _K8S_CHANGE = (
     _r("rollout undo", "rolls a deployment back"),
     _r("rollout pause", "pauses a rollout"),
     _r("rollout resume", "resumes a rollout"),
+    *_each("debug cp exec attach proxy port-forward", "runs or writes inside the cluster"),
+    _r("auth reconcile", "writes RBAC rules"),
     _r("certificate approve", "approves a certificate"),
     _r("certificate deny", "denies a certificate"),
 )
 _K8S_READ = {"get", "describe", "logs", "top", "explain", "version", "api-resources"}
 _K8S_READ |= {"api-versions", "cluster-info", "diff", "auth", "events", "wait"}
 
-_HELM_CHANGE = _each("install upgrade uninstall un del delete rollback", "changes a Helm release")
+_HELM_CHANGE = (
+    *_each("install upgrade uninstall un del delete rollback", "changes a Helm release"),
+    _r("test", "runs the release's test pods"),
+    _r("push", "pushes a chart to a registry"),
+    _r("plugin install", "installs a plugin (runs its hooks)"),
+    _r("plugin update", "updates a plugin (runs its hooks)"),
+)
 _HELM_READ = {"list", "ls", "status", "get", "history", "hist", "show", "inspect", "search"}
 _HELM_READ |= {"template", "version", "lint", "env", "diff", "verify"}
 
 _AWS_CHANGE = (
     *_each(
         "delete-* terminate-* put-* modify-* update-* create-* deregister-* remove-* "
-        "detach-* disassociate-* stop-* reboot-* run-instances restore-* reset-* revoke-*",
+        "detach-* disassociate-* stop-* reboot-* run-instances restore-* reset-* revoke-* "
+        "attach-* authorize-* start-* send-* associate-* schedule-* disable-* enable-* "
+        "set-* execute-* invoke purge-* import-* register-* replace-* tag-* untag-*",
         "changes AWS resources",
     ),
     _r("s3 rm", "deletes S3 objects"),
     _r("s3 mv", "moves S3 objects"),
     _r("s3 rb", "deletes an S3 bucket"),
     _r("s3 sync", "deletes S3 objects", "--delete"),
+    _r("s3 sync", "overwrites S3 objects"),
+    _r("s3 cp", "writes S3 objects"),
+    _r("s3 mb", "creates an S3 bucket"),
     _r("cloudformation deploy", "deploys a CloudFormation stack"),
 )
-_AWS_READ_PATTERNS = ("describe-*", "list-*", "get-*", "ls", "help")
+_AWS_READ_PATTERNS = ("describe-*", "list-*", "get-*", "batch-get-*", "search-*", "lookup-*")
+_AWS_READ_PATTERNS += ("filter-*", "head-*", "validate-*", "simulate-*", "scan", "query")
+_AWS_READ_PATTERNS += ("wait", "tail", "ls", "presign", "help")
+#: aws global options that take a value (the next argument when not ``--opt=value``).
+_AWS_VALUE_OPTS = {"--region", "--profile", "--output", "--endpoint-url", "--query"}
+_AWS_VALUE_OPTS |= {"--color", "--ca-bundle", "--cli-read-timeout", "--cli-connect-timeout"}
+_AWS_VALUE_OPTS |= {"--cli-binary-format"}
 
 _GCLOUD_CHANGE = _each(
-    "delete create update deploy rm set-* add-* remove-* resize stop reset patch import",
+    "delete create update update-* deploy rm set-* add-* remove-* resize stop reset patch "
+    "import start ssh scp suspend resume restart",
     "changes Google Cloud resources",
 )
 _GCLOUD_READ_PATTERNS = ("list", "describe", "info", "version", "ls", "get-*", "cat", "du")
+_GCLOUD_READ_PATTERNS += ("list-*", "describe-*", "help", "stat", "hash", "print-*", "get")
+_GSUTIL_VALUE_OPTS = {"-o", "-h", "-u", "-i"}
 _GSUTIL_CHANGE = (
     *_each("rm rb mv setmeta", "changes Cloud Storage objects"),
     _r("rsync", "deletes Cloud Storage objects", "-d"),
@@ -130,10 +159,12 @@ _GSUTIL_CHANGE = (
 )
 
 _AZ_CHANGE = _each(
-    "delete create update *delete-batch set remove start stop restart deallocate purge",
+    "delete create update *delete-batch set remove start stop restart deallocate purge "
+    "invoke scale upgrade swap regenerate* upload* import reset* rotate* assign",
     "changes Azure resources",
 )
-_AZ_READ_PATTERNS = ("list", "show", "version", "list-*", "show-*")
+_AZ_READ_PATTERNS = ("list", "show", "version", "list-*", "show-*", "wait", "exists")
+_AZ_READ_PATTERNS += ("get-*", "check-*", "download*")
 
 _PULUMI_CHANGE = (
     _r("up", "applies infrastructure changes"),
@@ -147,6 +178,10 @@ _PULUMI_CHANGE = (
     _r("state move", "changes the state"),
     _r("stack rm", "removes a stack"),
     _r("cancel", "cancels an update"),
+    _r("watch", "deploys every change continuously"),
+    _r("state edit", "edits the state"),
+    _r("state repair", "rewrites the state"),
+    _r("stack import", "overwrites the stack's state"),
 )
 _PULUMI_READ = {"preview", "whoami", "version", "about", "logs", "stack ls", "stack output"}
 _PULUMI_READ |= {"config get"}
@@ -154,6 +189,8 @@ _PULUMI_READ |= {"config get"}
 _GIT_READ = {"status", "diff", "log", "show", "ls-files", "rev-parse", "blame", "describe"}
 _GIT_READ |= {"grep", "shortlog", "fetch", "remote", "branch", "tag", "ls-remote", "version"}
 _GIT_READ |= {"reflog", "whatchanged", "cat-file", "ls-tree", "rev-list", "help"}
+#: Dashed helpers git runs itself (``git-upload-pack`` for a fetch from a local path).
+_GIT_READ |= {"upload-pack", "upload-archive", "index-pack", "unpack-objects"}
 #: Git commands known to be builtins; any other word may be an alias hiding a push.
 _GIT_BUILTINS = _GIT_READ | set(
     (
@@ -193,12 +230,18 @@ def program_name(path: str) -> str:
     return os.path.basename(path.rstrip("/"))
 
 
-def classify(program: str, argv: Sequence[str]) -> Verdict:
-    """Classify ``argv`` (``argv[0]`` is the program as invoked) of guarded ``program``."""
+def classify(program: str, argv: Sequence[str], env: Mapping[str, str] | None = None) -> Verdict:
+    """Classify ``argv`` (``argv[0]`` is the program as invoked) of guarded ``program``;
+    ``env`` is the program's environment (``TF_CLI_ARGS*``, ``PULUMI_SKIP_CONFIRMATIONS``)."""
     name = program_name(program)
-    args = [str(a) for a in argv[1:]]
+    env = env or {}
     if name == "git":
-        return _classify_git(args)
+        return _classify_git(git_argv(argv)[1:])
+    args = [str(a) for a in argv[1:]]
+    if name in ("terraform", "tofu", "terragrunt"):
+        args = _tf_env_args(args, env)
+    if name == "pulumi" and _truthy(env.get("PULUMI_SKIP_CONFIRMATIONS", "")):
+        args.append("--yes")
     table = _TABLES.get(name)
     if table is None:
         return Verdict(OTHER)
@@ -206,14 +249,13 @@ def classify(program: str, argv: Sequence[str]) -> Verdict:
     if name in ("kubectl", "oc", "helm") and _dry_run(args):
         return Verdict(READ)
     positional = positionals(args)
+    strict = _aws_positionals(args) if name == "aws" else positional
     for rule in changes:
-        if matches(rule, args, positional):
+        if matches(rule, args, positional) or matches(rule, args, strict):
             shown = " ".join([name, *rule.words])
             return Verdict(CHANGE, f"{shown}: {rule.reason}")
-    if name in ("aws", "gcloud", "gsutil", "az"):
-        if any(fnmatch.fnmatchcase(p, pat) for p in positional for pat in reads):
-            return Verdict(READ)
-        return Verdict(OTHER)
+    if name in _CLOUD:
+        return _classify_cloud(name, args, tuple(reads))
     if not positional:
         return Verdict(READ) if any(a in reads for a in args) or not args else Verdict(OTHER)
     head = positional[0]
@@ -223,10 +265,108 @@ def classify(program: str, argv: Sequence[str]) -> Verdict:
     return Verdict(OTHER)
 
 
+_CLOUD = ("aws", "gcloud", "gsutil", "az")
+
+
+def _classify_cloud(name: str, args: list[str], reads: tuple[str, ...]) -> Verdict:
+    """Cloud CLIs: read only for a known read verb; any other verb is asked."""
+    if name == "aws":
+        words = _aws_positionals(args)
+        if len(words) < 2:  # `aws --version`, `aws s3`: usage or version only
+            return Verdict(READ if not words else OTHER)
+        verbs = words[1:2]
+    elif name == "gsutil":  # gsutil [-m -o x ...] command args: the command is first
+        words = _aws_positionals(args, _GSUTIL_VALUE_OPTS)
+        if not words:
+            return Verdict(READ)
+        verbs = words[:1] if words[1:2] != ["get"] else ["get"]  # `acl get`, `iam get`
+    else:
+        words = _without_option_values(args)
+        if not words:
+            return Verdict(READ)
+        verbs = words
+    if any(fnmatch.fnmatchcase(v, pat) for v in verbs for pat in reads):
+        return Verdict(READ)
+    shown = " ".join([name, *words[:3]])
+    return Verdict(CHANGE, f"{shown}: not a known read-only {name} command", by_default=True)
+
+
+def _aws_positionals(args: Sequence[str], value_opts: set[str] | None = None) -> list[str]:
+    """aws's service and operation words: positionals minus global options' values."""
+    words: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in (_AWS_VALUE_OPTS if value_opts is None else value_opts):
+            skip = True
+        elif not arg.startswith("-"):
+            words.append(arg)
+    return words
+
+
+def _without_option_values(args: Sequence[str]) -> list[str]:
+    """Positionals when every option without ``=`` takes the next word as its value
+    (errs towards fewer read words: a read verb hidden as a value is asked)."""
+    words: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg.startswith("-"):
+            skip = "=" not in arg and arg != "--"
+        else:
+            words.append(arg)
+    return words
+
+
+def _tf_env_args(args: list[str], env: Mapping[str, str]) -> list[str]:
+    """``args`` as terraform runs them: ``TF_CLI_ARGS`` after the subcommand (at the
+    front when there is none), and every ``TF_CLI_ARGS_<sub>`` too (any could apply)."""
+    extra: list[str] = []
+    front: list[str] = []
+    for key, value in sorted(env.items()):
+        upper = key.upper()
+        if not upper.startswith(("TF_CLI_ARGS", "TOFU_CLI_ARGS")) or not value.strip():
+            continue
+        try:
+            words = shlex.split(value)
+        except ValueError:
+            words = value.split()
+        (front if upper in ("TF_CLI_ARGS", "TOFU_CLI_ARGS") else extra).extend(words)
+    if not front and not extra:
+        return args
+    sub = next((i for i, a in enumerate(args) if not a.startswith("-")), None)
+    if sub is None:
+        return [*front, *args, *extra]
+    return [*args[: sub + 1], *front, *extra, *args[sub + 1 :]]
+
+
+def _truthy(value: str) -> bool:
+    """An environment flag that is set (anything but empty, 0, false, no, off)."""
+    return value.strip().lower() not in ("", "0", "false", "no", "off", "f")
+
+
+#: Dry-run values kubectl (strconv.ParseBool) and helm treat as a dry run.
+_DRY_VALUES = {"client", "server", "true", "1", "t", "T", "TRUE", "True"}
+
+
 def _dry_run(args: list[str]) -> bool:
-    """``--dry-run`` / ``--dry-run=client|server|true`` (not ``=none``/``=false``)."""
-    values = [a.partition("=")[2] for a in args if a == "--dry-run" or a.startswith("--dry-run=")]
-    return bool(values) and all(v not in ("none", "false") for v in values)
+    """Bare ``--dry-run`` or ``--dry-run=client|server|true|1|t``; anything else
+    (``none``, ``false``, ``0``, empty) is a real run."""
+    seen = [a for a in args if a == "--dry-run" or a.startswith("--dry-run=")]
+    return bool(seen) and all(
+        a == "--dry-run" or a[len("--dry-run=") :] in _DRY_VALUES for a in seen
+    )
+
+
+def git_argv(argv: Sequence[str]) -> list[str]:
+    """A dashed git argv (``git-receive-pack X``) as ``git receive-pack X``."""
+    words = [str(a) for a in argv]
+    head = program_name(words[0]) if words else "git"
+    if head.startswith("git-") and len(head) > 4:
+        return ["git", head[4:], *words[1:]]
+    return words
 
 
 def _classify_git(args: list[str]) -> Verdict:
@@ -244,14 +384,29 @@ def _classify_git(args: list[str]) -> Verdict:
     command, tail = rest[0], rest[1:]
     if command == "push":
         positional = positionals(tail)
-        forced = any(has_flag(tail, flag) for flag in _GIT_FORCE_FLAGS)
+        forced = any(has_flag(tail, flag) for flag in _GIT_FORCE_FLAGS) or _abbreviated(tail)
         refs = positional[1:]
         if forced or any(r.startswith(("+", ":")) for r in refs):
             return Verdict(CHANGE, "git push: rewrites or deletes remote history")
         return Verdict(OTHER)
+    if command == "receive-pack":
+        return Verdict(CHANGE, "git receive-pack: updates the refs of a local repository")
     if command not in _GIT_BUILTINS:
         return Verdict(CHANGE, f"git {command}: not a git builtin (an alias may hide a push)")
     return Verdict(READ) if command in _GIT_READ else Verdict(OTHER)
+
+
+def _abbreviated(args: Sequence[str]) -> bool:
+    """A prefix of a forcing long option (``--force-w``, ``--mirr``): git takes any unique
+    prefix of a long option (ambiguous ones are asked too)."""
+    longs = [f[2:] for f in _GIT_FORCE_FLAGS if f.startswith("--")]
+    for arg in args:
+        if arg == "--":
+            return False
+        name = arg[2:].partition("=")[0]
+        if arg.startswith("--") and name and any(f.startswith(name) for f in longs):
+            return True
+    return False
 
 
 def _forcing_config(value: str) -> bool:
@@ -285,10 +440,12 @@ def matches(rule: Rule, args: Sequence[str], positional: Sequence[str] | None = 
 def has_flag(args: Sequence[str], flag: str) -> bool:
     """``flag`` is present: exactly, as ``--flag=value``, or inside a short cluster (``-rf``)."""
     letter = flag[1] if len(flag) == 2 and flag[0] == "-" and flag[1] != "-" else None
+    # Go's flag package (terraform): `-long` is also `--long`, and `-long=value`.
+    forms = (flag, "-" + flag) if len(flag) > 2 and flag[1] != "-" else (flag,)
     for arg in args:
         if arg == "--":
             return False
-        if arg == flag or (flag.startswith("--") and arg.startswith(flag + "=")):
+        if arg in forms or (len(flag) > 2 and any(arg.startswith(f + "=") for f in forms)):
             return True
         if letter and re.fullmatch(r"-[a-zA-Z]+", arg) and letter in arg[1:]:
             return True

@@ -26,7 +26,7 @@ from pathlib import Path
 from iac_kernel.guard import realbin, reviews
 from iac_kernel.guard.gitconfig import git_push_verdict
 from iac_kernel.guard.procs import signal_group
-from iac_kernel.guard.rules import Verdict, classify
+from iac_kernel.guard.rules import Verdict, classify, program_name
 from iac_kernel.guard.sandbox import GUARD_MOUNT, Layout
 
 log = logging.getLogger(__name__)
@@ -170,7 +170,7 @@ class ApprovalServer:
         env = {k: v for k, v in request["env"].items() if not _loader_variable(k)}
         if program not in self.reals:
             raise Refused(f"{program} is not a guarded program here")
-        verdict = classify(program, argv)
+        verdict = classify(program, argv, env)
         if program == "git" and not verdict.changing and "push" in argv[1:]:
             host = self.layout.host_path if self.layout else (lambda p: p)
             verdict = git_push_verdict(host(cwd), env, host, verdict)
@@ -232,7 +232,9 @@ class ApprovalServer:
         ``fds`` are closed here and the list emptied (the caller must not close them)."""
         stdio = dict(zip(numbers, fds, strict=False))
         real = self._pick_real(program, argv[0])
-        run_argv = [program, *argv[1:]]
+        # A dashed git helper (`git-receive-pack`) keeps its name: git dispatches on it.
+        dashed = program == "git" and program_name(argv[0]).startswith("git-")
+        run_argv = [program_name(argv[0]) if dashed else program, *argv[1:]]
         std = {k: stdio.get(i, asyncio.subprocess.DEVNULL) for i, k in enumerate(("i", "o", "e"))}
         if self.layout is not None and self.bwrap:
             fd, script = realbin.exec_fd(real)
