@@ -203,7 +203,6 @@ def _left_outside(mark: str) -> list[str]:
     return [p for p in places if os.path.exists(f"{p}/{mark}")]
 
 
-@bypass("an approved literal pre-approves the program word anywhere (echo's arguments)")
 async def test_an_approved_echo_does_not_pre_approve_a_hidden_apply(tmp_path):
     """The user allows `echo terraform apply && sh x.sh` once (the text mentions apply);
     the script's hidden `terraform apply` is a different exec and must be asked."""

@@ -264,3 +264,25 @@ async def test_a_literal_per_call_approval_covers_exactly_that_exec_once(tmp_pat
     assert not (await gate.check_exec(apply, "call-1", "bash", never)).allowed
     assert not (await gate.check_exec(apply, "call-2", "bash", never)).allowed
     assert len(never.requests) == 2
+
+
+@pytest.mark.parametrize(
+    ("command", "covered"),
+    [
+        ("echo terraform apply && sh x.sh", False),  # echo's arguments run nothing
+        ("grep -n terraform apply", False),
+        ("TF_IN_AUTOMATION=1 terraform apply", True),
+        ("env TF_IN_AUTOMATION=1 terraform apply", True),
+        ("nohup terraform apply", True),
+    ],
+)
+async def test_a_literal_covers_only_the_program_in_command_position(
+    tmp_path: Path, command: str, covered: bool
+):
+    gate = PermissionGate()
+    decision, _ = await gate_check(gate, command, Asker("allow_once"), tmp_path)
+    assert decision.allowed
+    never = Asker("reject_once")
+    apply = exec_request(["terraform", "apply"])
+    assert (await gate.check_exec(apply, "call-1", "bash", never)).allowed is covered
+    assert len(never.requests) == (0 if covered else 1)

@@ -255,12 +255,14 @@ class PermissionGate:
         """Consume an approved literal command equal to this argv (program by name)."""
         literals = self._approved_literals.get(call_id, [])
         for words in literals:
-            for i, word in enumerate(words):
-                if os.path.basename(word) == exec_request.program and (
-                    words[i + 1 :] == exec_request.argv[1:]
-                ):
-                    literals.remove(words)
-                    return True
+            i = _command_position(words)
+            if (
+                i < len(words)
+                and os.path.basename(words[i]) == exec_request.program
+                and words[i + 1 :] == exec_request.argv[1:]
+            ):
+                literals.remove(words)
+                return True
         return False
 
     def exec_asker(
@@ -273,3 +275,25 @@ class PermissionGate:
             return decision.allowed, decision.message
 
         return ask_exec
+
+
+#: Programs that run their arguments as a command (``env X=1 terraform apply``).
+_WRAPPERS = {"env", "command", "exec", "nohup", "time", "nice", "setsid", "stdbuf", "sudo"}
+
+
+def _command_position(words: list[str]) -> int:
+    """Index of the program a simple command runs: after ``NAME=value`` assignments and
+    known wrappers with their options (``echo terraform apply`` runs echo, index 0)."""
+    i = 0
+    while i < len(words):
+        word = words[i]
+        name, eq, _ = word.partition("=")
+        if eq and name.isidentifier():
+            i += 1
+        elif os.path.basename(word) in _WRAPPERS:
+            i += 1
+            while i < len(words) and words[i].startswith("-"):
+                i += 1
+        else:
+            return i
+    return i
