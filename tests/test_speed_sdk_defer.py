@@ -59,3 +59,42 @@ def test_deferred_root_models_and_adapters_behave_as_the_plain_import():
     assert fast["later"] is True and fast["adapter_restored"] == "pydantic.type_adapter"
     for key in ("names", "schemas", "checked", "error"):
         assert fast[key] == plain[key], key
+
+
+PLUGINS = """
+import importlib.metadata, json, sys
+calls = []
+real = importlib.metadata.distributions
+importlib.metadata.distributions = lambda *a, **k: calls.append(1) or real(*a, **k)
+from iac_kernel.acp.sdk import import_sdk
+import_sdk()
+from pydantic.plugin import _loader
+seeded, scans = _loader._plugins, len(calls)
+_loader._plugins = None
+scanned = list(_loader.get_plugins())  # pydantic's own scan of the same environment
+print(json.dumps([None if seeded is None else len(seeded), len(scanned), scans]))
+"""
+
+
+def test_plugin_scan_skipped_only_when_pydantic_finds_none(tmp_path):
+    env = dict(os.environ, XDG_CACHE_HOME=tempfile.mkdtemp())
+    env.pop("IAC_KERNEL_PLAIN_SDK_IMPORT", None)
+    env.pop("PYDANTIC_DISABLE_PLUGINS", None)
+    run = subprocess.run([sys.executable, "-c", PLUGINS], capture_output=True, text=True,
+                         env=env, check=True, timeout=120)  # fmt: skip
+    assert json.loads(run.stdout) == [0, 0, 0]  # the same answer, without the scan
+    # A distribution declaring a pydantic plugin: the scan is left to pydantic.
+    dist = tmp_path / "fakeplugin-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: fakeplugin\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[pydantic]\nfake = fakeplugin_mod:plugin\n")
+    (tmp_path / "fakeplugin_mod.py").write_text(
+        "class P:\n    def new_schema_validator(self, *a, **k):\n"
+        "        return None, None, None\nplugin = P()\n"
+    )
+    env["PYTHONPATH"] = str(tmp_path)
+    run = subprocess.run([sys.executable, "-c", PLUGINS], capture_output=True, text=True,
+                         env=env, check=True, timeout=120)  # fmt: skip
+    seeded, scanned, scans = json.loads(run.stdout.splitlines()[-1])
+    assert scanned == 1
+    assert seeded == 1 and scans == 1  # pydantic scanned during the import, found it

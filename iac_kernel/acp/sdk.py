@@ -46,9 +46,62 @@ def import_sdk(*modules: str) -> None:
         for name in ("acp", *modules):
             importlib.import_module(name)
         return
-    with _import_lock, _fast_models():
-        for name in ("acp", *modules):
-            importlib.import_module(name)
+    with _import_lock:
+        _skip_plugin_scan()  # before the first model is built
+        with _fast_models():
+            for name in ("acp", *modules):
+                importlib.import_module(name)
+
+
+def _skip_plugin_scan() -> None:
+    """Tell pydantic it has no plugins when no installed distribution can declare one.
+
+    On its first model, pydantic lists every distribution's entry points looking for
+    the ``pydantic`` group (~25 ms here); :func:`no_pydantic_plugins` reads the same
+    ``entry_points.txt`` files directly. If any could name a plugin, pydantic looks.
+    """
+    try:
+        if no_pydantic_plugins():
+            from pydantic.plugin import _loader
+
+            if _loader._plugins is None:
+                _loader._plugins = {}
+    except Exception as exc:  # other pydantic internals: pydantic scans itself
+        log.debug("pydantic plugin scan kept: %s", exc)
+
+
+def no_pydantic_plugins() -> bool:
+    """True when no distribution on ``sys.path`` mentions ``pydantic`` in its entry
+    points (what ``importlib.metadata`` would find), and nothing but the standard path
+    finder lists distributions (zip entries, custom finders: False)."""
+    import importlib.machinery
+
+    for finder in sys.meta_path:
+        if finder is not importlib.machinery.PathFinder and hasattr(finder, "find_distributions"):
+            return False
+    for entry in sys.path:
+        if not isinstance(entry, str):
+            return False
+        folder = entry or "."
+        if os.path.isfile(folder):
+            return False
+        try:
+            items = list(os.scandir(folder))
+        except OSError:
+            continue
+        for item in items:
+            if not item.name.lower().endswith((".dist-info", ".egg-info")):
+                continue
+            path = os.path.join(item.path, "entry_points.txt") if item.is_dir() else item.path
+            try:
+                with open(path, "rb") as file:
+                    if b"pydantic" in file.read().lower():
+                        return False
+            except FileNotFoundError:
+                continue
+            except OSError:  # unreadable: let pydantic decide
+                return False
+    return True
 
 
 _import_lock = threading.Lock()  # one patched import at a time
