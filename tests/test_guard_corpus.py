@@ -35,6 +35,8 @@ SOCKET_ATTACK = (
     "[(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array('i', [1, 2]))]); "
     "s.sendall(d); print(s.recv(1000))"
 )
+#: A minimal repository git recognises (made by hand: `git` is a fake here).
+GIT_DIR = "mkdir -p .git/objects .git/refs && echo ref: refs/heads/main > .git/HEAD"
 
 #: Every entry runs at least one changing command of a guarded program.
 CORPUS = [
@@ -181,9 +183,10 @@ CORPUS = [
     "git push --mirror",
     "git -C . push -uf origin main",
     "git -c alias.p='push -f' p",
-    "mkdir -p .git && printf '[remote \"origin\"]\\n\\tpush = +refs/heads/*:refs/heads/*\\n'"
+    # (a minimal valid .git: git ignores a .git directory without HEAD, objects, refs)
+    f"{GIT_DIR} && printf '[remote \"origin\"]\\n\\tpush = +refs/heads/*:refs/heads/*\\n'"
     " > .git/config && git push origin",
-    "mkdir -p .git && printf '[remote \"origin\"]\\n\\tmirror = true\\n' > .git/config && git push",
+    f"{GIT_DIR} && printf '[remote \"origin\"]\\n\\tmirror = true\\n' > .git/config && git push",
     "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=remote.origin.push GIT_CONFIG_VALUE_0=+refs/heads/main"
     " git push origin",
 ]

@@ -111,50 +111,41 @@ def _remote_head(root: Path) -> str:
 GIT_GAPS = [
     case(
         "V=+refs/heads/main:refs/heads/main git --config-env=remote.origin.push=V push origin",
-        "--config-env is not read",
     ),
     case(
         "printf '[remote.origin]\\n\\tpush = +refs/heads/main:refs/heads/main\\n'"
         " >> .git/config && git push origin",
-        "old [remote.origin] section syntax",
     ),
     case(
         "printf '[remote \"origin\"] push = +refs/heads/main:refs/heads/main\\n'"
         " >> .git/config && git push origin",
-        "an entry on the section header's line",
     ),
     case(
         "printf '[remote \"origin\"]\\n\\tpush = \\\\\\n+refs/heads/main:refs/heads/main\\n'"
         " >> .git/config && git push origin",
-        "a value continued on the next line",
     ),
     case(
         f'printf "{FORCING}" > ../evil.cfg && git config include.path ../../evil.cfg'
         " && git push origin",
-        "[include] path is not followed",
     ),
-    case("git config remote.origin.mirror 2 && git push origin", "mirror = 2 is true"),
+    case("git config remote.origin.mirror 2 && git push origin"),
     case(
         "GIT_CONFIG_PARAMETERS=\"'remote.origin.Push'='+refs/heads/main:refs/heads/main'\""
         " git push origin",
-        "key case in GIT_CONFIG_PARAMETERS",
     ),
     case(
         f'printf "{FORCING}" > ../sys.cfg && GIT_CONFIG_NOSYSTEM= '
         "GIT_CONFIG_SYSTEM=$PWD/../sys.cfg git push origin",
-        "GIT_CONFIG_SYSTEM is not read",
     ),
     case(
         f'cp -r .git ../g2 && printf "{FORCING}" >> ../g2/config'
         " && git --git-dir=../g2 push origin",
-        "--git-dir / GIT_DIR config is not read",
     ),
     case(
         f'printf "{FORCING}" >> .git/config && cd .. && git -C repo push origin',
-        "git -C: the config of the other repository is not read",
     ),
-    case("git push --force-w origin main", "abbreviated --force-with-lease"),
-    case("git push --mirr origin", "abbreviated --mirror"),
+    case("git push --force-w origin main"),
+    case("git push --mirr origin"),
 ]
 
 GIT_HOLDS = [

@@ -1,95 +1,182 @@
 """Git configuration that turns a plain ``git push`` into a forced or mirror push.
 
 ``git push`` with no force flag is still forced when a remote's ``push`` refspec starts
-with ``+`` or ``mirror = true`` is set - in the repository's ``.git/config`` (which the
-sandbox can write), in the global config the command's environment points at, or in
-``GIT_CONFIG_*`` variables. Read on the agent's side, never by running git.
+with ``+`` (or deletes, ``:dst``) or ``remote.<name>.mirror`` is true - wherever git finds
+it: repository, global, system and included files, ``-c``/``--config-env``,
+``GIT_CONFIG_*``, another ``--git-dir``/``-C`` directory, any syntax git accepts. Parsing
+all of that by hand misses forms, so the effective configuration is read from the real
+git itself (``git config --get-regexp``) with the push's own global options, environment
+and directory, in a read-only sibling sandbox, right before the push is asked about or
+run. When it cannot be read, the push is asked about.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import os
 import re
-from collections.abc import Callable
+import signal
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-from iac_kernel.guard.rules import CHANGE, Verdict
+from iac_kernel.guard import realbin
+from iac_kernel.guard.rules import CHANGE, Verdict, program_name
+from iac_kernel.guard.sandbox import Layout
 
-_SECTION = re.compile(r'^\s*\[\s*([A-Za-z0-9.-]+)(?:\s+"([^"]*)")?\s*\]')
-_ENTRY = re.compile(r"^\s*([A-Za-z][A-Za-z0-9-]*)\s*(?:=\s*(.*?))?\s*$")
+HELPER = str(Path(__file__).with_name("exec_helper.py"))
+READ_TIMEOUT = 15.0
+_KEY = re.compile(r"remote\..+\.(push|mirror)")
+#: git global options that change which configuration is read (value in the next argv
+#: when not given with ``=``); every other global option is left out of the read.
+_VALUE_OPTS = {"-C", "-c", "--git-dir", "--work-tree"}
+_EQ_OPTS = ("--git-dir=", "--work-tree=", "--config-env=")
+_SKIP_VALUE = {"--namespace", "--super-prefix", "--attr-source", "--list-cmds"}
 
 
-def git_config_forces_push(text: str) -> str | None:
-    """Why a repository's config makes a plain ``git push`` forced or a mirror (a remote
-    ``push`` refspec starting with ``+``, ``mirror = true``), or None."""
-    section = ""
-    for line in text.splitlines():
-        line = line.split("#", 1)[0].split(";", 1)[0]
-        header = _SECTION.match(line)
-        if header:
-            section = header.group(1).lower()
-            continue
-        entry = _ENTRY.match(line)
-        if section != "remote" or not entry:
-            continue
-        key, value = entry.group(1).lower(), (entry.group(2) or "true").strip().strip('"')
-        if key == "push" and value.startswith("+"):
-            return f"the git configuration pushes with a forced refspec ({value})"
-        if key == "mirror" and value.lower() in ("true", "yes", "on", "1"):
-            return "the git configuration makes every push a mirror push"
+def is_push(argv: list[str]) -> bool:
+    """A (possibly) pushing git argv: ``push`` anywhere, or the dashed ``git-push``."""
+    return "push" in argv[1:] or program_name(argv[0]) == "git-push"
+
+
+def config_options(argv: list[str]) -> list[str]:
+    """The global options of ``argv`` (before the subcommand) that pick configuration."""
+    if program_name(argv[0]) != "git":
+        return []
+    kept: list[str] = []
+    rest = list(argv[1:])
+    while rest and rest[0].startswith("-"):
+        option = rest.pop(0)
+        if option in _VALUE_OPTS and rest:
+            kept += [option, rest.pop(0)]
+        elif option.startswith(_EQ_OPTS) or option == "--bare":
+            kept.append(option)
+        elif option.startswith("-c") and len(option) > 2:
+            kept += ["-c", option[2:]]
+        elif option.startswith("-C") and len(option) > 2:
+            kept += ["-C", option[2:]]
+        elif option in _SKIP_VALUE and rest:
+            rest.pop(0)
+    return kept
+
+
+def read_argv(argv: list[str]) -> list[str]:
+    """The git arguments that print the remotes' push refspecs and mirror settings."""
+    regexp = r"^remote\..*\.(push|mirror)$"
+    return ["--no-pager", *config_options(argv), "config", "-z", "--get-regexp", regexp]
+
+
+def forcing_reason(returncode: int, output: bytes) -> str | None:
+    """Why the configuration ``git config -z --get-regexp`` printed forces a push (or
+    could not be read), or None when it does not."""
+    if returncode == 1 and not output:
+        return None  # no such keys
+    if returncode != 0:
+        return f"its configuration could not be read (git config exited {returncode})"
+    records = output.decode(errors="replace").split("\0")
+    if records[-1] != "":
+        return "its configuration could not be read (unexpected output)"
+    for record in records[:-1]:
+        key, has_value, value = record.partition("\n")
+        match = _KEY.fullmatch(key)
+        if match is None:
+            return "its configuration could not be read (unexpected output)"
+        if match.group(1) == "push":
+            if value.startswith("+") or (value.startswith(":") and len(value) > 1):
+                return f"the git configuration pushes with a forced refspec ({key} = {value})"
+        else:
+            mirror = _git_bool(value) if has_value else True
+            if mirror is None:
+                return f"its configuration could not be read ({key} = {value!r})"
+            if mirror:
+                return f"the git configuration makes every push a mirror push ({key})"
     return None
 
 
-def git_push_verdict(
-    cwd: str, env: dict[str, str], host: Callable[[str], str], verdict: Verdict
+def _git_bool(text: str) -> bool | None:
+    """git's boolean: true/yes/on, false/no/off/empty, or an integer (k/m/g suffix)."""
+    word = text.strip().lower()
+    if word in ("true", "yes", "on"):
+        return True
+    if word in ("false", "no", "off", ""):
+        return False
+    number = re.fullmatch(r"([-+]?\d+)([kmg]?)", word)
+    return None if number is None else int(number.group(1)) != 0
+
+
+def config_git(real: str, reals: list[str]) -> str:
+    """The git binary that reads the configuration: the one that will run, or (when that
+    is a script wrapper) the first real binary."""
+    if not realbin.is_script(real):
+        return real
+    return next((r for r in reals if not realbin.is_script(r)), real)
+
+
+@dataclass
+class GitConfigReader:
+    """Runs ``git config`` read-only: in a sibling sandbox (cwd and every writable path
+    remounted read-only, launchers in place) or, in reduced mode, directly."""
+
+    git: str
+    layout: Layout | None = None
+    bwrap: str | None = None
+
+    async def __call__(self, args: list[str], cwd: str, env: dict[str, str]) -> tuple[int, bytes]:
+        env = {k: v for k, v in env.items() if not k.startswith(("GIT_TRACE", "GIT_PAGER"))}
+        env["GIT_PAGER"] = "cat"
+        fd = None
+        if self.layout is not None and self.bwrap:
+            fd, script = realbin.exec_fd(self.git)
+            extra = [*_read_only(self.layout), "--clearenv"]
+            for key, value in env.items():
+                if key and "=" not in key:
+                    extra += ["--setenv", key, value]
+            command = self.layout.bwrap_args(self.bwrap, chdir=cwd, extra=extra)
+            command += [sys.executable, "-IS", HELPER, str(fd), "1" if script else "0"]
+            command += ["git", *args]
+            kwargs: dict = {"pass_fds": (fd,), "env": {"PATH": os.environ.get("PATH", "")}}
+        else:
+            command = ["git", *args]
+            kwargs = {"executable": self.git, "cwd": cwd, "env": env}
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *command,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.DEVNULL,
+                start_new_session=True,
+                **kwargs,
+            )
+        except OSError:
+            return 127, b""
+        finally:
+            if fd is not None:
+                os.close(fd)
+        try:
+            output, _ = await asyncio.wait_for(proc.communicate(), READ_TIMEOUT)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
+            return -1, b""
+        return proc.returncode or 0, output
+
+
+def _read_only(layout: Layout) -> list[str]:
+    """bwrap options that remount every writable place of ``layout`` read-only."""
+    options: list[str] = []
+    for path in ["/tmp", *map(str, layout.writable), str(layout.cwd)]:
+        if os.path.exists(layout.host_path(path)):
+            options += ["--remount-ro", path]
+    return options
+
+
+async def git_push_verdict(
+    argv: list[str], cwd: str, env: dict[str, str], reader: GitConfigReader, verdict: Verdict
 ) -> Verdict:
-    """A plain ``git push`` is forced when git's configuration says so: the repository's
-    config, the global one the command's environment points at, or ``GIT_CONFIG_*``."""
-    pairs = [
-        (env.get(f"GIT_CONFIG_KEY_{i}", ""), env.get(f"GIT_CONFIG_VALUE_{i}", ""))
-        for i in range(min(_int(env.get("GIT_CONFIG_COUNT")), 100))
-    ]
-    texts = [
-        "\n".join(
-            f"[{k.rpartition('.')[0].split('.')[0]}]\n{k.rpartition('.')[2]} = {v}"
-            for k, v in pairs
-            if k.lower().startswith("remote.")
-        )
-    ]
-    if "push" in env.get("GIT_CONFIG_PARAMETERS", "") or "mirror" in env.get(
-        "GIT_CONFIG_PARAMETERS", ""
-    ):
-        return Verdict(CHANGE, "git push: GIT_CONFIG_PARAMETERS configures the push")
-    files = [_repo_config(Path(cwd))]
-    home = env.get("HOME")
-    files += [Path(host(home)) / ".gitconfig"] if home else []
-    for key, tail in (("XDG_CONFIG_HOME", "git/config"), ("GIT_CONFIG_GLOBAL", "")):
-        if env.get(key):
-            files.append(Path(host(env[key])) / tail if tail else Path(host(env[key])))
-    for path in files:
-        if path is not None and path.is_file():
-            with contextlib.suppress(OSError):
-                texts.append(path.read_text(errors="replace"))
-    for text in texts:
-        why = git_config_forces_push(text)
-        if why:
-            return Verdict(CHANGE, f"git push: {why}")
-    return verdict
-
-
-def _repo_config(path: Path) -> Path | None:
-    for directory in [path, *path.parents]:
-        git = directory / ".git"
-        if git.is_file():  # a worktree or submodule: "gitdir: PATH"
-            text = git.read_text(errors="replace").strip()
-            git = (directory / text.partition("gitdir:")[2].strip()).resolve()
-        if (git / "config").is_file():
-            return git / "config"
-    return None
-
-
-def _int(text: str | None) -> int:
-    try:
-        return int(text or 0)
-    except ValueError:
-        return 0
+    """``verdict`` for a git push argv, or CHANGE when git's effective configuration
+    forces the push (or cannot be read)."""
+    returncode, output = await reader(read_argv(argv), cwd, env)
+    why = forcing_reason(returncode, output)
+    return Verdict(CHANGE, f"git push: {why}") if why else verdict

@@ -23,8 +23,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from iac_kernel.guard import realbin, reviews
-from iac_kernel.guard.gitconfig import git_push_verdict
+from iac_kernel.guard import gitconfig, realbin, reviews
 from iac_kernel.guard.procs import signal_group
 from iac_kernel.guard.rules import Verdict, classify, program_name
 from iac_kernel.guard.sandbox import GUARD_MOUNT, Layout
@@ -171,9 +170,10 @@ class ApprovalServer:
         if program not in self.reals:
             raise Refused(f"{program} is not a guarded program here")
         verdict = classify(program, argv, env)
-        if program == "git" and not verdict.changing and "push" in argv[1:]:
-            host = self.layout.host_path if self.layout else (lambda p: p)
-            verdict = git_push_verdict(host(cwd), env, host, verdict)
+        if program == "git" and not verdict.changing and gitconfig.is_push(argv):
+            git = gitconfig.config_git(self._pick_real(program, argv[0]), self.reals[program])
+            reader = gitconfig.GitConfigReader(git, self.layout, self.bwrap)
+            verdict = await gitconfig.git_push_verdict(argv, cwd, env, reader, verdict)
         entry = {"argv": argv, "cwd": cwd, "kind": verdict.kind, "outcome": "run"}
         self.log.append(entry)
         run_argv = argv
