@@ -153,7 +153,6 @@ KUBECTL_COPIES = sorted(Path("/usr/lib/google-cloud-sdk/bin").glob("kubectl.1.*"
 
 
 @pytest.mark.skipif(not KUBECTL_COPIES, reason="no versioned kubectl binaries here")
-@bypass("gcloud's versioned kubectl binaries are real kubectl, not guarded")
 async def test_versioned_kubectl_binaries_are_guarded(tmp_path):
     harness = real_harness(tmp_path / "h")
     ask = trusting_asker()

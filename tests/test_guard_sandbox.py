@@ -266,3 +266,25 @@ async def test_cancel_while_the_question_waits_stops_at_once_and_nothing_runs(
     release.set()
     await asyncio.sleep(0.3)
     assert logged(harness.log) == []
+
+
+def _exe(path: Path, text: str = "#!/bin/sh\nexit 0\n") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+def test_find_real_covers_versioned_siblings_and_pyenv_shims(tmp_path: Path):
+    """`kubectl.1.33` next to a real kubectl is guarded too; a pyenv shim's targets are
+    guarded and listed first (an approved call runs the target, not the shim)."""
+    kubectl = _exe(tmp_path / "sdk" / "kubectl")
+    versioned = _exe(tmp_path / "sdk" / "kubectl.1.33")
+    _exe(tmp_path / "sdk" / "kubectlx")  # another program, not a sibling
+    shim = _exe(tmp_path / "pyenv" / "shims" / "aws", '#!/bin/sh\nexec "/r/libexec/pyenv" exec\n')
+    target = _exe(tmp_path / "pyenv" / "versions" / "3.0" / "bin" / "aws")
+    path = os.pathsep.join([str(tmp_path / "pyenv" / "shims"), str(tmp_path / "sdk")])
+    found = sandbox.find_real(["kubectl", "aws"], path)
+    assert found["kubectl"] == [str(kubectl), str(versioned)]
+    assert found["aws"] == [str(target), str(shim)]
+    assert sandbox.is_pyenv_shim(str(shim)) and not sandbox.is_pyenv_shim(str(target))

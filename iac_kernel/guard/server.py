@@ -26,7 +26,7 @@ from pathlib import Path
 from iac_kernel.guard import gitconfig, realbin, reviews
 from iac_kernel.guard.procs import signal_group
 from iac_kernel.guard.rules import Verdict, classify, program_name
-from iac_kernel.guard.sandbox import GUARD_MOUNT, Layout
+from iac_kernel.guard.sandbox import GUARD_MOUNT, Layout, is_pyenv_shim
 
 log = logging.getLogger(__name__)
 
@@ -223,6 +223,8 @@ class ApprovalServer:
         reals = self.reals[program]
         path = self.layout.host_path(invoked) if self.layout else invoked
         real = os.path.realpath(path) if os.path.isabs(path) else ""
+        if real in reals and is_pyenv_shim(real):  # run what the shim would run
+            real = next((r for r in reals if not is_pyenv_shim(r)), real)
         return real if real in reals else reals[0]
 
     async def _run(
