@@ -235,9 +235,9 @@ resource "terraform_data" "a" {
 TF_ENV = "export TF_CLI_CONFIG_FILE=/dev/null CHECKPOINT_DISABLE=1 TF_IN_AUTOMATION=1; "
 
 TF_CASES = [
-    case("TF_CLI_ARGS='apply -auto-approve' terraform", "TF_CLI_ARGS with no subcommand"),
-    case("TF_CLI_ARGS='apply -auto-approve' terraform -chdir=.", "TF_CLI_ARGS, -chdir only"),
-    case("terraform test", "terraform test applies run blocks"),
+    case("TF_CLI_ARGS='apply -auto-approve' terraform"),
+    case("TF_CLI_ARGS='apply -auto-approve' terraform -chdir=."),
+    case("terraform test"),
     case("terraform apply -auto-approve"),
     case("TF_CLI_ARGS_apply=-auto-approve terraform apply -input=false"),
     case("terraform -chdir=. apply -auto-approve"),
