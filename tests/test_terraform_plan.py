@@ -134,22 +134,23 @@ async def test_a_bash_plan_out_is_picked_up(ws: Path):
 
 
 async def test_tofu_takes_the_same_code_path(ws: Path, tmp_path: Path, monkeypatch):
-    """A stand-in ``tofu`` that forwards to terraform (no OpenTofu binary here)."""
+    """A stand-in ``tofu`` (no OpenTofu binary here): terraform under the name ``tofu``.
+    A symlink, not a forwarding script: the agent's ``show`` runs in a sandbox where every
+    guarded program (terraform too) is a launcher with no approval channel."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
-    marker = ws / ".tofu-ran"  # inside the workspace: writable in the sandbox
-    stand_in = bindir / "tofu"
-    stand_in.write_text(f'#!/bin/sh\necho "$@" >> {marker}\nexec {TERRAFORM} "$@"\n')
-    stand_in.chmod(0o755)
+    (bindir / "tofu").symlink_to(TERRAFORM)
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
     result = await TerraformPlanTool().run({"program": "tofu", "out": "t.tfplan"}, ctx_for(ws))
     assert not result.is_error, result.content
     assert result.raw_output["plan"]["program"] == "tofu"
-    assert "plan -input=false" in marker.read_text()
+    assert (ws / "t.tfplan").is_file()
     args = {"command": "tofu plan -input=false -out=b.tfplan"}
-    picked = await after_tool_call("bash", args, ws, await BashTool().run(args, ctx_for(ws)))
+    ran = await BashTool().run(args, ctx_for(ws))
+    assert [os.path.basename(e["argv"][0]) for e in ran.raw_output["guarded"]] == ["tofu"]
+    picked = await after_tool_call("bash", args, ws, ran)
     assert picked.raw_output["plan"]["program"] == "tofu"
-    assert marker.read_text().count("show -json") >= 2
+    assert picked.raw_output["plan"]["file"]["path"] == "b.tfplan"
 
 
 def test_action_words():

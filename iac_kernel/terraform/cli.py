@@ -8,14 +8,20 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from iac_kernel.guard.procs import signal_group
+from iac_kernel.terraform.isolated import prepared_show
+
 PROGRAMS = ("terraform", "tofu")
 #: Seconds terraform gets to release its state lock after SIGINT before it is killed.
 INTERRUPT_GRACE = 10.0
+#: Seconds a ``show -json`` of a plan file may take.
+SHOW_TIMEOUT = 120.0
 
 
 class TerraformError(Exception):
@@ -71,18 +77,22 @@ async def run(
     cwd: Path,
     env: Mapping[str, str] | None = None,
     seconds: float = 600.0,
+    pass_fds: tuple[int, ...] = (),
+    exact_env: bool = False,
 ) -> Completed:
     """Run ``argv`` in its own process group; on cancel or timeout terraform gets SIGINT
-    (so it releases a state lock), then SIGKILL."""
+    (so it releases a state lock), then SIGKILL. ``env`` is used as is with ``exact_env``,
+    else on top of :func:`automation_env`."""
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
             cwd=str(cwd),
-            env=automation_env(env),
+            env=dict(env or {}) if exact_env else automation_env(env),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
+            pass_fds=pass_fds,
         )
     except FileNotFoundError as exc:
         raise TerraformError(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
@@ -92,9 +102,9 @@ async def run(
         async with asyncio.timeout(seconds):
             out, err = await proc.communicate()
     except (asyncio.CancelledError, TimeoutError) as exc:
-        await _interrupt(proc)
+        await _interrupt(proc, os.path.basename(argv[0]) == "bwrap")
         if isinstance(exc, TimeoutError):
-            raise TerraformError(f"{' '.join(argv[:2])} timed out after {seconds:g}s") from None
+            raise TerraformError(f"{_label(argv)} timed out after {seconds:g}s") from None
         raise
     return Completed(
         list(argv),
@@ -104,12 +114,22 @@ async def run(
     )
 
 
-async def _interrupt(proc: asyncio.subprocess.Process) -> None:
+def _label(argv: list[str]) -> str:
+    """The program and subcommand of ``argv``, also behind ``bwrap ... -- python -IS
+    exec_helper.py FD SCRIPT`` (:mod:`iac_kernel.guard.confine`)."""
+    tail = argv[argv.index("--") + 1 :] if argv and "--" in argv else argv
+    if len(tail) > 5 and tail[2].endswith("exec_helper.py"):
+        tail = tail[5:]
+    return " ".join(tail[:2])
+
+
+async def _interrupt(proc: asyncio.subprocess.Process, sandboxed: bool) -> None:
+    """SIGINT (to terraform, not to a sandbox's bwrap: it would kill terraform), then
+    SIGKILL to the whole group."""
     for sig, wait in ((signal.SIGINT, INTERRUPT_GRACE), (signal.SIGKILL, 5.0)):
         if proc.returncode is not None:
             return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, sig)
+        signal_group(proc.pid, sig, sandboxed and sig != signal.SIGKILL)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(wait):
                 await proc.wait()
@@ -118,12 +138,43 @@ async def _interrupt(proc: asyncio.subprocess.Process) -> None:
 async def show_json(
     executable: str, plan_file: Path, cwd: Path, env: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
-    """``terraform show -json PLANFILE`` as a dict."""
-    done = await run([executable, "show", "-json", "-no-color", str(plan_file)], cwd, env, 120)
-    if done.returncode != 0:
-        raise TerraformError(f"{program_name(executable)} show failed: {first_error(done.output)}")
+    """``terraform show -json PLANFILE`` as a dict, run so that no workspace code runs
+    outside the sandbox (:mod:`iac_kernel.terraform.isolated`)."""
+    with prepared_show(executable, plan_file, cwd, automation_env(env)) as show:
+        done = await run(show.argv, show.cwd, show.env, SHOW_TIMEOUT, show.pass_fds, True)
+    return _shown_json(executable, done.returncode, done.stdout, done.output)
+
+
+def show_json_sync(
+    executable: str, plan_file: Path, cwd: Path, env: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """:func:`show_json` for threads (the guard's exec-time reviews run in one)."""
     try:
-        data = json.loads(done.stdout)
+        with prepared_show(executable, plan_file, cwd, automation_env(env)) as show:
+            done = subprocess.run(
+                show.argv,
+                cwd=str(show.cwd),
+                env=show.env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=SHOW_TIMEOUT,
+                check=False,
+                pass_fds=show.pass_fds,
+            )
+    except subprocess.TimeoutExpired:
+        raise TerraformError(f"{program_name(executable)} show timed out") from None
+    except OSError as exc:
+        raise TerraformError(f"cannot run {executable}: {exc.strerror or exc}") from None
+    output = (done.stdout + "\n" + done.stderr).strip()
+    return _shown_json(executable, done.returncode, done.stdout, output)
+
+
+def _shown_json(executable: str, returncode: int, stdout: str, output: str) -> dict[str, Any]:
+    if returncode != 0:
+        raise TerraformError(f"{program_name(executable)} show failed: {first_error(output)}")
+    try:
+        data = json.loads(stdout)
     except json.JSONDecodeError as exc:
         raise TerraformError(f"{program_name(executable)} show printed no JSON: {exc}") from None
     if not isinstance(data, dict):

@@ -14,17 +14,15 @@ gets applied.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
-import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from iac_kernel.terraform import policy
-from iac_kernel.terraform.cli import TerraformError, automation_env, first_error, program_name
+from iac_kernel.terraform.cli import TerraformError, program_name, show_json_sync
 from iac_kernel.terraform.plan import Plan, PlanFile, parse_plan
 from iac_kernel.terraform.sensitive import values_from_show
 from iac_kernel.terraform.summary import question_text
@@ -110,29 +108,11 @@ def review_plan_file(
     copy.write_bytes(data)
     os.chmod(copy, 0o444)
     shown = shown_path or str(plan_file)
-    try:
-        done = subprocess.run(
-            [executable, "show", "-json", "-no-color", str(copy)],
-            cwd=str(workdir),
-            env=automation_env(env),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise TerraformError(
-                f"{program_name(executable)} show {shown} failed: "
-                f"{first_error(done.stdout + done.stderr)}"
-            )
-        doc = json.loads(done.stdout)
-    except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError) as exc:
+    try:  # sandboxed: ``show`` starts the workspace's provider plugins
+        doc = show_json_sync(executable, copy, workdir, env)
+    except TerraformError as exc:
         shutil.rmtree(directory, ignore_errors=True)
         raise TerraformError(f"cannot read the plan {shown}: {exc}") from None
-    except TerraformError:
-        shutil.rmtree(directory, ignore_errors=True)
-        raise
     file = PlanFile.of(plan_file, shown, data)
     plan = parse_plan(doc, file, program_name(executable))
     policy.attach_sync(plan, doc, workdir)

@@ -13,13 +13,12 @@ from __future__ import annotations
 import json
 import logging
 import os
-import subprocess
 import threading
 import zipfile
 from pathlib import Path
 from typing import Any
 
-from iac_kernel.terraform.cli import TerraformError, automation_env, find_program
+from iac_kernel.terraform.cli import TerraformError, find_program, show_json_sync
 from iac_kernel.terraform.sensitive import keep, leaves, values_from_show, values_from_state
 
 log = logging.getLogger(__name__)
@@ -40,7 +39,6 @@ SKIP_DIRS = {
 MAX_ENTRIES = 20_000
 MAX_DEPTH = 8
 MAX_PLAN_BYTES = 64 * 1024 * 1024
-SHOW_TIMEOUT = 60
 
 
 def is_plan_file(path: Path) -> bool:
@@ -74,19 +72,9 @@ def plan_file_values(path: Path) -> set[str]:
         program = find_program()
     except TerraformError:
         return found
-    try:
-        done = subprocess.run(
-            [program, "show", "-json", "-no-color", str(path)],
-            cwd=str(path.parent),
-            env=automation_env(),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=SHOW_TIMEOUT,
-            check=False,
-        )
-        if done.returncode == 0:
-            found |= values_from_show(json.loads(done.stdout))
-    except (OSError, subprocess.TimeoutExpired, json.JSONDecodeError) as exc:
+    try:  # sandboxed: ``show`` starts the workspace's provider plugins
+        found |= values_from_show(show_json_sync(program, path, path.parent))
+    except TerraformError as exc:
         log.debug("show -json of %s failed: %s", path, exc)
     return found
 

@@ -13,6 +13,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from iac_kernel.guard.confine import confine
+from iac_kernel.guard.sandbox import GUARD_MOUNT
 from iac_kernel.terraform import cli
 from iac_kernel.terraform.review import ApprovedPlan, review_plan_file, stale_message
 from iac_kernel.terraform.sensitive import mask_text
@@ -95,14 +97,15 @@ class TerraformApplyTool(Tool):
             if refusal:
                 return ToolResult(refusal, is_error=True, raw_output=_raw(approved, "refused"))
             executable = cli.find_program(args.get("program"))
-            argv = [executable, "apply", "-input=false", "-no-color", str(approved.copy)]
-            done = await cli.run(argv, workdir, ctx.env, APPLY_TIMEOUT)
+            done = await _apply(executable, approved, workdir, ctx)
         except cli.TerraformError as exc:
             raise ToolError(str(exc)) from None
         finally:
             approved.cleanup()
         values = set(sensitive_values(ctx.cwd)) | approved.sensitive
-        output = mask_text(done.output.replace(str(approved.copy), approved.shown_path), values)
+        inside = f"{GUARD_MOUNT}/{approved.copy.name}"
+        output = done.output.replace(str(approved.copy), approved.shown_path)
+        output = mask_text(output.replace(inside, approved.shown_path), values)
         stale = stale_message(output)
         if stale:
             return ToolResult(
@@ -119,6 +122,33 @@ class TerraformApplyTool(Tool):
             f"(sha256 {approved.sha256[:12]}): {approved.plan.to_dict()['summary']}"
         )
         return ToolResult(f"{head}\n\n{output}", raw_output=_raw(approved, "applied"))
+
+
+async def _apply(
+    executable: str, approved: ApprovedPlan, workdir: Path, ctx: ToolContext
+) -> cli.Completed:
+    """Apply the private copy, in the sandbox (writable: the working directory and the
+    user's writable paths) when bubblewrap works: the workspace's provider plugins run
+    there, as they would for an apply through bash."""
+    args = ["apply", "-input=false", "-no-color"]
+    env = cli.automation_env(ctx.env)
+    confined = confine(
+        executable,
+        [*args, f"{GUARD_MOUNT}/{approved.copy.name}"],
+        workdir,
+        env,
+        share=approved.copy.parent,
+        writable=True,
+        settings=ctx.settings,
+    )
+    if confined is None:  # reduced mode: bash runs unsandboxed too
+        return await cli.run([executable, *args, str(approved.copy)], workdir, env, APPLY_TIMEOUT)
+    try:
+        return await cli.run(
+            confined.argv, workdir, confined.env, APPLY_TIMEOUT, confined.pass_fds, True
+        )
+    finally:
+        confined.close()
 
 
 def _raw(approved: ApprovedPlan, outcome: str) -> dict[str, Any]:

@@ -1,0 +1,116 @@
+"""Run a trusted program on workspace content inside the sandbox, with no approval channel.
+
+Some host-side helpers run a real program on files a bash call could have written (the
+apply review and the plan pick-up run ``terraform show -json PLANFILE``, which starts
+the provider plugins of ``./.terraform/providers``). Run on the host, that is a sandbox
+escape. :func:`confine` builds the bubblewrap command for such a run: the same layout as
+a bash call (whole filesystem read-only, private /tmp, guard launchers over every copy
+of the guarded programs, private binary copies masked), the working directory read-only
+too unless ``writable``, and no approval socket, so a launcher refuses every guarded
+program a plugin tries to start. The real program is started from a file descriptor
+(:mod:`.exec_helper`), as the approval server does.
+
+Returns None when bubblewrap is unusable (reduced mode): the caller must then run the
+program so that it cannot start workspace code (for terraform: no plugin discovery).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from iac_kernel.guard.call import _launchers, guarded_programs, writable_paths
+from iac_kernel.guard.launcher import SOCKET_ENV
+from iac_kernel.guard.realbin import copies_dir, exec_fd
+from iac_kernel.guard.sandbox import (
+    GUARD_MOUNT,
+    LAUNCHER_MOUNT,
+    Layout,
+    bwrap_path,
+    find_real,
+    state_dir,
+    unusable_reason,
+)
+
+HELPER = str(Path(__file__).with_name("exec_helper.py"))
+
+
+@dataclass
+class Confined:
+    """A ready command: run ``argv`` with ``env``, passing ``pass_fds``; then :meth:`close`."""
+
+    argv: list[str]
+    env: dict[str, str]
+    pass_fds: tuple[int, ...]
+    #: Where the ``share`` directory appears inside the sandbox.
+    share_inside: str = GUARD_MOUNT
+    _dirs: list[Path] = field(default_factory=list)
+
+    def close(self) -> None:
+        for fd in self.pass_fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.pass_fds = ()
+        for directory in self._dirs:
+            shutil.rmtree(directory, ignore_errors=True)
+        self._dirs.clear()
+
+
+def confine(
+    executable: str,
+    args: Sequence[str],
+    cwd: Path,
+    env: Mapping[str, str],
+    share: Path | None = None,
+    writable: bool = False,
+    settings: object = None,
+) -> Confined | None:
+    """The sandboxed command running the real ``executable`` (a host path) with
+    ``args`` in ``cwd`` (see the module docstring). ``share`` is a host directory shown
+    read-only at :attr:`Confined.share_inside`; ``writable`` leaves ``cwd`` and the
+    user's ``sandbox_writable_paths`` writable. None when bubblewrap is unusable."""
+    bwrap = bwrap_path()
+    if bwrap is None or unusable_reason() is not None:
+        return None
+    cwd = Path(os.path.realpath(cwd))
+    programs = guarded_programs(settings)
+    launchers = _launchers(tuple(sorted(programs)), sys.executable)
+    path = env.get("PATH") or os.environ.get("PATH", os.defpath)
+    reals = find_real(programs, path, skip=(str(launchers), LAUNCHER_MOUNT))
+    real = os.path.realpath(executable)
+    dirs: list[Path] = []
+    try:
+        tmp_dir = Path(tempfile.mkdtemp(prefix="tmp-", dir=state_dir()))
+        dirs.append(tmp_dir)
+        os.chmod(tmp_dir, 0o1777)
+        if share is None:
+            share = Path(tempfile.mkdtemp(prefix="share-", dir=state_dir()))
+            dirs.append(share)
+            os.chmod(share, 0o755)
+        layout = Layout(
+            cwd=cwd,
+            tmp_dir=tmp_dir,
+            guard_dir=share,
+            launcher_dir=launchers,
+            reals=reals,
+            writable=writable_paths(settings) if writable else [],
+            masks=[copies_dir()],
+        )
+        extra = [] if writable else ["--remount-ro", str(cwd)]
+        fd, script = exec_fd(real)
+    except BaseException:
+        for directory in dirs:
+            shutil.rmtree(directory, ignore_errors=True)
+        raise
+    argv = layout.bwrap_args(bwrap, extra=extra)
+    argv += [sys.executable, "-IS", HELPER, str(fd), "1" if script else "0"]
+    argv += [os.path.basename(executable), *args]
+    inner = {k: v for k, v in env.items() if k != SOCKET_ENV}
+    inner["PATH"] = f"{LAUNCHER_MOUNT}{os.pathsep}{path}"
+    return Confined(argv, inner, (fd,), GUARD_MOUNT, dirs)
