@@ -337,7 +337,6 @@ def tf_review():
 
 
 @needs_terraform
-@bypass("the apply review runs `terraform show` of the plan on the host: plugins escape")
 async def test_the_apply_review_runs_no_workspace_code_outside_the_sandbox(tmp_path, tf_review):
     marker = tmp_path / "outside" / "escaped"  # under the host /tmp: not visible inside
     marker.parent.mkdir()
@@ -350,7 +349,6 @@ async def test_the_apply_review_runs_no_workspace_code_outside_the_sandbox(tmp_p
 
 
 @needs_terraform
-@bypass("a bash `plan -out` is summarised by `terraform show` on the host: plugins escape")
 async def test_picking_up_a_bash_plan_runs_no_workspace_code_outside(tmp_path):
     from iac_kernel.tools.tf_results import after_tool_call
 
