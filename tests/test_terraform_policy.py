@@ -2,7 +2,8 @@
 
 checkov lives in its own environment (its pins clash with ours); these tests run when it
 is found (``IAC_KERNEL_CHECKOV`` or ``checkov`` on PATH). The workspace's
-``.checkov.yaml`` adds a custom check, so a terraform_data plan has a known violation.
+custom check comes from a trusted directory (``IAC_KERNEL_CHECKOV_CHECKS``), so a
+terraform_data plan has a known violation; a workspace's own ``.checkov.yaml`` is ignored.
 """
 
 from __future__ import annotations
@@ -64,18 +65,29 @@ def applied(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def ws(applied: Path, tmp_path: Path) -> Path:
     workdir = copy_workspace(applied, tmp_path / "ws")
-    (workdir / "policies").mkdir()
-    (workdir / "policies" / "world_open.yaml").write_text(POLICY)
-    (workdir / ".checkov.yaml").write_text("external-checks-dir:\n  - policies\n")
     (workdir / "firewall.tf").write_text(OPEN + CLOSED)
     return workdir
 
 
+@pytest.fixture
+def trusted_checks(tmp_path: Path) -> Path:
+    checks = tmp_path / "trusted-checks"
+    checks.mkdir()
+    (checks / "world_open.yaml").write_text(POLICY)
+    return checks
+
+
 @pytest.mark.skipif(CHECKOV is None, reason="checkov is not installed (IAC_KERNEL_CHECKOV)")
 async def test_checkov_findings_are_on_the_plan_card_and_in_the_apply_question(
-    ws: Path, monkeypatch: pytest.MonkeyPatch
+    ws: Path, trusted_checks: Path, monkeypatch: pytest.MonkeyPatch
 ):
     monkeypatch.setenv(policy.CHECKOV_ENV, CHECKOV)
+    monkeypatch.setenv(policy.CHECKS_ENV, str(trusted_checks))
+    # A workspace config naming checks in the workspace is never read (it could load code).
+    (ws / "evil").mkdir()
+    (ws / "evil" / "__init__.py").write_text("")  # checkov imports such a package's modules
+    (ws / "evil" / "check.py").write_text(f"open({str(ws / 'PWNED')!r}, 'w').write('x')\n")
+    (ws / ".checkov.yaml").write_text("external-checks-dir:\n  - evil\n")
     ctx = ToolContext(cwd=ws, settings=Settings())
     result = await TerraformPlanTool().run({"out": "p.tfplan"}, ctx)
     plan = result.raw_output["plan"]
@@ -90,6 +102,7 @@ async def test_checkov_findings_are_on_the_plan_card_and_in_the_apply_question(
     question = approved.summary()["text"]
     assert "Failed policy checks (checkov): 1" in question
     assert "✗ terraform_data.firewall: CKV2_IACK_1" in question
+    assert not (ws / "PWNED").exists()
 
 
 async def test_without_checkov_the_card_says_so(ws: Path, monkeypatch: pytest.MonkeyPatch):

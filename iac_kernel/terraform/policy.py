@@ -3,9 +3,12 @@
 checkov runs as a program (``IAC_KERNEL_CHECKOV`` names it, else ``checkov`` on PATH):
 its pinned dependencies clash with ours (its ``bc-python-hcl2`` replaces the ``hcl2``
 package we use), so it lives in its own environment, e.g. ``pipx install checkov``.
-It reads the plan's ``show -json`` with ``--framework terraform_plan`` in the
-workspace directory, so a workspace's ``.checkov.yaml`` (custom checks, skips) applies.
-Results are cached by the plan file's hash: the apply question reuses the plan's checks.
+It reads the plan's ``show -json`` with ``--framework terraform_plan``, run in a private
+directory: never in the workspace, whose ``.checkov.yaml`` could name an
+``external-checks-dir`` of Python code (written by a sandboxed command) that checkov would
+run on the host. Custom checks come only from ``IAC_KERNEL_CHECKOV_CHECKS`` (directories
+the user trusts, separated by ``os.pathsep``). Results are cached by the plan file's hash:
+the apply question reuses the plan's checks.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any
 from iac_kernel.terraform.plan import Plan
 
 CHECKOV_ENV = "IAC_KERNEL_CHECKOV"
+CHECKS_ENV = "IAC_KERNEL_CHECKOV_CHECKS"
 TIMEOUT = 300
 NOT_INSTALLED = "checkov is not installed (see README: policy checks)"
 _CACHE: dict[str, tuple[list[dict[str, Any]], str]] = {}
@@ -66,8 +70,16 @@ def parse_report(text: str) -> list[dict[str, Any]]:
     return failed
 
 
+def _trusted_checks() -> list[str]:
+    """``--external-checks-dir`` for each directory of ``IAC_KERNEL_CHECKOV_CHECKS``."""
+    dirs = [d for d in os.environ.get(CHECKS_ENV, "").split(os.pathsep) if d.strip()]
+    return [arg for d in dirs for arg in ("--external-checks-dir", d)]
+
+
 def run_checkov(doc: dict[str, Any], cwd: Path | None = None) -> tuple[list[dict[str, Any]], str]:
-    """(failed checks, note): note is "" when checkov ran, else why there are no results."""
+    """(failed checks, note): note is "" when checkov ran, else why there are no results.
+
+    ``cwd`` (the workspace) is not used: checkov runs in a private directory."""
     program = checkov_program()
     if program is None:
         off = os.environ.get(CHECKOV_ENV, "").lower() in OFF_WORDS
@@ -90,8 +102,10 @@ def run_checkov(doc: dict[str, Any], cwd: Path | None = None) -> tuple[list[dict
                 "--quiet",
                 "--compact",
                 "--skip-download",
+                *_trusted_checks(),
             ],
-            cwd=str(cwd) if cwd else None,
+            # Never the workspace: its .checkov.yaml could load code (module docstring).
+            cwd=str(directory),
             env=env,
             stdin=subprocess.DEVNULL,
             capture_output=True,
