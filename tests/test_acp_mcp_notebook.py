@@ -1,11 +1,13 @@
 """MCP servers in a notebook: a ``.mcp.json`` in the session's folder (Claude Code's
-format) starts with the session, ``%mcp`` lists, adds and removes servers, a failing
+format) starts with the session once the user trusted that exact content (``%mcp trust``;
+a new or changed file starts nothing), ``%mcp`` lists, adds and removes servers, a failing
 server is reported in the notebook and the session goes on; ``%model`` validates ids."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -61,7 +63,21 @@ def text(result: CellResult) -> str:
 
 
 def test_project_servers_start_with_the_session(kernel: KernelHarness) -> None:
-    listed = text(run(kernel, "%mcp"))
+    # A .mcp.json never trusted starts nothing; the user is told how to review it.
+    untrusted = text(run(kernel, "%mcp"))
+    assert "not started" in untrusted and "%mcp trust" in untrusted
+    assert "running" not in untrusted and "mcp__demo__add" not in untrusted
+    shown = text(run(kernel, "%mcp trust"))
+    assert "`demo` runs `" in shown and "demo_server.py stdio` with env `DEMO_API_TOKEN`" in shown
+    assert SECRET not in shown and "running" not in shown
+    code = re.search(r"mcp trust ([0-9a-f]{12})", shown)
+    assert code is not None, shown
+    wrong = run(kernel, "%mcp trust 0123456789ab", "error")
+    assert "not the file that code was shown for" in wrong.reply["content"]["evalue"]
+    assert "running" not in text(run(kernel, "%mcp"))
+
+    listed = text(run(kernel, f"%mcp trust {code.group(1)}"))
+    assert "Trusted `.mcp.json`" in listed and "not started" not in listed
     assert "`demo` (stdio, from .mcp.json): running" in listed
     assert "mcp__demo__add" in listed
     assert "`broken` (stdio, from .mcp.json): failed" in listed
@@ -92,3 +108,17 @@ def test_model_magic_validates_ids(kernel: KernelHarness) -> None:
     refused = run(kernel, "%model claude-nope", "error")
     assert refused.reply["content"]["ename"] == "ModelError"
     assert "choose one of" in refused.reply["content"]["evalue"]
+
+
+def test_trust_is_remembered_for_that_content_only(kernel: KernelHarness, work: Path) -> None:
+    # A new session in the folder starts the trusted file's servers with no question...
+    run(kernel, "%new")
+    assert "`demo` (stdio, from .mcp.json): running" in text(run(kernel, "%mcp"))
+    # ...but not once the file changed (e.g. written by a command): asked again.
+    config = json.loads((work / ".mcp.json").read_text())
+    config["mcpServers"]["demo"]["args"].append("--changed")
+    (work / ".mcp.json").write_text(json.dumps(config))
+    run(kernel, "%new")
+    listed = text(run(kernel, "%mcp"))
+    assert "not started" in listed and "running" not in listed
+    assert "--changed" in text(run(kernel, "%mcp trust"))

@@ -292,3 +292,38 @@ def test_project_file_expands_environment_references(tmp_path, monkeypatch):
     monkeypatch.delenv("TFE_TOKEN")
     with pytest.raises(McpConfigError, match=r"\$\{TFE_TOKEN\} is not set"):
         from_project_file(tmp_path)
+
+
+def test_mcp_json_trust_is_per_content_and_kept_outside_the_folder(tmp_path):
+    from iac_kernel.mcp.project import follow_session
+    from iac_kernel.mcp.trust import is_trusted, read_project, trust
+
+    folder = tmp_path / "ws"
+    folder.mkdir()
+    (folder / ".mcp.json").write_text('{"mcpServers": {"x": {"command": "true"}}}')
+    store = tmp_path / "home" / "mcp-trust.json"
+    assert not is_trusted(read_project(folder), store)
+    trust(read_project(folder), store)
+    assert is_trusted(read_project(folder), store)
+    (folder / ".mcp.json").write_text('{"mcpServers": {"x": {"command": "false"}}}')
+    changed = read_project(folder)
+    assert not is_trusted(changed, store)
+
+    # A store the folder's commands could write is never honoured.
+    inside = folder / ".state" / "mcp-trust.json"
+    with pytest.raises(OSError):
+        trust(changed, inside)
+    inside.parent.mkdir()
+    inside.write_text(json.dumps({"trusted": {str(changed.path): changed.sha256}}))
+    assert not is_trusted(changed, inside)
+
+    class Settings:
+        sessions_dir = folder / ".state" / "sessions"
+
+    class Session:
+        closed, mcp, tools, cwd, settings = False, None, [], str(folder), Settings()
+
+    session = Session()
+    follow_session(session)
+    assert session.mcp.servers == {} and session.mcp._later == []
+    assert "not started" in session.mcp.problems[0]

@@ -229,10 +229,9 @@ async def test_an_approved_literal_apply_runs_once_only(tmp_path):
     assert len(ask.exec_questions()) == 1
 
 
-@bypass("a .mcp.json written by a sandboxed call starts its command on the host, unasked")
 async def test_a_bash_call_cannot_plant_host_commands_in_mcp_json(tmp_path):
-    """The next session in the folder starts the project's MCP servers outside the
-    sandbox with no question: a bash call that writes .mcp.json escapes through it."""
+    """The project's MCP servers run outside the sandbox, so a .mcp.json a bash call wrote
+    must start nothing in the next session in the folder (its content is not trusted)."""
     from iac_kernel.mcp.manager import McpManager
     from iac_kernel.mcp.project import follow_session
 
@@ -254,7 +253,6 @@ async def test_a_bash_call_cannot_plant_host_commands_in_mcp_json(tmp_path):
     assert not marker.exists(), "the .mcp.json command ran outside the sandbox"
 
 
-@bypass("a script CLI's inherited fd lets BASH_ENV exec the real program with any argv")
 async def test_a_script_cli_cannot_be_reentered_through_its_inherited_fd(tmp_path):
     """A guarded program that is a bash script (pyenv shims, wrappers) runs from an
     inheritable descriptor: BASH_ENV code in it could exec /proc/self/fd/N unguarded."""

@@ -16,9 +16,11 @@ from iac_kernel.mcp.commands import McpCommandError, run_mcp_command
 if TYPE_CHECKING:
     from iac_kernel.kernel.magics import MagicOutput, Magics
 
-USAGE = "%mcp [list | add NAME COMMAND [ARG...] | add NAME URL [--sse] | remove NAME]"
-SUMMARY = "List the session's MCP servers (from .mcp.json or %mcp add), add one, remove one."
-CHOICES = ["list", "add", "remove"]
+USAGE = (
+    "%mcp [list | add NAME COMMAND [ARG...] | add NAME URL [--sse] | remove NAME | trust [HASH]]"
+)
+SUMMARY = "The session's MCP servers (.mcp.json, %mcp add): list, add, remove; trust .mcp.json."
+CHOICES = ["list", "add", "remove", "trust"]
 
 
 async def mcp_magic(magics: Magics, args: str) -> MagicOutput:

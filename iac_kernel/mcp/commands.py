@@ -2,8 +2,10 @@
 
 ``list`` (or nothing) shows each server with its state, tools or failure; ``add NAME
 COMMAND [ARG...]`` / ``add NAME URL [--sse]`` starts one for the session; ``remove NAME``
-stops it. The answer is Markdown; failures are answers too (the session goes on),
-except a malformed line, which raises :class:`McpCommandError`.
+stops it; ``trust`` shows the commands of the folder's ``.mcp.json`` and ``trust HASH``
+trusts that exact content and starts its servers (see :mod:`iac_kernel.mcp.trust`).
+The answer is Markdown; failures are answers too (the session goes on), except a
+malformed line, which raises :class:`McpCommandError`.
 """
 
 from __future__ import annotations
@@ -12,9 +14,19 @@ from typing import Any
 
 from iac_kernel.mcp.config import PROJECT_FILE, McpConfigError, from_add_line
 from iac_kernel.mcp.manager import McpManager
+from iac_kernel.mcp.trust import (
+    SHORT,
+    is_trusted,
+    read_project,
+    show_servers,
+    store_path,
+    trust,
+    untrusted_notice,
+)
 
 USAGE = (
-    "usage: mcp [list] | mcp add NAME COMMAND [ARG...] | mcp add NAME URL [--sse] | mcp remove NAME"
+    "usage: mcp [list] | mcp add NAME COMMAND [ARG...] | mcp add NAME URL [--sse] | "
+    "mcp remove NAME | mcp trust [HASH]"
 )
 
 
@@ -61,7 +73,51 @@ async def run_mcp_command(session: Any, args: str) -> str:
                 f"no MCP server {rest!r}" + (f" (servers: {known})" if known else "")
             )
         return f"Stopped MCP server `{rest}`."
+    if verb == "trust":
+        return await _trust(session, rest)
     raise McpCommandError(f"unknown mcp command {verb!r}; {USAGE}")
+
+
+async def _trust(session: Any, code: str) -> str:
+    """``trust``: show the project file's servers and the code that trusts them;
+    ``trust CODE``: trust exactly that content (read once) and start its servers."""
+    if " " in code:
+        raise McpCommandError(USAGE)
+    project = read_project(session.cwd)
+    if project is None:
+        raise McpCommandError(f"no {PROJECT_FILE} in {session.cwd}")
+    try:
+        lines = show_servers(project)
+        specs = project.specs()
+    except McpConfigError as exc:
+        raise McpCommandError(str(exc)) from None
+    store = store_path(session)
+    trusted = is_trusted(project, store)
+    if not code:
+        head = f"`{PROJECT_FILE}` (sha256 `{project.short}`) starts these servers on this machine:"
+        if trusted:
+            tail = "This exact file is trusted already."
+        else:
+            tail = (
+                f"Not started: trust this exact file with `mcp trust {project.short}` "
+                "(`%mcp` in a notebook, `/mcp` in an editor)."
+            )
+        return "\n".join([head, "", *lines, "", tail])
+    if len(code) < SHORT or not project.sha256.startswith(code.lower()):
+        raise McpCommandError(
+            f"{PROJECT_FILE} is not the file that code was shown for (it changed, or the code "
+            "is mistyped); run `mcp trust` again to review it"
+        )
+    if not trusted:
+        try:
+            trust(project, store)
+        except OSError as exc:
+            raise McpCommandError(f"cannot record the trust: {exc}") from None
+    manager = manager_of(session)
+    notice = untrusted_notice(project)
+    manager.problems[:] = [p for p in manager.problems if p != notice]
+    await manager.start(specs)
+    return f"Trusted `{PROJECT_FILE}` (sha256 `{project.short}`).\n\n" + describe(manager)
 
 
 def describe(manager: McpManager | None) -> str:

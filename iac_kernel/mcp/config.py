@@ -143,8 +143,19 @@ def from_project_file(folder: str | Path) -> list[ServerSpec]:
     if not path.is_file():
         return []
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise McpConfigError(f"{path}: not readable ({exc})") from None
+    return from_project_bytes(data, folder)
+
+
+def from_project_bytes(raw: bytes, folder: str | Path) -> list[ServerSpec]:
+    """Specs from the bytes of the ``.mcp.json`` in ``folder`` (as read once, so the
+    specs are those of exactly the content the user trusted)."""
+    path = Path(folder) / PROJECT_FILE
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise McpConfigError(f"{path}: not readable JSON ({exc})") from None
     servers = data.get("mcpServers") if isinstance(data, dict) else None
     if not isinstance(servers, dict):

@@ -1,0 +1,136 @@
+"""Trust for a project's ``.mcp.json``: its servers start only after the user trusted
+that exact file content.
+
+A bash call runs sandboxed, but the session's folder is writable inside the sandbox, so
+a call can write ``.mcp.json``; the servers it names would start on the host, outside
+the sandbox, with the next session. So a project file's servers start only when the
+sha256 of its bytes is recorded as trusted for its path. The record lives next to the
+sessions directory (``~/.iac-code/mcp-trust.json`` by default: read-only inside the
+sandbox), never in the session's folder; a store inside the folder is not honoured.
+Servers an ACP client passes (``mcpServers``) and ``%mcp add`` lines are the user's or
+the client's own choice and are not subject to this.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from iac_kernel.mcp.config import PROJECT_FILE, ServerSpec, from_project_bytes
+
+STORE_NAME = "mcp-trust.json"
+#: How many hex digits of the sha256 the user types to trust a file.
+SHORT = 12
+
+
+@dataclass(frozen=True)
+class ProjectFile:
+    """One read of a folder's ``.mcp.json``: its path and exact bytes."""
+
+    folder: Path
+    path: Path
+    data: bytes
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
+
+    @property
+    def short(self) -> str:
+        return self.sha256[:SHORT]
+
+    def specs(self) -> list[ServerSpec]:
+        """The servers of exactly these bytes (McpConfigError when malformed)."""
+        return from_project_bytes(self.data, self.folder)
+
+
+def read_project(folder: str | Path) -> ProjectFile | None:
+    """The folder's ``.mcp.json`` as read now, or None when there is none."""
+    folder = Path(folder)
+    path = folder / PROJECT_FILE
+    try:
+        data = path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None
+    except OSError:
+        data = b""  # unreadable: never trusted (an empty file has its own hash)
+    return ProjectFile(folder, Path(os.path.realpath(path)), data)
+
+
+def store_path(session: Any) -> Path:
+    """Where trusted hashes are kept: next to the session's sessions directory."""
+    sessions = getattr(getattr(session, "settings", None), "sessions_dir", None)
+    if sessions is None:
+        from iac_kernel.config import Settings
+
+        sessions = Settings().sessions_dir
+    return Path(sessions).expanduser().parent / STORE_NAME
+
+
+def _honoured(store: Path, folder: Path) -> bool:
+    """A store inside the session's folder could be written by a bash call: ignored."""
+    real_store, real_folder = Path(os.path.realpath(store)), Path(os.path.realpath(folder))
+    return real_folder != real_store and real_folder not in real_store.parents
+
+
+def _load(store: Path) -> dict[str, str]:
+    try:
+        data = json.loads(store.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    trusted = data.get("trusted") if isinstance(data, dict) else None
+    return {str(k): str(v) for k, v in trusted.items()} if isinstance(trusted, dict) else {}
+
+
+def is_trusted(project: ProjectFile, store: Path) -> bool:
+    """The user trusted exactly this content at this path."""
+    if not _honoured(store, project.folder):
+        return False
+    return _load(store).get(str(project.path)) == project.sha256
+
+
+def trust(project: ProjectFile, store: Path) -> None:
+    """Record ``project``'s content as trusted (written atomically, private to the user)."""
+    if not _honoured(store, project.folder):
+        raise OSError(f"the trust store {store} is inside the session's folder")
+    trusted = _load(store)
+    trusted[str(project.path)] = project.sha256
+    store.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".mcp-trust-", dir=store.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump({"trusted": trusted}, fh, indent=1, sort_keys=True)
+        os.replace(tmp, store)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+def untrusted_notice(project: ProjectFile) -> str:
+    """What the user is told (once) when a project file's servers were not started."""
+    return (
+        f"MCP servers in `{PROJECT_FILE}` not started: this file is new or changed since you "
+        "last trusted it (a command run in this folder can write it). Review its commands "
+        "with `%mcp trust` (`/mcp trust` in an editor) and trust it to start them."
+    )
+
+
+def show_servers(project: ProjectFile) -> list[str]:
+    """One Markdown line per server: how it would start (env values not shown)."""
+    lines = []
+    for spec in project.specs():
+        if spec.transport == "stdio":
+            shown = " ".join([spec.command, *spec.args])
+            line = f"- `{spec.name}` runs `{shown}`"
+            if spec.env:
+                line += " with env " + ", ".join(f"`{k}`" for k in sorted(spec.env))
+        else:
+            line = f"- `{spec.name}` connects to {spec.transport} `{spec.url}`"
+        lines.append(line)
+    return lines
