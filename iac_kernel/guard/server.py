@@ -317,6 +317,9 @@ class ApprovalServer:
 #: Variables that make the dynamic loader run other code inside the real program.
 _LOADER_VARIABLES = {"GCONV_PATH", "GETCONF_DIR", "HOSTALIASES", "LOCALDOMAIN", "LOCPATH"}
 _LOADER_VARIABLES |= {"MALLOC_TRACE", "NLSPATH", "RESOLV_HOST_CONF", "RES_OPTIONS"}
+#: Variables that make a shell or a pyenv shim run other code first: a script CLI's
+#: children inherit the descriptor of the real script, so that code could exec it.
+_LOADER_VARIABLES |= {"BASH_ENV", "ENV", "PYENV_HOOK_PATH"}
 
 
 def _loader_variable(name: str) -> bool:
