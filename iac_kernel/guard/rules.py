@@ -7,16 +7,26 @@ the side of asking: a changing verb anywhere among the positional arguments coun
 
 from __future__ import annotations
 
-import fnmatch
-import os
-import re
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
-CHANGE = "change"
-READ = "read"
-OTHER = "other"
+from iac_kernel.guard.cloud_rules import CLOUD, CLOUD_TABLES, aws_positionals, classify_cloud
+from iac_kernel.guard.ruleset import (
+    CHANGE,
+    OTHER,
+    READ,
+    Rule,
+    Verdict,
+    has_flag,
+    matches,
+    positionals,
+    program_name,
+)
+from iac_kernel.guard.ruleset import each_verb as _each
+from iac_kernel.guard.ruleset import rule as _r
+
+__all__ = ["CHANGE", "DEFAULT_PROGRAMS", "OTHER", "READ", "Rule", "Verdict", "classify"]
+__all__ += ["git_argv", "has_flag", "matches", "positionals", "program_name"]
 
 #: Guarded programs by default (the ``guarded_programs`` setting overrides it).
 DEFAULT_PROGRAMS = (
@@ -32,39 +42,6 @@ DEFAULT_PROGRAMS = (
     "pulumi",
     "git",
 )
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """What an argv does: ``kind`` is change, read or other; ``reason`` says why."""
-
-    kind: str
-    reason: str = ""
-    #: Changing only because the verb is not a known read (cloud CLIs ask by default).
-    by_default: bool = False
-
-    @property
-    def changing(self) -> bool:
-        return self.kind == CHANGE
-
-
-@dataclass(frozen=True)
-class Rule:
-    """``words`` appear as consecutive positional arguments (fnmatch patterns), and at
-    least one of ``flags`` is present when ``flags`` is not empty."""
-
-    words: tuple[str, ...]
-    reason: str
-    flags: tuple[str, ...] = ()
-
-
-def _r(words: str, reason: str, flags: str = "") -> Rule:
-    return Rule(tuple(words.split()), reason, tuple(flags.split()))
-
-
-def _each(verbs: str, reason: str) -> tuple[Rule, ...]:
-    """One single-word rule per verb in ``verbs``."""
-    return tuple(Rule((verb,), reason) for verb in verbs.split())
 
 
 _TF_CHANGE = (
@@ -117,55 +94,6 @@ _HELM_CHANGE = (
 _HELM_READ = {"list", "ls", "status", "get", "history", "hist", "show", "inspect", "search"}
 _HELM_READ |= {"template", "version", "lint", "env", "diff", "verify"}
 
-_AWS_CHANGE = (
-    *_each(
-        "delete-* terminate-* put-* modify-* update-* create-* deregister-* remove-* "
-        "detach-* disassociate-* stop-* reboot-* run-instances restore-* reset-* revoke-* "
-        "attach-* authorize-* start-* send-* associate-* schedule-* disable-* enable-* "
-        "set-* execute-* invoke purge-* import-* register-* replace-* tag-* untag-*",
-        "changes AWS resources",
-    ),
-    _r("s3 rm", "deletes S3 objects"),
-    _r("s3 mv", "moves S3 objects"),
-    _r("s3 rb", "deletes an S3 bucket"),
-    _r("s3 sync", "deletes S3 objects", "--delete"),
-    _r("s3 sync", "overwrites S3 objects"),
-    _r("s3 cp", "writes S3 objects"),
-    _r("s3 mb", "creates an S3 bucket"),
-    _r("cloudformation deploy", "deploys a CloudFormation stack"),
-)
-_AWS_READ_PATTERNS = ("describe-*", "list-*", "get-*", "batch-get-*", "search-*", "lookup-*")
-_AWS_READ_PATTERNS += ("filter-*", "head-*", "validate-*", "simulate-*", "scan", "query")
-_AWS_READ_PATTERNS += ("wait", "tail", "ls", "presign", "help")
-#: aws global options that take a value (the next argument when not ``--opt=value``).
-_AWS_VALUE_OPTS = {"--region", "--profile", "--output", "--endpoint-url", "--query"}
-_AWS_VALUE_OPTS |= {"--color", "--ca-bundle", "--cli-read-timeout", "--cli-connect-timeout"}
-_AWS_VALUE_OPTS |= {"--cli-binary-format"}
-
-_GCLOUD_CHANGE = _each(
-    "delete create update update-* deploy rm set-* add-* remove-* resize stop reset patch "
-    "import start ssh scp suspend resume restart",
-    "changes Google Cloud resources",
-)
-_GCLOUD_READ_PATTERNS = ("list", "describe", "info", "version", "ls", "get-*", "cat", "du")
-_GCLOUD_READ_PATTERNS += ("list-*", "describe-*", "help", "stat", "hash", "print-*", "get")
-_GSUTIL_VALUE_OPTS = {"-o", "-h", "-u", "-i"}
-_GSUTIL_CHANGE = (
-    *_each("rm rb mv setmeta", "changes Cloud Storage objects"),
-    _r("rsync", "deletes Cloud Storage objects", "-d"),
-    _r("acl ch", "changes an ACL"),
-    _r("acl set", "changes an ACL"),
-    _r("iam ch", "changes IAM"),
-)
-
-_AZ_CHANGE = _each(
-    "delete create update *delete-batch set remove start stop restart deallocate purge "
-    "invoke scale upgrade swap regenerate* upload* import reset* rotate* assign",
-    "changes Azure resources",
-)
-_AZ_READ_PATTERNS = ("list", "show", "version", "list-*", "show-*", "wait", "exists")
-_AZ_READ_PATTERNS += ("get-*", "check-*", "download*")
-
 _PULUMI_CHANGE = (
     _r("up", "applies infrastructure changes"),
     _r("update", "applies infrastructure changes"),
@@ -217,17 +145,9 @@ _TABLES: dict[str, tuple[tuple[Rule, ...], set[str] | tuple[str, ...]]] = {
     "kubectl": (_K8S_CHANGE, _K8S_READ),
     "oc": (_K8S_CHANGE, _K8S_READ),
     "helm": (_HELM_CHANGE, _HELM_READ),
-    "aws": (_AWS_CHANGE, _AWS_READ_PATTERNS),
-    "gcloud": (_GCLOUD_CHANGE, _GCLOUD_READ_PATTERNS),
-    "gsutil": (_GSUTIL_CHANGE, _GCLOUD_READ_PATTERNS),
-    "az": (_AZ_CHANGE, _AZ_READ_PATTERNS),
+    **CLOUD_TABLES,
     "pulumi": (_PULUMI_CHANGE, _PULUMI_READ),
 }
-
-
-def program_name(path: str) -> str:
-    """The program a path names: ``/usr/local/bin/terraform`` -> ``terraform``."""
-    return os.path.basename(path.rstrip("/"))
 
 
 def classify(program: str, argv: Sequence[str], env: Mapping[str, str] | None = None) -> Verdict:
@@ -249,13 +169,13 @@ def classify(program: str, argv: Sequence[str], env: Mapping[str, str] | None = 
     if name in ("kubectl", "oc", "helm") and _dry_run(args):
         return Verdict(READ)
     positional = positionals(args)
-    strict = _aws_positionals(args) if name == "aws" else positional
+    strict = aws_positionals(args) if name == "aws" else positional
     for rule in changes:
         if matches(rule, args, positional) or matches(rule, args, strict):
             shown = " ".join([name, *rule.words])
             return Verdict(CHANGE, f"{shown}: {rule.reason}")
-    if name in _CLOUD:
-        return _classify_cloud(name, args, tuple(reads))
+    if name in CLOUD:
+        return classify_cloud(name, args, tuple(reads))
     if not positional:
         return Verdict(READ) if any(a in reads for a in args) or not args else Verdict(OTHER)
     head = positional[0]
@@ -263,61 +183,6 @@ def classify(program: str, argv: Sequence[str], env: Mapping[str, str] | None = 
     if two in reads or head in reads:
         return Verdict(READ)
     return Verdict(OTHER)
-
-
-_CLOUD = ("aws", "gcloud", "gsutil", "az")
-
-
-def _classify_cloud(name: str, args: list[str], reads: tuple[str, ...]) -> Verdict:
-    """Cloud CLIs: read only for a known read verb; any other verb is asked."""
-    if name == "aws":
-        words = _aws_positionals(args)
-        if len(words) < 2:  # `aws --version`, `aws s3`: usage or version only
-            return Verdict(READ if not words else OTHER)
-        verbs = words[1:2]
-    elif name == "gsutil":  # gsutil [-m -o x ...] command args: the command is first
-        words = _aws_positionals(args, _GSUTIL_VALUE_OPTS)
-        if not words:
-            return Verdict(READ)
-        verbs = words[:1] if words[1:2] != ["get"] else ["get"]  # `acl get`, `iam get`
-    else:
-        words = _without_option_values(args)
-        if not words:
-            return Verdict(READ)
-        verbs = words
-    if any(fnmatch.fnmatchcase(v, pat) for v in verbs for pat in reads):
-        return Verdict(READ)
-    shown = " ".join([name, *words[:3]])
-    return Verdict(CHANGE, f"{shown}: not a known read-only {name} command", by_default=True)
-
-
-def _aws_positionals(args: Sequence[str], value_opts: set[str] | None = None) -> list[str]:
-    """aws's service and operation words: positionals minus global options' values."""
-    words: list[str] = []
-    skip = False
-    for arg in args:
-        if skip:
-            skip = False
-        elif arg in (_AWS_VALUE_OPTS if value_opts is None else value_opts):
-            skip = True
-        elif not arg.startswith("-"):
-            words.append(arg)
-    return words
-
-
-def _without_option_values(args: Sequence[str]) -> list[str]:
-    """Positionals when every option without ``=`` takes the next word as its value
-    (errs towards fewer read words: a read verb hidden as a value is asked)."""
-    words: list[str] = []
-    skip = False
-    for arg in args:
-        if skip:
-            skip = False
-        elif arg.startswith("-"):
-            skip = "=" not in arg and arg != "--"
-        else:
-            words.append(arg)
-    return words
 
 
 def _tf_env_args(args: list[str], env: Mapping[str, str]) -> list[str]:
@@ -417,36 +282,3 @@ def _forcing_config(value: str) -> bool:
     return key.startswith("remote.") and (
         (key.endswith(".push") and setting.lstrip().startswith("+")) or key.endswith(".mirror")
     )
-
-
-def positionals(args: Sequence[str]) -> list[str]:
-    """The arguments that are not options (``-x``, ``--x=y``)."""
-    return [a for a in args if not a.startswith("-")]
-
-
-def matches(rule: Rule, args: Sequence[str], positional: Sequence[str] | None = None) -> bool:
-    """True when ``rule`` matches ``args`` (see :class:`Rule`)."""
-    if positional is None:
-        positional = positionals(args)
-    n = len(rule.words)
-    if rule.words and not any(
-        all(fnmatch.fnmatchcase(positional[j + k], w) for k, w in enumerate(rule.words))
-        for j in range(len(positional) - n + 1)
-    ):
-        return False
-    return not rule.flags or any(has_flag(args, flag) for flag in rule.flags)
-
-
-def has_flag(args: Sequence[str], flag: str) -> bool:
-    """``flag`` is present: exactly, as ``--flag=value``, or inside a short cluster (``-rf``)."""
-    letter = flag[1] if len(flag) == 2 and flag[0] == "-" and flag[1] != "-" else None
-    # Go's flag package (terraform): `-long` is also `--long`, and `-long=value`.
-    forms = (flag, "-" + flag) if len(flag) > 2 and flag[1] != "-" else (flag,)
-    for arg in args:
-        if arg == "--":
-            return False
-        if arg in forms or (len(flag) > 2 and any(arg.startswith(f + "=") for f in forms)):
-            return True
-        if letter and re.fullmatch(r"-[a-zA-Z]+", arg) and letter in arg[1:]:
-            return True
-    return False
