@@ -4,6 +4,7 @@ or, without bubblewrap, with no plugin discovery at all."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import zipfile
@@ -11,10 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from iac_kernel.config import Settings
 from iac_kernel.guard import confine as confine_module
 from iac_kernel.guard.sandbox import unusable_reason
 from iac_kernel.terraform.cli import TerraformError, show_json, show_json_sync
 from iac_kernel.terraform.isolated import prepared_show
+from iac_kernel.tools.base import ToolContext
+from iac_kernel.tools.tf_apply import TerraformApplyTool
 from terraform_support import TERRAFORM, needs_terraform, tf
 
 pytestmark = needs_terraform
@@ -102,10 +106,34 @@ async def test_reduced_mode_show_discovers_no_plugins(workspaces, monkeypatch):
         assert not show.sandboxed and show.argv[0] == TERRAFORM
         assert show.env["TF_DATA_DIR"] != str(ws / ".terraform")
         assert not str(show.cwd).startswith(str(ws))
-    with pytest.raises(TerraformError):
+    with pytest.raises(TerraformError, match="bubblewrap is unusable"):
         show_json_sync(TERRAFORM, ws / "evil.tfplan", ws)
-    with pytest.raises(TerraformError):
+    with pytest.raises(TerraformError, match="bubblewrap is unusable"):
         await show_json(TERRAFORM, ws / "evil.tfplan", ws)
     _no_trace(ws, outside)
     doc = show_json_sync(TERRAFORM, ws / "good.tfplan", ws)
     assert [r["address"] for r in doc["resource_changes"]] == ["terraform_data.a"]
+
+
+@needs_bwrap
+async def test_terraform_apply_tool_applies_inside_the_sandbox(tmp_path: Path):
+    """The approved apply runs the workspace's code in the sandbox (cwd writable, the
+    host's /tmp not), like an apply through bash."""
+    outside = tmp_path / "outside-apply"
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "main.tf").write_text(
+        'resource "terraform_data" "a" {\n  input = "x"\n  provisioner "local-exec" {\n'
+        f'    command = "echo ran > applied.txt; echo ran > {outside} || true"\n  }}\n}}\n'
+    )
+    tf(ws, "plan", "-input=false", "-out=p.tfplan")
+    ctx = ToolContext(cwd=ws, settings=Settings())
+    tool = TerraformApplyTool()
+    ctx.review = await tool.review({"plan": "p.tfplan"}, ctx)
+    result = await tool.run({"plan": "p.tfplan"}, ctx)
+    assert not result.is_error, result.content
+    assert result.raw_output["outcome"] == "applied"
+    assert (ws / "applied.txt").read_text() == "ran\n"  # the provisioner ran, in the cwd
+    resources = json.loads((ws / "terraform.tfstate").read_text())["resources"]
+    assert [(r["type"], r["name"]) for r in resources] == [("terraform_data", "a")]
+    assert not outside.exists(), "the apply ran on the host, outside the sandbox"

@@ -20,6 +20,11 @@ from iac_kernel.terraform.isolated import prepared_show
 PROGRAMS = ("terraform", "tofu")
 #: Seconds terraform gets to release its state lock after SIGINT before it is killed.
 INTERRUPT_GRACE = 10.0
+UNSANDBOXED_SHOW = (
+    " (bubblewrap is unusable here, so plans are shown with no provider plugins: the "
+    "workspace's plugins never run outside a sandbox; only plans of built-in resources "
+    "can be shown)"
+)
 #: Seconds a ``show -json`` of a plan file may take.
 SHOW_TIMEOUT = 120.0
 
@@ -142,7 +147,7 @@ async def show_json(
     outside the sandbox (:mod:`iac_kernel.terraform.isolated`)."""
     with prepared_show(executable, plan_file, cwd, automation_env(env)) as show:
         done = await run(show.argv, show.cwd, show.env, SHOW_TIMEOUT, show.pass_fds, True)
-    return _shown_json(executable, done.returncode, done.stdout, done.output)
+    return _shown_json(executable, done.returncode, done.stdout, done.output, show.sandboxed)
 
 
 def show_json_sync(
@@ -167,12 +172,15 @@ def show_json_sync(
     except OSError as exc:
         raise TerraformError(f"cannot run {executable}: {exc.strerror or exc}") from None
     output = (done.stdout + "\n" + done.stderr).strip()
-    return _shown_json(executable, done.returncode, done.stdout, output)
+    return _shown_json(executable, done.returncode, done.stdout, output, show.sandboxed)
 
 
-def _shown_json(executable: str, returncode: int, stdout: str, output: str) -> dict[str, Any]:
+def _shown_json(
+    executable: str, returncode: int, stdout: str, output: str, sandboxed: bool
+) -> dict[str, Any]:
     if returncode != 0:
-        raise TerraformError(f"{program_name(executable)} show failed: {first_error(output)}")
+        why = "" if sandboxed else UNSANDBOXED_SHOW
+        raise TerraformError(f"{program_name(executable)} show failed: {first_error(output)}{why}")
     try:
         data = json.loads(stdout)
     except json.JSONDecodeError as exc:
