@@ -29,7 +29,7 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
     "model": ("Show or change the model", "model id"),
     "permissions": ("Show the remembered allow/reject answers; 'reset' forgets them", "reset"),
     "compact": ("Summarise the earlier conversation now to free context", None),
-    "mcp": ("MCP servers: list, add NAME COMMAND|URL, remove NAME", "list | add | remove"),
+    "mcp": ("MCP servers: list, add NAME COMMAND|URL, remove NAME, trust", "list | add | remove"),
 }
 
 
