@@ -21,7 +21,7 @@ from iac_kernel.agent.permissions import REJECT_ONCE
 from iac_kernel.guard import reviews
 from iac_kernel.guard.sandbox import unusable_reason
 from iac_kernel.tools.base import ToolResult
-from redteam_support import Attempt, bypass, case, hidden, real_harness, trusting_asker, values
+from redteam_support import Attempt, case, hidden, real_harness, trusting_asker, values
 
 pytestmark = pytest.mark.skipif(unusable_reason() is not None, reason="bubblewrap unusable")
 
