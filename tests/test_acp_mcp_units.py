@@ -309,6 +309,14 @@ def test_mcp_json_trust_is_per_content_and_kept_outside_the_folder(tmp_path):
     changed = read_project(folder)
     assert not is_trusted(changed, store)
 
+    # A symlink to a trusted file is a new file in its folder.
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / ".mcp.json").symlink_to(folder / ".mcp.json")
+    trust(changed, store)
+    assert is_trusted(read_project(folder), store)
+    assert not is_trusted(read_project(other), store)
+
     # A store the folder's commands could write is never honoured.
     inside = folder / ".state" / "mcp-trust.json"
     with pytest.raises(OSError):

@@ -38,9 +38,10 @@ def test_config_output_is_judged_like_git():
 
 def test_only_config_picking_global_options_are_kept():
     argv = ["git", "-C", "repo", "--git-dir=../g", "-cfoo.x=1", "--config-env=a.b=V", "-p"]
-    argv += ["--namespace", "n", "--bare", "push", "-C", "x"]
+    argv += ["--namespace", "n", "--config-env", "c.d=W", "--bare", "push", "-C", "x"]
     assert config_options(argv) == [
-        *("-C", "repo", "--git-dir=../g", "-c", "foo.x=1", "--config-env=a.b=V", "--bare")
+        *("-C", "repo", "--git-dir=../g", "-c", "foo.x=1", "--config-env=a.b=V"),
+        *("--config-env", "c.d=W", "--bare"),
     ]
     assert config_options(["git-push", "-C", "x"]) == []
 

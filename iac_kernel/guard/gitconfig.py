@@ -30,7 +30,7 @@ READ_TIMEOUT = 15.0
 _KEY = re.compile(r"remote\..+\.(push|mirror)")
 #: git global options that change which configuration is read (value in the next argv
 #: when not given with ``=``); every other global option is left out of the read.
-_VALUE_OPTS = {"-C", "-c", "--git-dir", "--work-tree"}
+_VALUE_OPTS = {"-C", "-c", "--git-dir", "--work-tree", "--config-env"}
 _EQ_OPTS = ("--git-dir=", "--work-tree=", "--config-env=")
 _SKIP_VALUE = {"--namespace", "--super-prefix", "--attr-source", "--list-cmds"}
 

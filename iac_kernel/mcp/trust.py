@@ -60,7 +60,9 @@ def read_project(folder: str | Path) -> ProjectFile | None:
         return None
     except OSError:
         data = b""  # unreadable: never trusted (an empty file has its own hash)
-    return ProjectFile(folder, Path(os.path.realpath(path)), data)
+    # Keyed by the folder's real path, not the file's: a .mcp.json symlinked to a trusted
+    # file elsewhere is a new file here (its relative commands would run from here).
+    return ProjectFile(folder, Path(os.path.realpath(folder)) / PROJECT_FILE, data)
 
 
 def store_path(session: Any) -> Path:
