@@ -288,3 +288,32 @@ def test_find_real_covers_versioned_siblings_and_pyenv_shims(tmp_path: Path):
     assert found["kubectl"] == [str(kubectl), str(versioned)]
     assert found["aws"] == [str(target), str(shim)]
     assert sandbox.is_pyenv_shim(str(shim)) and not sandbox.is_pyenv_shim(str(target))
+
+
+def _git(cwd: Path, *args: str) -> str:
+    import subprocess
+
+    git = ["git", "-c", "user.email=a@b", "-c", "user.name=n", *args]
+    return subprocess.run(git, cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+
+@pytest.mark.skipif(sandbox.unusable_reason() is not None, reason="bubblewrap unusable")
+@pytest.mark.parametrize("answer", [ALLOW_ONCE, REJECT_ONCE])
+async def test_a_push_to_a_local_path_asks_for_git_receive_pack(tmp_path: Path, answer: str):
+    """git runs `git-receive-pack '../remote.git'` (dashed argv[0]) for a local remote:
+    asked under that name, and run as it when approved (git dispatches on argv[0])."""
+    from redteam_support import real_harness
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    _git(ws, "init", "-q", "--bare", "remote.git")
+    _git(ws, "init", "-q", "repo")
+    _git(ws / "repo", "commit", "-q", "--allow-empty", "-m", "one")
+    harness = real_harness(tmp_path / "h")
+    ask = Asker(exec_answer=answer)
+    command = "cd repo && git push -q ../remote.git HEAD:refs/heads/main; echo rc=$?"
+    result = await harness.run(command, ask, cwd=ws, timeout=60)
+    assert result is not None
+    assert [q.input["argv"][0] for q in ask.exec_questions()] == ["git-receive-pack"]
+    heads = _git(ws, "--git-dir=remote.git", "for-each-ref")
+    assert ("refs/heads/main" in heads) == (answer == ALLOW_ONCE), result.content

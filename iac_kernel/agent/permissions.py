@@ -217,7 +217,9 @@ class PermissionGate:
             return Decision(False, "denied", f"{DENIED_MESSAGE} The session is in read_only mode.")
         if exec_request.review is None and self._take_literal(call_id, exec_request):
             return Decision(True)  # the user approved exactly this command a moment ago
-        argv = [exec_request.program, *exec_request.argv[1:]]
+        head = os.path.basename(exec_request.argv[0])  # `git-receive-pack` keeps its name
+        shown = head if head.startswith(exec_request.program + "-") else exec_request.program
+        argv = [shown, *exec_request.argv[1:]]
         command = shlex.join(argv)
         reason = (
             f"{exec_request.verdict.reason}. The command runs `{command}` in "

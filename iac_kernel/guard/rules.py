@@ -62,6 +62,7 @@ _TF_CHANGE = (
     _r("refresh", "writes the refreshed state (apply -refresh-only -auto-approve)"),
     _r("init", "copies the state into another backend", "-migrate-state -force-copy"),
     _r("workspace new", "creates a workspace in the backend"),
+    _r("workspace select", "creates a workspace in the backend", "-or-create"),
 )
 _TF_READ = {"plan", "validate", "fmt", "show", "output", "version", "providers", "graph"}
 _TF_READ |= {"get", "state list", "state show", "workspace list", "workspace show", "-version"}
@@ -110,6 +111,9 @@ _PULUMI_CHANGE = (
     _r("state edit", "edits the state"),
     _r("state repair", "rewrites the state"),
     _r("stack import", "overwrites the stack's state"),
+    _r("deployment run", "runs a deployment (an update) in Pulumi Deployments"),
+    *(_r(f"env {verb}", "changes a Pulumi ESC environment") for verb in ("set", "rm", "edit")),
+    *(_r(f"env {verb}", "changes a Pulumi ESC environment") for verb in ("init", "rotate")),
 )
 _PULUMI_READ = {"preview", "whoami", "version", "about", "logs", "stack ls", "stack output"}
 _PULUMI_READ |= {"config get"}
