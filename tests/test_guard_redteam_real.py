@@ -108,6 +108,17 @@ def _remote_head(root: Path) -> str:
     return _git(root, "--git-dir=remote.git", "log", "--format=%s", "-1", "main")
 
 
+#: A background process flips .git/config between forced and plain while plain pushes
+#: run: the guard reads the config before the push, git reads it again (H8 #12).
+TOCTOU = (
+    'cp .git/config c0 && cp c0 c1 && printf \'[remote "origin"]\\n\\tpush = '
+    "+refs/heads/main:refs/heads/main\\n' >> c1 && "
+    "(for n in $(seq 1000); do for c in c1 c0; do cp $c .git/config.t; "
+    "mv .git/config.t .git/config; sleep 0.005; done; done) & "
+    "for k in $(seq 10); do git push origin; done; kill %1"
+)
+
+
 GIT_GAPS = [
     case(
         "V=+refs/heads/main:refs/heads/main git --config-env=remote.origin.push=V push origin",
@@ -146,6 +157,7 @@ GIT_GAPS = [
     ),
     case("git push --force-w origin main"),
     case("git push --mirr origin"),
+    case(TOCTOU, "the config is read before the push and again by git (race)"),
 ]
 
 GIT_HOLDS = [
