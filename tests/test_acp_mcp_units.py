@@ -335,3 +335,21 @@ def test_mcp_json_trust_is_per_content_and_kept_outside_the_folder(tmp_path):
     follow_session(session)
     assert session.mcp.servers == {} and session.mcp._later == []
     assert "not started" in session.mcp.problems[0]
+
+
+def test_bad_mcp_timeout_variables_keep_the_defaults(monkeypatch):
+    """A bad IAC_KERNEL_MCP_* value must not kill the kernel or `iac-kernel acp` at import."""
+    import importlib
+
+    import iac_kernel.mcp.client as client
+
+    monkeypatch.setenv("IAC_KERNEL_MCP_START_TIMEOUT", "abc")
+    monkeypatch.setenv("IAC_KERNEL_MCP_CALL_TIMEOUT", "-5")
+    try:
+        reloaded = importlib.reload(client)
+        assert (reloaded.START_TIMEOUT, reloaded.CALL_TIMEOUT) == (30.0, 300.0)
+        monkeypatch.setenv("IAC_KERNEL_MCP_START_TIMEOUT", "2.5")
+        assert importlib.reload(client).START_TIMEOUT == 2.5
+    finally:
+        monkeypatch.undo()
+        importlib.reload(client)

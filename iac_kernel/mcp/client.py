@@ -34,10 +34,21 @@ log = logging.getLogger(__name__)
 #: The streamable HTTP client of mcp >= 1.26 (``streamablehttp_client`` is deprecated).
 streamable_http_client = getattr(streamable_http, "streamable_http_client", None)
 
+
+def _seconds(name: str, default: float) -> float:
+    """A positive number of seconds from the environment; a bad value keeps the default
+    (the kernel's first cell and ``iac-kernel acp``'s log already name it)."""
+    try:
+        value = float(os.environ.get(name, default))
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
 #: Seconds a server has to start and list its tools.
-START_TIMEOUT = float(os.environ.get("IAC_KERNEL_MCP_START_TIMEOUT", "30"))
+START_TIMEOUT = _seconds("IAC_KERNEL_MCP_START_TIMEOUT", 30.0)
 #: Seconds one tool call may take.
-CALL_TIMEOUT = float(os.environ.get("IAC_KERNEL_MCP_CALL_TIMEOUT", "300"))
+CALL_TIMEOUT = _seconds("IAC_KERNEL_MCP_CALL_TIMEOUT", 300.0)
 STOP_TIMEOUT = 5.0
 STDERR_TAIL = 400
 
