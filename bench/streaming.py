@@ -111,7 +111,7 @@ def relay_costs(n: int = 20_000) -> dict[str, float]:
     from iac_kernel.acp.transport import LineTransport
     from iac_kernel.acp.turn import TurnRelay
     from iac_kernel.acp.updates import to_update
-    from iac_kernel.agent.events import TextDelta
+    from iac_kernel.events import TextDelta
 
     class Null:
         def write(self, data: bytes) -> None:

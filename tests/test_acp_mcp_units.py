@@ -13,7 +13,7 @@ from mcp import types
 
 from iac_kernel.acp import commands
 from iac_kernel.acp.locations import first_changed_line, grep_locations, input_locations
-from iac_kernel.agent.events import Diff, ToolCallInput
+from iac_kernel.events import Diff, ToolCallInput
 from iac_kernel.mcp.config import (
     McpConfigError,
     from_acp,

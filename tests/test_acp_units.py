@@ -24,7 +24,8 @@ from iac_kernel.acp.listing import decode_cursor, encode_cursor, list_page
 from iac_kernel.acp.permissions import UNREADABLE, parse_answer
 from iac_kernel.acp.transport import LineTransport, check_message
 from iac_kernel.acp.updates import replay_updates, to_update
-from iac_kernel.agent.events import (
+from iac_kernel.config import Settings
+from iac_kernel.events import (
     Diff,
     ToolCallInput,
     ToolCallResult,
@@ -33,7 +34,6 @@ from iac_kernel.agent.events import (
     Usage,
     UserMessage,
 )
-from iac_kernel.config import Settings
 from iac_kernel.sessions.manager import SessionManager
 from iac_kernel.sessions.store import SessionMeta
 from test_acp_support import MAIN_SCRIPT, RecordingClient

@@ -10,7 +10,7 @@ from typing import Any
 import anthropic
 import pytest
 
-from iac_kernel.agent.events import Usage
+from iac_kernel.events import Usage
 from iac_kernel.models.anthropic import (
     CONTEXT_1M_BETA,
     AnthropicModel,

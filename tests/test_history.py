@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from iac_kernel.agent.events import ToolCallInput, ToolCallResult, UserMessage
 from iac_kernel.agent.history import replay
 from iac_kernel.config import Settings
+from iac_kernel.events import ToolCallInput, ToolCallResult, UserMessage
 from iac_kernel.tools.base import ToolContext
 from iac_kernel.tools.registry import build_tools
 

@@ -7,7 +7,14 @@ import asyncio
 import json
 from typing import Any
 
-from iac_kernel.agent.events import (
+from iac_kernel.agent.permissions import (
+    ALL_OPTIONS,
+    PER_CALL_OPTIONS,
+    REJECT_ONCE,
+    Answer,
+    PermissionRequest,
+)
+from iac_kernel.events import (
     TextDelta,
     ThinkingDelta,
     ToolCallInput,
@@ -16,13 +23,6 @@ from iac_kernel.agent.events import (
     ToolCallStarted,
     TurnEnded,
     Usage,
-)
-from iac_kernel.agent.permissions import (
-    ALL_OPTIONS,
-    PER_CALL_OPTIONS,
-    REJECT_ONCE,
-    Answer,
-    PermissionRequest,
 )
 from iac_kernel.kernel import display
 from iac_kernel.kernel.cards import CARD_MIME
@@ -300,7 +300,7 @@ def test_displayed_paths_are_relative_to_the_notebook(tmp_path: Any, monkeypatch
 
 
 def _card_with(path: str) -> Any:
-    from iac_kernel.agent.events import Diff
+    from iac_kernel.events import Diff
     from iac_kernel.kernel.cards import ToolCard
 
     card = ToolCard("c1", "edit_file", "edit_file: main.tf", "edit", "s1", status="done")

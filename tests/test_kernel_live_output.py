@@ -15,8 +15,8 @@ import pytest
 
 from core_support import make_loop, write_script
 from iac_kernel.acp.updates import to_update
-from iac_kernel.agent.events import AgentEvent, ToolCallOutput, ToolCallResult
 from iac_kernel.agent.output_pump import OUTPUT_INTERVAL
+from iac_kernel.events import AgentEvent, ToolCallOutput, ToolCallResult
 from iac_kernel.tools.base import Category, Tool, ToolContext, ToolResult
 
 PROMPT = [{"type": "text", "text": "go"}]

@@ -8,16 +8,6 @@ from typing import Any
 
 import pytest
 
-from iac_kernel.agent.events import (
-    Diff,
-    TextDelta,
-    ThinkingDelta,
-    ToolCallInput,
-    ToolCallResult,
-    ToolCallStarted,
-    TurnEnded,
-    Usage,
-)
 from iac_kernel.agent.permissions import (
     ALL_OPTIONS,
     ALLOW_ALWAYS,
@@ -28,6 +18,16 @@ from iac_kernel.agent.permissions import (
     PermissionRequest,
 )
 from iac_kernel.config import Settings
+from iac_kernel.events import (
+    Diff,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallInput,
+    ToolCallResult,
+    ToolCallStarted,
+    TurnEnded,
+    Usage,
+)
 from iac_kernel.kernel import cards, completion
 from iac_kernel.kernel.magics import MagicCall, MagicError, Magics, split_cell
 from iac_kernel.kernel.permission_ui import (

@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 from core_support import TouchTool, assert_history_valid, make_loop, write_script
-from iac_kernel.agent.events import (
+from iac_kernel.agent.permissions import PermissionGate
+from iac_kernel.config import Settings
+from iac_kernel.events import (
     Compacted,
     ErrorNotice,
     TextDelta,
@@ -18,8 +20,6 @@ from iac_kernel.agent.events import (
     ToolCallStarted,
     TurnEnded,
 )
-from iac_kernel.agent.permissions import PermissionGate
-from iac_kernel.config import Settings
 from iac_kernel.tools.base import Category, Tool, ToolContext, ToolResult
 
 PROMPT = [{"type": "text", "text": "go"}]

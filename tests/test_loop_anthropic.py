@@ -7,10 +7,10 @@ from typing import Any
 
 from core_support import RecordingPersist, assert_history_valid
 from fake_anthropic import ErrorResponse, FakeAnthropicServer, StreamedMessage, text, tool_use
-from iac_kernel.agent.events import ErrorNotice, TextDelta, ToolCallResult
 from iac_kernel.agent.loop import AgentLoop, Conversation
 from iac_kernel.agent.permissions import PermissionGate
 from iac_kernel.config import Settings
+from iac_kernel.events import ErrorNotice, TextDelta, ToolCallResult
 from iac_kernel.models.anthropic import AnthropicModel, RetryPolicy
 from iac_kernel.tools.registry import build_tools
 

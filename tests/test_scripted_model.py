@@ -289,8 +289,8 @@ def test_bad_branches_are_clear_errors(tmp_path: Path, turns: list, message: str
 async def test_real_loop_rejection_takes_the_denied_branch(tmp_path: Path):
     """The agent loop and permission gate for real: a Reject leads to the denied words."""
     from core_support import TouchTool, make_loop
-    from iac_kernel.agent.events import TextDelta
     from iac_kernel.agent.permissions import REJECT_ONCE
+    from iac_kernel.events import TextDelta
 
     script = write_script(
         tmp_path / "s.json",

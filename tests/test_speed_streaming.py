@@ -14,7 +14,7 @@ from acp.utils import serialize_params
 from iac_kernel.acp import transport as transport_mod
 from iac_kernel.acp.transport import LineTransport, after_answer
 from iac_kernel.acp.updates import fast_update, to_update
-from iac_kernel.agent.events import TextDelta, ThinkingDelta, ToolCallStarted, UserMessage
+from iac_kernel.events import TextDelta, ThinkingDelta, ToolCallStarted, UserMessage
 
 
 @pytest.mark.parametrize(

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from core_support import make_loop, write_script
-from iac_kernel.agent.events import ToolCallResult
 from iac_kernel.agent.permissions import ALLOW_ONCE, PermissionRequest
 from iac_kernel.config import Settings
+from iac_kernel.events import ToolCallResult
 from iac_kernel.terraform.review import STALE
 from iac_kernel.tools.base import ToolContext
 from iac_kernel.tools.tf_apply import TerraformApplyTool

@@ -9,9 +9,9 @@ import pytest
 
 from iac_kernel.acp.permissions import request_params
 from iac_kernel.acp.updates import result_update
-from iac_kernel.agent.events import ToolCallResult, ToolCallStarted
 from iac_kernel.agent.permissions import PermissionRequest
 from iac_kernel.config import Settings
+from iac_kernel.events import ToolCallResult, ToolCallStarted
 from iac_kernel.kernel import plan_card
 from iac_kernel.kernel.publish import Publisher
 from iac_kernel.kernel.turn import TurnView

@@ -142,8 +142,8 @@ def test_edit_diffs_never_show_it(ws: Path, tmp_path: Path):
     import asyncio
 
     from core_support import make_loop, write_script
-    from iac_kernel.agent.events import ToolCallInput, ToolCallResult
     from iac_kernel.agent.permissions import ALLOW_ONCE
+    from iac_kernel.events import ToolCallInput, ToolCallResult
     from iac_kernel.tools.write_file import WriteFileTool
 
     content = 'db_password = "Replaced-Value-42"\n'
@@ -190,8 +190,8 @@ def test_printed_state_cut_to_head_and_tail_is_masked(ws: Path, tmp_path: Path):
     import asyncio
 
     from core_support import make_loop, write_script
-    from iac_kernel.agent.events import ToolCallOutput, ToolCallResult
     from iac_kernel.config import Settings
+    from iac_kernel.events import ToolCallOutput, ToolCallResult
     from iac_kernel.tools.bash import BashTool
 
     other = "OtherSecret-5150-not-on-disk"

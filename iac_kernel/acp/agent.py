@@ -53,8 +53,8 @@ from iac_kernel.acp.runtime import find_endpoint
 from iac_kernel.acp.transport import after_answer
 from iac_kernel.acp.turn import TurnRelay, prompt_response, run_turn
 from iac_kernel.acp.updates import replay_updates
-from iac_kernel.agent.events import TurnEnded, Usage
 from iac_kernel.agent.session import AgentSession, SessionBusyError, SessionClosedError
+from iac_kernel.events import TurnEnded, Usage
 from iac_kernel.sessions.manager import SessionManager
 from iac_kernel.sessions.store import SessionLockedError, SessionNotFoundError
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from acp.schema import ToolCallLocation
 
-from iac_kernel.agent.events import Diff, ToolCallInput
+from iac_kernel.events import Diff, ToolCallInput
 
 MAX_MATCHES = 20
 _MATCH_LINE = re.compile(r"^(?P<path>[^\n]+?):(?P<line>\d+):")

@@ -11,8 +11,8 @@ from acp.schema import PromptResponse, Usage
 from iac_kernel.acp.channel import ClientChannel
 from iac_kernel.acp.locations import grep_locations
 from iac_kernel.acp.updates import ToolCallTracker, fast_update, to_update
-from iac_kernel.agent.events import AgentEvent, ToolCallResult, TurnEnded
-from iac_kernel.agent.events import Usage as CoreUsage
+from iac_kernel.events import AgentEvent, ToolCallResult, TurnEnded
+from iac_kernel.events import Usage as CoreUsage
 
 log = logging.getLogger(__name__)
 

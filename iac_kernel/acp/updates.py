@@ -25,7 +25,7 @@ from acp.schema import (
 )
 
 from iac_kernel.acp.locations import input_locations
-from iac_kernel.agent.events import (
+from iac_kernel.events import (
     AgentEvent,
     Compacted,
     Diff,

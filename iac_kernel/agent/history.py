@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from iac_kernel.agent.events import (
+from iac_kernel.agent.permissions import DENIED_MESSAGE
+from iac_kernel.events import (
     AgentEvent,
     Diff,
     TextDelta,
@@ -19,7 +20,6 @@ from iac_kernel.agent.events import (
     ToolCallStarted,
     UserMessage,
 )
-from iac_kernel.agent.permissions import DENIED_MESSAGE
 from iac_kernel.redact import redact_diff, redact_value
 from iac_kernel.textsafe import readable, readable_value
 from iac_kernel.tools.base import Tool, ToolContext

@@ -22,7 +22,10 @@ from typing import Any
 
 from iac_kernel.agent import compaction
 from iac_kernel.agent.conversation import Conversation, Persist, Transcript
-from iac_kernel.agent.events import (
+from iac_kernel.agent.permissions import AskPermission, PermissionGate
+from iac_kernel.agent.tool_calls import CANCELLED_RESULT, Call, ToolCalls
+from iac_kernel.config import Settings
+from iac_kernel.events import (
     AgentEvent,
     Compacted,
     Emit,
@@ -33,9 +36,6 @@ from iac_kernel.agent.events import (
     Usage,
     send,
 )
-from iac_kernel.agent.permissions import AskPermission, PermissionGate
-from iac_kernel.agent.tool_calls import CANCELLED_RESULT, Call, ToolCalls
-from iac_kernel.config import Settings
 from iac_kernel.models.base import (
     MessageDone,
     Model,

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from iac_kernel.agent.events import OUTPUT_TAIL_CHARS, AgentEvent, ToolCallOutput
+from iac_kernel.events import OUTPUT_TAIL_CHARS, AgentEvent, ToolCallOutput
 from iac_kernel.redact import redact
 
 #: Seconds between two output events of one call.

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from iac_kernel.agent.events import Diff
+from iac_kernel.events import Diff
 from iac_kernel.guard.server import ExecRequest
 from iac_kernel.tools.base import Category, Tool, ToolContext
 

@@ -13,7 +13,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from iac_kernel.agent import history
-from iac_kernel.agent.events import (
+from iac_kernel.agent.loop import AgentLoop, Conversation
+from iac_kernel.agent.permissions import AskPermission, PermissionGate
+from iac_kernel.agent.prompt import build_system_prompt
+from iac_kernel.config import MODES, Settings
+from iac_kernel.events import (
     AgentEvent,
     Emit,
     ErrorNotice,
@@ -22,10 +26,6 @@ from iac_kernel.agent.events import (
     UserMessage,
     send,
 )
-from iac_kernel.agent.loop import AgentLoop, Conversation
-from iac_kernel.agent.permissions import AskPermission, PermissionGate
-from iac_kernel.agent.prompt import build_system_prompt
-from iac_kernel.config import MODES, Settings
 from iac_kernel.models.base import Model, ModelError
 from iac_kernel.models.registry import create_model, default_model_id
 from iac_kernel.models.scripted import ScriptError

@@ -19,16 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from iac_kernel.agent.conversation import Transcript
-from iac_kernel.agent.events import (
+from iac_kernel.agent.history import shown_diff
+from iac_kernel.agent.output_pump import OutputPump
+from iac_kernel.agent.permissions import AskPermission, PermissionGate, PermissionRequest
+from iac_kernel.events import (
     Emit,
     ToolCallInput,
     ToolCallResult,
     ToolCallStarted,
     send,
 )
-from iac_kernel.agent.history import shown_diff
-from iac_kernel.agent.output_pump import OutputPump
-from iac_kernel.agent.permissions import AskPermission, PermissionGate, PermissionRequest
 from iac_kernel.models.base import ToolUseBegin, ToolUseEnd
 from iac_kernel.redact import redact
 from iac_kernel.redact import redact_value as _redact_value

@@ -43,7 +43,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from iac_kernel.agent.events import Diff
+from iac_kernel.events import Diff
 from iac_kernel.kernel.paths import shown
 from iac_kernel.redact import redact
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from iac_kernel.agent.events import (
+from iac_kernel.agent.session import AgentSession
+from iac_kernel.events import (
     AgentEvent,
     ErrorNotice,
     TextDelta,
@@ -25,7 +26,6 @@ from iac_kernel.agent.events import (
     TurnEnded,
     UserMessage,
 )
-from iac_kernel.agent.session import AgentSession
 
 #: Characters of an answer shown in the summary (the history keeps all of it).
 ANSWER_LIMIT = 1500

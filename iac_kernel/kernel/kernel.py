@@ -51,9 +51,9 @@ from ipykernel.ipkernel import IPythonKernel
 from traitlets import List
 
 from iac_kernel import __version__
-from iac_kernel.agent.events import TurnEnded, Usage
 from iac_kernel.agent.session import AgentSession, SessionBusyError, SessionClosedError
 from iac_kernel.config import Settings
+from iac_kernel.events import TurnEnded, Usage
 from iac_kernel.guard.sandbox import reduced_notice
 from iac_kernel.kernel import paths
 from iac_kernel.kernel.cards import ToolCard

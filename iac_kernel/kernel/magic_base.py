@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from iac_kernel.agent.events import TextDelta, ToolCallInput, UserMessage
 from iac_kernel.agent.session import AgentSession
+from iac_kernel.events import TextDelta, ToolCallInput, UserMessage
 
 MAGIC_LINE = re.compile(r"^\s*%([A-Za-z][\w-]*)(?:\s+(.*))?$")
 FENCE = re.compile(r"^\s*(```|~~~)")

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from iac_kernel.agent.events import Usage
 from iac_kernel.agent.session import AgentSession
+from iac_kernel.events import Usage
 from iac_kernel.kernel.paths import shown, shown_model
 
 SESSION_MIME = "application/vnd.iac-kernel.session+json"

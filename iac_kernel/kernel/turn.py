@@ -20,7 +20,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from iac_kernel.agent.events import (
+from iac_kernel.agent.loop import CANCELLED_RESULT
+from iac_kernel.events import (
     AgentEvent,
     Compacted,
     ErrorNotice,
@@ -32,7 +33,6 @@ from iac_kernel.agent.events import (
     ToolCallStarted,
     TurnEnded,
 )
-from iac_kernel.agent.loop import CANCELLED_RESULT
 from iac_kernel.kernel import plan_card
 from iac_kernel.kernel.cards import ToolCard
 from iac_kernel.kernel.display import EMPTY_ANSWER, ByteBudget, Handle, Kind, Schedule, TextStream

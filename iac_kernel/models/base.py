@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from iac_kernel.agent.events import Usage
+from iac_kernel.events import Usage
 
 
 @dataclass

@@ -66,7 +66,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from iac_kernel.agent.events import Usage
+from iac_kernel.events import Usage
 from iac_kernel.models import script_flow
 from iac_kernel.models.base import (
     MessageDone,

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from iac_kernel.agent.events import Diff
+from iac_kernel.events import Diff
 from iac_kernel.guard.server import AskExec
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from iac_kernel.agent.events import Diff
+from iac_kernel.events import Diff
 from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError, ToolResult
 from iac_kernel.tools.paths import resolve_path, short, tool_paths
 from iac_kernel.tools.safe_write import remember_target

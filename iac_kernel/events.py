@@ -1,4 +1,7 @@
-"""Events the agent loop streams to a front end (kernel or ACP) during a turn."""
+"""Events the agent loop streams to a front end (kernel or ACP) during a turn.
+
+The vocabulary sits below the tools and models that use it (Diff, Usage), so no lower layer
+imports agent/."""
 
 from __future__ import annotations
 
