@@ -113,9 +113,10 @@ def _remote_head(root: Path) -> str:
 TOCTOU = (
     'cp .git/config c0 && cp c0 c1 && printf \'[remote "origin"]\\n\\tpush = '
     "+refs/heads/main:refs/heads/main\\n' >> c1 && "
-    "(for n in $(seq 1000); do for c in c1 c0; do cp $c .git/config.t; "
+    "(for n in $(seq 3000); do for c in c1 c0; do cp $c .git/config.t; "
     "mv .git/config.t .git/config; sleep 0.005; done; done) & "
-    "for k in $(seq 10); do git push origin; done; kill %1"
+    "for k in $(seq 40); do git push origin 2>&1 | grep -q 'forced update' && break; done; "
+    "kill %1"
 )
 
 
@@ -157,7 +158,7 @@ GIT_GAPS = [
     ),
     case("git push --force-w origin main"),
     case("git push --mirr origin"),
-    case(TOCTOU, "the config is read before the push and again by git (race)"),
+    case(TOCTOU),
 ]
 
 GIT_HOLDS = [
