@@ -158,7 +158,12 @@ GIT_GAPS = [
     ),
     case("git push --force-w origin main"),
     case("git push --mirr origin"),
-    case(TOCTOU),
+    # a race (H8 #12): not strict, so HEAD passes before and after the fix lands
+    pytest.param(
+        TOCTOU,
+        id="config swapped between the guard's check and git's read",
+        marks=pytest.mark.xfail(strict=False, reason="bypass (race) until the fix lands"),
+    ),
 ]
 
 GIT_HOLDS = [
