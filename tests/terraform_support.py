@@ -1,7 +1,8 @@
 """Real-terraform workspaces for the plan-first tests (terraform_data: fully offline).
 
 ``tests/terraform/`` holds the configuration: stage 1 is applied once per test module
-(:func:`applied_workspace`), and each test works on its own copy (:func:`copy_workspace`).
+(:func:`applied_workspace`, or the module-scoped ``applied`` fixture), and each test
+works on its own copy (:func:`copy_workspace`, :func:`stage2_copy`).
 ``terraform.tfvars`` plants :data:`SECRET` as a sensitive variable.
 """
 
@@ -75,6 +76,26 @@ def copy_workspace(applied: Path, dest: Path) -> Path:
 def to_stage(workdir: Path, stage: int) -> None:
     """Point the configuration at ``stage`` (through an auto-loaded tfvars file)."""
     (workdir / "stage.auto.tfvars").write_text(f"stage = {stage}\n")
+
+
+@pytest.fixture(scope="module", name="applied")
+def applied_fixture(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``applied``: stage 1 applied once per test module (import this; tests copy it)."""
+    return applied_once(tmp_path_factory)
+
+
+def stage2_copy(
+    applied: Path, dest: Path, *, plan: str | None = None, destroy_plan: str | None = None
+) -> Path:
+    """A copy of ``applied`` pointed at stage 2; ``plan`` / ``destroy_plan`` name plan
+    files to write in it (a stage 2 plan, a destroy plan of the same state)."""
+    workdir = copy_workspace(applied, dest)
+    to_stage(workdir, 2)
+    if plan:
+        tf(workdir, "plan", "-input=false", f"-out={plan}")
+    if destroy_plan:
+        tf(workdir, "plan", "-input=false", "-destroy", f"-out={destroy_plan}")
+    return workdir
 
 
 def state(workdir: Path) -> dict[str, Any]:

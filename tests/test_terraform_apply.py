@@ -20,13 +20,12 @@ from iac_kernel.tools.tf_plans import TerraformPlanTool
 from terraform_support import (
     SECRET,
     addresses,
-    applied_once,
-    copy_workspace,
+    applied_fixture,  # noqa: F401 (the applied fixture)
     needs_terraform,
     no_checkov_by_default,  # noqa: F401 (autouse fixture)
+    stage2_copy,
     state,
     tf,
-    to_stage,
 )
 
 pytestmark = needs_terraform
@@ -45,19 +44,10 @@ STAGE2 = {
 }
 
 
-@pytest.fixture(scope="module")
-def applied(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return applied_once(tmp_path_factory)
-
-
 @pytest.fixture
 def ws(applied: Path, tmp_path: Path) -> Path:
     """Stage 2 planned into p.tfplan; a destroy plan of the same state in other.tfplan."""
-    workdir = copy_workspace(applied, tmp_path / "ws")
-    to_stage(workdir, 2)
-    tf(workdir, "plan", "-input=false", "-out=p.tfplan")
-    tf(workdir, "plan", "-input=false", "-destroy", "-out=other.tfplan")
-    return workdir
+    return stage2_copy(applied, tmp_path / "ws", plan="p.tfplan", destroy_plan="other.tfplan")
 
 
 def apply_turn(ws: Path, tmp_path: Path, ask: Any, plan: str = "p.tfplan"):

@@ -21,10 +21,9 @@ from iac_kernel.tools.tf_plans import TerraformPlanTool
 from terraform_support import (
     SECRET,
     applied_workspace,
-    copy_workspace,
     needs_terraform,
     no_checkov_by_default,  # noqa: F401 (autouse fixture)
-    to_stage,
+    stage2_copy,
 )
 
 
@@ -34,8 +33,7 @@ def plan(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     os.environ["TF_CLI_CONFIG_FILE"] = "/dev/null"
     os.environ["IAC_KERNEL_CHECKOV"] = "off"
     root = tmp_path_factory.mktemp("tf")
-    ws = copy_workspace(applied_workspace(root), root / "copy")
-    to_stage(ws, 2)
+    ws = stage2_copy(applied_workspace(root), root / "copy")
     (ws / "terraform.tfvars").write_text('db_password = "RotatedSecret-0c1d"\n')
     import asyncio
 

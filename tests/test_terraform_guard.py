@@ -12,29 +12,19 @@ from iac_kernel.guard.reviews import ExecInfo
 from iac_kernel.tools.tf_guard import review_exec
 from terraform_support import (
     addresses,
-    applied_once,
-    copy_workspace,
+    applied_fixture,  # noqa: F401 (the applied fixture)
     needs_terraform,
     no_checkov_by_default,  # noqa: F401 (autouse fixture)
+    stage2_copy,
     tf,
-    to_stage,
 )
 
 pytestmark = needs_terraform
 
 
-@pytest.fixture(scope="module")
-def applied(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return applied_once(tmp_path_factory)
-
-
 @pytest.fixture
 def ws(applied: Path, tmp_path: Path) -> Path:
-    workdir = copy_workspace(applied, tmp_path / "ws")
-    to_stage(workdir, 2)
-    tf(workdir, "plan", "-input=false", "-out=p.tfplan")
-    tf(workdir, "plan", "-input=false", "-destroy", "-out=other.tfplan")
-    return workdir
+    return stage2_copy(applied, tmp_path / "ws", plan="p.tfplan", destroy_plan="other.tfplan")
 
 
 def info(ws: Path, private: Path, *argv: str) -> ExecInfo:

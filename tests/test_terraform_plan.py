@@ -18,27 +18,19 @@ from iac_kernel.tools.tf_results import after_tool_call
 from terraform_support import (
     SECRET,
     TERRAFORM,
-    applied_once,
-    copy_workspace,
+    applied_fixture,  # noqa: F401 (the applied fixture)
     needs_terraform,
     no_checkov_by_default,  # noqa: F401 (autouse fixture)
+    stage2_copy,
     tf,
-    to_stage,
 )
 
 pytestmark = needs_terraform
 
 
-@pytest.fixture(scope="module")
-def applied(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return applied_once(tmp_path_factory)
-
-
 @pytest.fixture
 def ws(applied: Path, tmp_path: Path) -> Path:
-    workdir = copy_workspace(applied, tmp_path / "ws")
-    to_stage(workdir, 2)
-    return workdir
+    return stage2_copy(applied, tmp_path / "ws")
 
 
 def ctx_for(workdir: Path) -> ToolContext:

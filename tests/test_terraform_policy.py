@@ -19,7 +19,12 @@ from iac_kernel.terraform import policy
 from iac_kernel.tools.base import ToolContext
 from iac_kernel.tools.tf_apply import TerraformApplyTool
 from iac_kernel.tools.tf_plans import TerraformPlanTool
-from terraform_support import applied_once, copy_workspace, needs_terraform, tf
+from terraform_support import (
+    applied_fixture,  # noqa: F401 (the applied fixture)
+    copy_workspace,
+    needs_terraform,
+    tf,
+)
 
 pytestmark = needs_terraform
 
@@ -55,11 +60,6 @@ def checkov_found() -> str | None:
 
 
 CHECKOV = checkov_found()
-
-
-@pytest.fixture(scope="module")
-def applied(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return applied_once(tmp_path_factory)
 
 
 @pytest.fixture

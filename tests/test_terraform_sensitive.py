@@ -12,12 +12,11 @@ import pytest
 from iac_kernel.terraform.sensitive import MASK, StreamMasker, mask_text, values_in_text
 from terraform_support import (
     SECRET,
-    applied_once,
-    copy_workspace,
+    applied_fixture,  # noqa: F401 (the applied fixture)
     needs_terraform,
     no_checkov_by_default,  # noqa: F401 (autouse fixture)
+    stage2_copy,
     tf,
-    to_stage,
 )
 
 pytestmark = needs_terraform
@@ -38,17 +37,9 @@ READS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def applied(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return applied_once(tmp_path_factory)
-
-
 @pytest.fixture
 def ws(applied: Path, tmp_path: Path) -> Path:
-    workdir = copy_workspace(applied, tmp_path / "ws")
-    to_stage(workdir, 2)
-    tf(workdir, "plan", "-input=false", "-out=p.tfplan")
-    return workdir
+    return stage2_copy(applied, tmp_path / "ws", plan="p.tfplan")
 
 
 def script(path: Path) -> Path:
