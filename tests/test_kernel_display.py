@@ -31,15 +31,11 @@ from iac_kernel.kernel.display import ByteBudget, TextStream, split_point
 from iac_kernel.kernel.publish import Publisher
 from iac_kernel.kernel.questions import PendingQuestions, Question
 from iac_kernel.kernel.turn import CARD_INTERVAL, TurnView
+from kernel_support import FakeClock
+from kernel_support import Recorder as BaseRecorder
 
 
-class Recorder:
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, dict[str, Any]]] = []
-
-    def __call__(self, msg_type: str, content: dict[str, Any]) -> None:
-        self.sent.append((msg_type, content))
-
+class Recorder(BaseRecorder):
     def bytes(self) -> int:
         """Content bytes plus the per-message overhead the budget assumes."""
         return sum(
@@ -49,32 +45,6 @@ class Recorder:
 
     def ids(self) -> list[str]:
         return [c["transient"]["display_id"] for t, c in self.sent if t == "display_data"]
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.timers: list[list[Any]] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def schedule(self, delay: float, callback: Any) -> Any:
-        timer = [self.now + delay, callback, False]
-        self.timers.append(timer)
-
-        class Handle:
-            def cancel(self_inner) -> None:
-                timer[2] = True
-
-        return Handle()
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-        for timer in list(self.timers):
-            if not timer[2] and timer[0] <= self.now:
-                timer[2] = True
-                timer[1]()
 
 
 def _words(text: str) -> list[str]:
