@@ -21,24 +21,18 @@ from __future__ import annotations
 
 import argparse
 import configparser
-import os
 import re
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from nbclient import NotebookClient
-
-from iac_kernel.models.credentials import CREDENTIAL_ENV as CREDENTIALS
+from run_notebooks import execute  # this directory (scripts run from here)
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent
 TAG = "approve-in-recording"
 ALLOW = "Allow once"
 PATH_SECTIONS = ("session-stores", "checkout-paths")
-#: As notebooks/conftest.py sets for nbval: no checkov run, no CLI config warning.
-RUNBOOK_ENV = {"IAC_KERNEL_CHECKOV": "off", "TF_CLI_CONFIG_FILE": os.devnull}
 
 
 class ApprovingClient(NotebookClient):
@@ -100,29 +94,7 @@ def record(path: Path, timeout: int) -> int:
     import nbformat
 
     nb = nbformat.read(path, as_version=4)
-    store = tempfile.mkdtemp(prefix="iac-kernel-run-sessions-")
-    names = (*CREDENTIALS, "IAC_KERNEL_SESSIONS_DIR", *RUNBOOK_ENV)
-    saved = {name: os.environ.get(name) for name in names}
-    try:
-        for name in CREDENTIALS:
-            os.environ.pop(name, None)
-        os.environ["IAC_KERNEL_SESSIONS_DIR"] = store
-        os.environ.update(RUNBOOK_ENV)
-        client = ApprovingClient(
-            nb,
-            kernel_name="iac-kernel",
-            timeout=timeout,
-            allow_errors=False,
-            resources={"metadata": {"path": str(path.parent)}},
-        )
-        client.execute()
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        shutil.rmtree(store, ignore_errors=True)
+    client = execute(nb, path, timeout, ApprovingClient)
     rules = sanitizers()
     for cell in nb.cells:
         if cell.cell_type == "code":

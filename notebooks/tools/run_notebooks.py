@@ -18,6 +18,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from iac_kernel.models.credentials import CREDENTIAL_ENV as CREDENTIALS
 
@@ -26,11 +27,12 @@ NOTEBOOKS = Path(__file__).resolve().parent.parent
 RUNBOOK_ENV = {"IAC_KERNEL_CHECKOV": "off", "TF_CLI_CONFIG_FILE": os.devnull}
 
 
-def run(path: Path, timeout: int) -> None:
-    import nbformat
+def execute(nb: Any, path: Path, timeout: int, client_class: type | None = None) -> Any:
+    """Execute ``nb`` (read from ``path``) headless, as nbval runs it: fresh session store,
+    no Anthropic credentials, :data:`RUNBOOK_ENV`; returns the client (``client_class``,
+    an nbclient ``NotebookClient`` by default). The environment is restored afterwards."""
     from nbclient import NotebookClient
 
-    nb = nbformat.read(path, as_version=4)
     store = tempfile.mkdtemp(prefix="iac-kernel-run-sessions-")
     names = (*CREDENTIALS, "IAC_KERNEL_SESSIONS_DIR", *RUNBOOK_ENV)
     saved = {name: os.environ.get(name) for name in names}
@@ -39,7 +41,7 @@ def run(path: Path, timeout: int) -> None:
             os.environ.pop(name, None)
         os.environ.update(RUNBOOK_ENV)  # as notebooks/conftest.py sets for nbval
         os.environ["IAC_KERNEL_SESSIONS_DIR"] = store
-        client = NotebookClient(
+        client = (client_class or NotebookClient)(
             nb,
             kernel_name="iac-kernel",
             timeout=timeout,
@@ -54,6 +56,14 @@ def run(path: Path, timeout: int) -> None:
             else:
                 os.environ[name] = value
         shutil.rmtree(store, ignore_errors=True)
+    return client
+
+
+def run(path: Path, timeout: int) -> None:
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    execute(nb, path, timeout)
     nbformat.write(nb, path)
 
 
