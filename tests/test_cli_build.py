@@ -38,6 +38,24 @@ def clean_checkout(dest: Path) -> Path:
     return dest
 
 
+def hatchling_build(
+    hook: str, src: Path, env: dict[str, str]
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """Run hatchling's ``hook`` (``build_wheel``, ``build_editable``) in ``src`` into
+    ``src/../dist``; asserts it succeeded and returns the process and the built file."""
+    code = f"from hatchling.build import {hook}; print({hook}('../dist'))"
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=src,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc, src.parent / "dist" / proc.stdout.strip()
+
+
 @pytest.fixture
 def no_npm(tmp_path: Path) -> dict[str, str]:
     """An environment whose PATH has Python and nothing else."""
@@ -75,18 +93,9 @@ def test_wheel_builds_without_npm_and_says_how_to_get_the_extension(
 
 def test_editable_install_builds_without_npm(tmp_path: Path, no_npm: dict[str, str]) -> None:
     src = clean_checkout(tmp_path / "checkout")
-    code = "from hatchling.build import build_editable; print(build_editable('../dist'))"
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=src,
-        env=no_npm,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc, built = hatchling_build("build_editable", src, no_npm)
     assert NOTE in proc.stderr and HOW in proc.stderr
-    assert (tmp_path / "dist" / proc.stdout.strip()).is_file()
+    assert built.is_file()
 
 
 def test_a_built_extension_is_shipped_without_npm(tmp_path: Path, no_npm: dict[str, str]) -> None:
@@ -96,17 +105,8 @@ def test_a_built_extension_is_shipped_without_npm(tmp_path: Path, no_npm: dict[s
     (build / "static").mkdir(parents=True)
     (build / "package.json").write_text('{"name": "@iac-kernel/jupyterlab"}')
     (build / "static" / "style.js").write_text("/* built */")
-    code = "from hatchling.build import build_wheel; print(build_wheel('../dist'))"
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=src,
-        env=no_npm,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc, built = hatchling_build("build_wheel", src, no_npm)
     assert NOTE not in proc.stderr
-    names = zipfile.ZipFile(tmp_path / "dist" / proc.stdout.strip()).namelist()
+    names = zipfile.ZipFile(built).namelist()
     assert any(n.endswith(f"{SHARE}/package.json") for n in names)
     assert any(n.endswith(f"{SHARE}/install.json") for n in names)
