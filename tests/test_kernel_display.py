@@ -7,6 +7,8 @@ import asyncio
 import json
 from typing import Any
 
+import pytest
+
 from iac_kernel.agent.permissions import (
     ALL_OPTIONS,
     PER_CALL_OPTIONS,
@@ -243,7 +245,10 @@ async def test_a_restarted_kernel_does_not_reuse_the_notebook_title(workspace: A
     assert titles == ["infra", "infra (2)", "infra (3)"]
 
 
-def test_displayed_paths_are_relative_to_the_notebook(tmp_path: Any, monkeypatch: Any) -> None:
+@pytest.fixture
+def in_checkout(tmp_path: Any, monkeypatch: Any) -> Any:
+    """(checkout, notebooks): a git checkout with the notebook folder as the display base,
+    HOME at ``tmp_path/home``."""
     from iac_kernel.kernel import paths
 
     checkout = tmp_path / "repo"
@@ -253,20 +258,27 @@ def test_displayed_paths_are_relative_to_the_notebook(tmp_path: Any, monkeypatch
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     paths.set_base(str(notebooks))
     try:
-        assert paths.shown(str(notebooks)) == "."
-        assert paths.shown(str(notebooks / "ws" / "main.tf")) == "ws/main.tf"
-        assert paths.shown(str(checkout / "README.md")) == "../README.md"
-        assert paths.shown(str(tmp_path / "home" / ".local" / "s")) == "~/.local/s"
-        assert paths.shown("/elsewhere/x") == "/elsewhere/x"
-        assert paths.shown("relative/x") == "relative/x"
-        script = f"scripted:{notebooks / 'scripts' / 'a.json'}"
-        assert paths.shown_model(script) == "scripted:scripts/a.json"
-        card = _card_with(str(notebooks / "ws" / "main.tf"))
-        payload = card.payload()
-        assert payload["locations"] == ["ws/main.tf"] and payload["diff"]["path"] == "ws/main.tf"
-        assert str(notebooks) not in json.dumps(card.bundle())
+        yield checkout, notebooks
     finally:
         paths.set_base(None)
+
+
+def test_displayed_paths_are_relative_to_the_notebook(tmp_path: Any, in_checkout: Any) -> None:
+    from iac_kernel.kernel import paths
+
+    checkout, notebooks = in_checkout
+    assert paths.shown(str(notebooks)) == "."
+    assert paths.shown(str(notebooks / "ws" / "main.tf")) == "ws/main.tf"
+    assert paths.shown(str(checkout / "README.md")) == "../README.md"
+    assert paths.shown(str(tmp_path / "home" / ".local" / "s")) == "~/.local/s"
+    assert paths.shown("/elsewhere/x") == "/elsewhere/x"
+    assert paths.shown("relative/x") == "relative/x"
+    script = f"scripted:{notebooks / 'scripts' / 'a.json'}"
+    assert paths.shown_model(script) == "scripted:scripts/a.json"
+    card = _card_with(str(notebooks / "ws" / "main.tf"))
+    payload = card.payload()
+    assert payload["locations"] == ["ws/main.tf"] and payload["diff"]["path"] == "ws/main.tf"
+    assert str(notebooks) not in json.dumps(card.bundle())
 
 
 def _card_with(path: str) -> Any:
@@ -279,25 +291,16 @@ def _card_with(path: str) -> Any:
     return card
 
 
-def test_sanitize_writes_machine_folders_relatively(tmp_path: Any, monkeypatch: Any) -> None:
+def test_sanitize_writes_machine_folders_relatively(tmp_path: Any, in_checkout: Any) -> None:
     from iac_kernel.kernel import paths
 
-    checkout = tmp_path / "repo"
-    notebooks = checkout / "notebooks"
-    (checkout / ".git").mkdir(parents=True)
-    notebooks.mkdir()
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    paths.set_base(str(notebooks))
-    try:
-        text = f"cd {notebooks} && cat {checkout}/README.md {checkout}2/x {tmp_path}/home/.rc"
-        assert paths.sanitize({"a": [text]}) == {
-            "a": [f"cd . && cat ../README.md {checkout}2/x ~/.rc"]
-        }
-        sink = Recorder()
-        Publisher(sink).stream(f"{notebooks}/ws/main.tf: error\n")
-        assert sink.sent[-1][1]["text"] == "./ws/main.tf: error\n"
-    finally:
-        paths.set_base(None)
+    checkout, notebooks = in_checkout
+    text = f"cd {notebooks} && cat {checkout}/README.md {checkout}2/x {tmp_path}/home/.rc"
+    assert paths.sanitize({"a": [text]}) == {"a": [f"cd . && cat ../README.md {checkout}2/x ~/.rc"]}
+    sink = Recorder()
+    Publisher(sink).stream(f"{notebooks}/ws/main.tf: error\n")
+    assert sink.sent[-1][1]["text"] == "./ws/main.tf: error\n"
+    paths.set_base(None)  # no base: nothing is rewritten
     assert paths.sanitize(str(notebooks)) == str(notebooks)
 
 
