@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import subprocess
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -111,3 +112,36 @@ def addresses(workdir: Path) -> set[str]:
             suffix = f"[{key}]" if isinstance(key, int) else ""
             out.add(f"{resource['type']}.{resource['name']}{suffix}")
     return out
+
+
+def evil_plan_workspace(ws: Path, plugin_script: str) -> None:
+    """What a sandboxed bash call can write in its cwd: a "provider" that is the shell
+    script ``plugin_script`` (installed with ``init -plugin-dir``), ``good.tfplan`` (a real
+    plan of a builtin resource) and ``evil.tfplan`` (that plan with the config and lock
+    file that require the "provider" swapped in)."""
+    main = 'resource "terraform_data" "a" {\n  input = "x"\n}\n'
+    requires = (
+        'terraform {\n  required_providers {\n    x = { source = "example.com/evil/x",'
+        ' version = "1.0.0" }\n  }\n}\n'
+    )
+    ws.mkdir(parents=True)
+    (ws / "main.tf").write_text(main)
+    tf(ws, "plan", "-input=false", "-out=good.tfplan")
+    plugin_dir = ws / "mirror" / "example.com" / "evil" / "x" / "1.0.0" / "linux_amd64"
+    plugin_dir.mkdir(parents=True)
+    plugin = plugin_dir / "terraform-provider-x_v1.0.0"
+    plugin.write_text(plugin_script)
+    plugin.chmod(0o755)
+    (ws / "main.tf").write_text(main + requires)
+    tf(ws, "init", "-input=false", "-plugin-dir=./mirror")
+    with (
+        zipfile.ZipFile(ws / "good.tfplan") as src,
+        zipfile.ZipFile(ws / "evil.tfplan", "w") as dst,
+    ):
+        for item in src.infolist():
+            data = src.read(item.filename)
+            if item.filename.endswith("main.tf"):
+                data = (ws / "main.tf").read_bytes()
+            elif item.filename == ".terraform.lock.hcl":
+                data = (ws / ".terraform.lock.hcl").read_bytes()
+            dst.writestr(item, data)

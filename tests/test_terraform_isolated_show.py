@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -19,17 +18,12 @@ from iac_kernel.terraform.cli import TerraformError, show_json, show_json_sync
 from iac_kernel.terraform.isolated import prepared_show
 from iac_kernel.tools.base import ToolContext
 from iac_kernel.tools.tf_apply import TerraformApplyTool
-from terraform_support import TERRAFORM, needs_terraform, tf
+from terraform_support import TERRAFORM, evil_plan_workspace, needs_terraform, tf
 
 pytestmark = needs_terraform
 needs_bwrap = pytest.mark.skipif(unusable_reason() is not None, reason="bubblewrap unusable")
 
 PLUGIN = '#!/bin/sh\necho escaped > {outside}\necho escaped > "$PWD/pwned"\nexit 1\n'
-MAIN = 'resource "terraform_data" "a" {\n  input = "x"\n}\n'
-REQUIRES = (
-    'terraform {\n  required_providers {\n    x = { source = "example.com/evil/x",'
-    ' version = "1.0.0" }\n  }\n}\n'
-)
 
 
 @pytest.fixture(scope="module")
@@ -40,27 +34,7 @@ def workspaces(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     outside = root / "outside" / "escaped"
     outside.parent.mkdir()
     ws = root / "ws"
-    ws.mkdir()
-    (ws / "main.tf").write_text(MAIN)
-    tf(ws, "plan", "-input=false", "-out=good.tfplan")
-    plugin_dir = ws / "mirror" / "example.com" / "evil" / "x" / "1.0.0" / "linux_amd64"
-    plugin_dir.mkdir(parents=True)
-    plugin = plugin_dir / "terraform-provider-x_v1.0.0"
-    plugin.write_text(PLUGIN.format(outside=outside))
-    plugin.chmod(0o755)
-    (ws / "main.tf").write_text(MAIN + REQUIRES)
-    tf(ws, "init", "-input=false", "-plugin-dir=./mirror")
-    with (
-        zipfile.ZipFile(ws / "good.tfplan") as src,
-        zipfile.ZipFile(ws / "evil.tfplan", "w") as dst,
-    ):
-        for item in src.infolist():
-            data = src.read(item.filename)
-            if item.filename.endswith("main.tf"):
-                data = (ws / "main.tf").read_bytes()
-            elif item.filename == ".terraform.lock.hcl":
-                data = (ws / ".terraform.lock.hcl").read_bytes()
-            dst.writestr(item, data)
+    evil_plan_workspace(ws, PLUGIN.format(outside=outside))
     return ws, outside
 
 
