@@ -6,17 +6,21 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
+from guard_support import alive_with
 from iac_kernel.guard.gitconfig import (
     GitConfigReader,
     config_options,
     forcing_reason,
     git_push_verdict,
 )
+from iac_kernel.guard.racers import racing_verdict
 from iac_kernel.guard.rules import CHANGE, OTHER, Verdict, classify
+from iac_kernel.guard.sandbox import unusable_reason
 
 GIT = shutil.which("git")
 needs_git = pytest.mark.skipif(GIT is None, reason="git not installed")
@@ -87,3 +91,32 @@ async def test_unreadable_config_is_asked(tmp_path):
     reader = GitConfigReader(str(broken))
     verdict = await git_push_verdict(["git", "push"], str(tmp_path), {}, reader, Verdict(OTHER))
     assert verdict.kind == CHANGE and "could not be read" in verdict.reason
+
+
+def _sandboxed(script: str, marker: str) -> tuple[subprocess.Popen, int]:
+    """``script`` in a bwrap PID namespace; the host PID of its ``sleep 31.MARKER``."""
+    args = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    proc = subprocess.Popen([*args, "--unshare-pid", "--die-with-parent", "sh", "-c", script])
+    for _ in range(200):
+        for pid in alive_with(f"31.{marker}"):
+            if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep"):
+                return proc, pid
+        time.sleep(0.02)
+    raise AssertionError("sandboxed sleep not found")
+
+
+@pytest.mark.skipif(unusable_reason() is not None, reason="bubblewrap unusable")
+@pytest.mark.parametrize("background", [False, True])
+def test_a_push_with_other_processes_of_the_call_alive_is_asked(background):
+    marker = f"{os.getpid()}{int(background)}"
+    script = f"sleep 31.{marker}; true"
+    if background:
+        script = f"sleep 32.{marker} & {script}"
+    proc, pid = _sandboxed(script, marker)
+    try:
+        time.sleep(0.1)  # the shell is in wait() now
+        verdict = racing_verdict(pid, Verdict(OTHER))
+        assert verdict.kind == (CHANGE if background else OTHER), verdict
+    finally:
+        proc.kill()
+        proc.wait()

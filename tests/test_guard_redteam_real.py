@@ -158,12 +158,8 @@ GIT_GAPS = [
     ),
     case("git push --force-w origin main"),
     case("git push --mirr origin"),
-    # a race (H8 #12): not strict, so HEAD passes before and after the fix lands
-    pytest.param(
-        TOCTOU,
-        id="config swapped between the guard's check and git's read",
-        marks=pytest.mark.xfail(strict=False, reason="bypass (race) until the fix lands"),
-    ),
+    # a race (H8 #12): fixed by asking a plain push while other processes of the call run
+    pytest.param(TOCTOU, id="config swapped between the guard's check and git's read"),
 ]
 
 GIT_HOLDS = [

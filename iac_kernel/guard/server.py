@@ -25,6 +25,7 @@ from pathlib import Path
 
 from iac_kernel.guard import gitconfig, realbin, reviews
 from iac_kernel.guard.procs import signal_group
+from iac_kernel.guard.racers import peer_pid, racing_verdict
 from iac_kernel.guard.rules import Verdict, classify, program_name
 from iac_kernel.guard.sandbox import GUARD_MOUNT, Layout, is_pyenv_shim
 
@@ -174,6 +175,8 @@ class ApprovalServer:
             git = gitconfig.config_git(self._pick_real(program, argv[0]), self.reals[program])
             reader = gitconfig.GitConfigReader(git, self.layout, self.bwrap)
             verdict = await gitconfig.git_push_verdict(argv, cwd, env, reader, verdict)
+            if not verdict.changing and self.layout is not None:
+                verdict = racing_verdict(peer_pid(conn), verdict)
         entry = {"argv": argv, "cwd": cwd, "kind": verdict.kind, "outcome": "run"}
         self.log.append(entry)
         run_argv = argv
