@@ -219,13 +219,28 @@ def _script_harness(tmp_path: Path) -> Harness:
     return harness
 
 
-async def test_an_approved_literal_apply_runs_once_only(tmp_path):
-    """`terraform apply` allowed once at the bash level runs once; a second, hidden exec
-    of the same argv in that call is asked."""
+async def test_an_approved_literal_command_runs_once_only(tmp_path):
+    """`kubectl delete pod web` allowed once at the bash level runs once; a second, hidden
+    exec of the same argv in that call is asked. (kubectl: `terraform apply` has a guard
+    review, and a reviewed exec is always asked again with its summary.)"""
+    harness = _script_harness(tmp_path)
+    (harness.cwd / "y.sh").write_text("k=kubectl; $k delete pod web\n")
+    ask = trusting_asker()
+    await harness.run("kubectl delete pod web; sh y.sh", ask)
+    assert logged(harness.log) == [["kubectl", "delete", "pod", "web"]]
+    assert len(ask.exec_questions()) == 1
+
+
+async def test_an_approved_literal_apply_is_asked_again_with_its_review(tmp_path):
+    """With the terraform review registered (as in every session), the approved text
+    `terraform apply` is still asked at exec time, with the review's warning."""
+    from iac_kernel.tools import tf_guard
+
+    tf_guard.register()  # as the tool registry does for every session
     harness = _script_harness(tmp_path)
     ask = trusting_asker()
-    await harness.run("terraform apply; sh x.sh", ask)
-    assert logged(harness.log) == [["terraform", "apply"]]
+    await harness.run("terraform apply", ask)
+    assert logged(harness.log) == []
     assert len(ask.exec_questions()) == 1
 
 
