@@ -158,6 +158,8 @@ class Layout:
         """``bwrap`` and its options (``extra`` last), up to and including ``--``."""
         args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         args += ["--bind", str(self.tmp_dir), "/tmp"]
+        for path in own_paths_under_tmp():  # our code and Python, if installed under /tmp
+            args += ["--ro-bind", path, path]
         for path in [*self.writable, self.cwd]:
             if path.exists():
                 args += ["--bind", str(path), str(path)]
@@ -183,7 +185,21 @@ class Layout:
         return norm
 
     def _binds(self) -> list[Path]:
-        return [*self.writable, self.cwd]
+        return [*self.writable, self.cwd, *map(Path, own_paths_under_tmp())]
+
+
+@functools.lru_cache(maxsize=1)
+def own_paths_under_tmp() -> tuple[str, ...]:
+    """This package's folder and the interpreter's prefixes when they lie under /tmp (a
+    checkout or a venv there): the sandbox's private /tmp would hide them, and the guard's
+    helpers run from them inside the sandbox."""
+    package = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+    found: list[str] = []
+    for path in (package, sys.prefix, sys.exec_prefix, sys.base_prefix):
+        real = os.path.realpath(path)
+        if real.startswith("/tmp/") and real not in found:
+            found.append(real)
+    return tuple(found)
 
 
 _NOTICED: set[str] = set()
