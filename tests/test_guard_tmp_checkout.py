@@ -25,7 +25,9 @@ from iac_kernel.guard.sandbox import Layout
 ws, tmp, guard, launchers = (Path(p) for p in sys.argv[1:5])
 layout = Layout(cwd=ws, tmp_dir=tmp, guard_dir=guard, launcher_dir=launchers)
 import iac_kernel.guard.exec_helper as helper
-args = layout.bwrap_args(sys.argv[5]) + ["test", "-r", helper.__file__]
+tool = Path.cwd() / "notebooks" / "tools" / "probe.py"  # beside the package, as runbooks
+args = layout.bwrap_args(sys.argv[5]) + ["sh", "-c", 'test -r "$0" && test -r "$1"']
+args += [helper.__file__, str(tool)]
 raise SystemExit(__import__("subprocess").run(args).returncode)
 """
 
@@ -38,6 +40,8 @@ def test_a_checkout_under_tmp_stays_visible_in_the_sandbox(tmp_path):
         checkout / "iac_kernel",
         ignore=shutil.ignore_patterns("__pycache__", "labextension"),
     )
+    (checkout / "notebooks" / "tools").mkdir(parents=True)
+    (checkout / "notebooks" / "tools" / "probe.py").write_text("print('runbook tool')\n")
     dirs = [tmp_path / name for name in ("ws", "privtmp", "guard", "launchers")]
     for path in dirs:
         path.mkdir()

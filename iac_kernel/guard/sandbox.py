@@ -190,10 +190,10 @@ class Layout:
 
 @functools.lru_cache(maxsize=1)
 def own_paths_under_tmp() -> tuple[str, ...]:
-    """This package's folder and the interpreter's prefixes when they lie under /tmp (a
-    checkout or a venv there): the sandbox's private /tmp would hide them, and the guard's
-    helpers run from them inside the sandbox."""
-    package = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+    """The folder holding this package (a checkout, or site-packages) and the interpreter's
+    prefixes when they lie under /tmp: the sandbox's private /tmp would hide them, and the
+    guard's helpers (and a checkout's runbook tools) run from them inside the sandbox."""
+    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
     found: list[str] = []
     for path in (package, sys.prefix, sys.exec_prefix, sys.base_prefix):
         real = os.path.realpath(path)
