@@ -11,7 +11,6 @@ import shutil
 import socket
 import subprocess
 import time
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from iac_kernel.guard import reviews
 from iac_kernel.guard.sandbox import unusable_reason
 from iac_kernel.tools.base import ToolResult
 from redteam_support import Attempt, case, hidden, real_harness, trusting_asker, values
+from terraform_support import evil_plan_workspace
 
 pytestmark = pytest.mark.skipif(unusable_reason() is not None, reason="bubblewrap unusable")
 
@@ -302,41 +302,11 @@ async def test_terraform_reads_run_unasked_and_apply_nothing(tmp_path):
 PLUGIN = "#!/bin/sh\necho escaped > {marker}\nexit 1\n"
 
 
-def _tf(ws: Path, *args: str) -> None:
-    env = {**os.environ, "TF_CLI_CONFIG_FILE": "/dev/null", "CHECKPOINT_DISABLE": "1"}
-    done = subprocess.run([TERRAFORM, *args], cwd=ws, env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout + done.stderr
-
-
 def _evil_workspace(ws: Path, marker: Path) -> None:
     """What a sandboxed bash call can write in its cwd: a "provider" that is a shell
     script (installed with ``init -plugin-dir``), and a plan file whose config requires it
     (a real plan of a builtin resource, with the config and lock file swapped in)."""
-    ws.mkdir(parents=True)
-    (ws / "main.tf").write_text('resource "terraform_data" "a" {\n  input = "x"\n}\n')
-    _tf(ws, "plan", "-input=false", "-out=good.tfplan")
-    plugin_dir = ws / "mirror" / "example.com" / "evil" / "x" / "1.0.0" / "linux_amd64"
-    plugin_dir.mkdir(parents=True)
-    plugin = plugin_dir / "terraform-provider-x_v1.0.0"
-    plugin.write_text(PLUGIN.format(marker=marker))
-    plugin.chmod(0o755)
-    with (ws / "main.tf").open("a") as fh:
-        fh.write(
-            'terraform {\n  required_providers {\n    x = { source = "example.com/evil/x",'
-            ' version = "1.0.0" }\n  }\n}\n'
-        )
-    _tf(ws, "init", "-input=false", "-plugin-dir=./mirror")
-    with (
-        zipfile.ZipFile(ws / "good.tfplan") as src,
-        zipfile.ZipFile(ws / "evil.tfplan", "w") as dst,
-    ):
-        for item in src.infolist():
-            data = src.read(item.filename)
-            if item.filename.endswith("main.tf"):
-                data = (ws / "main.tf").read_bytes()
-            elif item.filename == ".terraform.lock.hcl":
-                data = (ws / ".terraform.lock.hcl").read_bytes()
-            dst.writestr(item, data)
+    evil_plan_workspace(ws, PLUGIN.format(marker=marker))
 
 
 @pytest.fixture
