@@ -24,15 +24,10 @@ from pathlib import Path
 
 import pytest
 
-from browser.jupyter import CHROMIUM, Server, jupyter_server, write_notebook
+from browser.jupyter import BROWSER_MARKS, Server, jupyter_server, write_notebook
 from browser.lab import chromium, lab_page, our_errors, run_prompt, server_env, wait_kernel_idle
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} missing (apt-get install chromium)"
-    ),
-]
+pytestmark = BROWSER_MARKS
 
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "test-artifacts"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from browser.jupyter import CHROMIUM, jupyter_server, write_notebook
+from browser.jupyter import BROWSER_MARKS, jupyter_server, write_notebook
 from browser.lab import (
     SESSION_MIME,
     WAIT_MS,
@@ -30,12 +30,7 @@ from browser.lab import (
     wait_kernel_idle,
 )
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} missing (apt-get install chromium)"
-    ),
-]
+pytestmark = BROWSER_MARKS
 
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "test-artifacts"

@@ -24,8 +24,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
+import pytest
 
 CHROMIUM = "/usr/bin/chromium"
+
+#: The marks of every browser test module: ``pytestmark = BROWSER_MARKS``.
+BROWSER_MARKS = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} missing (apt-get install chromium)"
+    ),
+]
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
