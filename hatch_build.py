@@ -44,7 +44,8 @@ class LabextensionBuildHook(BuildHookInterface):
         problem = self._build_if_needed(build, source, editable=version == "editable")
         if all((build / t).is_file() for t in TARGETS):
             build_data["shared_data"][str(build)] = SHARE
-            build_data["shared_data"][str(source / "install.json")] = f"{SHARE}/install.json"
+            if not (build / "install.json").is_file():  # some builders write it themselves
+                build_data["shared_data"][str(source / "install.json")] = f"{SHARE}/install.json"
             if problem:
                 note(f"iac-kernel: {problem}; shipping the earlier JupyterLab extension build")
         else:

@@ -110,3 +110,20 @@ def test_a_built_extension_is_shipped_without_npm(tmp_path: Path, no_npm: dict[s
     names = zipfile.ZipFile(built).namelist()
     assert any(n.endswith(f"{SHARE}/package.json") for n in names)
     assert any(n.endswith(f"{SHARE}/install.json") for n in names)
+
+
+def test_a_build_holding_its_own_install_json_is_shipped_once(
+    tmp_path: Path, no_npm: dict[str, str]
+) -> None:
+    """A build folder that already has install.json (a builder wrote it) installs again:
+    the wheel holds exactly one, the build's own."""
+    src = clean_checkout(tmp_path / "checkout")
+    build = src / "iac_kernel" / "labextension"
+    (build / "static").mkdir(parents=True)
+    (build / "package.json").write_text('{"name": "@iac-kernel/jupyterlab"}')
+    (build / "static" / "style.js").write_text("/* built */")
+    (build / "install.json").write_text('{"packageName": "from-the-build"}')
+    _, built = hatchling_build("build_wheel", src, no_npm)
+    archive = zipfile.ZipFile(built)
+    (install,) = [n for n in archive.namelist() if n.endswith(f"{SHARE}/install.json")]
+    assert b"from-the-build" in archive.read(install)
