@@ -227,12 +227,12 @@ async def test_loader_variables_do_not_reach_the_real_program(tmp_path: Path):
 def test_acp_session_meta_carries_the_guard_status_and_remembered_prefixes():
     from types import SimpleNamespace
 
-    from iac_kernel.acp.notify import mcp_meta
+    from iac_kernel.acp.session_state import answer_meta
     from iac_kernel.agent.permissions import PermissionGate
 
     gate = PermissionGate()
     gate.prefix_rules["bash"] = {"terraform plan": "allow"}
-    meta = mcp_meta(SimpleNamespace(mcp=None, gate=gate))["_meta"]["iac_kernel"]
+    meta = answer_meta(SimpleNamespace(mcp=None, gate=gate))["_meta"]["iac_kernel"]
     assert meta["guard"] == sandbox.status_text() == sandbox.SANDBOX_STATUS
     assert meta["rememberedPrefixes"] == [
         {"tool": "bash", "prefix": "terraform plan", "answer": "allow"}

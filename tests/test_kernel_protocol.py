@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -214,6 +215,33 @@ def test_kernel_info_names_markdown_and_no_debugger(kernel: KernelHarness) -> No
     assert content["language_info"]["mimetype"] == "text/markdown"
     assert "debugger" not in content.get("supported_features", [])
     assert "%help" in content["banner"]
+
+
+def test_a_debug_request_is_answered_without_a_debugger(kernel: KernelHarness) -> None:
+    """The kernel starts without debugpy (kernel/app.py); a client that asks anyway gets
+    a reply on the control channel and the kernel goes on."""
+    request = {"seq": 1, "type": "request", "command": "initialize", "arguments": {}}
+    msg = kernel.kc.session.msg("debug_request", request)
+    kernel.kc.control_channel.send(msg)
+    reply = kernel.kc.get_control_msg(timeout=30)
+    assert reply["parent_header"]["msg_id"] == msg["header"]["msg_id"]
+    assert reply["msg_type"] == "debug_reply"
+    assert kernel.execute("%help").status == "ok"
+
+
+def test_the_kernel_process_does_not_import_debugpy() -> None:
+    code = (
+        "import sys\n"
+        "from iac_kernel.kernel.app import without_debugger\n"
+        "without_debugger()\n"
+        "import iac_kernel.kernel.kernel\n"
+        "from ipykernel.debugger import _is_debugpy_available\n"
+        "loaded = [m for m in sys.modules if m.startswith(('debugpy', 'pydevd', '_pydevd'))]\n"
+        "print(_is_debugpy_available, [m for m in loaded if sys.modules[m] is not None])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=120)  # fmt: skip
+    assert out.stdout.split() == ["False", "[]"], out.stdout + out.stderr
 
 
 def test_complete_session_ids_after_load(kernel: KernelHarness) -> None:

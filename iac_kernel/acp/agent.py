@@ -42,7 +42,7 @@ from acp.schema import (
 )
 
 from iac_kernel import __version__
-from iac_kernel.acp import commands, errors, notify, session_config
+from iac_kernel.acp import commands, errors, notify, session_config, session_state
 from iac_kernel.acp.channel import ClientChannel
 from iac_kernel.acp.content import to_anthropic
 from iac_kernel.acp.lifecycle import check_cwd, delete_stored, mcp_specs, start_mcp
@@ -119,8 +119,14 @@ class IacAgent:
             raise errors.invalid_field("cwd", str(exc)) from None
         await start_mcp(session, specs)
         after_answer(lambda: notify.send_commands(self._channel(), session))
-        state = session_config.session_state(session)
+        state = session_state.session_state(session)
         return {"sessionId": session.session_id, **state, **self._mcp_answer(session)}
+
+    async def adopt(self, session: AgentSession) -> None:
+        """A session whose ``session/new`` was answered before the SDK loaded
+        (:mod:`iac_kernel.acp.early_start`): what :meth:`new_session` does after its answer."""
+        self._mcp_answer(session)
+        await notify.send_commands(self._channel(), session)
 
     async def load_session(
         self, cwd: str, session_id: str, mcp_servers: Any = None, **_: Any
@@ -142,7 +148,7 @@ class IacAgent:
             await channel.update(session.session_id, update)
         await notify.send_info(channel, session)
         await notify.send_commands(channel, session)
-        return {**session_config.session_state(session), **self._mcp_answer(session)}
+        return {**session_state.session_state(session), **self._mcp_answer(session)}
 
     async def resume_session(
         self, cwd: str, session_id: str, mcp_servers: Any = None, **_: Any
@@ -156,7 +162,7 @@ class IacAgent:
         await start_mcp(session, specs)
         await notify.send_info(self._channel(), session)
         await notify.send_commands(self._channel(), session)
-        return {**session_config.session_state(session), **self._mcp_answer(session)}
+        return {**session_state.session_state(session), **self._mcp_answer(session)}
 
     async def fork_session(
         self, session_id: str, cwd: str, mcp_servers: Any = None, **_: Any
@@ -172,7 +178,7 @@ class IacAgent:
         channel = self._channel()
         after_answer(lambda: notify.send_info(channel, session))
         after_answer(lambda: notify.send_commands(channel, session))
-        state = session_config.session_state(session)
+        state = session_state.session_state(session)
         return {"sessionId": session.session_id, **state, **self._mcp_answer(session)}
 
     async def close_session(self, session_id: str, **_: Any) -> dict[str, Any]:
@@ -222,7 +228,7 @@ class IacAgent:
         session_config.apply(session, config_id, value)
         if config_id == "mode":
             after_answer(lambda: notify.send_mode(self._channel(), session))
-        return {"configOptions": session_config.serialized_options(session)}
+        return {"configOptions": session_state.config_options(session)}
 
     # -- turns -------------------------------------------------------------------------
 
@@ -375,7 +381,7 @@ class IacAgent:
     def _mcp_answer(self, session: AgentSession) -> dict[str, Any]:
         """The answer's MCP ``_meta``, remembered to tell later changes."""
         self._mcp_seen[session.session_id] = notify.mcp_statuses(session)
-        return notify.mcp_meta(session)
+        return session_state.answer_meta(session)
 
     async def _after_turn(self, session: AgentSession, title_before: str | None) -> None:
         """The turn's title and usage updates (before its answer); a client that went

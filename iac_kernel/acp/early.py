@@ -1,13 +1,18 @@
-"""The ``initialize`` answer, given before the ACP SDK has finished importing.
+"""Answers given before the ACP SDK has finished importing: ``initialize``, ``session/new``.
 
-An editor spawns ``iac-kernel acp`` and sends ``initialize`` at once; importing the SDK
-takes most of a second. :func:`early_answer` answers an ``initialize`` request whose
-params are plainly valid with the answer the agent gives (:data:`INITIALIZE_RESULT`)
-using only ``json``; anything it is not sure about (other methods, unusual params) it
-declines, and the SDK answers once loaded. When the SDK is loaded the server replays
-the request through the real agent (so its state is set by its own code) and checks
-that the SDK's answer equals the early one (:func:`iac_kernel.acp.server.serve`);
-``tests/test_acp_early.py`` checks the same for many params.
+An editor spawns ``iac-kernel acp`` and sends ``initialize`` then ``session/new`` at
+once; importing the SDK takes most of a second. :func:`parse_initialize` accepts an
+``initialize`` whose params are plainly valid, answered with what the agent answers
+(:data:`INITIALIZE_RESULT`) using only ``json``; :func:`parse_new_session` accepts a
+``session/new`` with plainly valid params and no MCP servers, whose session the agent
+core creates (:mod:`iac_kernel.acp.stdio` does both). Anything these are not sure about
+(other methods, unusual params) is declined and the SDK answers it once loaded.
+
+Once the SDK is loaded the server replays the ``initialize`` through the real agent (so
+its state is set by its own code) and validates both answers with the SDK's models,
+logging an error if either would differ (:func:`iac_kernel.acp.server.serve`);
+``tests/test_speed_startup.py`` and ``tests/test_acp_early_session.py`` check the same
+for many params.
 """
 
 from __future__ import annotations
@@ -42,18 +47,46 @@ _INFO_KEYS = {"name": str, "version": str, "title": str, "_meta": dict}
 def parse_initialize(line: bytes) -> dict[str, Any] | None:
     """The message on ``line`` if it is an ``initialize`` request that certainly
     validates against the SDK's ``InitializeRequest``; ``None`` otherwise."""
+    message = _request(line, "initialize")
+    return message if message and plainly_valid(message.get("params")) else None
+
+
+def parse_new_session(line: bytes) -> dict[str, Any] | None:
+    """The message on ``line`` if it is a ``session/new`` request that certainly
+    validates (an absolute ``cwd``, no MCP servers); ``None`` otherwise."""
+    message = _request(line, "session/new")
+    return message if message and plainly_valid_new(message.get("params")) else None
+
+
+def plainly_valid_new(params: Any) -> bool:
+    """True for ``session/new`` params with a plain absolute ``cwd`` and no MCP servers
+    (missing or ``[]``): what editors send when the user configured none."""
+    if not isinstance(params, dict) or set(params) - {"cwd", "mcpServers", "_meta"}:
+        return False
+    cwd = params.get("cwd")
+    if type(cwd) is not str or not cwd.startswith("/") or "\0" in cwd:
+        return False
+    if params.get("mcpServers", []) != [] or type(params.get("mcpServers", [])) is not list:
+        return False
+    meta = params.get("_meta")
+    return meta is None or isinstance(meta, dict)
+
+
+def _request(line: bytes, method: str) -> dict[str, Any] | None:
+    """The JSON-RPC request for ``method`` on ``line`` (a string or integer id, no
+    unknown keys); ``None`` for anything else."""
     try:
         message = json.loads(line)
     except (ValueError, RecursionError):
         return None
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
         return None
-    if message.get("method") != "initialize" or set(message) - _MESSAGE_KEYS:
+    if message.get("method") != method or set(message) - _MESSAGE_KEYS:
         return None
     request_id = message.get("id")
     if not (isinstance(request_id, str) or type(request_id) is int):
         return None
-    return message if plainly_valid(message.get("params")) else None
+    return message
 
 
 def plainly_valid(params: Any) -> bool:

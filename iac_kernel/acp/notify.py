@@ -16,7 +16,7 @@ from acp.schema import (
     UsageUpdate,
 )
 
-from iac_kernel.acp import session_config
+from iac_kernel.acp import session_state
 from iac_kernel.acp.channel import ClientChannel
 from iac_kernel.acp.commands import commands_update
 from iac_kernel.agent.session import AgentSession
@@ -44,7 +44,7 @@ def mcp_statuses(session: AgentSession) -> list[dict[str, Any]] | None:
 async def send_options(channel: ClientChannel, session: AgentSession) -> None:
     update = ConfigOptionUpdate(
         session_update="config_option_update",
-        config_options=session_config.config_options(session),
+        config_options=session_state.config_options(session),
     )
     await channel.update(session.session_id, update)
 
@@ -62,20 +62,6 @@ async def send_usage(channel: ClientChannel, session: AgentSession) -> None:
     used, size = context_usage(session)
     update = UsageUpdate(session_update="usage_update", used=used, size=size)
     await channel.update(session.session_id, update)
-
-
-def mcp_meta(session: AgentSession) -> dict[str, Any]:
-    """``_meta`` for a session answer: the state of each MCP server, the guard's status
-    and the remembered "allow always" command prefixes (issue 11)."""
-    from iac_kernel.guard.sandbox import status_text
-
-    meta: dict[str, Any] = {
-        "guard": status_text(),
-        "rememberedPrefixes": session.gate.remembered_prefixes(),
-    }
-    if session.mcp is not None:
-        meta["mcpServers"] = session.mcp.statuses()
-    return {"_meta": {"iac_kernel": meta}}
 
 
 def context_usage(session: AgentSession) -> tuple[int, int]:

@@ -16,7 +16,7 @@ changes, limited to the time of the import (and ``defer_build`` to ``acp.schema`
 
 Anything unexpected (other pydantic internals, an unreadable file) falls back to the
 plain import. :func:`start_loading` runs the import (and any modules named) in a
-background thread; :func:`wait_loaded` joins it.
+background thread, after the agent core's modules when asked (:class:`Loader`).
 """
 
 from __future__ import annotations
@@ -237,13 +237,26 @@ def _cache_dir() -> Path:
 
 
 class Loader:
-    """A background thread importing the SDK and the given modules, then running
-    ``then`` (e.g. warming other imports)."""
+    """A background thread importing ``core`` modules (plain imports, no SDK), then the
+    SDK and ``modules``, then running ``then`` (e.g. warming other imports).
 
-    def __init__(self, modules: Iterable[str], then: Callable[[], None] | None = None) -> None:
+    :attr:`core_loaded` is set when the core modules are in (or the import failed), so
+    another thread can use them while the SDK still imports; :attr:`loaded` when all is.
+    """
+
+    def __init__(
+        self,
+        modules: Iterable[str],
+        then: Callable[[], None] | None = None,
+        core: Iterable[str] = (),
+    ) -> None:
         self.modules = tuple(modules)
+        self.core = tuple(core)
         self.then = then
+        self.core_loaded = threading.Event()
         self.loaded = threading.Event()
+        #: Called (in the loader thread) right after :attr:`loaded` is set.
+        self.on_loaded: list[Callable[[], None]] = []
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, name="acp-sdk-import", daemon=True)
 
@@ -253,16 +266,27 @@ class Loader:
 
     def _run(self) -> None:
         try:
+            for name in self.core:
+                importlib.import_module(name)
+            self.core_loaded.set()
             import_sdk(*self.modules)
         except BaseException as exc:  # re-raised by wait()
             self.error = exc
         finally:
+            self.core_loaded.set()
             self.loaded.set()
+            for callback in self.on_loaded:
+                callback()
         if self.then is not None and self.error is None:
             try:
                 self.then()
             except Exception:
                 log.debug("background warm-up failed", exc_info=True)
+
+    def core_ready(self) -> bool:
+        """Block until the core modules are imported; False if importing failed."""
+        self.core_loaded.wait()
+        return self.error is None
 
     def wait(self) -> None:
         """Block until the modules are imported; raise what the import raised."""
@@ -271,6 +295,10 @@ class Loader:
             raise self.error
 
 
-def start_loading(modules: Iterable[str] = (), then: Callable[[], None] | None = None) -> Loader:
-    """Start importing the SDK and ``modules`` in a background thread."""
-    return Loader(modules, then).start()
+def start_loading(
+    modules: Iterable[str] = (),
+    then: Callable[[], None] | None = None,
+    core: Iterable[str] = (),
+) -> Loader:
+    """Start importing ``core``, then the SDK and ``modules``, in a background thread."""
+    return Loader(modules, then, core).start()

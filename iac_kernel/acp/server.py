@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterable
 from typing import Any
 
 from acp.connection import Connection
@@ -19,6 +20,7 @@ from iac_kernel.acp.agent import IacAgent
 from iac_kernel.acp.channel import ClientChannel
 from iac_kernel.acp.routes import Dispatcher
 from iac_kernel.acp.transport import LineTransport, Writer
+from iac_kernel.agent.session import AgentSession
 from iac_kernel.sessions.manager import SessionManager
 
 log = logging.getLogger(__name__)
@@ -30,13 +32,17 @@ async def serve(
     manager: SessionManager,
     *,
     initialized: dict[str, Any] | None = None,
+    early_sessions: Iterable[tuple[AgentSession, dict[str, Any]]] = (),
 ) -> None:
     """Answer ACP messages from ``reader`` on ``writer`` until the input ends.
 
     ``initialized`` is an ``initialize`` request already answered with
     :func:`iac_kernel.acp.early.answer_bytes` (before the SDK was imported): the agent
     counts as initialized at once, and the request is run through it (without answering
-    again, the answers compared) :data:`REPLAY_DELAY` seconds later.
+    again, the answers compared) :data:`REPLAY_DELAY` seconds later. ``early_sessions``
+    are sessions whose ``session/new`` was answered then too, with their answers: the
+    agent adopts them (their commands are sent now, as after any new session's answer)
+    and the answers are checked against the SDK's models at the same moment.
 
     Turns this connection started are cancelled (and end with a valid history) when it
     ends; the sessions stay open in ``manager``.
@@ -46,12 +52,16 @@ async def serve(
     conn = Connection(dispatcher, LineTransport(reader, writer), listening=False)
     agent.attach(ClientChannel(conn))
     replay: asyncio.TimerHandle | None = None
+    answers = []
+    for session, answer in early_sessions:
+        answers.append(answer)
+        await agent.adopt(session)
     if initialized is not None:
         # The client was told it is initialized; the agent replays the request a moment
         # later, off the path of the client's next request (a session/new right away).
         agent.initialized = True
         replay = asyncio.get_running_loop().call_later(
-            REPLAY_DELAY, _spawn_replay, dispatcher, initialized
+            REPLAY_DELAY, _spawn_replay, dispatcher, initialized, answers
         )
     try:
         await conn.main_loop()
@@ -69,17 +79,39 @@ REPLAY_DELAY = 0.5
 _replays: set[asyncio.Task[Any]] = set()
 
 
-def _spawn_replay(dispatcher: Dispatcher, message: dict[str, Any]) -> None:
-    task = asyncio.ensure_future(_replay_logged(dispatcher, message))
+def _spawn_replay(
+    dispatcher: Dispatcher, message: dict[str, Any], answers: list[dict[str, Any]]
+) -> None:
+    task = asyncio.ensure_future(_replay_logged(dispatcher, message, answers))
     _replays.add(task)
     task.add_done_callback(_replays.discard)
 
 
-async def _replay_logged(dispatcher: Dispatcher, message: dict[str, Any]) -> None:
+async def _replay_logged(
+    dispatcher: Dispatcher, message: dict[str, Any], answers: list[dict[str, Any]]
+) -> None:
     try:
         await replay_initialize(dispatcher, message)
+        for answer in answers:
+            check_session_answer(answer)
     except Exception:
-        log.exception("replaying the early-answered initialize failed")
+        log.exception("checking the early answers failed")
+
+
+def check_session_answer(answer: dict[str, Any]) -> dict[str, Any]:
+    """Validate an early ``session/new`` answer with the SDK's ``NewSessionResponse``;
+    log an error if the SDK would have put any of its fields differently on the wire.
+    Fields the schema does not have (``models``, for older clients) pass as they are, as
+    they do on the SDK path, where the handler's dict is sent unchanged."""
+    from acp.schema import NewSessionResponse
+
+    serialized = sdk_serialized(NewSessionResponse.model_validate(answer))
+    known = {field.alias or name for name, field in NewSessionResponse.model_fields.items()}
+    if serialized != {key: value for key, value in answer.items() if key in known}:
+        log.error(
+            "the early session/new answer differs from the SDK's: %s != %s", answer, serialized
+        )
+    return serialized
 
 
 async def replay_initialize(dispatcher: Dispatcher, message: dict[str, Any]) -> dict[str, Any]:

@@ -5,11 +5,12 @@ is moved to a private descriptor and fd 1 is pointed at stderr, so a stray ``pri
 library warning or a child process writing to fd 1 lands in the log instead. Logs go to
 stderr, or to ``IAC_KERNEL_LOG_FILE``; ``IAC_KERNEL_LOG_LEVEL`` sets the level.
 
-Start-up: the ACP SDK and the agent are imported in a background thread
-(:mod:`iac_kernel.acp.sdk`) while the main thread reads stdin; a plainly valid
-``initialize`` is answered at once (:mod:`iac_kernel.acp.early`), everything else
-waits for the import and is served by the SDK's connection. With Anthropic
-credentials the same thread then imports the Anthropic SDK, before the first prompt.
+Start-up: the agent core, then the ACP SDK and the server are imported in a background
+thread (:mod:`iac_kernel.acp.sdk`) while the main thread reads stdin; a plainly valid
+``initialize`` is answered at once, and plainly valid ``session/new`` requests as soon
+as the core is in (:mod:`iac_kernel.acp.early_start`); everything else waits for the
+import and is served by the SDK's connection. With Anthropic credentials the same
+thread then imports the Anthropic SDK, before the first prompt.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from iac_kernel.acp import early, sdk
+from iac_kernel.acp import sdk
+from iac_kernel.acp.early_start import CORE_MODULES, EarlyStart
 
 if TYPE_CHECKING:
     import asyncio
@@ -32,15 +34,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 STARTED = time.monotonic()
 
-#: What the server needs, imported by the background thread.
-SERVER_MODULES = (
-    "iac_kernel.acp.server",
-    "iac_kernel.config",
-    "iac_kernel.sessions.manager",
-    "iac_kernel.models.credentials",
-)
-#: Bytes read while waiting for the SDK before the reader takes over.
-EARLY_MAX = 1024 * 1024
+#: What the server needs besides the core, imported by the background thread.
+SERVER_MODULES = ("iac_kernel.acp.server", "iac_kernel.models.credentials")
 
 
 def run_stdio(fast_exit: bool = True) -> int:
@@ -52,15 +47,16 @@ def run_stdio(fast_exit: bool = True) -> int:
     """
     protocol_fd = claim_stdout()
     setup_logging()
-    loader = sdk.start_loading(SERVER_MODULES, then=warm_up)
-    start = EarlyStart(0, protocol_fd)
+    loader = sdk.start_loading(SERVER_MODULES, then=warm_up, core=CORE_MODULES)
+    start = EarlyStart(0, protocol_fd, loader, make_manager)
     try:
-        start.run(loader.loaded)
+        start.run()
         loader.wait()
         log.info(
-            "ACP SDK and server loaded %.3f s after start%s",
+            "ACP SDK and server loaded %.3f s after start%s%s",
             time.monotonic() - STARTED,
             "; initialize was answered before" if start.initialize else "",
+            f"; {len(start.sessions)} session/new answered before" if start.sessions else "",
         )
         code = _serve(protocol_fd, start)
     except KeyboardInterrupt:
@@ -83,9 +79,8 @@ def _remove_dead_runtime_files() -> None:
         log.warning("could not clean the runtime directory: %s", exc)
 
 
-def _serve(protocol_fd: int, start: EarlyStart) -> int:
-    import asyncio
-
+def make_manager() -> SessionManager:
+    """The session manager of this process, with settings from the environment."""
     from iac_kernel.config import Settings
     from iac_kernel.sessions.manager import SessionManager
 
@@ -93,7 +88,13 @@ def _serve(protocol_fd: int, start: EarlyStart) -> int:
     settings = Settings.from_env(problems=problems)
     for line in problems:  # one line each, naming the variable; the defaults are used
         log.warning("setting ignored: %s", line)
-    manager = SessionManager(settings, holder=f"iac-kernel acp (pid {os.getpid()})", origin="acp")
+    return SessionManager(settings, holder=f"iac-kernel acp (pid {os.getpid()})", origin="acp")
+
+
+def _serve(protocol_fd: int, start: EarlyStart) -> int:
+    import asyncio
+
+    manager = start.manager or make_manager()
     _remove_dead_runtime_files()
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_main(protocol_fd, manager, start))
@@ -108,57 +109,6 @@ def warm_up() -> None:
     from iac_kernel.models.warm import warm_anthropic
 
     warm_anthropic()
-
-
-class EarlyStart:
-    """Reads stdin while the SDK imports and answers a plainly valid ``initialize``.
-
-    Stops (leaving the unread rest in :attr:`buffer`) when the SDK is loaded, at the
-    first message it cannot answer, or at end of input.
-    """
-
-    def __init__(self, in_fd: int, out_fd: int) -> None:
-        self.in_fd = in_fd
-        self.out_fd = out_fd
-        self.buffer = b""
-        self.eof = False
-        #: The ``initialize`` request answered early, replayed into the agent later.
-        self.initialize: dict | None = None
-
-    def run(self, loaded: threading.Event) -> None:
-        while not loaded.is_set() and not self.eof:
-            newline = self.buffer.find(b"\n")
-            if newline < 0:
-                if len(self.buffer) > EARLY_MAX or not self._read():
-                    return
-                continue
-            line = self.buffer[:newline]
-            if line.strip():
-                message = None if self.initialize else early.parse_initialize(line)
-                if message is None:
-                    return
-                _write_all(self.out_fd, early.answer_bytes(message["id"]))
-                self.initialize = message
-            self.buffer = self.buffer[newline + 1 :]
-
-    def _read(self) -> bool:
-        try:
-            data = os.read(self.in_fd, 65536)
-        except BlockingIOError:
-            return False
-        except OSError:
-            data = b""
-        if not data:
-            self.eof = True
-            return False
-        self.buffer += data
-        return True
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 def claim_stdout() -> int:
@@ -190,8 +140,15 @@ async def _main(protocol_fd: int, manager: SessionManager, start: EarlyStart | N
     loop = asyncio.get_running_loop()
     reader = await open_reader(0, start.buffer if start else b"", bool(start and start.eof))
     writer = await open_writer(protocol_fd)
-    initialized = start.initialize if start else None
-    server = asyncio.ensure_future(serve(reader, writer, manager, initialized=initialized))
+    server = asyncio.ensure_future(
+        serve(
+            reader,
+            writer,
+            manager,
+            initialized=start.initialize if start else None,
+            early_sessions=start.sessions if start else (),
+        )
+    )
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(sig, server.cancel)

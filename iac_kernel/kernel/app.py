@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import sys
 from typing import Any
 
 #: ipykernel 7 warns about this at every start over TCP; on the loopback interface there is
@@ -33,8 +34,20 @@ def is_loopback(ip: str) -> bool:
         return False
 
 
+def without_debugger() -> None:
+    """Keep ipykernel from importing debugpy (about a quarter of a second of every start).
+
+    Cells here are prompts, not Python: the kernelspec says ``"debugger": false`` and
+    kernel_info lists no debugger. ipykernel imports debugpy anyway and treats an
+    ``ImportError`` as "not installed"; a ``None`` in ``sys.modules`` is Python's way of
+    making that import fail at once, in this process only.
+    """
+    sys.modules.setdefault("debugpy", None)  # type: ignore[arg-type]
+
+
 def launch(connection_file: str | None) -> int:
     """Run :class:`~iac_kernel.kernel.kernel.IacKernel` on ``connection_file`` until shutdown."""
+    without_debugger()
     from ipykernel.kernelapp import IPKernelApp
 
     from iac_kernel.kernel.kernel import IacKernel

@@ -1,0 +1,160 @@
+"""A session's modes, models and config options as ACP answers show them, without the SDK.
+
+The answers of ``session/new``, ``load``, ``fork`` and ``resume`` carry ``modes``,
+``configOptions``, ``models`` and our ``_meta``. They are built here as plain JSON
+values, exactly as the SDK serializes its models (``tests/test_acp_early_session.py``
+validates them with the SDK's ``NewSessionResponse`` and checks nothing changes), so that
+``iac-kernel acp`` can answer a ``session/new`` before the SDK has finished importing
+(:mod:`iac_kernel.acp.early`). Changing options is :mod:`iac_kernel.acp.session_config`.
+
+Config options (all ``select``, the kind every client supports):
+
+* ``model``: the model id (``scripted``, ``scripted:/path/script.json`` or a Claude id);
+* ``mode``: ``default`` (edits and commands ask), ``accept_edits``, ``read_only``, ``bypass``;
+* ``max_turn_requests``: model calls per turn before the turn stops with
+  ``max_turn_requests``;
+* ``max_tokens``: the output token limit of each model call.
+
+The numeric options list common values and accept any positive integer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from iac_kernel.agent.session import AgentSession
+from iac_kernel.config import MODES
+from iac_kernel.models.registry import available_models
+
+MODE_INFO = {
+    "default": ("Default", "Reads run freely; edits and commands ask first."),
+    "accept_edits": ("Accept edits", "File edits run without asking; commands still ask."),
+    "read_only": ("Read only", "Only reads and searches; edits and commands are refused."),
+    "bypass": (
+        "Bypass permissions",
+        "Edits and commands run without asking; commands that change real infrastructure "
+        "and paths outside the working directory still ask.",
+    ),
+}
+LIMITS = {
+    "max_turn_requests": (
+        "Max model calls per turn",
+        "The turn stops with max_turn_requests after this many model calls.",
+        [5, 10, 25, 50, 100],
+    ),
+    "max_tokens": (
+        "Max output tokens",
+        "Output token limit of each model call; a longer answer stops with max_tokens.",
+        [1024, 4096, 8192, 16384, 32000],
+    ),
+}
+CONFIG_IDS = ("model", "mode", *LIMITS)
+
+
+def session_state(session: AgentSession) -> dict[str, Any]:
+    """``modes``, ``configOptions`` and ``models`` for session/new, load, fork, resume."""
+    return {
+        "modes": modes_state(session),
+        "configOptions": config_options(session),
+        "models": models_state(session),
+    }
+
+
+def new_session_answer(session: AgentSession) -> dict[str, Any]:
+    """The whole ``session/new`` answer for a session started without MCP servers from
+    the client."""
+    return {"sessionId": session.session_id, **session_state(session), **answer_meta(session)}
+
+
+def modes_state(session: AgentSession) -> dict[str, Any]:
+    """``SessionModeState``, serialized."""
+    return {
+        "currentModeId": session.mode,
+        "availableModes": [
+            {"id": mode, "name": MODE_INFO[mode][0], "description": MODE_INFO[mode][1]}
+            for mode in MODES
+        ],
+    }
+
+
+def models_state(session: AgentSession) -> dict[str, Any]:
+    """The pre-config-option ``models`` field, for clients that still read it."""
+    return {
+        "currentModelId": session.model_id,
+        "availableModels": [{"modelId": m, "name": _model_name(m)} for m in _models(session)],
+    }
+
+
+def config_options(session: AgentSession) -> list[dict[str, Any]]:
+    """The ``select`` config options (``SessionConfigOptionSelect``), serialized."""
+    options = [
+        _select(
+            "model",
+            "Model",
+            "The model that answers in this session.",
+            session.model_id,
+            [(m, _model_name(m)) for m in _models(session)],
+            category="model",
+        ),
+        _select(
+            "mode",
+            "Mode",
+            "What may run without asking.",
+            session.mode,
+            [(mode, MODE_INFO[mode][0]) for mode in MODES],
+            category="mode",
+        ),
+    ]
+    for key, (name, description, values) in LIMITS.items():
+        current = int(getattr(session.settings, key))
+        choices = sorted({*values, current})
+        options.append(
+            _select(key, name, description, str(current), [(str(v), str(v)) for v in choices])
+        )
+    return options
+
+
+def answer_meta(session: AgentSession) -> dict[str, Any]:
+    """``_meta`` for a session answer: the state of each MCP server, the guard's status
+    and the remembered "allow always" command prefixes (issue 11)."""
+    from iac_kernel.guard.sandbox import status_text
+
+    meta: dict[str, Any] = {
+        "guard": status_text(),
+        "rememberedPrefixes": session.gate.remembered_prefixes(),
+    }
+    if session.mcp is not None:
+        meta["mcpServers"] = session.mcp.statuses()
+    return {"_meta": {"iac_kernel": meta}}
+
+
+def _models(session: AgentSession) -> list[str]:
+    models = list(available_models())
+    if session.model_id not in models:
+        models.insert(0, session.model_id)
+    return models
+
+
+def _model_name(model_id: str) -> str:
+    if model_id == "scripted":
+        return "Scripted (offline)"
+    if model_id.startswith("scripted:"):
+        return "Scripted: " + model_id.partition(":")[2].rsplit("/", 1)[-1]
+    return model_id
+
+
+def _select(
+    config_id: str,
+    name: str,
+    description: str,
+    current: str,
+    choices: list[tuple[str, str]],
+    category: str | None = None,
+) -> dict[str, Any]:
+    option: dict[str, Any] = {"type": "select", "id": config_id, "name": name}
+    option["description"] = description
+    if category is not None:
+        option["category"] = category
+    option["currentValue"] = current
+    option["options"] = [{"value": v, "name": label} for v, label in choices]
+    return option
