@@ -5,7 +5,8 @@ Both read ``DELTAS`` text deltas from ``tests/fake_anthropic.py`` (its own proce
 kept-alive connection, TCP_NODELAY). The bare SDK side is a process that times
 ``messages.create(stream=True)`` to the end; the agent side is timed from the
 ``session/prompt`` line to its answer, every ``session/update`` read by the client.
-Each side warms up with one untimed request first (imports, TLS-less connection).
+Each side warms up with one untimed request first (imports, TLS-less connection); then
+their requests alternate, so a change of load on this 2-core machine hits both alike.
 """
 
 from __future__ import annotations
@@ -24,10 +25,9 @@ TEXT = ("word " * (DELTAS * CHUNK // 5 + 1))[: DELTAS * CHUNK]
 
 BARE = """
 import asyncio, sys, time, anthropic
-async def main(url, runs):
+async def main(url):
     client = anthropic.AsyncAnthropic(base_url=url, api_key="bench", max_retries=0)
-    out = []
-    for i in range(runs + 1):
+    while sys.stdin.readline():  # one timed request per line read
         start = time.perf_counter()
         stream = await client.messages.create(model="claude-sonnet-4-6", max_tokens=100000,
             messages=[{"role": "user", "content": "stream"}], stream=True)
@@ -35,65 +35,100 @@ async def main(url, runs):
         async with stream:
             async for event in stream:
                 deltas += event.type == "content_block_delta"
-        if i:
-            out.append(time.perf_counter() - start)
-    print(" ".join(map(str, out)), deltas)
-asyncio.run(main(sys.argv[1], int(sys.argv[2])))
+        print(time.perf_counter() - start, deltas, flush=True)
+asyncio.run(main(sys.argv[1]))
 """
 
 
-def bare_sdk(url: str, runs: int) -> list[float]:
-    out = subprocess.run([sys.executable, "-c", BARE, url, str(runs)], capture_output=True,
-                         text=True, check=True).stdout.split()  # fmt: skip
-    assert int(out[-1]) == DELTAS, out
-    return [float(x) for x in out[:-1]]
+class BareSDK:
+    """The bare SDK in its own process, one timed request per :meth:`once`."""
+
+    def __init__(self, url: str) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-c", BARE, url], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)  # fmt: skip
+
+    def once(self) -> float:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+        elapsed, deltas = self.proc.stdout.readline().split()
+        assert int(deltas) == DELTAS, deltas
+        return float(elapsed)
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(30)
 
 
-def agent(url: str, runs: int) -> list[float]:
-    """Prompt times of ``iac-kernel acp`` on Claude (the fake API); the first is a warm-up."""
-    with tempfile.TemporaryDirectory() as sessions:
+class Agent:
+    """``iac-kernel acp`` on Claude (the fake API) with one session; :meth:`once` times
+    one prompt from its line to its answer, reading every text update on the way (deltas
+    that reach the agent together arrive as one chunk) and checking the whole text."""
+
+    def __init__(self, url: str, sessions: str) -> None:
         env = clean_env(IAC_KERNEL_SESSIONS_DIR=sessions, ANTHROPIC_API_KEY="bench",
                         ANTHROPIC_BASE_URL=url, IAC_KERNEL_MAX_TOKENS="100000")  # fmt: skip
-        proc = subprocess.Popen(acp_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                env=env)  # fmt: skip
-        assert proc.stdin is not None and proc.stdout is not None
-        send = proc.stdin.write
-        send(jsonl({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                    "params": {"protocolVersion": 1}}))  # fmt: skip
-        send(jsonl({"jsonrpc": "2.0", "id": 2, "method": "session/new",
-                    "params": {"cwd": sessions, "mcpServers": []}}))  # fmt: skip
-        proc.stdin.flush()
-        sid = None
-        while sid is None:
-            message = json.loads(proc.stdout.readline())
+        self.proc = subprocess.Popen(acp_command(), stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, env=env)  # fmt: skip
+        self.request_id = 10
+        self.send({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                   "params": {"protocolVersion": 1}})  # fmt: skip
+        self.send({"jsonrpc": "2.0", "id": 2, "method": "session/new",
+                   "params": {"cwd": sessions, "mcpServers": []}})  # fmt: skip
+        assert self.proc.stdout is not None
+        self.session_id = None
+        while self.session_id is None:
+            message = json.loads(self.proc.stdout.readline())
             if message.get("id") == 2:
-                sid = message["result"]["sessionId"]
-        times = []
-        for i in range(runs + 1):
-            request_id = 10 + i
-            prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "stream"}]}
-            start = time.perf_counter()
-            send(jsonl({"jsonrpc": "2.0", "id": request_id, "method": "session/prompt",
-                        "params": prompt}))  # fmt: skip
-            proc.stdin.flush()
-            chunks = 0
-            marker = f'"id":{request_id},'.encode()
-            while True:
-                line = proc.stdout.readline()
-                if marker in line and b'"result"' in line:
-                    break
-                chunks += b"agent_message_chunk" in line
-            if i:
-                times.append(time.perf_counter() - start)
-                assert chunks == DELTAS, chunks
-        proc.stdin.close()
-        proc.wait(30)
-        return times
+                self.session_id = message["result"]["sessionId"]
+
+    def send(self, message: dict) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(jsonl(message))
+        self.proc.stdin.flush()
+
+    def once(self) -> float:
+        self.request_id += 1
+        prompt = {"sessionId": self.session_id, "prompt": [{"type": "text", "text": "stream"}]}
+        marker = f'"id":{self.request_id},'.encode()
+        out = self.proc.stdout
+        assert out is not None
+        start = time.perf_counter()
+        self.send({"jsonrpc": "2.0", "id": self.request_id, "method": "session/prompt",
+                   "params": prompt})  # fmt: skip
+        text = []
+        while True:
+            line = out.readline()
+            if marker in line and b'"result"' in line:
+                break
+            if b"agent_message_chunk" in line:
+                text.append(json.loads(line)["params"]["update"]["content"]["text"])
+        elapsed = time.perf_counter() - start
+        assert "".join(text) == TEXT, "the answer arrived changed"
+        return elapsed
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(30)
 
 
 def run(runs: int) -> dict[str, list[float]]:
-    with fake_api(TEXT, CHUNK) as url:
-        return {"bare SDK": bare_sdk(url, runs), "iac-kernel acp": agent(url, runs)}
+    """Bare SDK and agent requests interleaved (after one untimed warm-up each), so a
+    change of load hits both sides alike."""
+    figures: dict[str, list[float]] = {"bare SDK": [], "iac-kernel acp": []}
+    with fake_api(TEXT, CHUNK) as url, tempfile.TemporaryDirectory() as sessions:
+        bare, agent = BareSDK(url), Agent(url, sessions)
+        try:
+            bare.once(), agent.once()
+            for _ in range(runs):
+                figures["bare SDK"].append(bare.once())
+                figures["iac-kernel acp"].append(agent.once())
+        finally:
+            bare.close()
+            agent.close()
+    return figures
 
 
 if __name__ == "__main__":
@@ -102,7 +137,8 @@ if __name__ == "__main__":
 
 def relay_costs(n: int = 20_000) -> dict[str, float]:
     """CPU time per text delta of the ACP relay alone (in process, output to a null
-    sink): the payload built as a dict (what turns use) and through the SDK's models."""
+    sink), each delta alone in its loop iteration (none coalesced, the worst case): the
+    payload built as a dict (what turns use) and through the SDK's models."""
     import asyncio
 
     from acp.connection import Connection
@@ -134,10 +170,13 @@ def relay_costs(n: int = 20_000) -> dict[str, float]:
         start = time.process_time()
         for event in events:
             await relay(event)
+            await asyncio.sleep(0)  # the loop turns: the held delta is sent
+        await relay.finish()
         fast = (time.process_time() - start) / n
         start = time.process_time()
         for event in events:
             await channel.update("session-1", to_update(event))
+            await asyncio.sleep(0)
         models = (time.process_time() - start) / n
         return {"dict payload": fast, "SDK models": models}
 

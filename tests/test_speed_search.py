@@ -108,3 +108,80 @@ async def test_exact_file_type_shortcut_agrees_with_the_glob_regex(tool_ctx, tre
     monkeypatch.setattr(glob_mod, "_type_is_exact", lambda pattern: False)
     for pattern in patterns:
         assert fast[pattern] == await glob_mod.matching_files(tree, pattern), pattern
+
+
+# -- the fast listing (rg --glob) and the ignore rules it must not miss ------------------
+
+
+@pytest.fixture
+def no_global_git(tmp_path, monkeypatch) -> Path:
+    """HOME and XDG_CONFIG_HOME of this test only (rg reads git's global excludes too)."""
+    home = tmp_path / "home"
+    (home / ".config" / "git").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    return home
+
+
+def _ignore_tree(root: Path) -> None:
+    for folder in ("a", "a/sub", "b", ".hidden", "skipped"):
+        (root / folder).mkdir(parents=True, exist_ok=True)
+        for name in ("main.tf", "secret.tf", "local.tf", "keep.tf", "notes.md"):
+            (root / folder / name).write_text("x\n")
+
+
+PATTERNS = ["**/*.tf", "*.tf", "main.tf", "a/*.tf", "**/sub/*.tf", "*.md", ".gitignore", "*"]
+#: (file, rules): each scenario's ignore rules must give the same files both ways.
+SCENARIOS = [
+    [],
+    [(".gitignore", "skipped/\n*.log\n")],  # folder rules only: the fast listing stays
+    [(".gitignore", "secret.tf\n")],
+    [("a/.gitignore", "/local.tf\n")],
+    [("a/.ignore", "*.tf\n!keep.tf\n")],
+    [(".rgignore", "b/main.tf\n")],
+    [(".git/info/exclude", "keep.tf\n")],
+    [("../.gitignore", "*.tf\n")],  # above the searched folder
+    [("HOME/.config/git/ignore", "main.tf\n")],  # git's global excludes
+    [("HOME/.gitconfig", "[core]\n\texcludesFile = ~/my-ignore\n"), ("HOME/my-ignore", "k*.tf\n")],
+    [(".gitignore", "# comment\n\n  \n\\#odd.tf\n")],
+    [(".gitignore", "odd.tf/\n"), ("odd.tf/main.tf", "x\n")],  # an ignored folder "*.tf"
+    [(".gitignore", "*.tf/\n"), ("b/odd.tf/main.tf", "x\n")],
+    [(".gitignore", "a/odd.tf/\n"), ("a/odd.tf/main.tf", "x\n")],
+    [("b/.ignore", "odd.tf\n"), ("b/odd.tf/x/main.tf", "x\n")],
+]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=range(len(SCENARIOS)))
+async def test_fast_listing_gives_the_exact_listing(tmp_path, no_global_git, monkeypatch, scenario):
+    root = tmp_path / "ws" / "root"
+    _ignore_tree(root)
+    (root / ".git" / "info").mkdir(parents=True)
+    for name, text in scenario:
+        path = no_global_git / name[5:] if name.startswith("HOME/") else root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    fast = {p: await glob_mod.matching_files(root, p) for p in PATTERNS}
+    used = await glob_mod._fast_listing(root, "**/*.tf")
+    monkeypatch.setattr(glob_mod, "_fast_listing", _none)
+    for pattern in PATTERNS:
+        assert fast[pattern] == await glob_mod.matching_files(root, pattern), pattern
+    # The fast listing is taken exactly when no rule can drop a listed .tf file.
+    assert (used is not None) == (scenario in (SCENARIOS[0], SCENARIOS[1])), used
+
+
+async def test_fast_listing_is_what_a_plain_tree_gets(tool_ctx, tree, no_global_git, monkeypatch):
+    calls: list[list[str]] = []
+    real = glob_mod.run_rg
+
+    async def spy(args, cwd, max_bytes):
+        calls.append(args)
+        return await real(args, cwd, max_bytes)
+
+    monkeypatch.setattr(glob_mod, "run_rg", spy)
+    listed = (await GlobTool().run({"pattern": "**/*.tf"}, tool_ctx)).content.splitlines()
+    assert len(listed) == 5 * 12 * 10 + 1 and listed == sorted(listed)
+    assert len(calls) == 1 and "--glob=*.tf" in calls[0]
+
+
+async def _none(*_args):
+    return None

@@ -1,6 +1,7 @@
 """Cheap streaming, checked for correctness (timing is in bench/): text and thinking
-deltas become the same ``session/update`` params as through the SDK's models, and the
-transport writes everything sent in one loop iteration with one ``write``, in order."""
+deltas become the same ``session/update`` params as through the SDK's models, deltas of
+one loop iteration go out as one chunk in event order, and the transport writes
+everything sent in one loop iteration with one ``write``, in order."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from acp.utils import serialize_params
 
 from iac_kernel.acp import transport as transport_mod
 from iac_kernel.acp.transport import LineTransport, after_answer
+from iac_kernel.acp.turn import TurnRelay
 from iac_kernel.acp.updates import fast_update, to_update
 from iac_kernel.events import TextDelta, ThinkingDelta, ToolCallStarted, UserMessage
 
@@ -104,3 +106,60 @@ async def test_a_failed_write_surfaces_on_the_next_send():
     await asyncio.sleep(0)
     with pytest.raises(ConnectionError):
         await transport.send(_note(2))
+
+
+class RecordingChannel:
+    """A client channel that records every update it is asked to send."""
+
+    def __init__(self) -> None:
+        self.sent: list[dict] = []
+
+    async def forward_update(self, params: dict) -> None:
+        self.sent.append(params["update"])
+
+    async def update(self, session_id: str, update) -> None:
+        self.sent.append(serialize_params(update))
+
+
+def _texts(sent: list[dict]) -> list[tuple[str, str]]:
+    def text(update: dict) -> str:
+        content = update.get("content")
+        return content.get("text", "") if isinstance(content, dict) else ""
+
+    return [(u["sessionUpdate"], text(u)) for u in sent]
+
+
+async def test_deltas_of_one_loop_iteration_go_out_as_one_chunk():
+    channel = RecordingChannel()
+    relay = TurnRelay(channel, "s1")
+    for word in ("Plan: ", "3 to ", "add."):
+        await relay(TextDelta(word))
+    assert channel.sent == []  # held until the loop turns
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert _texts(channel.sent) == [("agent_message_chunk", "Plan: 3 to add.")]
+    await relay(TextDelta(" Done"))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert _texts(channel.sent)[-1] == ("agent_message_chunk", " Done")
+
+
+async def test_held_text_goes_before_any_other_update_and_at_the_end():
+    channel = RecordingChannel()
+    relay = TurnRelay(channel, "s1")
+    await relay(ThinkingDelta("Check the "))
+    await relay(ThinkingDelta("state."))
+    await relay(TextDelta("Running "))
+    await relay(TextDelta("plan."))
+    await relay(ToolCallStarted("c1", "bash", "bash: terraform plan", "execute"))
+    await relay(TextDelta("After."))
+    await relay.finish()  # what the prompt answer waits for (it also closes c1)
+    assert [k for k, _ in _texts(channel.sent)] == [
+        "agent_thought_chunk", "agent_message_chunk", "tool_call", "agent_message_chunk",
+        "tool_call_update",
+    ]  # fmt: skip
+    texts = [t for _, t in _texts(channel.sent)][:4]
+    assert texts == ["Check the state.", "Running plan.", "", "After."]
+    for _ in range(3):  # the scheduled sends find nothing left: nothing is sent twice
+        await asyncio.sleep(0)
+    assert len(channel.sent) == 5

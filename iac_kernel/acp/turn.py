@@ -10,7 +10,7 @@ from acp.schema import PromptResponse, Usage
 
 from iac_kernel.acp.channel import ClientChannel
 from iac_kernel.acp.locations import grep_locations
-from iac_kernel.acp.updates import ToolCallTracker, fast_update, to_update
+from iac_kernel.acp.updates import ToolCallTracker, chunk_kind, chunk_update, to_update
 from iac_kernel.events import AgentEvent, ToolCallResult, TurnEnded
 from iac_kernel.events import Usage as CoreUsage
 
@@ -20,8 +20,11 @@ log = logging.getLogger(__name__)
 class TurnRelay:
     """The ``emit`` callback of one turn: sends each event as a ``session/update``.
 
-    Every update is awaited before the turn goes on, so all of a turn's updates are
-    written before its ``session/prompt`` answer.
+    Text and thinking deltas that arrive together (in one event-loop iteration: a
+    network read often carries many) go out as one chunk, sent as soon as the loop
+    turns; any other event, and :meth:`finish`, first sends the text held. Other
+    updates are awaited before the turn goes on, so all of a turn's updates are written
+    before its ``session/prompt`` answer, in the order of the events.
     """
 
     def __init__(self, channel: ClientChannel, session_id: str, cwd: Any = None) -> None:
@@ -32,12 +35,26 @@ class TurnRelay:
         self.tracker = ToolCallTracker()
         #: Set by session/cancel: the turn ends ``cancelled`` whatever happens next.
         self.cancel_requested = False
+        #: Deltas not sent yet, all of ``_held_kind``; whether a send of them is scheduled.
+        self._held: list[str] = []
+        self._held_kind: str | None = None
+        self._send_scheduled = False
+        self._senders: set[asyncio.Task[None]] = set()
 
     async def __call__(self, event: AgentEvent) -> None:
-        payload = fast_update(event)
-        if payload is not None:  # a text/thinking delta: no SDK model round trip (H6)
-            await self.channel.forward_update({"sessionId": self.session_id, "update": payload})
+        kind = chunk_kind(event)
+        if kind is not None:  # a text/thinking delta: held, no SDK model round trip
+            if kind != self._held_kind:
+                await self.send_held()
+                self._held_kind = kind
+            self._held.append(event.text)  # type: ignore[attr-defined]
+            if not self._send_scheduled:
+                self._send_scheduled = True
+                sender = asyncio.ensure_future(self._send_held_soon())
+                self._senders.add(sender)
+                sender.add_done_callback(self._senders.discard)
             return
+        await self.send_held()
         self.tracker.see(event)
         update = to_update(event)
         if update is None:
@@ -46,8 +63,24 @@ class TurnRelay:
             update.locations = grep_locations(event.output, self.cwd)
         await self.channel.update(self.session_id, update)
 
+    async def send_held(self) -> None:
+        """Send the deltas held, as one chunk."""
+        if not self._held:
+            return
+        text = "".join(self._held)
+        self._held.clear()
+        update = chunk_update(self._held_kind or "agent_message_chunk", text)
+        await self.channel.forward_update({"sessionId": self.session_id, "update": update})
+
+    async def _send_held_soon(self) -> None:
+        # Runs once the loop turns; deltas arriving meanwhile join the same chunk.
+        self._send_scheduled = False
+        await self.send_held()
+
     async def finish(self) -> None:
-        """Close tool calls the turn left open (only a core failure leaves any)."""
+        """Send the text held, then close tool calls the turn left open (only a core
+        failure leaves any)."""
+        await self.send_held()
         for update in self.tracker.closing_updates():
             await self.channel.update(self.session_id, update)
 

@@ -56,10 +56,18 @@ def fast_update(event: AgentEvent) -> dict[str, Any] | None:
     """The wire form of the update for a text or thinking delta, built without SDK
     models: the dict ``serialize_params`` makes of :func:`to_update`'s model (a test
     compares them). ``None`` for every other event."""
-    kind = _CHUNK_KINDS.get(type(event))
-    if kind is None:
-        return None
-    return {"content": {"text": event.text, "type": "text"}, "sessionUpdate": kind}  # type: ignore[attr-defined]
+    kind = chunk_kind(event)
+    return None if kind is None else chunk_update(kind, event.text)  # type: ignore[attr-defined]
+
+
+def chunk_kind(event: AgentEvent) -> str | None:
+    """``agent_message_chunk`` or ``agent_thought_chunk`` for a delta; else ``None``."""
+    return _CHUNK_KINDS.get(type(event))
+
+
+def chunk_update(kind: str, text: str) -> dict[str, Any]:
+    """A message or thought chunk update, in its wire form."""
+    return {"content": {"text": text, "type": "text"}, "sessionUpdate": kind}
 
 
 def acp_kind(kind: str) -> str:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from iac_kernel.tools.base import ToolContext, ToolError, ToolResult
+from iac_kernel.tools.ignore_rules import IGNORE_NAMES, may_drop
 from iac_kernel.tools.paths import prefix_for, resolve_path
 from iac_kernel.tools.rg import SearchTool, run_rg
 from iac_kernel.tools.validate import check
@@ -107,14 +108,15 @@ def _split_top_level(text: str) -> list[str]:
 async def matching_files(base: Path, pattern: str) -> tuple[list[str], bool]:
     """Files below ``base`` (relative, sorted) matching ``pattern`` and not ignored.
 
-    rg lists the files so .gitignore and the skipped directories apply; the glob is
-    matched here because an rg ``--glob`` would override .gitignore for what it matches.
+    rg lists the files so .gitignore and the skipped directories apply, on every core,
+    in no particular order; the glob itself is matched and the result sorted here.
     Returns the files and whether the listing was cut short.
     """
-    # rg lists on every core, in no particular order, keeping only files whose name can
-    # match; the glob itself is matched and sorted here. Only a listing cut short is
-    # made again in rg's sorted (one-thread) order, so the files kept are the same
-    # every time.
+    fast = await _fast_listing(base, pattern)
+    if fast is not None:
+        return fast, False
+    # Only a listing cut short is made again in rg's sorted (one-thread) order, so the
+    # files kept are the same every time.
     args = ["--files", *name_prefilter(pattern)]
     out = await run_rg(args, base, MAX_LIST_BYTES)
     if out.truncated:
@@ -128,6 +130,41 @@ async def matching_files(base: Path, pattern: str) -> tuple[list[str], bool]:
     found = [f for f in found if f] if found is files else found
     found.sort()
     return found, out.truncated
+
+
+async def _fast_listing(base: Path, pattern: str) -> list[str] | None:
+    """The files, listed through an rg ``--glob`` on the file name (non-matching files
+    are dropped before any ignore rule is read), when no ignore rule could have dropped
+    one of them or a folder on their paths (:mod:`~iac_kernel.tools.ignore_rules`);
+    ``None`` otherwise (or when the listing is cut short): the caller lists the exact
+    way."""
+    name = _name_glob(pattern)
+    if name is None:
+        return None
+    ignore_globs = [f"--glob={n}" for n in IGNORE_NAMES]
+    out = await run_rg(["--files", f"--glob={name}", *ignore_globs], base, MAX_LIST_BYTES)
+    if out.truncated or out.returncode not in (0, 1):
+        return None
+    listed = out.stdout.splitlines()
+    ignore_files = []
+    if any(n in out.stdout for n in IGNORE_NAMES):  # one scan of the text, usually
+        ignore_files = [p for p in listed if p.endswith(IGNORE_NAMES) and _is_ignore_file(p)]
+    if _type_is_exact(pattern):
+        found = listed  # rg prints no empty names
+    else:
+        found = list(filter(compile_glob(pattern).match, listed))
+    if ignore_files:
+        regex = compile_glob(pattern)
+        skip = {p for p in ignore_files if not regex.match(p)}
+        found = [p for p in found if p not in skip]
+    if may_drop(base, found, ignore_files, compile_glob(name)):
+        return None
+    found.sort()
+    return found
+
+
+def _is_ignore_file(path: str) -> bool:
+    return path.rsplit("/", 1)[-1] in IGNORE_NAMES
 
 
 _SIMPLE_SEGMENT = re.compile(r"[^/*?\[\]{}\\!:,]*(?:\*[^/*?\[\]{}\\!:,]*)*\Z")
@@ -146,13 +183,19 @@ def name_prefilter(pattern: str) -> list[str]:
     """rg flags keeping only files whose name matches the glob's last segment (a file
     type, which unlike ``--glob`` never re-includes ignored files); none when that
     segment can match across folders or cannot be a type glob."""
+    name = _name_glob(pattern)
+    return [] if name is None else [f"--type-add=iacglob:{name}", "--type=iacglob"]
+
+
+def _name_glob(pattern: str) -> str | None:
+    """The glob's last segment, when every file the glob matches has a name it matches."""
     pat = pattern.strip()
     if not pat or pat.endswith("/"):
-        return []
+        return None
     last = pat.rsplit("/", 1)[-1]
-    if not last or "**" in last or ":" in last or "\\" in last:
-        return []
-    return [f"--type-add=iacglob:{last}", "--type=iacglob"]
+    if not last or "**" in last or ":" in last or "\\" in last or last.startswith("!"):
+        return None
+    return last
 
 
 class GlobTool(SearchTool):
