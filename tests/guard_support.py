@@ -27,7 +27,9 @@ PY_BIN = os.path.dirname(sys.executable)
 
 FAKE = """#!/bin/sh
 # A fake {name}: records its exact argv (one line, fields joined by |) and exits 0.
-{{ printf '%s' '{name}'; for a in "$@"; do printf '|%s' "$a"; done; printf '\\n'; }} >> {log}
+# One write per call: fakes run in parallel append to the same log.
+line='{name}'; for a in "$@"; do line="$line|$a"; done
+printf '%s\\n' "$line" >> {log}
 echo "fake {name} ran"
 """
 
