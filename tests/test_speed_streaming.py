@@ -163,3 +163,28 @@ async def test_held_text_goes_before_any_other_update_and_at_the_end():
     for _ in range(3):  # the scheduled sends find nothing left: nothing is sent twice
         await asyncio.sleep(0)
     assert len(channel.sent) == 5
+
+
+async def test_a_slow_client_holds_the_stream_back():
+    """Held text keeps back-pressure: while a send waits for the client to read, the
+    next delta waits too (the model stream is not read ahead without bound)."""
+    release = asyncio.Event()
+
+    class SlowChannel(RecordingChannel):
+        async def forward_update(self, params: dict) -> None:
+            self.sent.append(params["update"])
+            await release.wait()
+
+    channel = SlowChannel()
+    relay = TurnRelay(channel, "s1")
+    await relay(TextDelta("one"))
+    await asyncio.sleep(0)  # the send starts and blocks on the client
+    assert len(channel.sent) == 1
+    second = asyncio.ensure_future(relay(TextDelta("two")))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not second.done()
+    release.set()
+    await asyncio.wait_for(second, 5)
+    await relay.finish()
+    assert _texts(channel.sent) == [("agent_message_chunk", "one"), ("agent_message_chunk", "two")]

@@ -40,6 +40,8 @@ class TurnRelay:
         self._held_kind: str | None = None
         self._send_scheduled = False
         self._senders: set[asyncio.Task[None]] = set()
+        #: A send of held text waiting for the client to read (back-pressure).
+        self._draining: asyncio.Task[Any] | None = None
 
     async def __call__(self, event: AgentEvent) -> None:
         kind = chunk_kind(event)
@@ -48,6 +50,8 @@ class TurnRelay:
                 await self.send_held()
                 self._held_kind = kind
             self._held.append(event.text)  # type: ignore[attr-defined]
+            if self._draining is not None:  # the client reads slowly: wait for it
+                await asyncio.shield(self._draining)
             if not self._send_scheduled:
                 self._send_scheduled = True
                 sender = asyncio.ensure_future(self._send_held_soon())
@@ -75,7 +79,11 @@ class TurnRelay:
     async def _send_held_soon(self) -> None:
         # Runs once the loop turns; deltas arriving meanwhile join the same chunk.
         self._send_scheduled = False
-        await self.send_held()
+        self._draining = asyncio.current_task()  # seen by __call__ only if drain blocks
+        try:
+            await self.send_held()
+        finally:
+            self._draining = None
 
     async def finish(self) -> None:
         """Send the text held, then close tool calls the turn left open (only a core
