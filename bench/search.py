@@ -35,24 +35,31 @@ def plain_rg(root, args: list[str]) -> float:
     return time.perf_counter() - start
 
 
-def tool_time(ctx: ToolContext, tool, args: dict) -> float:
+def tool_time(loop: asyncio.AbstractEventLoop, ctx: ToolContext, tool, args: dict) -> float:
+    """One tool call, timed inside ``loop`` (the agent's loop lives as long as it does)."""
+
     async def once() -> float:
         start = time.perf_counter()
         await tool.run(dict(args), ctx)
         return time.perf_counter() - start
 
-    return asyncio.run(once())
+    return loop.run_until_complete(once())
 
 
 def run(runs: int) -> dict[str, list[float]]:
     root = ensure_tree()
     ctx = ToolContext(cwd=root, settings=Settings())
     figures: dict[str, list[float]] = {}
-    for name, tool, args, rg_args in CASES:
-        plain_rg(root, rg_args)  # page cache warm for both
-        for _ in range(runs):
-            figures.setdefault(f"rg {name}", []).append(plain_rg(root, rg_args))
-            figures.setdefault(f"tool {name}", []).append(tool_time(ctx, tool, args))
+    loop = asyncio.new_event_loop()
+    try:
+        for name, tool, args, rg_args in CASES:
+            plain_rg(root, rg_args)  # page cache warm for both
+            tool_time(loop, ctx, tool, args)
+            for _ in range(runs):
+                figures.setdefault(f"rg {name}", []).append(plain_rg(root, rg_args))
+                figures.setdefault(f"tool {name}", []).append(tool_time(loop, ctx, tool, args))
+    finally:
+        loop.close()
     return figures
 
 

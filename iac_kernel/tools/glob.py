@@ -146,25 +146,32 @@ async def _fast_listing(base: Path, pattern: str) -> list[str] | None:
     if out.truncated or out.returncode not in (0, 1):
         return None
     listed = out.stdout.splitlines()
-    ignore_files = []
-    if any(n in out.stdout for n in IGNORE_NAMES):  # one scan of the text, usually
-        ignore_files = [p for p in listed if p.endswith(IGNORE_NAMES) and _is_ignore_file(p)]
+    ignore_files = _ignore_files(out.stdout)
     if _type_is_exact(pattern):
         found = listed  # rg prints no empty names
     else:
         found = list(filter(compile_glob(pattern).match, listed))
-    if ignore_files:
-        regex = compile_glob(pattern)
-        skip = {p for p in ignore_files if not regex.match(p)}
-        found = [p for p in found if p not in skip]
+    regex = compile_glob(pattern)
+    for path in ignore_files:  # listed for the check only, unless the glob matches them
+        if not regex.match(path) and path in found:
+            found.remove(path)
     if may_drop(base, found, ignore_files, compile_glob(name)):
         return None
     found.sort()
     return found
 
 
-def _is_ignore_file(path: str) -> bool:
-    return path.rsplit("/", 1)[-1] in IGNORE_NAMES
+def _ignore_files(listing: str) -> list[str]:
+    """The ignore files in rg's listing (one path a line), found with ``str.find``:
+    a pass over each line in Python would cost more than the listing itself."""
+    found = []
+    for name in IGNORE_NAMES:
+        start = 0
+        while (at := listing.find(name + "\n", start)) >= 0:
+            start = at + len(name)
+            if at == 0 or listing[at - 1] in "/\n":
+                found.append(listing[listing.rfind("\n", 0, at) + 1 : at + len(name)])
+    return found
 
 
 _SIMPLE_SEGMENT = re.compile(r"[^/*?\[\]{}\\!:,]*(?:\*[^/*?\[\]{}\\!:,]*)*\Z")
