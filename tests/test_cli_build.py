@@ -93,9 +93,15 @@ def test_wheel_builds_without_npm_and_says_how_to_get_the_extension(
 
 def test_editable_install_builds_without_npm(tmp_path: Path, no_npm: dict[str, str]) -> None:
     src = clean_checkout(tmp_path / "checkout")
-    proc, built = hatchling_build("build_editable", src, no_npm)
+    assert not list((src / "iac_kernel").rglob("*.pyc"))
+    proc, built = hatchling_build("build_editable", src, {**no_npm, "PYTHONDONTWRITEBYTECODE": "1"})
     assert NOTE in proc.stderr and HOW in proc.stderr
     assert built.is_file()
+    # The source tree is what an editable install imports: its bytecode is written, even
+    # where PYTHONDONTWRITEBYTECODE keeps Python from writing it at import time.
+    sources = list((src / "iac_kernel").rglob("*.py"))
+    compiled = {p.name.split(".")[0] for p in (src / "iac_kernel").rglob("__pycache__/*.pyc")}
+    assert sources and {p.stem for p in sources} <= compiled
 
 
 def test_a_built_extension_is_shipped_without_npm(tmp_path: Path, no_npm: dict[str, str]) -> None:
