@@ -119,13 +119,13 @@ class IacAgent:
             raise errors.invalid_field("cwd", str(exc)) from None
         await start_mcp(session, specs)
         after_answer(lambda: notify.send_commands(self._channel(), session))
-        state = session_state.session_state(session)
-        return {"sessionId": session.session_id, **state, **self._mcp_answer(session)}
+        self._remember_mcp(session)
+        return session_state.new_session_answer(session)
 
     async def adopt(self, session: AgentSession) -> None:
         """A session whose ``session/new`` was answered before the SDK loaded
         (:mod:`iac_kernel.acp.early_start`): what :meth:`new_session` does after its answer."""
-        self._mcp_answer(session)
+        self._remember_mcp(session)
         await notify.send_commands(self._channel(), session)
 
     async def load_session(
@@ -178,8 +178,8 @@ class IacAgent:
         channel = self._channel()
         after_answer(lambda: notify.send_info(channel, session))
         after_answer(lambda: notify.send_commands(channel, session))
-        state = session_state.session_state(session)
-        return {"sessionId": session.session_id, **state, **self._mcp_answer(session)}
+        self._remember_mcp(session)
+        return session_state.new_session_answer(session)
 
     async def close_session(self, session_id: str, **_: Any) -> dict[str, Any]:
         remote = self.remotes.pop(session_id, None) if isinstance(session_id, str) else None
@@ -380,8 +380,12 @@ class IacAgent:
 
     def _mcp_answer(self, session: AgentSession) -> dict[str, Any]:
         """The answer's MCP ``_meta``, remembered to tell later changes."""
-        self._mcp_seen[session.session_id] = notify.mcp_statuses(session)
+        self._remember_mcp(session)
         return session_state.answer_meta(session)
+
+    def _remember_mcp(self, session: AgentSession) -> None:
+        """The MCP server states a session answer tells, to tell later changes."""
+        self._mcp_seen[session.session_id] = notify.mcp_statuses(session)
 
     async def _after_turn(self, session: AgentSession, title_before: str | None) -> None:
         """The turn's title and usage updates (before its answer); a client that went

@@ -61,8 +61,8 @@ def session_state(session: AgentSession) -> dict[str, Any]:
 
 
 def new_session_answer(session: AgentSession) -> dict[str, Any]:
-    """The whole ``session/new`` answer for a session started without MCP servers from
-    the client."""
+    """The whole answer of ``session/new`` (and ``session/fork``): the id, the state and
+    the ``_meta``."""
     return {"sessionId": session.session_id, **session_state(session), **answer_meta(session)}
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 from pathlib import Path
 from typing import Any
@@ -126,10 +127,17 @@ async def matching_files(base: Path, pattern: str) -> tuple[list[str], bool]:
     files = out.stdout.splitlines()
     if out.truncated and files:
         files.pop()  # the last line may be cut mid-path
-    found = files if _type_is_exact(pattern) else list(filter(compile_glob(pattern).match, files))
-    found = [f for f in found if f] if found is files else found
+    found = _matching(files, pattern, compile_glob(pattern))
     found.sort()
     return found, out.truncated
+
+
+def _matching(listed: list[str], pattern: str, regex: re.Pattern[str]) -> list[str]:
+    """The listed paths the glob matches (``regex`` is the glob's): all of them when the
+    name filter rg applied is already exact."""
+    if _type_is_exact(pattern):
+        return [f for f in listed if f]
+    return list(filter(regex.match, listed))
 
 
 async def _fast_listing(base: Path, pattern: str) -> list[str] | None:
@@ -145,16 +153,13 @@ async def _fast_listing(base: Path, pattern: str) -> list[str] | None:
     out = await run_rg(["--files", f"--glob={name}", *ignore_globs], base, MAX_LIST_BYTES)
     if out.truncated or out.returncode not in (0, 1):
         return None
-    listed = out.stdout.splitlines()
-    ignore_files = _ignore_files(out.stdout)
-    if _type_is_exact(pattern):
-        found = listed  # rg prints no empty names
-    else:
-        found = list(filter(compile_glob(pattern).match, listed))
     regex = compile_glob(pattern)
+    found = _matching(out.stdout.splitlines(), pattern, regex)
+    ignore_files = _ignore_files(out.stdout)
     for path in ignore_files:  # listed for the check only, unless the glob matches them
-        if not regex.match(path) and path in found:
-            found.remove(path)
+        if not regex.match(path):
+            with contextlib.suppress(ValueError):
+                found.remove(path)
     if may_drop(base, found, ignore_files, compile_glob(name)):
         return None
     found.sort()
