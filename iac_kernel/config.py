@@ -36,7 +36,6 @@ OTHER_ENV: dict[str, tuple[str, ...] | None] = {
     "IAC_KERNEL_PROVIDER": ("anthropic", "bedrock", "vertex"),
     "IAC_KERNEL_CHECKOV": None,
     "IAC_KERNEL_CHECKOV_CHECKS": None,  # trusted custom check dirs (terraform/policy.py)
-    "IAC_KERNEL_PLAIN_SDK_IMPORT": None,
     "IAC_KERNEL_MCP_START_TIMEOUT": NUMBER,
     "IAC_KERNEL_MCP_CALL_TIMEOUT": NUMBER,
 }
