@@ -317,3 +317,13 @@ async def test_a_push_to_a_local_path_asks_for_git_receive_pack(tmp_path: Path, 
     assert [q.input["argv"][0] for q in ask.exec_questions()] == ["git-receive-pack"]
     heads = _git(ws, "--git-dir=remote.git", "for-each-ref")
     assert ("refs/heads/main" in heads) == (answer == ALLOW_ONCE), result.content
+
+
+async def test_temporary_files_work_whatever_tmpdir_the_agent_has(
+    harness: Harness, outside: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("TMPDIR", str(outside))  # read-only inside the sandbox
+    result = await harness.run('d=$(mktemp -d) && echo "made:$d:$TMPDIR"', Asker())
+    assert result is not None and result.raw_output["sandbox"] == "bwrap"
+    assert "made:/tmp/" in result.content and result.content.rstrip().endswith(":/tmp")
+    assert os.listdir(outside) == []

@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ pytestmark = pytest.mark.skipif(unusable_reason() is not None, reason="bubblewra
 
 PROBE = """
 import sys
+import tempfile
 from pathlib import Path
 from iac_kernel.guard.sandbox import Layout
 ws, tmp, guard, launchers = (Path(p) for p in sys.argv[1:5])
@@ -32,8 +34,16 @@ raise SystemExit(__import__("subprocess").run(args).returncode)
 """
 
 
-def test_a_checkout_under_tmp_stays_visible_in_the_sandbox(tmp_path):
-    assert str(tmp_path).startswith("/tmp/")
+def test_a_checkout_under_tmp_stays_visible_in_the_sandbox():
+    # Under the real /tmp whatever TMPDIR says: that is the folder the sandbox hides.
+    tmp_path = Path(tempfile.mkdtemp(dir="/tmp", prefix="iac-tmp-checkout-"))
+    try:
+        _check_checkout_under(tmp_path)
+    finally:
+        shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def _check_checkout_under(tmp_path: Path) -> None:
     checkout = tmp_path / "checkout"
     shutil.copytree(
         Path(iac_kernel.__file__).parent,

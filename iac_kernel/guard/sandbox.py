@@ -170,6 +170,9 @@ class Layout:
                 args += ["--ro-bind", str(self.launcher_dir / program), real]
         for mask in self.masks:
             args += ["--tmpfs", str(mask)]
+        # The private /tmp is the only temporary folder a call can write: a TMPDIR
+        # pointing elsewhere (read-only inside) would break mktemp and friends.
+        args += ["--setenv", "TMPDIR", "/tmp"]
         args += ["--unshare-pid", "--die-with-parent", "--cap-drop", "ALL"]
         args += ["--chdir", chdir or str(self.cwd), *extra, "--"]
         return args
