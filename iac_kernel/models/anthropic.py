@@ -47,6 +47,8 @@ from iac_kernel.models.anthropic_request import (
 from iac_kernel.models.anthropic_stream import MessageBuilder
 from iac_kernel.models.base import ModelError, ModelEvent, ModelRequest
 from iac_kernel.models.credentials import PROVIDERS, provider_from_env
+from iac_kernel.models.providers import ANTHROPIC_CAPABILITIES, api_key, base_url, capabilities
+from iac_kernel.models.providers import PROVIDERS as ALL_PROVIDERS
 from iac_kernel.redact import redact
 
 __all__ = [
@@ -87,6 +89,7 @@ class AnthropicModel:
         context_window: int | None = None,
         prompt_caching: bool = True,
         timeout: float | None = None,
+        capabilities: frozenset[str] = ANTHROPIC_CAPABILITIES,
     ) -> None:
         self.model_id = model_id
         self._api_model, window, self._betas = resolve_model(model_id)
@@ -101,7 +104,9 @@ class AnthropicModel:
         self.client = client
         self.retry = retry or RetryPolicy()
         self.on_retry = on_retry
-        self.prompt_caching = prompt_caching
+        self.prompt_caching = prompt_caching and "cache_control" in capabilities
+        #: Messages API features this endpoint takes (a compatible backend's profile).
+        self.capabilities = capabilities
 
     def __repr__(self) -> str:
         return f"AnthropicModel({self.model_id!r}, client={type(self.client).__name__})"
@@ -113,6 +118,7 @@ class AnthropicModel:
             api_model=self._api_model,
             betas=self._betas,
             prompt_caching=self.prompt_caching,
+            thinking="thinking" in self.capabilities,
         )
         attempt = 0
         while True:
@@ -205,6 +211,7 @@ def create_anthropic_model(
     on_retry: RetryCallback | None = None,
     context_window: int | None = None,
     prompt_caching: bool = True,
+    profile: str | None = None,
     **client_kwargs: Any,
 ) -> AnthropicModel:
     """Build an :class:`AnthropicModel` on the chosen provider's SDK client.
@@ -215,7 +222,21 @@ def create_anthropic_model(
     ``project_id``); ``max_retries`` is always 0. Constructing needs no network; credentials
     for Bedrock and Vertex are resolved on the first request. Configuration problems raise
     ValueError.
+
+    ``profile`` names a Messages-compatible backend of
+    :data:`~iac_kernel.models.providers.PROVIDERS` (``deepseek_anthropic``): the direct
+    client on its URL and key, sending only the features it takes.
     """
+    if profile is not None:
+        spec = ALL_PROVIDERS[profile]
+        key = api_key(spec)
+        if key is None:
+            raise ModelError(f"no credentials for {spec.title}: set {spec.key_env}")
+        client_kwargs.setdefault("base_url", base_url(spec))
+        client_kwargs.setdefault("api_key", key)
+        provider, caps = "anthropic", capabilities(spec)
+    else:
+        caps = capabilities(ALL_PROVIDERS["anthropic"])
     chosen = (provider or provider_from_env()).strip().lower()
     if chosen not in PROVIDERS:
         raise ValueError(f"unknown provider {chosen!r}; expected one of {', '.join(PROVIDERS)}")
@@ -229,4 +250,5 @@ def create_anthropic_model(
         on_retry=on_retry,
         context_window=context_window,
         prompt_caching=prompt_caching,
+        capabilities=caps,
     )
