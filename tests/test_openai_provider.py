@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from core_support import RecordingPersist, assert_history_valid
 from fake_openai import Call, Chat, Empty, Failure, FakeOpenAIServer
 from iac_kernel.agent.loop import AgentLoop, Conversation
@@ -134,7 +135,7 @@ async def test_a_malformed_tool_call_gets_an_error_result_and_the_turn_goes_on(
 ):
     use(monkeypatch, "openai", server.url, "sk-openai-test-1234")
     server.enqueue(
-        Chat(calls=[Call("call_9", "read_file", ['{"path": "main.tf"'])], finish_reason="tool_calls"),
+        Chat(calls=[Call("call_9", "read_file", ['{"path": "ma'])], finish_reason="tool_calls"),
         Chat(text="Sorry, retried in words."),
     )
     ended, events, persist = await run(create_model("openai:gpt-4.1"), workspace)
@@ -221,7 +222,7 @@ async def _drain(model: Any) -> list[Any]:
 def test_stored_history_converts_to_chat_messages():
     from iac_kernel.models.openai_request import convert_messages
 
-    history = [
+    history: list[dict[str, Any]] = [
         {"role": "user", "content": [{"type": "text", "text": "look"}]},
         {
             "role": "assistant",
@@ -234,11 +235,12 @@ def test_stored_history_converts_to_chat_messages():
         {
             "role": "user",
             "content": [
-                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "boom", "is_error": True},
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "boom"},
                 {"type": "text", "text": "and now?"},
             ],
         },
     ]
+    history[2]["content"][0]["is_error"] = True
     out = convert_messages(history)
     assert out[0] == {"role": "user", "content": "look"}
     assert out[1]["tool_calls"][0]["function"] == {"name": "bash", "arguments": '{"command": "ls"}'}

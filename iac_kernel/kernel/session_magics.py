@@ -42,6 +42,7 @@ async def session(magics: Magics, args: str) -> MagicOutput:
             "git root",
             f"`{shown(meta.git_root)}`" if meta.git_root else "(not in a git repository)",
         ),
+        ("provider", f"`{session.provider}`"),
         ("model", f"`{shown_model(session.model_id)}`"),
         ("mode", f"`{session.mode}`"),
         ("messages", str(meta.message_count)),

@@ -48,8 +48,8 @@ def fetch(provider: str, timeout: float = TIMEOUT) -> list[str]:
 def cached(provider: str) -> list[str]:
     """What the endpoint listed so far; starts the listing in the background once."""
     spec = PROVIDERS[provider]
-    if spec.kind != "openai":
-        return []
+    if spec.kind != "openai" or (api_key(spec) is None and spec.name != "openai"):
+        return []  # without its key the endpoint would only refuse
     key = (provider, base_url(spec) or "https://api.openai.com/v1")
     with _lock:
         if key in _found:
