@@ -8,11 +8,11 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from fake_openai import Call, Chat, FakeOpenAIServer
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 
+from fake_openai import Call, Chat, FakeOpenAIServer
 from iac_kernel.kernel.cards import CARD_MIME
 from iac_kernel.kernel.install import KERNEL_NAME, write_spec
 from iac_kernel.kernel.session_info import SESSION_MIME
