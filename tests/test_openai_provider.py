@@ -150,7 +150,7 @@ async def test_a_malformed_tool_call_gets_an_error_result_and_the_turn_goes_on(
 
 async def test_401_names_the_provider_and_the_variable(server, monkeypatch, workspace):
     use(monkeypatch, "dashscope", server.url, "sk-dashscope-bad-0000")
-    server.enqueue(Failure(401, "Incorrect API key provided"))
+    server.enqueue(Failure(401, "Incorrect API key provided: sk-dashscope-bad-0000"))
     ended, events, _persist = await run(create_model("dashscope:qwen-plus"), workspace)
     notice = next(e.message for e in events if isinstance(e, ErrorNotice))
     assert "DashScope" in notice and "DASHSCOPE_API_KEY" in notice and "401" in notice
@@ -248,3 +248,23 @@ def test_stored_history_converts_to_chat_messages():
     assert out[2] == {"role": "tool", "tool_call_id": "toolu_1", "content": "Error: boom"}
     assert out[3] == {"role": "user", "content": "and now?"}
     assert json.dumps(out)  # plain JSON all the way
+
+
+def test_parallel_calls_that_reuse_index_zero_stay_apart():
+    from types import SimpleNamespace as NS
+
+    from iac_kernel.models.openai_stream import ChunkBuilder
+
+    def fragment(id, name, args):
+        return NS(index=0, id=id, function=NS(name=name, arguments=args))
+
+    builder = ChunkBuilder()
+    for piece in (
+        fragment("c1", "read_file", '{"path": "a"}'),
+        fragment("c2", "read_file", '{"path":'),
+        fragment(None, None, ' "b"}'),
+    ):
+        delta = NS(content=None, tool_calls=[piece], model_extra={})
+        builder.feed(NS(usage=None, choices=[NS(index=0, delta=delta, finish_reason=None)]))
+    ends = [e for e in builder.finish_tools() if type(e).__name__ == "ToolUseEnd"]
+    assert [(e.id, e.input) for e in ends] == [("c1", {"path": "a"}), ("c2", {"path": "b"})]

@@ -142,3 +142,13 @@ async def test_a_gateway_behind_anthropic_base_url_can_be_narrowed(monkeypatch):
         body = server.requests[0].body
     assert body["model"] == "any-gateway-model"
     assert "thinking" not in body and "cache_control" not in str(body)
+
+
+def test_a_bad_model_setting_is_one_clear_error(monkeypatch):
+    monkeypatch.setenv("IAC_KERNEL_PROVIDER", "openai")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-test-1234")
+    monkeypatch.setenv("IAC_KERNEL_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("IAC_KERNEL_MODEL", "anthropic:not-claude")
+    with pytest.raises(ModelError, match="unknown model 'anthropic:not-claude'"):
+        check_model_id("anthropic:not-claude")
+    assert "openai:gpt-4.1" in available_models()

@@ -48,6 +48,8 @@ class ChunkBuilder:
         self.text: list[str] = []
         self.reasoning: list[str] = []
         self.calls: dict[int, dict[str, Any]] = {}
+        #: Stream index -> slot in ``calls`` (differs only for servers that reuse indexes).
+        self._slots: dict[int, int] = {}
         self.finish_reason: str | None = None
         self.usage = Usage()
         #: Chunks seen; none at all means the endpoint sent an empty stream.
@@ -87,6 +89,15 @@ class ChunkBuilder:
         index = getattr(fragment, "index", None)
         if not isinstance(index, int):
             index = len(self.calls)
+        new_id = getattr(fragment, "id", None)
+        slot = self._slots.get(index, index)
+        known = self.calls.get(slot)
+        if known is not None and new_id and known["id"] and new_id != known["id"]:
+            # Some servers give every parallel call index 0: a new id is a new call, and
+            # the fragments after it (no id) continue that one.
+            slot = max(self.calls) + 1
+            self._slots[index] = slot
+        index = slot
         call = self.calls.setdefault(index, {"id": "", "name": "", "args": [], "begun": False})
         if getattr(fragment, "id", None):
             call["id"] = call["id"] or fragment.id

@@ -90,8 +90,9 @@ def available_models() -> list[str]:
             continue
         offered = [*provider.models, *endpoint_models.cached(name)]
         chosen = os.environ.get("IAC_KERNEL_MODEL", "").strip()
-        if chosen and name == active and resolve(chosen)[0] == name:
-            offered.insert(0, resolve(chosen)[1])
+        found = _resolve(chosen) if chosen and name == active else None
+        if found is not None and found[0] == name:
+            offered.insert(0, found[1])
         ids += [f"{name}:{m}" for m in dict.fromkeys(offered)]
     if active is not None and active not in ANTHROPIC_FAMILY and anthropic_available():
         ids += ANTHROPIC_MODELS
@@ -121,6 +122,14 @@ def resolve(model_id: str) -> tuple[str, str]:
 
     Raises :class:`ModelError` listing the choices when nothing takes the id.
     """
+    found = _resolve(model_id)
+    if found is None:
+        raise ModelError(_unknown(repr(model_id)))
+    return found
+
+
+def _resolve(model_id: str) -> tuple[str, str] | None:
+    """:func:`resolve` without the error (the error lists the choices, built from this)."""
     name = model_id.strip()
     if name == SCRIPTED_MODEL_ID or name.startswith(SCRIPTED_MODEL_ID + ":"):
         return SCRIPTED_MODEL_ID, name
@@ -130,7 +139,7 @@ def resolve(model_id: str) -> tuple[str, str]:
         if provider in ANTHROPIC_FAMILY and not (
             is_known_claude_model(rest) or _any_id_provider() == provider
         ):
-            raise ModelError(_unknown(repr(model_id)))
+            return None
         return provider, rest.strip()
     if is_known_claude_model(name):
         active = _active()
@@ -138,9 +147,7 @@ def resolve(model_id: str) -> tuple[str, str]:
             return active, name
         return provider_from_env_safe(), name
     anywhere = _any_id_provider()
-    if anywhere is not None:
-        return anywhere, name
-    raise ModelError(_unknown(repr(model_id)))
+    return (anywhere, name) if anywhere is not None and name else None
 
 
 def provider_from_env_safe() -> str:
