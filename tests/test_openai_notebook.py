@@ -71,3 +71,41 @@ def test_a_runbook_runs_headless_on_an_openai_compatible_endpoint(
     assert infos[-1]["provider"] == "deepseek"
     shown = "\n".join(o.get("data", {}).get("text/plain", "") for o in session_cell.outputs)
     assert "provider" in shown and "deepseek" in shown
+
+
+def test_model_switches_provider_in_a_kernel_and_says_what_the_history_keeps(
+    tmp_path: Path, workspace: Path
+) -> None:
+    from iac_kernel.kernel.testing import scripted_kernel
+
+    (workspace / "notes.txt").write_text("hello from the notes\n")
+    script = Path(__file__).parent / "scripts" / "kernel_turns.json"
+    with FakeOpenAIServer() as server:
+        server.enqueue(Chat(text="The notes greet you."))
+        kernel = scripted_kernel(
+            tmp_path,
+            workspace,
+            script,
+            {"OPENAI_API_KEY": "sk-openai-kernel-7", "OPENAI_BASE_URL": server.url},
+        )
+        try:
+            assert kernel.execute("read the notes").status == "ok"
+            switched = kernel.execute("%model openai:gpt-4.1")
+            answer = kernel.execute("so what do they say?")
+            info = kernel.execute("%session")
+        finally:
+            kernel.stop()
+        sent = server.chat_requests()[0].body["messages"]
+
+    def plain(result) -> str:
+        return "\n".join(
+            m["content"]["data"].get("text/plain", "")
+            for m in result.of_type("display_data")
+            if "data" in m["content"]
+        )
+
+    assert "Model set to openai:gpt-4.1." in plain(switched)
+    assert "1 tool calls with their results" in plain(switched)
+    assert "The notes greet you." in plain(answer)
+    assert [m["role"] for m in sent][-3:] == ["tool", "assistant", "user"]
+    assert "provider" in plain(info) and "openai" in plain(info)
