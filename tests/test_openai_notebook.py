@@ -100,7 +100,8 @@ def test_model_switches_provider_in_a_kernel_and_says_what_the_history_keeps(
     def plain(result) -> str:
         return "\n".join(
             m["content"]["data"].get("text/plain", "")
-            for m in result.of_type("display_data")
+            for kind in ("display_data", "update_display_data")
+            for m in result.of_type(kind)
             if "data" in m["content"]
         )
 
