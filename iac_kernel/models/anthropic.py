@@ -19,11 +19,8 @@ backoff in :mod:`~iac_kernel.models.anthropic_errors`, the SDK clients in
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import logging
 from collections.abc import AsyncIterator, Callable
-from contextlib import aclosing
 from typing import Any
 
 import anthropic
@@ -49,6 +46,7 @@ from iac_kernel.models.base import ModelError, ModelEvent, ModelRequest
 from iac_kernel.models.credentials import PROVIDERS, provider_from_env
 from iac_kernel.models.providers import ANTHROPIC_CAPABILITIES, api_key, base_url, capabilities
 from iac_kernel.models.providers import PROVIDERS as ALL_PROVIDERS
+from iac_kernel.models.retry import retrying
 from iac_kernel.redact import redact
 
 __all__ = [
@@ -120,46 +118,14 @@ class AnthropicModel:
             prompt_caching=self.prompt_caching,
             thinking="thinking" in self.capabilities,
         )
-        attempt = 0
-        while True:
-            attempt += 1
-            emitted = False
-            try:
-                async with aclosing(self._attempt(params)) as events:
-                    async for event in events:
-                        emitted = True
-                        yield event
-                return
-            except ModelError:
-                raise
-            except Exception as exc:
-                failure = classify(exc, self._api_model)
-            if emitted:
-                raise ModelError(
-                    self._scrub(
-                        f"the model's response broke off after output had started "
-                        f"({failure.reason}): {failure.detail}"
-                    ),
-                    retryable=False,
-                    status=failure.status,
-                )
-            if not failure.retryable:
-                raise ModelError(
-                    self._scrub(f"{failure.reason}: {failure.detail}"),
-                    retryable=False,
-                    status=failure.status,
-                )
-            if attempt >= self.retry.max_attempts:
-                raise ModelError(
-                    self._scrub(
-                        f"{failure.reason}; gave up after {attempt} attempts: {failure.detail}"
-                    ),
-                    retryable=True,
-                    status=failure.status,
-                )
-            delay = self.retry.delay(attempt, failure.retry_after)
-            await self._notify_retry(attempt, delay, failure.reason)
-            await asyncio.sleep(delay)
+        async for event in retrying(
+            lambda: self._attempt(params),
+            lambda exc: classify(exc, self._api_model),
+            self.retry,
+            lambda: self.on_retry,
+            self._scrub,
+        ):
+            yield event
 
     async def _attempt(self, params: dict[str, Any]) -> AsyncIterator[ModelEvent]:
         stream = await self.client.messages.create(**params, stream=True)
@@ -186,18 +152,6 @@ class AnthropicModel:
             if isinstance(value, str) and len(value) >= 4 and value in text:
                 text = text.replace(value, f"[REDACTED:{attr}]")
         return text
-
-    async def _notify_retry(self, attempt: int, delay: float, reason: str) -> None:
-        callback = self.on_retry
-        if callback is None:
-            return
-        try:
-            result = callback(attempt, delay, self._scrub(reason))
-            if inspect.isawaitable(result):
-                await result
-        except Exception:
-            # A broken notice must not turn a retryable hiccup into a failed turn.
-            log.exception("on_retry callback failed")
 
 
 # --- factory -------------------------------------------------------------------------------

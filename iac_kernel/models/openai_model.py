@@ -14,10 +14,8 @@ the models the endpoint offers when it answers ``/models``.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 from collections.abc import AsyncIterator
-from contextlib import aclosing
 from typing import Any
 
 import openai
@@ -27,7 +25,7 @@ from iac_kernel.models.openai_errors import CutStream, EmptyStream, classify
 from iac_kernel.models.openai_request import build_params
 from iac_kernel.models.openai_stream import ChunkBuilder
 from iac_kernel.models.providers import PROVIDERS, Provider, api_key, base_url
-from iac_kernel.models.retry import RetryCallback, RetryPolicy
+from iac_kernel.models.retry import Failure, RetryCallback, RetryPolicy, retrying
 from iac_kernel.redact import redact
 
 log = logging.getLogger(__name__)
@@ -83,45 +81,15 @@ class OpenAIModel:
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """Stream one assistant message; see the module docstring for the retry rules."""
         params = build_params(request, model=self.api_model, provider=self.provider)
-        attempt = 0
-        while True:
-            attempt += 1
-            emitted = False
-            try:
-                async with aclosing(self._attempt(params)) as events:
-                    async for event in events:
-                        emitted = True
-                        yield event
-                return
-            except ModelError:
-                raise
-            except Exception as exc:
-                failure = classify(exc, self.provider, self.url, self.api_model)
-            if failure.status == 404:
-                failure.detail += await self._model_list()
-            if emitted:
-                raise ModelError(
-                    self._scrub(
-                        f"the model's response broke off after output had started "
-                        f"({failure.reason}): {failure.detail}"
-                    ),
-                    status=failure.status,
-                )
-            if not failure.retryable:
-                raise ModelError(
-                    self._scrub(f"{failure.reason}: {failure.detail}"), status=failure.status
-                )
-            if attempt >= self.retry.max_attempts:
-                raise ModelError(
-                    self._scrub(
-                        f"{failure.reason}; gave up after {attempt} attempts: {failure.detail}"
-                    ),
-                    retryable=True,
-                    status=failure.status,
-                )
-            delay = self.retry.delay(attempt, failure.retry_after)
-            await self._notify_retry(attempt, delay, failure.reason)
-            await asyncio.sleep(delay)
+        async for event in retrying(
+            lambda: self._attempt(params),
+            lambda exc: classify(exc, self.provider, self.url, self.api_model),
+            self.retry,
+            lambda: self.on_retry,
+            self._scrub,
+            self._explain,
+        ):
+            yield event
 
     async def _attempt(self, params: dict[str, Any]) -> AsyncIterator[ModelEvent]:
         stream = await self.client.chat.completions.create(**params)
@@ -137,6 +105,11 @@ class OpenAIModel:
         for event in builder.finish_tools():
             yield event
         yield builder.done()
+
+    async def _explain(self, failure: Failure) -> None:
+        """A 404 names the models the endpoint offers, when it lists them."""
+        if failure.status == 404:
+            failure.detail += await self._model_list()
 
     async def _model_list(self) -> str:
         """``; models offered: ...`` when the endpoint lists its models, else ``""``."""
@@ -156,17 +129,6 @@ class OpenAIModel:
         if isinstance(key, str) and len(key) >= 4 and key in text:
             text = text.replace(key, "[REDACTED:api_key]")
         return text
-
-    async def _notify_retry(self, attempt: int, delay: float, reason: str) -> None:
-        callback = self.on_retry
-        if callback is None:
-            return
-        try:
-            result = callback(attempt, delay, self._scrub(reason))
-            if inspect.isawaitable(result):
-                await result
-        except Exception:
-            log.exception("on_retry callback failed")
 
 
 def _build_client(provider: Provider, kwargs: dict[str, Any]) -> Any:

@@ -1,13 +1,28 @@
-"""Retrying failed model calls: the policy (backoff with jitter, ``retry-after``) and the
-classified failure both providers share. Imports no SDK."""
+"""Retrying failed model calls, shared by both providers (imports no SDK).
+
+:func:`retrying` streams one model answer: transient failures (as the provider's
+``classify`` judges them) are retried with :class:`RetryPolicy`'s backoff, but only while
+nothing has been yielded to the caller; once output has streamed a failure raises
+:class:`~iac_kernel.models.base.ModelError`, because the caller has already shown it.
+``ModelError.retryable`` is True only for a transient failure that ran out of attempts
+before anything was yielded.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
+import inspect
+import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import aclosing
 from dataclasses import dataclass
+
+from iac_kernel.models.base import ModelError, ModelEvent
+
+log = logging.getLogger(__name__)
 
 RetryCallback = Callable[[int, float, str], Awaitable[None] | None]
 
@@ -89,3 +104,70 @@ def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
             return seconds
         return 0.0
     return None
+
+
+async def retrying(
+    attempt: Callable[[], AsyncIterator[ModelEvent]],
+    classify: Callable[[Exception], Failure],
+    policy: RetryPolicy,
+    on_retry: Callable[[], RetryCallback | None],
+    scrub: Callable[[str], str],
+    explain: Callable[[Failure], Awaitable[None]] | None = None,
+) -> AsyncIterator[ModelEvent]:
+    """Yield one answer's events from ``attempt()``, retried as the module docstring says.
+
+    ``on_retry()`` gives the callback of the moment (callers may swap it between calls);
+    ``scrub`` removes secrets from every message; ``explain`` may add to a failure's
+    detail before it is raised (e.g. the models an endpoint offers).
+    """
+    tries = 0
+    while True:
+        tries += 1
+        emitted = False
+        try:
+            async with aclosing(attempt()) as events:
+                async for event in events:
+                    emitted = True
+                    yield event
+            return
+        except ModelError:
+            raise
+        except Exception as exc:
+            failure = classify(exc)
+        if explain is not None and not failure.retryable:
+            await explain(failure)
+        if emitted:
+            raise ModelError(
+                scrub(
+                    f"the model's response broke off after output had started "
+                    f"({failure.reason}): {failure.detail}"
+                ),
+                retryable=False,
+                status=failure.status,
+            )
+        if not failure.retryable:
+            raise ModelError(
+                scrub(f"{failure.reason}: {failure.detail}"), retryable=False, status=failure.status
+            )
+        if tries >= policy.max_attempts:
+            raise ModelError(
+                scrub(f"{failure.reason}; gave up after {tries} attempts: {failure.detail}"),
+                retryable=True,
+                status=failure.status,
+            )
+        delay = policy.delay(tries, failure.retry_after)
+        await notify_retry(on_retry(), tries, delay, scrub(failure.reason))
+        await asyncio.sleep(delay)
+
+
+async def notify_retry(callback: RetryCallback | None, attempt: int, delay: float, reason: str):
+    """Call the retry callback (sync or async); a failing one is logged, never raised."""
+    if callback is None:
+        return
+    try:
+        result = callback(attempt, delay, reason)
+        if inspect.isawaitable(result):
+            await result
+    except Exception:
+        # A broken notice must not turn a retryable hiccup into a failed turn.
+        log.exception("on_retry callback failed")
