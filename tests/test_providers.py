@@ -152,3 +152,13 @@ def test_a_bad_model_setting_is_one_clear_error(monkeypatch):
     with pytest.raises(ModelError, match="unknown model 'anthropic:not-claude'"):
         check_model_id("anthropic:not-claude")
     assert "openai:gpt-4.1" in available_models()
+
+
+async def test_iac_kernel_base_url_moves_the_anthropic_endpoint_too(monkeypatch):
+    with FakeAnthropicServer() as server:
+        monkeypatch.setenv("IAC_KERNEL_PROVIDER", "anthropic")
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-0000000000")
+        monkeypatch.setenv("IAC_KERNEL_BASE_URL", server.url)
+        server.enqueue(StreamedMessage([text("ok")]))
+        await _one_turn(create_model("claude-sonnet-4-6"))
+        assert server.requests and server.requests[0].body["model"] == "claude-sonnet-4-6"

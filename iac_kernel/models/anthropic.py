@@ -20,6 +20,7 @@ backoff in :mod:`~iac_kernel.models.anthropic_errors`, the SDK clients in
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -191,6 +192,13 @@ def create_anthropic_model(
         provider, caps = "anthropic", capabilities(spec)
     else:
         caps = capabilities(ALL_PROVIDERS["anthropic"])
+        if (provider or provider_from_env()) == "anthropic" and os.environ.get(
+            "IAC_KERNEL_BASE_URL"
+        ):
+            # Only when IAC_KERNEL_PROVIDER=anthropic names it (base_url() checks).
+            override = base_url(ALL_PROVIDERS["anthropic"])
+            if override:
+                client_kwargs.setdefault("base_url", override)
     chosen = (provider or provider_from_env()).strip().lower()
     if chosen not in PROVIDERS:
         raise ValueError(f"unknown provider {chosen!r}; expected one of {', '.join(PROVIDERS)}")
