@@ -162,3 +162,13 @@ async def test_iac_kernel_base_url_moves_the_anthropic_endpoint_too(monkeypatch)
         server.enqueue(StreamedMessage([text("ok")]))
         await _one_turn(create_model("claude-sonnet-4-6"))
         assert server.requests and server.requests[0].body["model"] == "claude-sonnet-4-6"
+
+
+def test_iac_kernel_base_url_only_moves_the_named_provider():
+    from iac_kernel.models.providers import PROVIDERS, base_url
+
+    env = {"DEEPSEEK_API_KEY": "d", "IAC_KERNEL_BASE_URL": "https://elsewhere.example/v1"}
+    assert base_url(PROVIDERS["deepseek"], env) == "https://api.deepseek.com"
+    env["IAC_KERNEL_PROVIDER"] = "deepseek"
+    assert base_url(PROVIDERS["deepseek"], env) == "https://elsewhere.example/v1"
+    assert base_url(PROVIDERS["dashscope"], env).startswith("https://dashscope.aliyuncs.com/")

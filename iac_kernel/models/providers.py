@@ -181,15 +181,16 @@ def active_provider(env: Mapping[str, str] | None = None) -> str | None:
 
 
 def base_url(provider: Provider, env: Mapping[str, str] | None = None) -> str | None:
-    """The endpoint: ``IAC_KERNEL_BASE_URL`` for the active provider, else the variable
-    the SDK reads (``OPENAI_BASE_URL``, ``ANTHROPIC_BASE_URL``), else the preset's URL."""
+    """The endpoint: ``IAC_KERNEL_BASE_URL`` for the provider ``IAC_KERNEL_PROVIDER``
+    names (never another: a key goes only where it was sent), else the variable the SDK
+    reads (``OPENAI_BASE_URL``, ``ANTHROPIC_BASE_URL``), else the preset's URL."""
     env = os.environ if env is None else env
     override = (env.get("IAC_KERNEL_BASE_URL") or "").strip()
     try:
-        active = active_provider(env)
+        named = named_provider(env)
     except ValueError:
-        active = None
-    if override and active == provider.name:
+        named = None
+    if override and named == provider.name:
         return override
     if provider.url_env and env.get(provider.url_env):
         return env[provider.url_env].strip()
