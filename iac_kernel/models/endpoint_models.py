@@ -10,8 +10,6 @@ from __future__ import annotations
 import logging
 import threading
 
-import httpx
-
 from iac_kernel.models.providers import PROVIDERS, api_key, base_url
 
 log = logging.getLogger(__name__)
@@ -28,6 +26,8 @@ _started: set[tuple[str, str]] = set()
 
 def fetch(provider: str, timeout: float = TIMEOUT) -> list[str]:
     """List the endpoint's models now (blocking); [] when it does not answer."""
+    import httpx  # only when a listing is wanted: start-up does not pay for it
+
     spec = PROVIDERS[provider]
     url = base_url(spec) or "https://api.openai.com/v1"
     key = api_key(spec)
