@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from core_support import write_script
-from fake_anthropic import FakeAnthropicServer, StreamedMessage, text
+from fake_anthropic import FakeAnthropicServer, StreamedMessage, text, thinking, tool_use
 from fake_openai import Call, Chat, FakeOpenAIServer
 from iac_kernel.config import Settings
 from iac_kernel.events import ErrorNotice, TextDelta, ToolCallResult
@@ -73,9 +73,19 @@ async def test_scripted_to_openai_to_anthropic_and_back(workspace: Path, tmp_pat
         note = session.set_model("claude-sonnet-4-6")
         assert session.provider == "anthropic"
         assert "1 thinking block(s) are not sent" in note
-        anthropic_fake.enqueue(StreamedMessage([text("Agreed: one bucket.")]))
+        anthropic_fake.enqueue(
+            StreamedMessage(
+                [
+                    thinking("Check once more.", "c2lnbmVk"),
+                    tool_use("toolu_c", "read_file", {"path": "main.tf"}),
+                ],
+                stop_reason="tool_use",
+            ),
+            StreamedMessage([text("Agreed: one bucket.")]),
+        )
         ended, events = await prompt(session, "sure?")
-        assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Agreed: one bucket."
+        said = "".join(e.text for e in events if isinstance(e, TextDelta))
+        assert said.endswith("Agreed: one bucket.")
         body = anthropic_fake.requests[0].body
         blocks = [b for m in body["messages"] for b in m["content"]]
         uses = [b["id"] for b in blocks if b["type"] == "tool_use"]
@@ -83,8 +93,17 @@ async def test_scripted_to_openai_to_anthropic_and_back(workspace: Path, tmp_pat
         assert uses == results == [scripted_call["id"], "call_a"]
         assert not [b for b in blocks if b["type"] == "thinking"]  # DeepSeek-style reasoning
 
-        # And back to the OpenAI-compatible provider: Claude's answer goes along too.
-        session.set_model("openai:gpt-4.1")
+        # Claude's signed thinking came back to Claude within its tool loop.
+        again = anthropic_fake.requests[1].body["messages"][-2]["content"]
+        assert again[0] == {
+            "type": "thinking",
+            "thinking": "Check once more.",
+            "signature": "c2lnbmVk",
+        }
+
+        # And back to the OpenAI-compatible provider: Claude's calls and answer go along.
+        note = session.set_model("openai:gpt-4.1")
+        assert "3 tool calls" in note and "2 thinking block(s) are not sent" in note
         openai_fake.enqueue(Chat(text="Done."))
         await prompt(session, "thanks")
         sent = openai_fake.chat_requests()[-1].body["messages"]
@@ -92,7 +111,9 @@ async def test_scripted_to_openai_to_anthropic_and_back(workspace: Path, tmp_pat
         assert [m["tool_call_id"] for m in sent if m["role"] == "tool"] == [
             scripted_call["id"],
             "call_a",
+            "toolu_c",
         ]
+        assert not [m for m in sent if "reasoning_content" in m]
 
     # The stored model id means the same provider when the session is loaded again.
     session_id = session.session_id
@@ -100,4 +121,4 @@ async def test_scripted_to_openai_to_anthropic_and_back(workspace: Path, tmp_pat
     again = SessionManager(settings, holder="t2").load(session_id)
     assert again.model_id == "openai:gpt-4.1"
     results = [e for e in again.replay() if isinstance(e, ToolCallResult)]
-    assert [r.status for r in results] == ["completed", "completed"]
+    assert [r.status for r in results] == ["completed"] * 3
