@@ -38,13 +38,13 @@ async def test_initialize_answers_capabilities(tmp_path):
     assert answer.agent_info.name == "iac-kernel"
     # No credentials here: one env-var method per provider that could be configured.
     methods = [m.model_dump(by_alias=True, exclude_none=True) for m in answer.auth_methods]
-    assert [m["vars"][0]["name"] for m in methods] == [
+    assert [m["_meta"]["iac_kernel"]["envVar"] for m in methods] == [
         "ANTHROPIC_API_KEY",
         "OPENAI_API_KEY",
         "DASHSCOPE_API_KEY",
         "DEEPSEEK_API_KEY",
     ]
-    assert {m["type"] for m in methods} == {"env_var"}
+    assert all(m["description"].startswith("Set ") for m in methods)
 
 
 async def test_prompt_streams_thought_and_text_before_the_answer(tmp_path, workspace):

@@ -95,7 +95,7 @@ def test_a_silent_endpoint_adds_nothing(monkeypatch):
 
 
 def test_auth_methods_only_without_credentials(monkeypatch):
-    names = [m["vars"][0]["name"] for m in auth_methods()]
+    names = [m["_meta"]["iac_kernel"]["envVar"] for m in auth_methods()]
     assert names == ["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "DASHSCOPE_API_KEY", "DEEPSEEK_API_KEY"]
     monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-q-1234")
     assert auth_methods() == []

@@ -221,7 +221,11 @@ def capabilities(provider: Provider, env: Mapping[str, str] | None = None) -> fr
 
 def auth_methods(env: Mapping[str, str] | None = None) -> list[dict[str, object]]:
     """ACP ``authMethods``: one env-var method per provider lacking credentials; empty
-    when a provider is usable (configured, or credentials found)."""
+    when a provider is usable (configured, or credentials found).
+
+    Written in the schema's plain (agent) form with the variable in ``_meta``: the
+    ``type: "env_var"`` form of schema v1.19 is gone from newer ACP schemas, whose
+    clients drop it."""
     env = os.environ if env is None else env
     try:
         if active_provider(env) is not None:
@@ -233,11 +237,10 @@ def auth_methods(env: Mapping[str, str] | None = None) -> list[dict[str, object]
         provider = PROVIDERS[name]
         methods.append(
             {
-                "type": "env_var",
                 "id": f"env:{provider.key_env}",
                 "name": f"{provider.title} API key",
                 "description": f"Set {provider.key_env} in the agent's environment.",
-                "vars": [{"name": provider.key_env, "label": f"{provider.title} API key"}],
+                "_meta": {"iac_kernel": {"envVar": provider.key_env}},
             }
         )
     return methods
