@@ -42,7 +42,6 @@ async def session(magics: Magics, args: str) -> MagicOutput:
             "git root",
             f"`{shown(meta.git_root)}`" if meta.git_root else "(not in a git repository)",
         ),
-        ("provider", f"`{session.provider}`"),
         ("model", f"`{shown_model(session.model_id)}`"),
         ("mode", f"`{session.mode}`"),
         ("messages", str(meta.message_count)),
@@ -54,6 +53,8 @@ async def session(magics: Magics, args: str) -> MagicOutput:
         ("store", f"`{_store_shown(magics.state.manager.store.root)}`"),
         ("guard", _cell(guard_status())),
     ]
+    if session.provider != "scripted":
+        rows.insert(4, ("provider", f"`{session.provider}`"))
     if meta.notebook:
         rows.append(("notebook", f"`{shown(meta.notebook)}`"))
     if meta.forked_from:
