@@ -172,3 +172,11 @@ def test_iac_kernel_base_url_only_moves_the_named_provider():
     env["IAC_KERNEL_PROVIDER"] = "deepseek"
     assert base_url(PROVIDERS["deepseek"], env) == "https://elsewhere.example/v1"
     assert base_url(PROVIDERS["dashscope"], env).startswith("https://dashscope.aliyuncs.com/")
+
+
+def test_a_profile_is_not_claude(monkeypatch):
+    monkeypatch.setenv("IAC_KERNEL_PROVIDER", "ollama_anthropic")
+    assert default_model_id() == "ollama_anthropic:qwen3-coder"
+    assert available_models() == ["ollama_anthropic:qwen3-coder", "scripted"]
+    assert resolve("claude-sonnet-4-6") == ("anthropic", "claude-sonnet-4-6")
+    assert resolve("qwen3-coder:30b") == ("ollama_anthropic", "qwen3-coder:30b")

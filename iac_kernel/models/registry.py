@@ -22,7 +22,7 @@ from pathlib import Path
 from iac_kernel.models import endpoint_models
 from iac_kernel.models.base import Model, ModelError
 from iac_kernel.models.credentials import has_anthropic_credentials, provider_from_env
-from iac_kernel.models.providers import ANTHROPIC_FAMILY, PROVIDERS, active_provider
+from iac_kernel.models.providers import ANTHROPIC_FAMILY, PROVIDERS, active_provider, has_key
 from iac_kernel.models.scripted import SCRIPTED_MODEL_ID, Script, ScriptedModel
 
 DEFAULT_ANTHROPIC_MODEL = os.environ.get("ANTHROPIC_MODEL", "claude-sonnet-4-6")
@@ -50,6 +50,14 @@ _BEDROCK = re.compile(r"^(?:[a-z]{2,6}\.)?anthropic\.(?P<id>.+?)(?:-v\d+(?::\d+)
 
 
 def anthropic_available() -> bool:
+    """Whether Claude itself can be reached (a Messages-compatible profile is not Claude)."""
+    active = _active()
+    if (
+        active is not None
+        and active not in ANTHROPIC_FAMILY
+        and PROVIDERS[active].kind == "anthropic"
+    ):
+        return has_key(PROVIDERS["anthropic"])
     return has_anthropic_credentials()
 
 
@@ -142,9 +150,6 @@ def _resolve(model_id: str) -> tuple[str, str] | None:
             return None
         return provider, rest.strip()
     if is_known_claude_model(name):
-        active = _active()
-        if active and PROVIDERS[active].kind == "anthropic":
-            return active, name
         return provider_from_env_safe(), name
     anywhere = _any_id_provider()
     return (anywhere, name) if anywhere is not None and name else None
