@@ -86,8 +86,6 @@ def available_models() -> list[str]:
     ids: list[str] = []
     names = [active] if active else []
     names += [n for n in PROVIDERS if n != active and n not in ANTHROPIC_FAMILY]
-    if active is None and anthropic_available():
-        names.insert(0, "anthropic")
     for name in names:
         if name in ANTHROPIC_FAMILY:
             if anthropic_available():
@@ -150,12 +148,12 @@ def _resolve(model_id: str) -> tuple[str, str] | None:
             return None
         return provider, rest.strip()
     if is_known_claude_model(name):
-        return provider_from_env_safe(), name
+        return _family(), name
     anywhere = _any_id_provider()
     return (anywhere, name) if anywhere is not None and name else None
 
 
-def provider_from_env_safe() -> str:
+def _family() -> str:
     try:
         return provider_from_env()
     except ValueError:
