@@ -19,7 +19,6 @@ backoff in :mod:`~iac_kernel.models.anthropic_errors`, the SDK clients in
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -62,8 +61,6 @@ __all__ = [
     "create_anthropic_model",
     "resolve_model",
 ]
-
-log = logging.getLogger(__name__)
 
 
 class AnthropicModel:

@@ -14,7 +14,6 @@ the models the endpoint offers when it answers ``/models``.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -27,8 +26,6 @@ from iac_kernel.models.openai_stream import ChunkBuilder
 from iac_kernel.models.providers import PROVIDERS, Provider, api_key, base_url
 from iac_kernel.models.retry import Failure, RetryCallback, RetryPolicy, retrying
 from iac_kernel.redact import redact
-
-log = logging.getLogger(__name__)
 
 DEFAULT_CONTEXT_WINDOW = 128_000
 OPENAI_URL = "https://api.openai.com/v1"
