@@ -102,6 +102,8 @@ def test_auth_methods_only_without_credentials(monkeypatch):
     monkeypatch.delenv("DASHSCOPE_API_KEY")
     monkeypatch.setenv("IAC_KERNEL_PROVIDER", "ollama")  # a local server needs no key
     assert auth_methods() == []
+    monkeypatch.setenv("IAC_KERNEL_PROVIDER", "deepseek")  # named, but its key is missing
+    assert "DEEPSEEK_API_KEY" in [m["_meta"]["iac_kernel"]["envVar"] for m in auth_methods()]
 
 
 async def _one_turn(model) -> None:

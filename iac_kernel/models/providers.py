@@ -228,13 +228,16 @@ def auth_methods(env: Mapping[str, str] | None = None) -> list[dict[str, object]
     clients drop it."""
     env = os.environ if env is None else env
     try:
-        if active_provider(env) is not None:
-            return []
+        active = active_provider(env)
     except ValueError:
         return []  # a bad IAC_KERNEL_PROVIDER is reported when a model is built
+    if active is not None and has_key(PROVIDERS[active], env):
+        return []
     methods: list[dict[str, object]] = []
     for name in ("anthropic", *DETECT_ORDER):
         provider = PROVIDERS[name]
+        if has_key(provider, env):
+            continue
         methods.append(
             {
                 "id": f"env:{provider.key_env}",
