@@ -182,3 +182,40 @@ def test_a_profile_is_not_claude(monkeypatch):
     assert available_models() == ["ollama_anthropic:qwen3-coder", "scripted"]
     assert resolve("claude-sonnet-4-6") == ("anthropic", "claude-sonnet-4-6")
     assert resolve("qwen3-coder:30b") == ("ollama_anthropic", "qwen3-coder:30b")
+
+
+def test_other_providers_turns_are_made_valid_for_the_messages_api():
+    from iac_kernel.models.anthropic_request import for_messages_api
+
+    history = [
+        {"role": "user", "content": "go"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "unsigned reasoning", "signature": ""},
+                {
+                    "type": "tool_use",
+                    "id": "functions.read_file:0",
+                    "name": "read_file",
+                    "input": {},
+                },
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "functions.read_file:0", "content": "x"}
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": [{"type": "thinking", "thinking": "only", "signature": ""}],
+        },
+    ]
+    out = for_messages_api(history)
+    assert out[1]["content"] == [
+        {"type": "tool_use", "id": "functions_read_file_0", "name": "read_file", "input": {}}
+    ]
+    assert out[2]["content"][0]["tool_use_id"] == "functions_read_file_0"
+    assert out[3]["content"] == [{"type": "text", "text": "(no text)"}]
+    assert history[1]["content"][1]["id"] == "functions.read_file:0"  # the store is untouched
