@@ -27,7 +27,10 @@ SETTINGS_ENV = """\
   IAC_KERNEL_SESSIONS_DIR  the session store (default ~/.iac-code/sessions)
   ANTHROPIC_API_KEY        use Claude; without credentials the offline scripted model
                            answers (also ANTHROPIC_AUTH_TOKEN, ANTHROPIC_BASE_URL,
-                           IAC_KERNEL_PROVIDER=bedrock|vertex, IAC_KERNEL_MODEL)"""
+                           IAC_KERNEL_PROVIDER=bedrock|vertex, IAC_KERNEL_MODEL)
+  OPENAI_API_KEY           or DASHSCOPE_API_KEY, DEEPSEEK_API_KEY: OpenAI-compatible
+                           providers; IAC_KERNEL_PROVIDER=ollama for a local server,
+                           IAC_KERNEL_BASE_URL for another endpoint (docs/providers.md)"""
 
 ACP_HELP = f"""\
 Serve the Agent Client Protocol (version 1) on stdin/stdout. Editors launch this

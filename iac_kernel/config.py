@@ -33,7 +33,19 @@ OTHER_ENV: dict[str, tuple[str, ...] | None] = {
     "IAC_KERNEL_LOG_LEVEL": ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
     "IAC_KERNEL_LOG_FILE": None,
     "IAC_KERNEL_RUNTIME_DIR": None,
-    "IAC_KERNEL_PROVIDER": ("anthropic", "bedrock", "vertex"),
+    "IAC_KERNEL_PROVIDER": (
+        "anthropic",
+        "bedrock",
+        "vertex",
+        "openai",
+        "dashscope",
+        "deepseek",
+        "ollama",
+        "deepseek_anthropic",
+        "ollama_anthropic",
+    ),
+    "IAC_KERNEL_BASE_URL": None,  # endpoint of the active provider (models/providers.py)
+    "IAC_KERNEL_ANTHROPIC_CAPABILITIES": None,  # e.g. "thinking,tool_choice"
     "IAC_KERNEL_CHECKOV": None,
     "IAC_KERNEL_CHECKOV_CHECKS": None,  # trusted custom check dirs (terraform/policy.py)
     "IAC_KERNEL_MCP_START_TIMEOUT": NUMBER,

@@ -36,7 +36,15 @@ async def test_initialize_answers_capabilities(tmp_path):
     assert sessions.list is not None and sessions.close is not None
     assert sessions.fork is not None and sessions.resume is not None
     assert answer.agent_info.name == "iac-kernel"
-    assert answer.auth_methods == []
+    # No credentials here: one env-var method per provider that could be configured.
+    methods = [m.model_dump(by_alias=True, exclude_none=True) for m in answer.auth_methods]
+    assert [m["_meta"]["iac_kernel"]["envVar"] for m in methods] == [
+        "ANTHROPIC_API_KEY",
+        "OPENAI_API_KEY",
+        "DASHSCOPE_API_KEY",
+        "DEEPSEEK_API_KEY",
+    ]
+    assert all(m["description"].startswith("Set ") for m in methods)
 
 
 async def test_prompt_streams_thought_and_text_before_the_answer(tmp_path, workspace):

@@ -652,7 +652,7 @@ def test_provider_from_env():
         "vertex"
     )
     with pytest.raises(ValueError, match="IAC_KERNEL_PROVIDER"):
-        provider_from_env({"IAC_KERNEL_PROVIDER": "openai"})
+        provider_from_env({"IAC_KERNEL_PROVIDER": "nonesuch"})
 
 
 def test_factory_builds_bedrock_client_from_env(monkeypatch):

@@ -122,10 +122,10 @@ def test_every_iac_kernel_variable_in_the_code_is_known() -> None:
 def test_other_variables_accept_what_the_code_accepts() -> None:
     from iac_kernel.kernel.endpoint_hookup import OFF
     from iac_kernel.kernel.permission_ui import PERMISSION_UIS
-    from iac_kernel.models.credentials import PROVIDERS
+    from iac_kernel.models.providers import PROVIDERS
 
     assert config.OTHER_ENV["IAC_KERNEL_PERMISSION_UI"] == PERMISSION_UIS
-    assert config.OTHER_ENV["IAC_KERNEL_PROVIDER"] == PROVIDERS
+    assert config.OTHER_ENV["IAC_KERNEL_PROVIDER"] == tuple(PROVIDERS)
     assert set(OFF) <= set(config.OTHER_ENV["IAC_KERNEL_ENDPOINT"])
 
 

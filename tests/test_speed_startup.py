@@ -64,10 +64,10 @@ async def test_early_answer_is_the_agents_answer(params, tmp_path):
     manager = SessionManager(Settings(sessions_dir=str(tmp_path)), holder="t", origin="acp")
     agent = IacAgent(manager)
     answer = sdk_serialized(await Dispatcher(agent)("initialize", params, False))
-    assert answer == early.INITIALIZE_RESULT
+    assert answer == early.initialize_result()
     assert agent.initialized
-    validated = InitializeResponse.model_validate(early.INITIALIZE_RESULT)
-    assert sdk_serialized(validated) == early.INITIALIZE_RESULT
+    validated = InitializeResponse.model_validate(early.initialize_result())
+    assert sdk_serialized(validated) == early.initialize_result()
 
 
 @pytest.mark.parametrize("params", DECLINED)
@@ -91,7 +91,7 @@ def test_only_initialize_requests_are_answered_early():
     assert early.parse_initialize(b"not json") is None
     line = early.answer_bytes(7)
     assert line.endswith(b"\n") and json.loads(line) == {
-        "jsonrpc": "2.0", "id": 7, "result": early.INITIALIZE_RESULT
+        "jsonrpc": "2.0", "id": 7, "result": early.initialize_result()
     }  # fmt: skip
 
 

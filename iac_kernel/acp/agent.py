@@ -55,6 +55,7 @@ from iac_kernel.acp.turn import TurnRelay, prompt_response, run_turn
 from iac_kernel.acp.updates import replay_updates
 from iac_kernel.agent.session import AgentSession, SessionBusyError, SessionClosedError
 from iac_kernel.events import TurnEnded, Usage
+from iac_kernel.models.providers import auth_methods
 from iac_kernel.sessions.manager import SessionManager
 from iac_kernel.sessions.store import SessionLockedError, SessionNotFoundError
 
@@ -108,7 +109,7 @@ class IacAgent:
             protocol_version=PROTOCOL_VERSION,
             agent_capabilities=CAPABILITIES,
             agent_info=Implementation(name="iac-kernel", title="iac-kernel", version=__version__),
-            auth_methods=[],
+            auth_methods=auth_methods(),
         )
 
     async def new_session(self, cwd: str, mcp_servers: Any = None, **_: Any) -> dict[str, Any]:

@@ -85,10 +85,12 @@ async def run(session: AgentSession, name: str, args: str) -> Outcome:
                 f"Model: `{session.model_id}`. Available: {', '.join(available_models())}."
             )
         try:
-            session.set_model(args)
+            note = session.set_model(args)
         except ValueError as exc:
             raise errors.invalid_field("prompt", str(exc)) from None
-        return Outcome(f"Model set to `{session.model_id}`.", "model")
+        session.notes = []  # said in this answer
+        text = f"Model set to `{session.model_id}` ({session.provider})."
+        return Outcome(text + (f" {note}" if note else ""), "model")
     if name == "permissions":
         return Outcome(_permissions(session, args))
     if name == "compact":

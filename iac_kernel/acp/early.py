@@ -25,7 +25,8 @@ from iac_kernel import __version__
 #: ``acp.PROTOCOL_VERSION`` of the pinned SDK (a test compares them).
 PROTOCOL_VERSION = 1
 
-#: What ``IacAgent.initialize`` answers, as the SDK serializes it.
+#: What ``IacAgent.initialize`` answers, as the SDK serializes it, but ``authMethods``
+#: (:func:`initialize_result` fills them in from the environment).
 INITIALIZE_RESULT: dict[str, Any] = {
     "protocolVersion": PROTOCOL_VERSION,
     "agentCapabilities": {
@@ -42,6 +43,14 @@ _MESSAGE_KEYS = {"jsonrpc", "id", "method", "params"}
 _FS_KEYS = {"readTextFile": bool, "writeTextFile": bool, "_meta": dict}
 _CAPABILITY_KEYS = {"fs": dict, "terminal": bool, "_meta": dict}
 _INFO_KEYS = {"name": str, "version": str, "title": str, "_meta": dict}
+
+
+def initialize_result() -> dict[str, Any]:
+    """The ``initialize`` answer: :data:`INITIALIZE_RESULT` with the env-var auth methods
+    of the providers lacking credentials (none when a provider is usable)."""
+    from iac_kernel.models.providers import auth_methods
+
+    return {**INITIALIZE_RESULT, "authMethods": auth_methods()}
 
 
 def parse_initialize(line: bytes) -> dict[str, Any] | None:
@@ -131,6 +140,6 @@ def _shaped(value: Any, keys: dict[str, type]) -> bool:
 
 def answer_bytes(request_id: Any, result: dict[str, Any] | None = None) -> bytes:
     """The JSON-RPC answer line, encoded as the transport encodes answers."""
-    message = {"jsonrpc": "2.0", "id": request_id, "result": result or INITIALIZE_RESULT}
+    message = {"jsonrpc": "2.0", "id": request_id, "result": result or initialize_result()}
     text = json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     return text.encode("utf-8") + b"\n"

@@ -119,11 +119,10 @@ async def replay_initialize(dispatcher: Dispatcher, message: dict[str, Any]) -> 
     agent's answer (serialized as the SDK does) differs from the one already sent."""
     result = await dispatcher("initialize", message.get("params"), False)
     answer = sdk_serialized(result)
-    if answer != early.INITIALIZE_RESULT:
+    expected = early.initialize_result()
+    if answer != expected:
         log.error(
-            "the early initialize answer differs from the agent's: %s != %s",
-            early.INITIALIZE_RESULT,
-            answer,
+            "the early initialize answer differs from the agent's: %s != %s", expected, answer
         )
     return answer
 

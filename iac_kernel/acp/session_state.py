@@ -24,7 +24,8 @@ from typing import Any
 
 from iac_kernel.agent.session import AgentSession
 from iac_kernel.config import MODES
-from iac_kernel.models.registry import available_models
+from iac_kernel.models.providers import PROVIDERS
+from iac_kernel.models.registry import available_models, describe
 
 MODE_INFO = {
     "default": ("Default", "Reads run freely; edits and commands ask first."),
@@ -140,6 +141,9 @@ def _model_name(model_id: str) -> str:
         return "Scripted (offline)"
     if model_id.startswith("scripted:"):
         return "Scripted: " + model_id.partition(":")[2].rsplit("/", 1)[-1]
+    provider, model = describe(model_id)
+    if provider in PROVIDERS:
+        return f"{model} ({PROVIDERS[provider].title})"
     return model_id
 
 

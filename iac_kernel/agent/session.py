@@ -27,8 +27,9 @@ from iac_kernel.events import (
     send,
 )
 from iac_kernel.models.base import Model, ModelError
-from iac_kernel.models.registry import create_model, default_model_id
+from iac_kernel.models.registry import canonical_id, create_model, default_model_id, describe
 from iac_kernel.models.scripted import ScriptError
+from iac_kernel.models.switching import switch_note
 from iac_kernel.sessions.store import SessionWriter, StoredSession, git_root
 from iac_kernel.textsafe import readable
 from iac_kernel.tools.base import Tool, ToolContext
@@ -90,7 +91,9 @@ class AgentSession:
         self.settings = settings.copy()
         if self.meta.mode in MODES:
             self.settings.mode = self.meta.mode
-        self.settings.model = self.meta.model or self.settings.model or default_model_id()
+        self.settings.model = _canonical(
+            self.meta.model or self.settings.model or default_model_id()
+        )
         if not self.meta.model and not stored.messages:  # a new session stores its model
             self.writer.update(model=self.settings.model)
         self.tools = tools
@@ -102,6 +105,8 @@ class AgentSession:
         self._model: Model | None = None
         self._task: asyncio.Task[TurnEnded] | None = None
         self._closed = False
+        #: Notes for the next turn (what a model switch did to the history).
+        self.notes: list[str] = []
         #: The session's MCP servers (their tools live in ``self.tools``); set by the
         #: front end that configures them (ACP mcpServers, a notebook's .mcp.json).
         self.mcp: McpManager | None = None
@@ -111,6 +116,11 @@ class AgentSession:
     @property
     def model_id(self) -> str:
         return str(self.settings.model)
+
+    @property
+    def provider(self) -> str:
+        """The provider the session's model runs on (``scripted`` offline)."""
+        return describe(self.model_id)[0]
 
     @property
     def mode(self) -> str:
@@ -143,8 +153,10 @@ class AgentSession:
         self.gate.mode = mode
         self.writer.update(mode=mode)
 
-    def set_model(self, model_id: str) -> None:
-        """Switch models; raises ValueError when the model cannot be built.
+    def set_model(self, model_id: str) -> str | None:
+        """Switch models, possibly to another provider; raises ValueError when the model
+        cannot be built. Returns the note on what the history keeps (also shown at the
+        start of the next turn), or None when there is no history yet.
 
         A relative ``scripted:PATH`` is taken from the session's cwd and stored absolute,
         so the session still finds its script when resumed from another directory.
@@ -153,12 +165,20 @@ class AgentSession:
         if sep and name == "scripted" and path and not Path(path).expanduser().is_absolute():
             model_id = f"scripted:{self.cwd / path}"
         try:
+            model_id = canonical_id(model_id)
             model = create_model(model_id, self.settings.script)
         except (ScriptError, ModelError) as exc:
             raise ValueError(str(exc)) from None
+        before = self.provider
         self.settings.model = model_id
         self._model = model
         self.writer.update(model=model_id)
+        if self.provider == before:
+            return None
+        note = switch_note(self.conversation.messages, self.provider, model_id)
+        if note:
+            self.notes = [note]
+        return note
 
     def set_config(self, key: str, value: Any) -> None:
         """Change one setting at run time (``model`` and ``mode`` included)."""
@@ -217,6 +237,9 @@ class AgentSession:
         if self.mcp is not None:
             for notice in await self.mcp.before_turn():
                 await fan_out(ErrorNotice(notice))
+        notes, self.notes = self.notes, []
+        for note in notes:
+            await fan_out(ErrorNotice(note))
         try:
             model = self.model()
         except (ScriptError, ModelError) as exc:
@@ -281,3 +304,10 @@ class AgentSession:
 def _title_from(text: str) -> str:
     line = text.strip().splitlines()[0] if text.strip() else "session"
     return line if len(line) <= TITLE_LENGTH else line[: TITLE_LENGTH - 1].rstrip() + "…"
+
+
+def _canonical(model_id: str) -> str:
+    try:
+        return canonical_id(model_id)
+    except ModelError:
+        return model_id  # reported when the model is built

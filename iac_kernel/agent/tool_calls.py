@@ -55,6 +55,8 @@ class Call:
     input: dict[str, Any] = field(default_factory=dict)
     title: str = ""
     finished: bool = False
+    #: Why the call cannot run (a malformed call from the model), if so.
+    error: str | None = None
 
 
 class ToolCalls:
@@ -87,6 +89,7 @@ class ToolCalls:
         call = calls.get(event.id) or Call(event.id, event.name, self.tools.get(event.name))
         calls[event.id] = call
         call.input = event.input if isinstance(event.input, dict) else {}
+        call.error = event.error
         diff = None
         locations: list[str] = []
         if call.tool is not None:
@@ -142,6 +145,8 @@ class ToolCalls:
         self, emit: Emit, call: Call, ask: AskPermission | None
     ) -> tuple[ToolResult, bool]:
         """Check permission and run one call; returns the result and whether it was denied."""
+        if call.error:
+            return ToolResult(f"Not run: {call.error}. Send the call again.", True), False
         if call.tool is None:
             names = ", ".join(sorted(self.tools))
             return ToolResult(UNKNOWN_TOOL.format(name=call.name, names=names), True), False

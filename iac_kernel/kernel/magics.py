@@ -34,7 +34,7 @@ from iac_kernel.kernel.magic_base import (
     _table,
 )
 from iac_kernel.kernel.magic_base import split_cell as split_cell  # re-exported
-from iac_kernel.kernel.paths import shown
+from iac_kernel.kernel.paths import shown, shown_model
 from iac_kernel.kernel.permission_ui import PERMISSION_UIS, choose_ui
 from iac_kernel.kernel.state import KernelState, SessionError
 from iac_kernel.models.base import ModelError
@@ -123,20 +123,27 @@ class Magics:
         if not args:
             lines = [f"- `{m}`" + (" ← current" if m == active else "") for m in available_models()]
             text = f"Model: `{active}`. Available (any Claude id works too):\n\n" + "\n".join(lines)
-            text += "\n\n`scripted:PATH` replays your own script."
+            text += (
+                "\n\n`scripted:PATH` replays your own script; `PROVIDER:MODEL` picks any model "
+                "of a provider (openai, dashscope, deepseek, ollama, ...; see docs/providers.md)."
+            )
             return MagicOutput(text, f"model: {active}; available: {', '.join(available_models())}")
         model_id = _absolute_script(args, self.state.cwd)
         try:
             create_model(model_id, self.state.settings.script)
         except (ScriptError, ModelError, ValueError) as exc:
             raise MagicError(f"cannot use model {args!r}: {exc}", "ModelError") from None
+        note = None
         if current is not None:
             try:
-                current.set_model(model_id)
+                note = current.set_model(model_id)
             except ValueError as exc:
                 raise MagicError(str(exc), "ModelError") from None
+            current.notes = []  # shown here, not again at the next turn
+            model_id = current.model_id
         self.state.settings.model = model_id
-        text = f"Model set to `{args}`."
+        name = args if model_id.startswith("scripted") else shown_model(model_id)
+        text = f"Model set to `{name}`." + (f" {note}" if note else "")
         return MagicOutput(text, text.replace("`", ""))
 
     async def mode(self, args: str) -> MagicOutput:

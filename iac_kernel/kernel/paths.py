@@ -58,11 +58,17 @@ def shown(path: str | os.PathLike[str]) -> str:
 
 
 def shown_model(model_id: str) -> str:
-    """``scripted:/abs/script.json`` with its path shown relative; other ids unchanged."""
+    """``scripted:/abs/script.json`` with its path shown relative; a real model with its
+    provider (``anthropic:claude-sonnet-4-6``, ``deepseek:deepseek-flash``)."""
+    from iac_kernel.models.registry import describe
+
     name, sep, path = model_id.partition(":")
     if sep and name == "scripted" and path:
         return f"scripted:{shown(path)}"
-    return model_id
+    provider, model = describe(model_id)
+    if provider in ("scripted", "unknown"):
+        return model_id
+    return f"{provider}:{model}"
 
 
 def _prefixes() -> list[tuple[str, str]]:

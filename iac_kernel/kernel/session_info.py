@@ -26,6 +26,7 @@ def session_info(session: AgentSession, turn_usage: Usage | None = None) -> dict
         "version": 1,
         "sessionId": session.session_id,
         "model": shown_model(session.model_id),
+        "provider": session.provider,
         "mode": session.mode,
         "title": session.title,
         "cwd": shown(session.cwd),

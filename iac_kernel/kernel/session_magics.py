@@ -53,6 +53,8 @@ async def session(magics: Magics, args: str) -> MagicOutput:
         ("store", f"`{_store_shown(magics.state.manager.store.root)}`"),
         ("guard", _cell(guard_status())),
     ]
+    if session.provider != "scripted":
+        rows.insert(4, ("provider", f"`{session.provider}`"))
     if meta.notebook:
         rows.append(("notebook", f"`{shown(meta.notebook)}`"))
     if meta.forked_from:

@@ -28,7 +28,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from iac_kernel.kernel.paths import sanitize
+from iac_kernel.kernel.paths import sanitize, shown_model
 from iac_kernel.kernel.permission_ui import button_order
 from iac_kernel.kernel.questions import PendingQuestions
 from iac_kernel.kernel.session_info import session_info
@@ -60,7 +60,7 @@ def kernel_session_info(
         info = {
             "version": 1,
             "sessionId": None,
-            "model": str(state.settings.model or _default_model()),
+            "model": shown_model(str(state.settings.model or _default_model())),
             "mode": state.settings.mode,
             "title": state.notebook_title(),
             "cwd": state.cwd,

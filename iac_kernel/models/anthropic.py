@@ -19,11 +19,8 @@ backoff in :mod:`~iac_kernel.models.anthropic_errors`, the SDK clients in
 
 from __future__ import annotations
 
-import asyncio
-import inspect
-import logging
+import os
 from collections.abc import AsyncIterator, Callable
-from contextlib import aclosing
 from typing import Any
 
 import anthropic
@@ -47,6 +44,9 @@ from iac_kernel.models.anthropic_request import (
 from iac_kernel.models.anthropic_stream import MessageBuilder
 from iac_kernel.models.base import ModelError, ModelEvent, ModelRequest
 from iac_kernel.models.credentials import PROVIDERS, provider_from_env
+from iac_kernel.models.providers import ANTHROPIC_CAPABILITIES, api_key, base_url, capabilities
+from iac_kernel.models.providers import PROVIDERS as ALL_PROVIDERS
+from iac_kernel.models.retry import retrying
 from iac_kernel.redact import redact
 
 __all__ = [
@@ -61,8 +61,6 @@ __all__ = [
     "create_anthropic_model",
     "resolve_model",
 ]
-
-log = logging.getLogger(__name__)
 
 
 class AnthropicModel:
@@ -87,6 +85,7 @@ class AnthropicModel:
         context_window: int | None = None,
         prompt_caching: bool = True,
         timeout: float | None = None,
+        capabilities: frozenset[str] = ANTHROPIC_CAPABILITIES,
     ) -> None:
         self.model_id = model_id
         self._api_model, window, self._betas = resolve_model(model_id)
@@ -101,7 +100,9 @@ class AnthropicModel:
         self.client = client
         self.retry = retry or RetryPolicy()
         self.on_retry = on_retry
-        self.prompt_caching = prompt_caching
+        self.prompt_caching = prompt_caching and "cache_control" in capabilities
+        #: Messages API features this endpoint takes (a compatible backend's profile).
+        self.capabilities = capabilities
 
     def __repr__(self) -> str:
         return f"AnthropicModel({self.model_id!r}, client={type(self.client).__name__})"
@@ -113,47 +114,16 @@ class AnthropicModel:
             api_model=self._api_model,
             betas=self._betas,
             prompt_caching=self.prompt_caching,
+            thinking="thinking" in self.capabilities,
         )
-        attempt = 0
-        while True:
-            attempt += 1
-            emitted = False
-            try:
-                async with aclosing(self._attempt(params)) as events:
-                    async for event in events:
-                        emitted = True
-                        yield event
-                return
-            except ModelError:
-                raise
-            except Exception as exc:
-                failure = classify(exc, self._api_model)
-            if emitted:
-                raise ModelError(
-                    self._scrub(
-                        f"the model's response broke off after output had started "
-                        f"({failure.reason}): {failure.detail}"
-                    ),
-                    retryable=False,
-                    status=failure.status,
-                )
-            if not failure.retryable:
-                raise ModelError(
-                    self._scrub(f"{failure.reason}: {failure.detail}"),
-                    retryable=False,
-                    status=failure.status,
-                )
-            if attempt >= self.retry.max_attempts:
-                raise ModelError(
-                    self._scrub(
-                        f"{failure.reason}; gave up after {attempt} attempts: {failure.detail}"
-                    ),
-                    retryable=True,
-                    status=failure.status,
-                )
-            delay = self.retry.delay(attempt, failure.retry_after)
-            await self._notify_retry(attempt, delay, failure.reason)
-            await asyncio.sleep(delay)
+        async for event in retrying(
+            lambda: self._attempt(params),
+            lambda exc: classify(exc, self._api_model),
+            self.retry,
+            lambda: self.on_retry,
+            self._scrub,
+        ):
+            yield event
 
     async def _attempt(self, params: dict[str, Any]) -> AsyncIterator[ModelEvent]:
         stream = await self.client.messages.create(**params, stream=True)
@@ -181,18 +151,6 @@ class AnthropicModel:
                 text = text.replace(value, f"[REDACTED:{attr}]")
         return text
 
-    async def _notify_retry(self, attempt: int, delay: float, reason: str) -> None:
-        callback = self.on_retry
-        if callback is None:
-            return
-        try:
-            result = callback(attempt, delay, self._scrub(reason))
-            if inspect.isawaitable(result):
-                await result
-        except Exception:
-            # A broken notice must not turn a retryable hiccup into a failed turn.
-            log.exception("on_retry callback failed")
-
 
 # --- factory -------------------------------------------------------------------------------
 
@@ -205,6 +163,7 @@ def create_anthropic_model(
     on_retry: RetryCallback | None = None,
     context_window: int | None = None,
     prompt_caching: bool = True,
+    profile: str | None = None,
     **client_kwargs: Any,
 ) -> AnthropicModel:
     """Build an :class:`AnthropicModel` on the chosen provider's SDK client.
@@ -215,7 +174,28 @@ def create_anthropic_model(
     ``project_id``); ``max_retries`` is always 0. Constructing needs no network; credentials
     for Bedrock and Vertex are resolved on the first request. Configuration problems raise
     ValueError.
+
+    ``profile`` names a Messages-compatible backend of
+    :data:`~iac_kernel.models.providers.PROVIDERS` (``deepseek_anthropic``): the direct
+    client on its URL and key, sending only the features it takes.
     """
+    if profile is not None:
+        spec = ALL_PROVIDERS[profile]
+        key = api_key(spec)
+        if key is None:
+            raise ModelError(f"no credentials for {spec.title}: set {spec.key_env}")
+        client_kwargs.setdefault("base_url", base_url(spec))
+        client_kwargs.setdefault("api_key", key)
+        provider, caps = "anthropic", capabilities(spec)
+    else:
+        caps = capabilities(ALL_PROVIDERS["anthropic"])
+        if (provider or provider_from_env()) == "anthropic" and os.environ.get(
+            "IAC_KERNEL_BASE_URL"
+        ):
+            # Only when IAC_KERNEL_PROVIDER=anthropic names it (base_url() checks).
+            override = base_url(ALL_PROVIDERS["anthropic"])
+            if override:
+                client_kwargs.setdefault("base_url", override)
     chosen = (provider or provider_from_env()).strip().lower()
     if chosen not in PROVIDERS:
         raise ValueError(f"unknown provider {chosen!r}; expected one of {', '.join(PROVIDERS)}")
@@ -229,4 +209,5 @@ def create_anthropic_model(
         on_retry=on_retry,
         context_window=context_window,
         prompt_caching=prompt_caching,
+        capabilities=caps,
     )

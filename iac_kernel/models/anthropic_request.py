@@ -79,9 +79,18 @@ def context_window_for(model_id: str) -> int:
 
 
 def build_params(
-    request: ModelRequest, *, api_model: str, betas: list[str], prompt_caching: bool
+    request: ModelRequest,
+    *,
+    api_model: str,
+    betas: list[str],
+    prompt_caching: bool,
+    thinking: bool = True,
 ) -> dict[str, Any]:
-    """The ``messages.create`` arguments for ``request``; bad requests raise ModelError."""
+    """The ``messages.create`` arguments for ``request``; bad requests raise ModelError.
+
+    ``thinking=False`` (a backend without it) never asks for extended thinking. The
+    history is sent through :func:`for_messages_api` (other providers' turns made valid).
+    """
     if request.max_tokens <= 0:
         raise ModelError(f"max_tokens must be positive, got {request.max_tokens}")
     if request.thinking_budget < 0:
@@ -97,13 +106,13 @@ def build_params(
     params: dict[str, Any] = {
         "model": api_model,
         "max_tokens": request.max_tokens,
-        "messages": request.messages,
+        "messages": for_messages_api(request.messages),
     }
     if request.system:
         params["system"] = request.system
     if request.tools:
         params["tools"] = request.tools
-    if request.thinking_budget > 0:
+    if request.thinking_budget > 0 and thinking:
         params["thinking"] = (
             {"type": "adaptive"}
             if adaptive
@@ -153,3 +162,43 @@ def _add_cache_breakpoints(params: dict[str, Any]) -> None:
     else:
         return
     params["messages"] = [*messages[:-1], {**last, "content": blocks}]
+
+
+_TOOL_ID = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def for_messages_api(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The history as the Messages API takes it, whichever provider wrote it.
+
+    Thinking with no signature (another provider's reasoning) cannot be verified by
+    Claude and is dropped; tool-call ids other providers made are rewritten to the
+    ``[a-zA-Z0-9_-]`` the API accepts (the same way in the call and its result). Copies
+    only what changes.
+    """
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        content = message.get("content")
+        if not isinstance(content, list):
+            out.append(message)
+            continue
+        blocks = [_block(b) for b in content if not _unsigned_thinking(b)]
+        if not blocks:
+            blocks = [{"type": "text", "text": "(no text)"}]
+        out.append({**message, "content": blocks} if blocks != content else message)
+    return out
+
+
+def _unsigned_thinking(block: Any) -> bool:
+    return (
+        isinstance(block, dict) and block.get("type") == "thinking" and not block.get("signature")
+    )
+
+
+def _block(block: Any) -> Any:
+    if not isinstance(block, dict):
+        return block
+    if block.get("type") == "tool_use" and _TOOL_ID.search(str(block.get("id", ""))):
+        return {**block, "id": _TOOL_ID.sub("_", str(block["id"])) or "call"}
+    if block.get("type") == "tool_result" and _TOOL_ID.search(str(block.get("tool_use_id", ""))):
+        return {**block, "tool_use_id": _TOOL_ID.sub("_", str(block["tool_use_id"])) or "call"}
+    return block

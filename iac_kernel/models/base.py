@@ -48,6 +48,9 @@ class ToolUseEnd:
     id: str
     name: str
     input: dict[str, Any]
+    #: Set when the call cannot run (e.g. its arguments were not JSON): the loop answers
+    #: it with this error instead of running it, and the turn goes on.
+    error: str | None = None
 
 
 @dataclass

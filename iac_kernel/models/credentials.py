@@ -1,4 +1,4 @@
-"""Which Anthropic provider the environment selects, without importing the SDK.
+"""Which Anthropic SDK client the environment selects, without importing the SDK.
 
 Kept apart from :mod:`iac_kernel.models.anthropic` because importing the ``anthropic``
 SDK takes about a second, and every new session asks whether credentials exist.
@@ -9,59 +9,57 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-PROVIDERS = ("anthropic", "bedrock", "vertex")
+from iac_kernel.models.providers import ANTHROPIC_FAMILY as PROVIDERS
+from iac_kernel.models.providers import PROVIDERS as ALL_PROVIDERS
+from iac_kernel.models.providers import has_key, named_provider, truthy
 
-
-def _truthy(value: str | None) -> bool:
-    return (value or "").strip().lower() in ("1", "true", "yes", "on")
+__all__ = ["CREDENTIAL_ENV", "PROVIDERS", "has_anthropic_credentials", "provider_from_env"]
 
 
 def provider_from_env(env: Mapping[str, str] | None = None) -> str:
-    """The provider chosen by the environment.
+    """The Anthropic SDK client the environment chooses: ``anthropic``, ``bedrock`` or
+    ``vertex``.
 
-    ``IAC_KERNEL_PROVIDER`` wins; else ``CLAUDE_CODE_USE_BEDROCK=1`` or
+    ``IAC_KERNEL_PROVIDER`` naming one of those wins (a Messages-compatible profile such as
+    ``deepseek_anthropic`` uses the direct client); else ``CLAUDE_CODE_USE_BEDROCK=1`` or
     ``CLAUDE_CODE_USE_VERTEX=1``; else ``anthropic``. An unknown name raises ValueError.
     """
     env = os.environ if env is None else env
-    named = (env.get("IAC_KERNEL_PROVIDER") or "").strip().lower()
-    if named:
-        if named not in PROVIDERS:
-            raise ValueError(
-                f"unknown IAC_KERNEL_PROVIDER {named!r}; expected one of {', '.join(PROVIDERS)}"
-            )
+    named = named_provider(env)
+    if named in PROVIDERS:
         return named
-    if _truthy(env.get("CLAUDE_CODE_USE_BEDROCK")):
+    if truthy(env.get("CLAUDE_CODE_USE_BEDROCK")):
         return "bedrock"
-    if _truthy(env.get("CLAUDE_CODE_USE_VERTEX")):
+    if truthy(env.get("CLAUDE_CODE_USE_VERTEX")):
         return "vertex"
     return "anthropic"
 
 
 def has_anthropic_credentials(env: Mapping[str, str] | None = None) -> bool:
-    """Whether a real Anthropic model can be tried: an API key or auth token is set, or
-    Bedrock/Vertex is selected (their credentials come from the cloud SDK chain). An
-    ``ANTHROPIC_PROFILE`` (an SDK credential profile) counts too.
+    """Whether a Messages API model can be tried: an API key or auth token is set, or
+    Bedrock/Vertex or a Messages-compatible profile is selected (Bedrock and Vertex take
+    their credentials from the cloud SDK chain). An ``ANTHROPIC_PROFILE`` (an SDK
+    credential profile) counts too.
 
     A set but unknown ``IAC_KERNEL_PROVIDER`` also answers True, so that
     :func:`create_anthropic_model` reports the bad name instead of a silent fallback.
     """
     env = os.environ if env is None else env
-    named = (env.get("IAC_KERNEL_PROVIDER") or "").strip().lower()
-    if named and named != "anthropic":
+    try:
+        named = named_provider(env)
+    except ValueError:
         return True
+    if named and named != "anthropic":
+        return ALL_PROVIDERS[named].kind == "anthropic" and has_key(ALL_PROVIDERS[named], env)
     if not named and (
-        _truthy(env.get("CLAUDE_CODE_USE_BEDROCK")) or _truthy(env.get("CLAUDE_CODE_USE_VERTEX"))
+        truthy(env.get("CLAUDE_CODE_USE_BEDROCK")) or truthy(env.get("CLAUDE_CODE_USE_VERTEX"))
     ):
         return True
-    return bool(
-        env.get("ANTHROPIC_API_KEY")
-        or env.get("ANTHROPIC_AUTH_TOKEN")
-        or env.get("ANTHROPIC_PROFILE")
-    )
+    return has_key(ALL_PROVIDERS["anthropic"], env)
 
 
-#: Environment variables that make a process pick Claude over the scripted model; tests,
-#: notebook runs and demos that must stay offline remove them.
+#: Environment variables that make a process pick a real model over the scripted one;
+#: tests, notebook runs and demos that must stay offline remove them.
 CREDENTIAL_ENV = (
     "ANTHROPIC_API_KEY",
     "ANTHROPIC_AUTH_TOKEN",
@@ -69,4 +67,9 @@ CREDENTIAL_ENV = (
     "CLAUDE_CODE_USE_BEDROCK",
     "CLAUDE_CODE_USE_VERTEX",
     "IAC_KERNEL_PROVIDER",
+    "IAC_KERNEL_BASE_URL",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "DASHSCOPE_API_KEY",
+    "DEEPSEEK_API_KEY",
 )

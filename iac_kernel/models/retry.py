@@ -1,0 +1,173 @@
+"""Retrying failed model calls, shared by both providers (imports no SDK).
+
+:func:`retrying` streams one model answer: transient failures (as the provider's
+``classify`` judges them) are retried with :class:`RetryPolicy`'s backoff, but only while
+nothing has been yielded to the caller; once output has streamed a failure raises
+:class:`~iac_kernel.models.base.ModelError`, because the caller has already shown it.
+``ModelError.retryable`` is True only for a transient failure that ran out of attempts
+before anything was yielded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import inspect
+import logging
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import aclosing
+from dataclasses import dataclass
+
+from iac_kernel.models.base import ModelError, ModelEvent
+
+log = logging.getLogger(__name__)
+
+RetryCallback = Callable[[int, float, str], Awaitable[None] | None]
+
+
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    """httpx-level errors raised while reading a stream (the SDKs do not wrap those)."""
+    found: list[type[BaseException]] = []
+    for name in ("httpx2", "httpx"):
+        try:
+            module = __import__(name)
+        except ImportError:
+            continue
+        found.append(module.TransportError)
+    return tuple(found)
+
+
+TRANSPORT_ERRORS = _transport_errors()
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long to wait before retrying a failed call."""
+
+    #: Total attempts, the first one included.
+    max_attempts: int = 5
+    #: Delay before the first retry; doubles with each further one.
+    base_delay: float = 1.0
+    #: Cap on any delay, the server's ``retry-after`` included.
+    max_delay: float = 60.0
+    #: Backoff delays are scaled by a random factor in [1 - jitter, 1].
+    jitter: float = 0.25
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be at least 1, got {self.max_attempts}")
+        if self.base_delay < 0 or self.max_delay < 0:
+            raise ValueError("retry delays must not be negative")
+        if not 0 <= self.jitter <= 1:
+            raise ValueError(f"jitter must be between 0 and 1, got {self.jitter}")
+
+    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
+        if retry_after is not None and retry_after >= 0:
+            return min(retry_after, self.max_delay)
+        backoff = self.base_delay * 2 ** min(attempt - 1, 30)
+        backoff *= 1 - self.jitter * random.random()
+        return max(0.0, min(backoff, self.max_delay))
+
+
+@dataclass
+class Failure:
+    """A failed attempt, classified."""
+
+    retryable: bool
+    status: int | None
+    reason: str
+    detail: str
+    retry_after: float | None = None
+
+
+def error_text(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__
+
+
+def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
+    """Seconds from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            seconds = float(value) * scale
+        except ValueError:
+            parsed = email.utils.parsedate_tz(value) if scale == 1.0 else None
+            if parsed is None:
+                continue
+            seconds = email.utils.mktime_tz(parsed) - time.time()
+        if seconds >= 0:
+            return seconds
+        return 0.0
+    return None
+
+
+async def retrying(
+    attempt: Callable[[], AsyncIterator[ModelEvent]],
+    classify: Callable[[Exception], Failure],
+    policy: RetryPolicy,
+    on_retry: Callable[[], RetryCallback | None],
+    scrub: Callable[[str], str],
+    explain: Callable[[Failure], Awaitable[None]] | None = None,
+) -> AsyncIterator[ModelEvent]:
+    """Yield one answer's events from ``attempt()``, retried as the module docstring says.
+
+    ``on_retry()`` gives the callback of the moment (callers may swap it between calls);
+    ``scrub`` removes secrets from every message; ``explain`` may add to a failure's
+    detail before it is raised (e.g. the models an endpoint offers).
+    """
+    tries = 0
+    while True:
+        tries += 1
+        emitted = False
+        try:
+            async with aclosing(attempt()) as events:
+                async for event in events:
+                    emitted = True
+                    yield event
+            return
+        except ModelError:
+            raise
+        except Exception as exc:
+            failure = classify(exc)
+        if explain is not None and not failure.retryable:
+            await explain(failure)
+        if emitted:
+            raise ModelError(
+                scrub(
+                    f"the model's response broke off after output had started "
+                    f"({failure.reason}): {failure.detail}"
+                ),
+                retryable=False,
+                status=failure.status,
+            )
+        if not failure.retryable:
+            raise ModelError(
+                scrub(f"{failure.reason}: {failure.detail}"), retryable=False, status=failure.status
+            )
+        if tries >= policy.max_attempts:
+            raise ModelError(
+                scrub(f"{failure.reason}; gave up after {tries} attempts: {failure.detail}"),
+                retryable=True,
+                status=failure.status,
+            )
+        delay = policy.delay(tries, failure.retry_after)
+        await notify_retry(on_retry(), tries, delay, scrub(failure.reason))
+        await asyncio.sleep(delay)
+
+
+async def notify_retry(callback: RetryCallback | None, attempt: int, delay: float, reason: str):
+    """Call the retry callback (sync or async); a failing one is logged, never raised."""
+    if callback is None:
+        return
+    try:
+        result = callback(attempt, delay, reason)
+        if inspect.isawaitable(result):
+            await result
+    except Exception:
+        # A broken notice must not turn a retryable hiccup into a failed turn.
+        log.exception("on_retry callback failed")
