@@ -47,7 +47,7 @@ from iac_kernel.acp.channel import ClientChannel
 from iac_kernel.acp.content import to_anthropic
 from iac_kernel.acp.lifecycle import check_cwd, delete_stored, mcp_specs, start_mcp
 from iac_kernel.acp.listing import list_page
-from iac_kernel.acp.permissions import PermissionAsker
+from iac_kernel.acp.permissions import PermissionAsker, approver
 from iac_kernel.acp.proxy import FORWARDED, AttachError, RemoteSession
 from iac_kernel.acp.runtime import find_endpoint
 from iac_kernel.acp.transport import after_answer
@@ -92,6 +92,9 @@ class IacAgent:
 
     def attach(self, channel: ClientChannel) -> None:
         self.channel = channel
+
+    def _approver(self) -> str:
+        return approver(getattr(self.manager, "origin", "acp"), self.client_info)
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -247,7 +250,9 @@ class IacAgent:
         title = session.title
         self._turns[sid] = relay
         try:
-            ended = await run_turn(session, blocks, relay, PermissionAsker(self._channel(), sid))
+            ended = await run_turn(
+                session, blocks, relay, PermissionAsker(self._channel(), sid, self._approver())
+            )
         except SessionBusyError:
             raise errors.session_busy() from None
         except SessionClosedError:
