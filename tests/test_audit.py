@@ -146,3 +146,20 @@ def test_the_log_is_never_written_through_a_symlink(tmp_path: Path):
     with pytest.raises(OSError):
         AuditLog(root).append({"outcome": "x"})
     assert outside.read_text() == ""
+
+
+def test_front_ends_say_who_answered():
+    from iac_kernel.acp.permissions import approver
+    from iac_kernel.agent.permissions import PermissionRequest
+    from iac_kernel.kernel.permission_ui import PermissionUI
+
+    class Out:
+        def markdown(self, *_args, **_kwargs) -> None: ...
+
+    request = PermissionRequest("c1", "bash", "t", "execute", {}, ["allow_once", "reject_once"], "")
+    ui = PermissionUI(Out(), ui="policy", allow_stdin=False, policy=lambda: "deny", ask_stdin=None)
+    answer = asyncio.run(ui.ask(request))
+    assert answer == "reject_once" and answer.by == "headless policy (deny)"
+    assert approver("kernel", {"name": "zed"}) == "editor via the kernel endpoint (zed)"
+    assert approver("acp", SimpleNamespace(name="acpx")) == "ACP client (acpx)"
+    assert approver("acp", None) == "ACP client"

@@ -136,6 +136,9 @@ def resolve(argv: list[str], env: Mapping[str, str]) -> ApplyLine | None:
         return None
     rest = list(argv[1:])
     chdir, rest, error = _chdir(rest)
+    if error:  # terraform stops before reading anything else
+        sub = next((a for a in rest if a in SUBCOMMANDS), None)
+        return ApplyLine(program, sub, argv[0], error=error) if sub else None
     first = _subcommand(rest)
     env_args: dict[str, str] = {}
     for name in ("TF_CLI_ARGS", "TF_CLI_ARGS_" + first.replace("-", "_").replace(" ", "_")):
