@@ -91,7 +91,10 @@ def review(info: ExecInfo) -> Review | None:
             result = fn(info)
         except Exception as exc:
             log.exception("guard review for %s failed", info.program)
-            return Review(refuse=f"the review of this command failed: {exc}")
+            refusal = f"the review of this command failed: {exc}"
+            command = " ".join([info.program, *info.argv[1:]])
+            audit = {"kind": "review_failed", "form": "bash", "command": command}
+            return Review(refuse=refusal, audit={**audit, "workdir": info.cwd})
         if result is not None:
             return result
     return None
