@@ -83,7 +83,8 @@ class ApprovedPlan:
         return CHANGED.format(path=self.shown_path, old=self.sha256[:12], new=now[:12])
 
     def question(self) -> str:
-        return question_text(self.plan)
+        """Destroys and replacements first, then the plan (see :func:`question_text`)."""
+        return f"{counts_line(self.plan, self.shown_path)}\n{question_text(self.plan)}"
 
     def summary(self) -> dict[str, Any]:
         """What front ends show with the question: the text and the structured plan."""

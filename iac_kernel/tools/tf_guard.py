@@ -32,6 +32,7 @@ from iac_kernel.terraform import cli
 from iac_kernel.terraform.apply_args import ApplyLine, resolve
 from iac_kernel.terraform.audit import plan_fields, state_mark
 from iac_kernel.terraform.review import NO_PLAN_WARNING, counts_line, review_plan_file
+from iac_kernel.terraform.summary import question_text
 from iac_kernel.terraform.workspace import is_plan_file, remember
 
 PROGRAMS = ("terraform", "tofu")
@@ -100,7 +101,7 @@ def review_exec(info: ExecInfo) -> Review | None:
             f"Ignored with a saved plan: {', '.join(ignored)} (terraform applies the plan "
             "as saved)."
         )
-    text = "\n".join([*head, approved.question()])
+    text = "\n".join([*head, question_text(approved.plan)])
     summary = {**approved.summary(), "text": text}
     audit.update(plan_fields(approved.plan))
     env = {k: v for k, v in info.env.items() if k not in line.env_names()}
