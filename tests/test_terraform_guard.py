@@ -66,6 +66,12 @@ def test_chdir_and_value_flags_are_understood(ws: Path, tmp_path):
     assert review.argv[:5] == argv[:5] and review.argv[5].startswith("/guard/")
 
 
+def test_the_program_as_invoked_is_kept(ws: Path, tmp_path):
+    argv = ["/opt/tf-1.11/terraform", "apply", "p.tfplan"]  # the guard picks the real one by it
+    review = review_exec(info(ws, tmp_path / "private", *argv))
+    assert review.argv[:2] == argv[:2] and review.argv[2].startswith("/guard/")
+
+
 def test_apply_without_a_plan_file_warns(ws: Path, tmp_path):
     review = review_exec(info(ws, tmp_path / "p", "terraform", "apply", "-auto-approve"))
     assert review.text.startswith("⚠️ No reviewed plan backs this apply")

@@ -126,12 +126,15 @@ class ApplyLine:
         return [*head, self.subcommand, *self.flag_tokens, plan]
 
 
-def resolve(argv: list[str], env: Mapping[str, str]) -> ApplyLine | None:
-    """The apply/destroy ``argv`` (``argv[0]`` is the program) runs with ``env``; None when
-    it is not an apply or destroy of terraform/tofu."""
+def resolve(
+    argv: list[str], env: Mapping[str, str], program: str | None = None
+) -> ApplyLine | None:
+    """The apply/destroy ``argv`` (``argv[0]`` is the program as invoked; ``program`` its
+    name when that differs) runs with ``env``; None when it is not an apply or destroy of
+    terraform/tofu."""
     if not argv:
         return None
-    program = os.path.basename(argv[0])
+    program = program or os.path.basename(argv[0])
     if program not in PROGRAMS:
         return None
     rest = list(argv[1:])

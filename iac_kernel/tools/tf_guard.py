@@ -49,7 +49,7 @@ NO_PLAN_FILE = (
 
 def review_exec(info: ExecInfo) -> Review | None:
     """The review of one guarded terraform/tofu exec (None: nothing to add)."""
-    line = resolve([info.program, *info.argv[1:]], info.env)
+    line = resolve(list(info.argv), info.env, info.program)
     if line is None:
         return None
     cwd = Path(info.cwd)
