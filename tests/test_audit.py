@@ -163,3 +163,16 @@ def test_front_ends_say_who_answered():
     assert approver("kernel", {"name": "zed"}) == "editor via the kernel endpoint (zed)"
     assert approver("acp", SimpleNamespace(name="acpx")) == "ACP client (acpx)"
     assert approver("acp", None) == "ACP client"
+
+
+def test_an_acp_answer_carries_its_client():
+    from iac_kernel.acp.permissions import PermissionAsker
+    from iac_kernel.agent.permissions import PermissionRequest
+
+    class Channel:
+        async def request(self, _method, _params):
+            return {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
+
+    request = PermissionRequest("c1", "bash", "t", "execute", {}, ["allow_once", "reject_once"], "")
+    answer = asyncio.run(PermissionAsker(Channel(), "s1", "ACP client (acpx)")(request))
+    assert answer == "allow_once" and answer.by == "ACP client (acpx)"

@@ -209,3 +209,20 @@ def test_a_compound_command_asks_the_other_danger_and_the_apply_once_each(ws: Pa
 def test_the_approver_is_recorded(ws: Path):
     run = bash(ws, "terraform apply -input=false -no-color p.tfplan", allow)
     assert run.records[-1]["approver"] == APPROVER
+
+
+def test_an_apply_in_a_script_is_asked_once_with_its_plan(ws: Path):
+    (ws / "deploy.sh").write_text('#!/bin/sh\nterraform apply -input=false -no-color "$1"\n')
+    run = bash(ws, "sh ./deploy.sh p.tfplan", swap_to(ws, "other.tfplan", "p.tfplan"))
+    (question,) = run.asked
+    assert "Apply of the saved plan p.tfplan: 2 to destroy" in question.reason
+    assert "Refused: the plan file p.tfplan changed after it was reviewed" in run.result.output
+    assert addresses(ws) == STAGE1
+
+
+def test_an_exported_tf_cli_args_in_the_command_is_read(ws: Path):
+    command = "export TF_CLI_ARGS='-destroy'; terraform apply -auto-approve -no-color"
+    run = bash(ws, command, reject)
+    (question,) = run.asked
+    assert "⚠️ DESTROY" in question.reason and "TF_CLI_ARGS='-destroy'" in question.reason
+    assert addresses(ws) == STAGE1
