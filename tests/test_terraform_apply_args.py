@@ -127,3 +127,17 @@ def test_the_text_check_still_asks_for_other_dangers_beside_an_apply():
     reviewed = frozenset({"terraform", "tofu"})
     assert dangerous_reason("terraform apply p && rm -rf /x", reviewed).startswith("rm")
     assert dangerous_reason("terraform state rm x", reviewed).startswith("terraform state rm")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "./terraform apply p.tfplan",  # a copy off PATH is not the guard's launcher
+        "/tmp/dl/terraform apply p.tfplan",
+        "PATH=/tmp/dl:$PATH terraform apply p.tfplan",
+        "export PATH=/tmp/dl; terraform apply p.tfplan",
+        "hash -p /tmp/dl/terraform terraform; terraform apply p.tfplan",
+    ],
+)
+def test_the_text_check_still_asks_when_the_name_may_miss_the_launcher(command: str):
+    assert dangerous_reason(command, frozenset({"terraform", "tofu"})) is not None

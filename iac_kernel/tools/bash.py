@@ -13,12 +13,12 @@ from typing import Any
 
 from iac_kernel.guard.call import GuardedCall, SandboxRequired, guarded_programs
 from iac_kernel.guard.sandbox import unusable_reason
-from iac_kernel.terraform.apply_args import resolve
 from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError, ToolResult
 from iac_kernel.tools.danger import (
     REVIEWED_PROGRAMS,
     command_prefixes,
     dangerous_reason,
+    left_to_exec,
     literal_commands,
 )
 from iac_kernel.tools.paths import short
@@ -173,9 +173,10 @@ class BashTool(Tool):
             return False
         reviewed = exec_reviewed(ctx.settings)
         commands = literal_commands(command)
-        return bool(commands) and all(
-            os.path.basename(words[0]) in reviewed and resolve(words, {}) is not None
-            for words in commands
+        return (
+            bool(commands)
+            and all(left_to_exec(words[0], words, reviewed) for words in commands)
+            and dangerous_reason(command, reviewed) is None
         )
 
     remembers_prefixes = True

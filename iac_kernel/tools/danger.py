@@ -97,7 +97,23 @@ def dangerous_reason(command: str, exec_reviewed: frozenset[str] = frozenset()) 
 
     ``exec_reviewed``: programs (of :data:`REVIEWED_PROGRAMS`) whose apply and destroy the
     exec-time guard reviews and asks with the plan; they are left to it (one question)."""
+    if _REROUTE.search(command):
+        exec_reviewed = frozenset()  # the name may not reach the guard's launcher
     return _check(command, 0, exec_reviewed)
+
+
+#: Text that can make a bare ``terraform`` run something else than the launcher on PATH.
+_REROUTE = re.compile(r"PATH|\bhash\b")
+
+
+def left_to_exec(token: str, words: list[str], exec_reviewed: frozenset[str]) -> bool:
+    """True for an apply/destroy of a reviewed program called by its bare name (through
+    PATH, so through the guard's launcher): asked once, at exec time, with its plan."""
+    return (
+        "/" not in token
+        and os.path.basename(token) in exec_reviewed
+        and resolve(words, {}) is not None
+    )
 
 
 def _check(command: str, depth: int, exec_reviewed: frozenset[str]) -> str | None:
@@ -111,8 +127,8 @@ def _check(command: str, depth: int, exec_reviewed: frozenset[str]) -> str | Non
                 if reason:
                     return reason
             program = os.path.basename(token)
-            if program in exec_reviewed and resolve(segment[i:], {}) is not None:
-                continue  # an apply/destroy: asked once, at exec time, with its plan
+            if left_to_exec(token, segment[i:], exec_reviewed):
+                continue  # asked once, at exec time, with its plan
             if program in GUARD_TABLE_PROGRAMS:
                 verdict = classify(program, segment[i:])
                 # An unknown cloud verb is asked at exec time; the text alone (`echo
