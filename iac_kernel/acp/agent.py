@@ -93,9 +93,6 @@ class IacAgent:
     def attach(self, channel: ClientChannel) -> None:
         self.channel = channel
 
-    def _approver(self) -> str:
-        return approver(getattr(self.manager, "origin", "acp"), self.client_info)
-
     # -- lifecycle -------------------------------------------------------------------
 
     async def initialize(
@@ -250,9 +247,10 @@ class IacAgent:
         title = session.title
         self._turns[sid] = relay
         try:
-            ended = await run_turn(
-                session, blocks, relay, PermissionAsker(self._channel(), sid, self._approver())
+            asker = PermissionAsker(
+                self._channel(), sid, approver(self.manager.origin, self.client_info)
             )
+            ended = await run_turn(session, blocks, relay, asker)
         except SessionBusyError:
             raise errors.session_busy() from None
         except SessionClosedError:
