@@ -141,3 +141,18 @@ def test_the_text_check_still_asks_for_other_dangers_beside_an_apply():
 )
 def test_the_text_check_still_asks_when_the_name_may_miss_the_launcher(command: str):
     assert dangerous_reason(command, frozenset({"terraform", "tofu"})) is not None
+
+
+def test_without_a_sandbox_the_text_check_asks_too(monkeypatch: pytest.MonkeyPatch, tool_ctx):
+    from iac_kernel.tools import bash
+
+    args = {"command": "terraform apply p.tfplan"}
+    tool = bash.BashTool()
+    monkeypatch.setattr(bash, "unusable_reason", lambda: None)
+    assert tool.gate_reason(args, tool_ctx) == (False, None)
+    assert tool.asked_at_exec(args, tool_ctx)
+    monkeypatch.setattr(bash, "unusable_reason", lambda: "bwrap is not installed")
+    assert tool.gate_reason(args, tool_ctx)[0] and not tool.asked_at_exec(args, tool_ctx)
+    tool_ctx.settings.guarded_programs = "kubectl"  # terraform not guarded: asked here
+    monkeypatch.setattr(bash, "unusable_reason", lambda: None)
+    assert tool.gate_reason(args, tool_ctx)[0]
