@@ -152,7 +152,11 @@ def test_without_a_sandbox_the_text_check_asks_too(monkeypatch: pytest.MonkeyPat
     assert tool.gate_reason(args, tool_ctx) == (False, None)
     assert tool.asked_at_exec(args, tool_ctx)
     monkeypatch.setattr(bash, "unusable_reason", lambda: "bwrap is not installed")
-    assert tool.gate_reason(args, tool_ctx)[0] and not tool.asked_at_exec(args, tool_ctx)
+    # Reduced guard: a command of bare-name applies only still reaches the launcher...
+    assert tool.gate_reason(args, tool_ctx) == (False, None)
+    # ... anything else may start terraform past it (a sourced file, a script): asked here.
+    sourced = {"command": ". ./ci.env; terraform apply p.tfplan"}
+    assert tool.gate_reason(sourced, tool_ctx)[0] and not tool.asked_at_exec(sourced, tool_ctx)
     tool_ctx.settings.guarded_programs = "kubectl"  # terraform not guarded: asked here
     monkeypatch.setattr(bash, "unusable_reason", lambda: None)
     assert tool.gate_reason(args, tool_ctx)[0]

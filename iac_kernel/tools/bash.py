@@ -83,11 +83,13 @@ class OutputCapture:
         )
 
 
-def exec_reviewed(settings: Any) -> frozenset[str]:
-    """Programs whose apply/destroy the sandboxed guard reviews and asks at exec time
-    (one question, with the plan): the text check leaves them to it. Without a working
-    sandbox a program can be started past the guard, so the text check asks too."""
-    if unusable_reason() is not None:
+def exec_reviewed(settings: Any, sandboxed_only: bool = True) -> frozenset[str]:
+    """Programs whose apply/destroy the guard reviews and asks at exec time (one
+    question, with the plan): the text check leaves them to it. Without a working sandbox
+    a program can be started past the guard (a script calling it by path), so the text
+    check asks too, unless the whole command is applies by bare name (``sandboxed_only``
+    False): bash then finds the launcher first on PATH."""
+    if sandboxed_only and unusable_reason() is not None:
         return frozenset()
     return frozenset(guarded_programs(settings)) & frozenset(REVIEWED_PROGRAMS)
 
@@ -145,6 +147,8 @@ class BashTool(Tool):
         return f"bash: {short(args.get('command', ''))}"
 
     def gate_reason(self, args: dict[str, Any], ctx: ToolContext) -> tuple[bool, str | None]:
+        if self.asked_at_exec(args, ctx):
+            return False, None
         reason = self.per_call_reason(args, exec_reviewed(ctx.settings))
         return reason is not None, reason
 
@@ -171,7 +175,7 @@ class BashTool(Tool):
         command = args.get("command") if isinstance(args, dict) else None
         if not isinstance(command, str) or args.get("sandbox") is False:
             return False
-        reviewed = exec_reviewed(ctx.settings)
+        reviewed = exec_reviewed(ctx.settings, sandboxed_only=False)
         commands = literal_commands(command)
         return (
             bool(commands)
