@@ -176,3 +176,24 @@ def test_an_acp_answer_carries_its_client():
     request = PermissionRequest("c1", "bash", "t", "execute", {}, ["allow_once", "reject_once"], "")
     answer = asyncio.run(PermissionAsker(Channel(), "s1", "ACP client (acpx)")(request))
     assert answer == "allow_once" and answer.by == "ACP client (acpx)"
+
+
+def test_policy_results_and_a_remote_state_are_recorded(tmp_path: Path):
+    from iac_kernel.terraform.audit import plan_fields, state_mark
+    from iac_kernel.terraform.plan import Plan, PlanFile
+
+    check = {"check_id": "CKV_X_1", "name": "open", "address": "a.b", "guideline": "u"}
+    plan = Plan(file=PlanFile("p", "ab" * 32, 1, 0.0), counts={"delete": 2}, checks=[check])
+    fields = plan_fields(plan)
+    assert fields["policy"]["failed"] == [{"address": "a.b", "check_id": "CKV_X_1", "name": "open"}]
+    assert fields["counts"]["delete"] == 2 and fields["plan_sha256"] == "ab" * 32
+    (tmp_path / ".terraform").mkdir()
+    (tmp_path / ".terraform" / "terraform.tfstate").write_text('{"backend": {"type": "s3"}}')
+    assert state_mark(tmp_path, {})["note"].startswith("remote backend")
+    backend = {"backend": {"type": "local", "config": {"path": "prod.state"}}}
+    (tmp_path / ".terraform" / "terraform.tfstate").write_text(json.dumps(backend))
+    (tmp_path / "prod.state").write_text('{"lineage": "L", "serial": 7}')
+    assert state_mark(tmp_path, {}) == {"path": "prod.state", "lineage": "L", "serial": 7}
+    (tmp_path / "terraform.tfstate.d" / "blue").mkdir(parents=True)
+    (tmp_path / "terraform.tfstate.d" / "blue" / "terraform.tfstate").write_text('{"serial": 2}')
+    assert state_mark(tmp_path, {"TF_WORKSPACE": "blue"})["serial"] == 2
