@@ -226,3 +226,13 @@ def test_an_exported_tf_cli_args_in_the_command_is_read(ws: Path):
     (question,) = run.asked
     assert "⚠️ DESTROY" in question.reason and "TF_CLI_ARGS='-destroy'" in question.reason
     assert addresses(ws) == STAGE1
+
+
+@needs_sandbox
+def test_a_plan_in_the_sandboxs_private_tmp_is_the_one_reviewed(ws: Path):
+    command = "cp p.tfplan /tmp/x.tfplan && terraform apply -input=false -no-color /tmp/x.tfplan"
+    run = bash(ws, command, allow)
+    (question,) = run.exec_questions
+    assert "Apply of the saved plan /tmp/x.tfplan: 2 to destroy" in question.reason
+    assert run.result.status == "completed", run.result.output
+    assert "terraform_data.new[0]" in addresses(ws)

@@ -11,6 +11,7 @@ the call (``audit``, completed by the server with the question, answer and exit)
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,8 @@ class ExecInfo:
     sandbox_private_dir: str
     #: The environment the command would run with (TF_* variables etc.).
     env: dict[str, str] = field(default_factory=dict)
+    #: The host path behind an absolute path the program sees (the sandbox's /tmp).
+    host_path: Callable[[str], str] = os.path.normpath
 
 
 @dataclass

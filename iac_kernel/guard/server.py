@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -239,6 +240,8 @@ class ApprovalServer:
         host_cwd = self.layout.host_path(cwd) if self.layout else cwd
         inside = GUARD_MOUNT if self.layout else str(self.guard_dir)
         info = reviews.ExecInfo(program, list(argv), host_cwd, self.guard_dir, inside, dict(env))
+        if self.layout is not None:
+            info = dataclasses.replace(info, host_path=self.layout.host_path)
         review = await asyncio.to_thread(reviews.review, info)
         trail["review"] = review
         if review is not None and review.refuse:

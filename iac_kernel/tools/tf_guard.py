@@ -54,6 +54,8 @@ def review_exec(info: ExecInfo) -> Review | None:
         return None
     cwd = Path(info.cwd)
     workdir = line.workdir(cwd)
+    if line.chdir and os.path.isabs(line.chdir):
+        workdir = Path(info.host_path(line.chdir))
     state_flag = (line.option("state") or [None])[-1]
     audit: dict[str, Any] = {
         "kind": "terraform_destroy" if line.destroy else "terraform_apply",
@@ -79,8 +81,8 @@ def review_exec(info: ExecInfo) -> Review | None:
         summary = {"kind": audit["kind"], "text": text, "plan": None, "flags": flags(line)}
         audit.update(plan_file=None, summary="no saved plan", flags=flags(line))
         return Review(text=text, summary=summary, audit=audit, after=after)
-    plan_file = workdir / line.plan
-    shown = _shown(plan_file, cwd)
+    plan_file = Path(info.host_path(line.plan)) if os.path.isabs(line.plan) else workdir / line.plan
+    shown = line.plan if os.path.isabs(line.plan) else _shown(plan_file, cwd)
     if not plan_file.is_file() or not is_plan_file(plan_file):
         audit.update(plan_file=shown)
         refusal = NO_PLAN_FILE.format(path=shown, program=line.program)
