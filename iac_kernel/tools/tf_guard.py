@@ -57,6 +57,8 @@ def review_exec(info: ExecInfo) -> Review | None:
     if line.chdir and os.path.isabs(line.chdir):
         workdir = Path(info.host_path(line.chdir))
     state_flag = (line.option("state") or [None])[-1]
+    if state_flag and os.path.isabs(state_flag):
+        state_flag = info.host_path(state_flag)
     audit: dict[str, Any] = {
         "kind": "terraform_destroy" if line.destroy else "terraform_apply",
         "form": "bash",
