@@ -161,7 +161,8 @@ class ToolCalls:
         except Exception as exc:  # an approval must not skip its review
             refusal = call.tool.refusal_record(call.input, str(exc))
             if refusal is not None and ctx.audit is not None:
-                ctx.audit({**refusal, "outcome": "refused", "message": str(exc)})
+                record = {**refusal, "outcome": "refused", "message": str(exc)}
+                await asyncio.to_thread(ctx.audit, record)
             return ToolResult(f"Not run: {exc}", is_error=True), False
         request = PermissionRequest(
             call_id=call.call_id,
@@ -180,11 +181,11 @@ class ToolCalls:
         )
         decision = await self.gate.check(call.tool, call.input, ctx, request, ask)
         if decision.outcome == "cancelled":
-            _audit_review(ctx, request, "cancelled", None)
+            await _audit_review(ctx, request, "cancelled", None)
             raise asyncio.CancelledError
         if not decision.allowed:
             outcome = "rejected" if request.asked else "refused"
-            _audit_review(ctx, request, outcome, ToolResult(decision.message, is_error=True))
+            await _audit_review(ctx, request, outcome, ToolResult(decision.message, True))
             return ToolResult(decision.message, is_error=True), True
         result = None
         try:
@@ -198,7 +199,7 @@ class ToolCalls:
             result = ToolResult(f"{call.name} failed: {type(exc).__name__}: {exc}", True)
         finally:
             await pump.close()  # live output reaches the front end before the result
-            _audit_review(ctx, request, "interrupted" if result is None else "", result)
+            await _audit_review(ctx, request, "interrupted" if result is None else "", result)
         result.content = redact(result.content)
         result.raw_output = _redact_value(result.raw_output)
         # Terraform: sensitive values masked, state reads marked, plans picked up.
@@ -256,7 +257,7 @@ def _call_audit(sink: Callable[[dict], None] | None, call: Call) -> Callable | N
     return write
 
 
-def _audit_review(
+async def _audit_review(
     ctx: ToolContext, request: PermissionRequest, outcome: str, result: ToolResult | None
 ) -> None:
     """The audit record of a reviewed call (a review with ``audit_record()``, e.g. the
@@ -266,7 +267,7 @@ def _audit_review(
         return
     raw = result.raw_output if result is not None and isinstance(result.raw_output, dict) else {}
     try:
-        record = {**build(), **request.asked}
+        record = {**(await asyncio.to_thread(build)), **request.asked}
     except Exception:
         log.exception("audit record failed")
         return
@@ -274,7 +275,7 @@ def _audit_review(
     record["exit"] = raw.get("exit")
     if result is not None and result.is_error and not raw.get("outcome"):
         record["message"] = result.content[:2000]
-    ctx.audit(record)
+    await asyncio.to_thread(ctx.audit, record)
 
 
 def _kind(tool: Tool | None) -> str:

@@ -201,7 +201,9 @@ class ApprovalServer:
             await self._record(trail, "refused", None, str(exc))
             raise
         except asyncio.CancelledError:
-            await self._record(trail, "interrupted", None, "the call ended while it ran")
+            asked = trail.get("request") is not None and trail["request"].asked
+            outcome = "interrupted" if asked else "cancelled"
+            await self._record(trail, outcome, None, f"the call ended ({outcome})")
             raise
         await self._record(trail, "applied" if code == 0 else "failed", code, None)
         return code
@@ -223,7 +225,7 @@ class ApprovalServer:
             with contextlib.suppress(Exception):
                 record.update(await asyncio.to_thread(review.after))
         try:
-            self.audit(record)
+            await asyncio.to_thread(self.audit, record)
         except Exception:
             log.exception("could not write the audit record")
 
