@@ -197,3 +197,15 @@ def test_policy_results_and_a_remote_state_are_recorded(tmp_path: Path):
     (tmp_path / "terraform.tfstate.d" / "blue").mkdir(parents=True)
     (tmp_path / "terraform.tfstate.d" / "blue" / "terraform.tfstate").write_text('{"serial": 2}')
     assert state_mark(tmp_path, {"TF_WORKSPACE": "blue"})["serial"] == 2
+
+
+@pytest.mark.parametrize(
+    ("tool", "tool_input"),
+    [("bash", {"command": BASH_APPLY}), ("terraform_apply", {"plan": "p.tfplan"})],
+)
+def test_a_cancelled_question_is_recorded(ws: Path, tool: str, tool_input: dict):
+    before = addresses(ws)
+    run = run_call(ws, tool, tool_input, answer("cancelled"))
+    (record,) = run.records
+    assert record["outcome"] == "cancelled" and record["exit"] is None
+    assert addresses(ws) == before
