@@ -3,10 +3,14 @@ own behaviour: `terraform apply FLAGS /nonexistent.tfplan` accepts or rejects th
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
 import pytest
 
 from iac_kernel.terraform.apply_args import resolve
 from iac_kernel.tools.danger import dangerous_reason
+from terraform_support import TERRAFORM, needs_terraform, tf, tf_env
 
 
 def line(*argv: str, **env: str):
@@ -160,3 +164,24 @@ def test_without_a_sandbox_the_text_check_asks_too(monkeypatch: pytest.MonkeyPat
     tool_ctx.settings.guarded_programs = "kubectl"  # terraform not guarded: asked here
     monkeypatch.setattr(bash, "unusable_reason", lambda: None)
     assert tool.gate_reason(args, tool_ctx)[0]
+
+
+@needs_terraform
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"TF_CLI_ARGS": "-destroy=false", "TF_CLI_ARGS_apply": "-destroy"},
+        {"TF_CLI_ARGS": "-destroy", "TF_CLI_ARGS_apply": "-destroy=false"},
+        {"TF_CLI_ARGS_apply": "--destroy"},
+        {"TF_CLI_ARGS": "-destroy=0"},
+    ],
+)
+def test_the_replay_agrees_with_terraform(tmp_path: Path, env: dict[str, str]):
+    (tmp_path / "main.tf").write_text('resource "terraform_data" "a" {\n  input = "x"\n}\n')
+    tf(tmp_path, "apply", "-auto-approve", "-input=false")
+    argv = ["terraform", "apply", "-auto-approve", "-input=false", "-no-color"]
+    done = subprocess.run(
+        [TERRAFORM, *argv[1:]], cwd=tmp_path, env={**tf_env(), **env}, capture_output=True
+    )
+    destroyed = b"1 destroyed" in done.stdout
+    assert resolve(argv, env).destroy is destroyed, done.stdout.decode()
