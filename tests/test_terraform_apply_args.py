@@ -31,6 +31,12 @@ def test_go_false_spellings_do_not(flag: str):
     assert not line("terraform", "apply", flag).destroy
 
 
+@pytest.mark.parametrize("flag", ["-auto-approve", "--auto-approve", "-auto-approve=1"])
+def test_auto_approve_spellings(flag: str):
+    assert line("terraform", "destroy", flag).auto_approve
+    assert not line("terraform", "destroy", flag, "--auto-approve=false").auto_approve
+
+
 def test_a_bool_flag_does_not_take_the_next_word():
     parsed = line("terraform", "apply", "-destroy", "1")
     assert parsed.plan == "1" and not parsed.destroy  # with a plan, -destroy is ignored
