@@ -89,6 +89,19 @@ environment:
   IAC_KERNEL_SESSIONS_DIR  where the demo's agent session is stored"""
 
 
+AUDIT_HELP = """\
+Every terraform/tofu apply or destroy the agent ran or was asked to run (the
+terraform_apply tool, or bash, scripts included) leaves one record in the session
+store: the plan file's sha256 and summary, the question's exact text, the answer and
+who gave it (notebook, editor via the kernel endpoint, ACP client, headless policy)
+with the OS user and the time, policy results, terraform's exit status and the
+state's lineage and serial before and after. Rejected and refused applies too.
+Secrets are masked before a record is written. See docs/audit.md.
+
+environment:
+  IAC_KERNEL_SESSIONS_DIR  the session store (default ~/.iac-code/sessions)"""
+
+
 def _subparser(
     sub: argparse._SubParsersAction, name: str, summary: str, text: str
 ) -> argparse.ArgumentParser:
@@ -135,7 +148,35 @@ def build_parser() -> argparse.ArgumentParser:
         help="the executed notebook (.ipynb); its script and workspace go beside it "
         "(default: ./iac-kernel-demo/01-quickstart.ipynb)",
     )
+    audit = _subparser(
+        sub,
+        "audit",
+        "list the audit records of applies (plan, approval, exit, state)",
+        AUDIT_HELP,
+    )
+    audit.add_argument(
+        "--cwd", metavar="DIR", help="only applies of sessions in DIR or below it (default: all)"
+    )
+    audit.add_argument("--json", action="store_true", help="one JSON record a line")
     return parser
+
+
+def _audit(cwd: str | None, as_json: bool) -> int:
+    import json
+
+    from iac_kernel.config import Settings
+    from iac_kernel.sessions.audit import AuditLog, describe
+
+    settings = Settings.from_env(problems=[])
+    records = AuditLog(settings.sessions_dir).records(cwd)
+    for record in records:
+        if as_json:
+            print(json.dumps(record, ensure_ascii=False))
+        else:
+            print("\n".join(describe(record)))
+    if not records and not as_json:
+        print("No audit records" + (f" for {cwd}" if cwd else "") + ".", file=sys.stderr)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -153,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
 
         print(install(user=args.user, sys_prefix=args.sys_prefix, prefix=args.prefix))
         return 0
+    if args.command == "audit":
+        return _audit(args.cwd, args.json)
     if args.command == "demo":
         from iac_kernel.demo import run_demo
 

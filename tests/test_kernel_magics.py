@@ -187,6 +187,20 @@ def test_permissions_magic(kernel: KernelHarness) -> None:
     assert "usage" in failed(kernel, "%permissions maybe", "UsageError")
 
 
+def test_audit_magic_lists_the_folders_apply_records(kernel: KernelHarness, work: Path) -> None:
+    from iac_kernel.sessions.audit import AuditLog
+
+    store = Path(kernel.env["IAC_KERNEL_SESSIONS_DIR"])
+    assert "No audit records for" in shown(ok(kernel, "%audit"))
+    record = {"cwd": str(work), "outcome": "rejected", "command": "terraform apply x.tfplan"}
+    AuditLog(store).append({**record, "form": "bash", "answer": "reject_once"})
+    AuditLog(store).append({**record, "cwd": "/elsewhere", "command": "terraform apply y"})
+    text = shown(ok(kernel, "%audit"))
+    assert "1 audit record(s)" in text and "rejected  terraform apply x.tfplan  [bash]" in text
+    assert "terraform apply y" in shown(ok(kernel, "%audit all"))
+    assert "usage: %audit" in failed(kernel, "%audit everything", "UsageError")
+
+
 def test_unknown_magic_is_one_readable_error(kernel: KernelHarness) -> None:
     message = failed(kernel, "%sesion", "UnknownMagic")
     assert "Did you mean %session?" in message

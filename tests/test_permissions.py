@@ -252,12 +252,10 @@ async def test_changing_execs_are_asked_per_call_in_every_mode(mode: str):
 
 async def test_a_literal_per_call_approval_covers_exactly_that_exec_once(tmp_path: Path):
     gate = PermissionGate()
-    decision, _ = await gate_check(
-        gate, "terraform apply -auto-approve", Asker("allow_once"), tmp_path
-    )
+    decision, _ = await gate_check(gate, "kubectl delete pod web", Asker("allow_once"), tmp_path)
     assert decision.allowed
     never = Asker("reject_once")
-    apply = exec_request(["terraform", "apply", "-auto-approve"])
+    apply = exec_request(["kubectl", "delete", "pod", "web"])
     assert (await gate.check_exec(apply, "call-1", "bash", never)).allowed
     assert never.requests == []
     # Only once, only that argv, only that call.
@@ -269,11 +267,11 @@ async def test_a_literal_per_call_approval_covers_exactly_that_exec_once(tmp_pat
 @pytest.mark.parametrize(
     ("command", "covered"),
     [
-        ("echo terraform apply && sh x.sh", False),  # echo's arguments run nothing
-        ("grep -n terraform apply", False),
-        ("TF_IN_AUTOMATION=1 terraform apply", True),
-        ("env TF_IN_AUTOMATION=1 terraform apply", True),
-        ("nohup terraform apply", True),
+        ("echo kubectl delete pod web && sh x.sh", False),  # echo's arguments run nothing
+        ("grep -n kubectl delete pod web", False),
+        ("KUBECONFIG=x kubectl delete pod web", True),
+        ("env KUBECONFIG=x kubectl delete pod web", True),
+        ("nohup kubectl delete pod web", True),
     ],
 )
 async def test_a_literal_covers_only_the_program_in_command_position(
@@ -283,6 +281,6 @@ async def test_a_literal_covers_only_the_program_in_command_position(
     decision, _ = await gate_check(gate, command, Asker("allow_once"), tmp_path)
     assert decision.allowed
     never = Asker("reject_once")
-    apply = exec_request(["terraform", "apply"])
+    apply = exec_request(["kubectl", "delete", "pod", "web"])
     assert (await gate.check_exec(apply, "call-1", "bash", never)).allowed is covered
     assert len(never.requests) == (0 if covered else 1)

@@ -86,10 +86,14 @@ def test_an_approved_untouched_plan_applies(ws: Path, tmp_path: Path):
     (request,) = asked
     assert request.options == ["allow_once", "reject_once"]
     lines = request.reason.splitlines()
-    assert lines[1].startswith("Plan: 2 to add, 1 to change, 2 to destroy")
-    assert lines[2].startswith("Plan file: p.tfplan (sha256 ")
-    assert lines[3].startswith("- delete terraform_data.old[0]")
-    assert lines[4].startswith("-/+ replace terraform_data.cache")
+    assert lines[1] == (
+        "⚠️ Apply of the saved plan p.tfplan: 2 to destroy (1 of them replaced), "
+        "1 to change, 2 to add."
+    )
+    assert lines[2].startswith("Plan: 2 to add, 1 to change, 2 to destroy")
+    assert lines[3].startswith("Plan file: p.tfplan (sha256 ")
+    assert lines[4].startswith("- delete terraform_data.old[0]")
+    assert lines[5].startswith("-/+ replace terraform_data.cache")
     assert request.review["plan"]["counts"]["delete"] == 1
     assert "Applied the reviewed plan p.tfplan" in results[0].output
     assert SECRET not in results[0].output and SECRET not in request.reason

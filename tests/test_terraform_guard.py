@@ -36,8 +36,14 @@ def test_apply_of_a_plan_file_shows_its_summary_and_runs_a_private_copy(ws: Path
     private = tmp_path / "private"
     review = review_exec(info(ws, private, "terraform", "apply", "-input=false", "p.tfplan"))
     assert review is not None and review.refuse is None
-    assert review.text.startswith("Plan: 2 to add, 1 to change, 2 to destroy")
-    assert review.text.splitlines()[2].startswith("- delete terraform_data.old[0]")
+    first, command, plan, _identity, row = review.text.splitlines()[:5]
+    assert first == (
+        "⚠️ Apply of the saved plan p.tfplan: 2 to destroy (1 of them replaced), "
+        "1 to change, 2 to add."
+    )
+    assert command == "Terraform reads: `terraform apply -input=false p.tfplan`."
+    assert plan.startswith("Plan: 2 to add, 1 to change, 2 to destroy")
+    assert row.startswith("- delete terraform_data.old[0]")
     assert review.summary["plan"]["file"]["path"] == "p.tfplan"
     assert review.argv[:3] == ["terraform", "apply", "-input=false"]
     copy = review.argv[3]
@@ -60,12 +66,19 @@ def test_chdir_and_value_flags_are_understood(ws: Path, tmp_path):
     assert review.argv[:5] == argv[:5] and review.argv[5].startswith("/guard/")
 
 
+def test_the_program_as_invoked_is_kept(ws: Path, tmp_path):
+    argv = ["/opt/tf-1.11/terraform", "apply", "p.tfplan"]  # the guard picks the real one by it
+    review = review_exec(info(ws, tmp_path / "private", *argv))
+    assert review.argv[:2] == argv[:2] and review.argv[2].startswith("/guard/")
+
+
 def test_apply_without_a_plan_file_warns(ws: Path, tmp_path):
     review = review_exec(info(ws, tmp_path / "p", "terraform", "apply", "-auto-approve"))
     assert review.text.startswith("⚠️ No reviewed plan backs this apply")
+    assert "-auto-approve: terraform applies without showing its plan" in review.text
     assert review.argv is None and review.recheck is None
     destroy = review_exec(info(ws, tmp_path / "p", "terraform", "destroy", "-auto-approve"))
-    assert "destroys every resource" in destroy.text
+    assert destroy.text.startswith("⚠️ DESTROY: destroys every resource")
 
 
 def test_other_commands_get_no_review(ws: Path, tmp_path):

@@ -47,7 +47,7 @@ from iac_kernel.acp.channel import ClientChannel
 from iac_kernel.acp.content import to_anthropic
 from iac_kernel.acp.lifecycle import check_cwd, delete_stored, mcp_specs, start_mcp
 from iac_kernel.acp.listing import list_page
-from iac_kernel.acp.permissions import PermissionAsker
+from iac_kernel.acp.permissions import PermissionAsker, approver
 from iac_kernel.acp.proxy import FORWARDED, AttachError, RemoteSession
 from iac_kernel.acp.runtime import find_endpoint
 from iac_kernel.acp.transport import after_answer
@@ -248,7 +248,10 @@ class IacAgent:
         title = session.title
         self._turns[sid] = relay
         try:
-            ended = await run_turn(session, blocks, relay, PermissionAsker(self._channel(), sid))
+            asker = PermissionAsker(
+                self._channel(), sid, approver(self.manager.origin, self.client_info)
+            )
+            ended = await run_turn(session, blocks, relay, asker)
         except SessionBusyError:
             raise errors.session_busy() from None
         except SessionClosedError:

@@ -28,6 +28,7 @@ from iac_kernel.agent.permissions import (
     ALLOW_ONCE,
     CANCELLED,
     REJECT_ONCE,
+    Answer,
     PermissionRequest,
 )
 
@@ -101,9 +102,12 @@ def _option_id(data: dict[str, Any]) -> str | None:
 class PermissionAsker:
     """The ``ask`` coroutine the agent core calls, bound to one session and connection."""
 
-    def __init__(self, channel: Any, session_id: str) -> None:
+    def __init__(self, channel: Any, session_id: str, by: str = "ACP client") -> None:
         self.channel = channel
         self.session_id = session_id
+        #: Who answers, for audit records (``ACP client (Zed)``, ``editor via the kernel
+        #: endpoint (...)``).
+        self.by = by
 
     async def __call__(self, request: PermissionRequest) -> str:
         params = request_params(self.session_id, request)
@@ -118,4 +122,14 @@ class PermissionAsker:
         answer = parse_answer(result)
         if answer == UNREADABLE:
             log.warning("unreadable permission answer; treating it as a refusal")
-        return answer
+        return Answer(answer, by=self.by)
+
+
+def approver(origin: str, client_info: Any) -> str:
+    """Who answers this connection's questions: an ACP client, or an editor attached to
+    a kernel's endpoint (the session manager's origin is then ``kernel``)."""
+    name = getattr(client_info, "name", None)
+    if name is None and isinstance(client_info, dict):
+        name = client_info.get("name")
+    what = "editor via the kernel endpoint" if origin == "kernel" else "ACP client"
+    return f"{what} ({name})" if isinstance(name, str) and name else what

@@ -60,6 +60,7 @@ async def serve(
         # The client was told it is initialized; the agent replays the request a moment
         # later, off the path of the client's next request (a session/new right away).
         agent.initialized = True
+        agent.client_info = (initialized.get("params") or {}).get("clientInfo")
         replay = asyncio.get_running_loop().call_later(
             REPLAY_DELAY, _spawn_replay, dispatcher, initialized, answers
         )

@@ -71,6 +71,7 @@ class AgentLoop:
         conversation: Conversation,
         persist: Persist,
         allow_subagents: bool = True,
+        audit: Callable[[dict[str, Any]], None] | None = None,
     ):
         self.model = model
         self.tools = {tool.name: tool for tool in tools}
@@ -81,6 +82,8 @@ class AgentLoop:
         self.conversation = conversation
         self.persist = persist
         self.allow_subagents = allow_subagents
+        #: Where apply audit records go (the session store); sub-agents share it.
+        self.audit = audit
         #: Input tokens the model reported for the last call (0 after compacting).
         self._last_input_tokens = 0
         self._transcript = Transcript(conversation, persist)
@@ -257,6 +260,7 @@ class AgentLoop:
             settings=self.settings,
             run_subagent=run_subagent if self.allow_subagents else None,
             on_output=on_output,
+            audit=self.audit,
         )
 
     async def run_subagent(self, prompt: str, ask: AskPermission | None) -> str:
@@ -272,6 +276,7 @@ class AgentLoop:
             conversation=Conversation(),
             persist=Persist(),
             allow_subagents=False,
+            audit=self.audit,
         )
         texts: list[str] = []
 

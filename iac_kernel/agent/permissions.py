@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pwd
 import shlex
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -10,6 +11,7 @@ from typing import Any
 
 from iac_kernel.events import Diff
 from iac_kernel.guard.server import ExecRequest
+from iac_kernel.sessions.meta import now_iso
 from iac_kernel.tools.base import Category, Tool, ToolContext
 
 ALLOW_ONCE = "allow_once"
@@ -59,6 +61,8 @@ class PermissionRequest:
     #: front ends show it as destructive and no headless policy approves it. A compound
     #: command offered without "always" is not one by itself.
     danger: bool = False
+    #: Set by the gate once answered (see :func:`answered`); empty when not asked.
+    asked: dict[str, Any] = field(default_factory=dict)
 
     def label(self, option: str) -> str:
         return self.labels.get(option) or OPTION_NAMES.get(option, option)
@@ -69,14 +73,37 @@ AskPermission = Callable[[PermissionRequest], Awaitable[str]]
 
 
 class Answer(str):
-    """An option id carrying the user's note (e.g. a rejection with the reason why)."""
+    """An option id carrying the user's note (e.g. a rejection with the reason why) and
+    who gave it (``notebook (buttons)``, ``headless policy (allow)``, an ACP client)."""
 
     note: str
+    by: str
 
-    def __new__(cls, option: str, note: str = "") -> Answer:
+    def __new__(cls, option: str, note: str = "", by: str = "") -> Answer:
         answer = super().__new__(cls, option)
         answer.note = note.strip()
+        answer.by = by
         return answer
+
+
+def answered(request: PermissionRequest, answer: str) -> dict[str, Any]:
+    """What an audit record keeps of a question: its exact text, the answer, who, when."""
+    return {
+        "question": f"{request.title}\n{request.reason}",
+        "options": list(request.options),
+        "answer": str(answer),
+        "allowed": answer in (ALLOW_ONCE, ALLOW_ALWAYS) and answer in request.options,
+        "approver": getattr(answer, "by", "") or "unknown front end",
+        "os_user": os_user(),
+        "answered_at": now_iso(),
+    }
+
+
+def os_user() -> str:
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return str(os.getuid())
 
 
 @dataclass
@@ -133,8 +160,8 @@ class PermissionGate:
         from iac_kernel.tools.paths import is_inside
 
         outside = [p for p in tool.paths(args, ctx) if not is_inside(p, ctx.cwd)]
-        per_call_reason = tool.per_call_reason(args)
-        per_call = bool(outside) or per_call_reason is not None or tool.is_dangerous(args)
+        dangerous, per_call_reason = tool.gate_reason(args, ctx)
+        per_call = bool(outside) or dangerous
         prefixes = tool.command_prefixes(args) if tool.remembers_prefixes else None
         rules = self.prefix_rules.get(tool.name, {})
 
@@ -147,6 +174,8 @@ class PermissionGate:
         if self.mode == "read_only" and tool.category is not Category.READ:
             return Decision(False, "denied", f"{DENIED_MESSAGE} The session is in read_only mode.")
         if not per_call:
+            if tool.asked_at_exec(args, ctx):
+                return Decision(True)  # one question, at exec time, with the plan
             if tool.remembers_prefixes:
                 always = bool(prefixes) and all(rules.get(p) == "allow" for p in prefixes)
             else:
@@ -184,6 +213,7 @@ class PermissionGate:
             return Decision(False, "denied", f"{DENIED_MESSAGE} No one is there to approve it.")
 
         answer = await ask(request)
+        request.asked = answered(request, answer)
         if answer == CANCELLED:
             return Decision(False, "cancelled", "Cancelled.")
         if answer not in request.options:
@@ -244,6 +274,7 @@ class PermissionGate:
         if ask is None:
             return Decision(False, "denied", f"{DENIED_MESSAGE} No one is there to approve it.")
         answer = await ask(request)
+        exec_request.asked.update(answered(request, answer))
         if answer == CANCELLED:
             return Decision(False, "cancelled", "Cancelled.")
         if answer == ALLOW_ONCE:

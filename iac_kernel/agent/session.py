@@ -30,7 +30,9 @@ from iac_kernel.models.base import Model, ModelError
 from iac_kernel.models.registry import canonical_id, create_model, default_model_id, describe
 from iac_kernel.models.scripted import ScriptError
 from iac_kernel.models.switching import switch_note
-from iac_kernel.sessions.store import SessionWriter, StoredSession, git_root
+from iac_kernel.sessions.audit import AuditLog
+from iac_kernel.sessions.store import SessionWriter, StoredSession, git_root, now_iso
+from iac_kernel.terraform.audit import masked
 from iac_kernel.textsafe import readable
 from iac_kernel.tools.base import Tool, ToolContext
 
@@ -256,6 +258,7 @@ class AgentSession:
             system_prompt=build_system_prompt(self.cwd),
             conversation=self.conversation,
             persist=_StorePersist(self.writer),
+            audit=self.audit,
         )
         self._task = asyncio.ensure_future(loop.run_turn(blocks, fan_out, ask))
         try:
@@ -270,6 +273,17 @@ class AgentSession:
             await fan_out(ended)
         self.usage.add(ended.usage)
         return ended
+
+    def audit(self, record: dict[str, Any]) -> None:
+        """Store one apply's audit record (masked) in the session store's audit log."""
+        full = {
+            "session_id": self.session_id,
+            "cwd": str(self.cwd),
+            "origin": self.meta.origin,
+            "recorded_at": now_iso(),
+            **record,
+        }
+        AuditLog(self.writer.store.root).append(masked(full, self.cwd))
 
     def cancel(self) -> bool:
         """Cancel the running turn (it then ends ``cancelled``); False if none runs."""

@@ -158,11 +158,16 @@ class ToolCalls:
         ctx = self._context(ask, lambda text: pump.push(readable(text)))
         # Exec-time approvals of guarded programs (issue 11), decided by the gate.
         ctx.ask_exec = self.gate.exec_asker(call.call_id, call.name, ask)
+        ctx.audit = _call_audit(ctx.audit, call)
         try:  # e.g. terraform_apply: the saved plan's bytes and summary, bound to the approval
             ctx.review = await call.tool.review(call.input, ctx)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # an approval must not skip its review
+            refusal = call.tool.refusal_record(call.input, str(exc))
+            if refusal is not None and ctx.audit is not None:
+                record = {**refusal, "outcome": "refused", "message": str(exc)}
+                await asyncio.to_thread(ctx.audit, record)
             return ToolResult(f"Not run: {exc}", is_error=True), False
         request = PermissionRequest(
             call_id=call.call_id,
@@ -181,9 +186,13 @@ class ToolCalls:
         )
         decision = await self.gate.check(call.tool, call.input, ctx, request, ask)
         if decision.outcome == "cancelled":
+            await _audit_review(ctx, request, "cancelled", None)
             raise asyncio.CancelledError
         if not decision.allowed:
+            outcome = "rejected" if request.asked else "refused"
+            await _audit_review(ctx, request, outcome, ToolResult(decision.message, True))
             return ToolResult(decision.message, is_error=True), True
+        result = None
         try:
             result = await call.tool.run(call.input, ctx)
         except ToolError as exc:
@@ -195,6 +204,7 @@ class ToolCalls:
             result = ToolResult(f"{call.name} failed: {type(exc).__name__}: {exc}", True)
         finally:
             await pump.close()  # live output reaches the front end before the result
+            await _audit_review(ctx, request, "interrupted" if result is None else "", result)
         result.content = redact(result.content)
         result.raw_output = _redact_value(result.raw_output)
         # Terraform: sensitive values masked, state reads marked, plans picked up.
@@ -236,6 +246,41 @@ class ToolCalls:
         for call in calls.values():
             if not call.finished:
                 await self._finish(emit, call, ToolResult(text, is_error=True), False)
+
+
+def _call_audit(sink: Callable[[dict], None] | None, call: Call) -> Callable | None:
+    """The session's audit sink, with this call's id and tool added to each record."""
+    if sink is None:
+        return None
+
+    def write(record: dict[str, Any]) -> None:
+        try:
+            sink({"call_id": call.call_id, "tool": call.name, **record})
+        except Exception:  # the store's trouble must not fail the call that changed things
+            log.exception("could not write the audit record of %s", call.call_id)
+
+    return write
+
+
+async def _audit_review(
+    ctx: ToolContext, request: PermissionRequest, outcome: str, result: ToolResult | None
+) -> None:
+    """The audit record of a reviewed call (a review with ``audit_record()``, e.g. the
+    saved plan terraform_apply applies): approved or not, whatever happened."""
+    build = getattr(ctx.review, "audit_record", None)
+    if ctx.audit is None or not callable(build):
+        return
+    raw = result.raw_output if result is not None and isinstance(result.raw_output, dict) else {}
+    try:
+        record = {**(await asyncio.to_thread(build)), **request.asked}
+    except Exception:
+        log.exception("audit record failed")
+        return
+    record["outcome"] = raw.get("outcome") or outcome or ("failed" if result.is_error else "ok")
+    record["exit"] = raw.get("exit")
+    if result is not None and result.is_error and not raw.get("outcome"):
+        record["message"] = result.content[:2000]
+    await asyncio.to_thread(ctx.audit, record)
 
 
 def _kind(tool: Tool | None) -> str:

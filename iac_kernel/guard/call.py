@@ -28,7 +28,7 @@ from iac_kernel.guard.sandbox import (
     state_dir,
     unusable_reason,
 )
-from iac_kernel.guard.server import ApprovalServer, AskExec
+from iac_kernel.guard.server import ApprovalServer, AskExec, AuditSink
 
 
 class SandboxRequired(Exception):
@@ -76,12 +76,14 @@ class GuardedCall:
         env: dict[str, str],
         ask_exec: AskExec | None,
         sandbox: bool = True,
+        audit: AuditSink | None = None,
     ) -> None:
         self.cwd = Path(os.path.realpath(cwd))
         self.settings = settings
         self.base_env = dict(env)
         self.ask_exec = ask_exec
         self.want_sandbox = sandbox
+        self.audit = audit
         self.env: dict[str, str] = dict(env)
         self.sandboxed = False
         self.server: ApprovalServer | None = None
@@ -124,11 +126,13 @@ class GuardedCall:
             self._prefix = layout.bwrap_args(bwrap)
             self.env["PATH"] = f"{LAUNCHER_MOUNT}{os.pathsep}{path}"
             self.env.pop(SOCKET_ENV, None)
-            self.server = ApprovalServer(reals, self.ask_exec, guard_dir, layout, bwrap)
+            self.server = ApprovalServer(
+                reals, self.ask_exec, guard_dir, layout, bwrap, audit=self.audit
+            )
         else:
             self.env["PATH"] = f"{launchers}{os.pathsep}{path}"
             self.env[SOCKET_ENV] = str(guard_dir / "sock")
-            self.server = ApprovalServer(reals, self.ask_exec, guard_dir)
+            self.server = ApprovalServer(reals, self.ask_exec, guard_dir, audit=self.audit)
         await self.server.start(guard_dir / "sock")
         return self
 

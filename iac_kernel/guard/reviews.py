@@ -2,14 +2,16 @@
 
 A review runs on the agent's side (outside the sandbox) after the guard has classified
 an argv as changing and before the user is asked. It can add text and a structured
-summary to the question, refuse outright, rewrite the argv (e.g. to a private copy of a
-plan file placed in :attr:`ExecInfo.private_dir`), and bind the approval with a
-``recheck`` run right before the program starts.
+summary to the question, refuse outright, rewrite the argv and the environment (e.g. to
+a private copy of a plan file placed in :attr:`ExecInfo.private_dir`), bind the approval
+with a ``recheck`` run right before the program starts, and ask for an audit record of
+the call (``audit``, completed by the server with the question, answer and exit).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +36,8 @@ class ExecInfo:
     sandbox_private_dir: str
     #: The environment the command would run with (TF_* variables etc.).
     env: dict[str, str] = field(default_factory=dict)
+    #: The host path behind an absolute path the program sees (the sandbox's /tmp).
+    host_path: Callable[[str], str] = os.path.normpath
 
 
 @dataclass
@@ -51,6 +55,14 @@ class Review:
     #: Called after approval, right before the program starts: a message refuses
     #: (e.g. "the plan file changed after it was reviewed"), None lets it run.
     recheck: Callable[[], str | None] | None = None
+    #: Run with this environment instead (e.g. without ``TF_CLI_ARGS`` whose words the
+    #: rewritten argv already holds).
+    env: dict[str, str] | None = None
+    #: For the audit record of this call: what was reviewed (plan hash, summary, state
+    #: before). The server adds the question, the answer and the exit status, and
+    #: ``after()`` (e.g. the state after the run).
+    audit: dict[str, Any] | None = None
+    after: Callable[[], dict[str, Any]] | None = None
 
 
 ReviewFn = Callable[[ExecInfo], Review | None]
@@ -82,7 +94,10 @@ def review(info: ExecInfo) -> Review | None:
             result = fn(info)
         except Exception as exc:
             log.exception("guard review for %s failed", info.program)
-            return Review(refuse=f"the review of this command failed: {exc}")
+            refusal = f"the review of this command failed: {exc}"
+            command = " ".join([info.program, *info.argv[1:]])
+            audit = {"kind": "review_failed", "form": "bash", "command": command}
+            return Review(refuse=refusal, audit={**audit, "workdir": info.cwd})
         if result is not None:
             return result
     return None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -22,6 +23,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from iac_kernel.guard import gitconfig, realbin, reviews
 from iac_kernel.guard.procs import signal_group
@@ -45,10 +47,14 @@ class ExecRequest:
     verdict: Verdict
     review: reviews.Review | None = None
     sandboxed: bool = True
+    #: Filled by whoever asks: the question's exact text, the answer, who gave it, when.
+    asked: dict[str, Any] = field(default_factory=dict)
 
 
 #: ``ask_exec``: returns (allowed, message for the model when not allowed).
 AskExec = Callable[[ExecRequest], Awaitable[tuple[bool, str]]]
+#: Receives one audit record per reviewed call that asked for one (see ``Review.audit``).
+AuditSink = Callable[[dict[str, Any]], None]
 
 
 class Refused(Exception):
@@ -70,6 +76,8 @@ class ApprovalServer:
     waited: float = 0.0
     #: Every request seen: (argv, verdict kind, outcome); for the tool's raw output.
     log: list[dict] = field(default_factory=list)
+    #: Where audit records of reviewed calls go (None: not recorded).
+    audit: AuditSink | None = None
     _listener: socket.socket | None = None
     _tasks: set[asyncio.Task] = field(default_factory=set)
     _groups: set[int] = field(default_factory=set)
@@ -180,25 +188,64 @@ class ApprovalServer:
         entry = {"argv": argv, "cwd": cwd, "kind": verdict.kind, "outcome": "run"}
         self.log.append(entry)
         run_argv = argv
-        if verdict.changing:
-            try:
-                run_argv = await self._approve(program, argv, cwd, env, verdict)
-            except Refused:
-                entry["outcome"] = "refused"
-                raise
-        if verdict.changing and _gone_or_signalled(conn):
+        trail: dict[str, Any] = {}
+        try:
+            if verdict.changing:
+                run_argv, env = await self._approve(program, argv, cwd, env, verdict, trail)
+            if verdict.changing and _gone_or_signalled(conn):
+                raise Refused("the command that asked was stopped before it was approved")
+            numbers = request.get("fds", [])
+            code = await self._run(program, run_argv, cwd, env, numbers, fds, conn)
+        except Refused as exc:
             entry["outcome"] = "refused"
-            raise Refused("the command that asked was stopped before it was approved")
-        return await self._run(program, run_argv, cwd, env, request.get("fds", []), fds, conn)
+            await self._record(trail, "refused", None, str(exc))
+            raise
+        except asyncio.CancelledError:
+            asked = trail.get("request") is not None and trail["request"].asked
+            outcome = "interrupted" if asked else "cancelled"
+            await self._record(trail, outcome, None, f"the call ended ({outcome})")
+            raise
+        await self._record(trail, "applied" if code == 0 else "failed", code, None)
+        return code
+
+    async def _record(
+        self, trail: dict[str, Any], outcome: str, code: int | None, message: str | None
+    ) -> None:
+        """The audit record of a reviewed call (when its review asked for one)."""
+        review = trail.get("review")
+        if self.audit is None or review is None or review.audit is None:
+            return
+        asked = trail.get("request").asked if trail.get("request") is not None else {}
+        if outcome == "refused" and asked and not asked.get("allowed"):
+            outcome = "cancelled" if asked.get("answer") == "cancelled" else "rejected"
+        record = {**review.audit, **asked, "outcome": outcome, "exit": code}
+        if message:
+            record["message"] = message
+        if review.after is not None and outcome not in ("rejected", "cancelled"):
+            with contextlib.suppress(Exception):
+                record.update(await asyncio.to_thread(review.after))
+        try:
+            await asyncio.to_thread(self.audit, record)
+        except Exception:
+            log.exception("could not write the audit record")
 
     async def _approve(
-        self, program: str, argv: list[str], cwd: str, env: dict, verdict: Verdict
-    ) -> list[str]:
+        self,
+        program: str,
+        argv: list[str],
+        cwd: str,
+        env: dict,
+        verdict: Verdict,
+        trail: dict[str, Any],
+    ) -> tuple[list[str], dict]:
         shown = " ".join([program, *argv[1:]])
         host_cwd = self.layout.host_path(cwd) if self.layout else cwd
         inside = GUARD_MOUNT if self.layout else str(self.guard_dir)
         info = reviews.ExecInfo(program, list(argv), host_cwd, self.guard_dir, inside, dict(env))
+        if self.layout is not None:
+            info = dataclasses.replace(info, host_path=self.layout.host_path)
         review = await asyncio.to_thread(reviews.review, info)
+        trail["review"] = review
         if review is not None and review.refuse:
             raise Refused(review.refuse)
         if self.ask_exec is None:
@@ -207,6 +254,7 @@ class ApprovalServer:
                 "but no one is there to approve it"
             )
         request = ExecRequest(program, list(argv), cwd, verdict, review, self.layout is not None)
+        trail["request"] = request
         async with self._ask_lock:
             self._asking_since = time.monotonic()
             try:
@@ -220,7 +268,9 @@ class ApprovalServer:
             problem = await asyncio.to_thread(review.recheck)
             if problem:
                 raise Refused(problem)
-        return list(review.argv) if review is not None and review.argv else list(argv)
+        if review is None:
+            return list(argv), env
+        return list(review.argv or argv), dict(review.env) if review.env is not None else env
 
     def _pick_real(self, program: str, invoked: str) -> str:
         reals = self.reals[program]

@@ -375,3 +375,8 @@ from iac_kernel.kernel import mcp_magic  # noqa: E402
 
 SPECS.append(MagicSpec("mcp", mcp_magic.USAGE, mcp_magic.SUMMARY, mcp_magic.mcp_magic))
 ARGUMENT_CHOICES["mcp"] = lambda _state: list(mcp_magic.CHOICES)
+
+from iac_kernel.kernel import audit_magic  # noqa: E402
+
+SPECS.append(MagicSpec("audit", audit_magic.USAGE, audit_magic.SUMMARY, audit_magic.audit_magic))
+ARGUMENT_CHOICES["audit"] = lambda _state: list(audit_magic.CHOICES)

@@ -50,6 +50,8 @@ from iac_kernel.kernel.publish import Publisher, plain_text
 from iac_kernel.kernel.questions import PendingQuestions, Question
 
 PERMISSION_UIS = ("auto", "widgets", "stdin", "policy")
+#: Who answered, by how the question was asked (for audit records).
+APPROVERS = {"widgets": "notebook (buttons)", "stdin": "notebook (stdin prompt)"}
 NOTE_BUTTON = "Reject with note"
 
 #: ``ask_stdin(prompt) -> answer``: an input_request on the cell's stdin channel.
@@ -285,6 +287,15 @@ class PermissionUI:
         self.answers: list[tuple[str, str, str]] = []
 
     async def ask(self, request: PermissionRequest) -> str:
+        """The answer, carrying who gave it (``Answer.by``) for the audit log."""
+        answer = await self._ask(request)
+        how = self.answers[-1][2] if self.answers else "notebook"
+        by = APPROVERS.get(how, "notebook")
+        if how == "policy":
+            by = f"headless policy ({self.policy()})"
+        return Answer(answer, getattr(answer, "note", ""), by=by)
+
+    async def _ask(self, request: PermissionRequest) -> str:
         policy = self.policy()
         how = choose_ui(self.ui, self.allow_stdin and self.ask_stdin is not None, policy)
         if how == "policy":

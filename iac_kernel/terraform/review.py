@@ -7,7 +7,8 @@ copy, so the question shows exactly what will be applied). After the approval,
 hash, and the apply runs the private copy, so a file swapped at any moment is never what
 gets applied.
 
-:func:`apply_warning` is the question text for an apply with no saved plan, and
+:data:`NO_PLAN_WARNING` is the question text for an apply with no saved plan,
+:func:`counts_line` the first line of one with a plan (destroys first), and
 :func:`stale_message` turns terraform's "Saved plan is stale" into a clear failure.
 """
 
@@ -17,11 +18,13 @@ import hashlib
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from iac_kernel.terraform import policy
+from iac_kernel.terraform.audit import plan_fields
 from iac_kernel.terraform.cli import TerraformError, program_name, show_json_sync
 from iac_kernel.terraform.plan import Plan, PlanFile, parse_plan
 from iac_kernel.terraform.sensitive import values_from_show
@@ -31,9 +34,6 @@ NO_PLAN_WARNING = (
     "⚠️ No reviewed plan backs this apply: {program} will compute a new plan and apply it "
     "in one step, and what it applies may differ from anything shown before. Prefer "
     "`{program} plan -out=tfplan`, review the plan, then `{program} apply tfplan`."
-)
-DESTROY_WARNING = (
-    "⚠️ This destroys every resource in the state of {where}; no reviewed plan backs it."
 )
 CHANGED = (
     "Refused: the plan file {path} changed after it was reviewed (approved sha256 {old}, "
@@ -60,6 +60,17 @@ class ApprovedPlan:
     copy: Path
     plan: Plan
     sensitive: set[str] = field(default_factory=set)
+    #: For the audit record: what the caller knows (form, command, state before), and
+    #: what to add when the record is written (the state after).
+    audit_base: dict[str, Any] = field(default_factory=dict)
+    after: Callable[[], dict[str, Any]] | None = None
+
+    def audit_record(self) -> dict[str, Any]:
+        """The reviewed part of this apply's audit record (plan hash, summary, policy)."""
+        record = {**self.audit_base, **plan_fields(self.plan)}
+        if self.after is not None:
+            record.update(self.after())
+        return record
 
     def recheck(self) -> str | None:
         """None while the original still has the approved bytes; else the refusal."""
@@ -72,7 +83,8 @@ class ApprovedPlan:
         return CHANGED.format(path=self.shown_path, old=self.sha256[:12], new=now[:12])
 
     def question(self) -> str:
-        return question_text(self.plan)
+        """Destroys and replacements first, then the plan (see :func:`question_text`)."""
+        return f"{counts_line(self.plan, self.shown_path)}\n{question_text(self.plan)}"
 
     def summary(self) -> dict[str, Any]:
         """What front ends show with the question: the text and the structured plan."""
@@ -119,10 +131,16 @@ def review_plan_file(
     return ApprovedPlan(plan_file, shown, file.sha256, copy, plan, values_from_show(doc))
 
 
-def apply_warning(program: str, destroy: bool = False, where: str = "this workspace") -> str:
-    if destroy:
-        return DESTROY_WARNING.format(where=where)
-    return NO_PLAN_WARNING.format(program=program)
+def counts_line(plan: Plan, shown: str) -> str:
+    """Destroys and replacements first: ``Apply of p.tfplan: 2 to destroy (1 replaced) ...``."""
+    counts = plan.counts
+    replace = counts.get("replace", 0)
+    destroy = counts.get("delete", 0) + replace
+    text = f"{'⚠️ ' if destroy else ''}Apply of the saved plan {shown}: {destroy} to destroy"
+    if replace:
+        text += f" ({replace} of them replaced)"
+    add = counts.get("create", 0) + replace
+    return text + f", {counts.get('update', 0)} to change, {add} to add."
 
 
 def stale_message(output: str) -> str | None:

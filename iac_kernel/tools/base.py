@@ -51,6 +51,9 @@ class ToolContext:
     #: What :meth:`Tool.review` prepared before the question (e.g. the approved bytes of
     #: a saved plan); the approval is bound to it. Set by the agent loop.
     review: Any = None
+    #: Writes one audit record of an infrastructure change (an apply) in the session
+    #: store; supplied by the agent loop. None: not recorded.
+    audit: Callable[[dict[str, Any]], None] | None = None
 
 
 class Tool:
@@ -85,6 +88,11 @@ class Tool:
         handed to :meth:`run` as ``ctx.review``. Raising refuses the call. None: no review."""
         return None
 
+    def refusal_record(self, args: dict[str, Any], error: str) -> dict[str, Any] | None:
+        """For audited tools: the audit record of a call refused because its review
+        failed (None: such calls are not audited)."""
+        return None
+
     def preview(self, args: dict[str, Any], ctx: ToolContext) -> Diff | None:
         """For edit tools: the change the call would make, shown before it is approved."""
         return None
@@ -96,6 +104,17 @@ class Tool:
     def per_call_reason(self, args: dict[str, Any]) -> str | None:
         """Why the call needs a per-call approval (shown in the question), or None."""
         return None
+
+    def gate_reason(self, args: dict[str, Any], ctx: ToolContext) -> tuple[bool, str | None]:
+        """What the gate asks before the call: (per call?, why). A tool may leave to
+        exec-time questions what they will ask anyway (bash: a sandboxed apply)."""
+        reason = self.per_call_reason(args)
+        return reason is not None or self.is_dangerous(args), reason
+
+    def asked_at_exec(self, args: dict[str, Any], ctx: ToolContext) -> bool:
+        """True when everything this call runs gets its own exec-time question (a bash
+        ``terraform apply``): the gate then does not ask before the call too."""
+        return False
 
     #: True when "Allow always" remembers command prefixes rather than the whole tool.
     remembers_prefixes: bool = False

@@ -11,9 +11,16 @@ import signal
 import sys
 from typing import Any
 
-from iac_kernel.guard.call import GuardedCall, SandboxRequired
+from iac_kernel.guard.call import GuardedCall, SandboxRequired, guarded_programs
+from iac_kernel.guard.sandbox import unusable_reason
 from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError, ToolResult
-from iac_kernel.tools.danger import command_prefixes, dangerous_reason, literal_commands
+from iac_kernel.tools.danger import (
+    REVIEWED_PROGRAMS,
+    command_prefixes,
+    dangerous_reason,
+    left_to_exec,
+    literal_commands,
+)
 from iac_kernel.tools.paths import short
 from iac_kernel.tools.procgroup import (
     group_alive,
@@ -76,6 +83,17 @@ class OutputCapture:
         )
 
 
+def exec_reviewed(settings: Any, sandboxed_only: bool = True) -> frozenset[str]:
+    """Programs whose apply/destroy the guard reviews and asks at exec time (one
+    question, with the plan): the text check leaves them to it. Without a working sandbox
+    a program can be started past the guard (a script calling it by path), so the text
+    check asks too, unless the whole command is applies by bare name (``sandboxed_only``
+    False): bash then finds the launcher first on PATH."""
+    if sandboxed_only and unusable_reason() is not None:
+        return frozenset()
+    return frozenset(guarded_programs(settings)) & frozenset(REVIEWED_PROGRAMS)
+
+
 def _require_dir(path: object) -> None:
     if not os.path.isdir(str(path)):
         raise ToolError(f"working directory not found: {path}")
@@ -128,7 +146,17 @@ class BashTool(Tool):
     def title(self, args: dict[str, Any]) -> str:
         return f"bash: {short(args.get('command', ''))}"
 
-    def per_call_reason(self, args: dict[str, Any]) -> str | None:
+    def gate_reason(self, args: dict[str, Any], ctx: ToolContext) -> tuple[bool, str | None]:
+        if self.asked_at_exec(args, ctx):
+            return False, None
+        reason = self.per_call_reason(args, exec_reviewed(ctx.settings))
+        return reason is not None, reason
+
+    def per_call_reason(
+        self, args: dict[str, Any], exec_reviewed: frozenset[str] = frozenset()
+    ) -> str | None:
+        """Why the call is asked per call; ``exec_reviewed``: programs left to the
+        exec-time question (see :func:`exec_reviewed`)."""
         if not isinstance(args, dict):
             return None
         if args.get("sandbox") is False:
@@ -137,10 +165,23 @@ class BashTool(Tool):
                 "processes can outlive the call; approve this call."
             )
         command = args.get("command")
-        reason = dangerous_reason(command) if isinstance(command, str) else None
+        left = exec_reviewed
+        reason = dangerous_reason(command, left) if isinstance(command, str) else None
         if reason is None:
             return None
         return f"{reason}. This command changes real infrastructure or data; approve each call."
+
+    def asked_at_exec(self, args: dict[str, Any], ctx: ToolContext) -> bool:
+        command = args.get("command") if isinstance(args, dict) else None
+        if not isinstance(command, str) or args.get("sandbox") is False:
+            return False
+        reviewed = exec_reviewed(ctx.settings, sandboxed_only=False)
+        commands = literal_commands(command)
+        return (
+            bool(commands)
+            and all(left_to_exec(words[0], words, reviewed) for words in commands)
+            and dangerous_reason(command, reviewed) is None
+        )
 
     remembers_prefixes = True
 
@@ -167,7 +208,12 @@ class BashTool(Tool):
             # The kernel's own environment first: its python, pip and tools.
             env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
         guard = GuardedCall(
-            ctx.cwd, settings, env, ctx.ask_exec, sandbox=args.get("sandbox", True) is not False
+            ctx.cwd,
+            settings,
+            env,
+            ctx.ask_exec,
+            sandbox=args.get("sandbox", True) is not False,
+            audit=ctx.audit,
         )
         try:
             await guard.__aenter__()

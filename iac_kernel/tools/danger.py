@@ -14,9 +14,12 @@ import shlex
 from dataclasses import dataclass
 
 from iac_kernel.guard.rules import DEFAULT_PROGRAMS, classify
+from iac_kernel.terraform.apply_args import resolve
 
 #: Programs the text check also judges with the exec-time rules of the guard.
 GUARD_TABLE_PROGRAMS = frozenset(DEFAULT_PROGRAMS) | {"oc"}
+#: Programs whose apply/destroy the guard reviews at exec time (``tools/tf_guard.py``).
+REVIEWED_PROGRAMS = ("terraform", "tofu")
 
 
 @dataclass(frozen=True)
@@ -89,22 +92,43 @@ _RUNNERS = {"eval", "ssh", "watch"}
 _SCRIPT_FLAG = re.compile(r"^-[a-zA-Z]*c$")
 
 
-def dangerous_reason(command: str) -> str | None:
-    """Why ``command`` is dangerous (``terraform destroy: destroys infrastructure``), or None."""
-    return _check(command, 0)
+def dangerous_reason(command: str, exec_reviewed: frozenset[str] = frozenset()) -> str | None:
+    """Why ``command`` is dangerous (``terraform destroy: destroys infrastructure``), or None.
+
+    ``exec_reviewed``: programs (of :data:`REVIEWED_PROGRAMS`) whose apply and destroy the
+    exec-time guard reviews and asks with the plan; they are left to it (one question)."""
+    if _REROUTE.search(command):
+        exec_reviewed = frozenset()  # the name may not reach the guard's launcher
+    return _check(command, 0, exec_reviewed)
 
 
-def _check(command: str, depth: int) -> str | None:
+#: Text that can make a bare ``terraform`` run something else than the launcher on PATH.
+_REROUTE = re.compile(r"PATH|\bhash\b")
+
+
+def left_to_exec(token: str, words: list[str], exec_reviewed: frozenset[str]) -> bool:
+    """True for an apply/destroy of a reviewed program called by its bare name (through
+    PATH, so through the guard's launcher): asked once, at exec time, with its plan."""
+    return (
+        "/" not in token
+        and os.path.basename(token) in exec_reviewed
+        and resolve(words, {}) is not None
+    )
+
+
+def _check(command: str, depth: int, exec_reviewed: frozenset[str]) -> str | None:
     if depth > _MAX_DEPTH or not command.strip():
         return None
     for segment in _segments(command):
         for i, token in enumerate(segment):
             nested = _nested_script(segment, i)
             if nested is not None:
-                reason = _check(nested, depth + 1)
+                reason = _check(nested, depth + 1, exec_reviewed)
                 if reason:
                     return reason
             program = os.path.basename(token)
+            if left_to_exec(token, segment[i:], exec_reviewed):
+                continue  # asked once, at exec time, with its plan
             if program in GUARD_TABLE_PROGRAMS:
                 verdict = classify(program, segment[i:])
                 # An unknown cloud verb is asked at exec time; the text alone (`echo

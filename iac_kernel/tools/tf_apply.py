@@ -10,12 +10,14 @@ file swapped while the question waits is never applied.
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import Any
 
 from iac_kernel.guard.confine import confine
 from iac_kernel.guard.sandbox import GUARD_MOUNT
 from iac_kernel.terraform import cli
+from iac_kernel.terraform.audit import state_mark
 from iac_kernel.terraform.review import ApprovedPlan, review_plan_file, stale_message
 from iac_kernel.terraform.sensitive import mask_text
 from iac_kernel.terraform.workspace import is_plan_file, remember, sensitive_values
@@ -81,7 +83,19 @@ class TerraformApplyTool(Tool):
             review_plan_file, executable, path, workdir, shown_path(path, ctx.cwd)
         )
         remember(ctx.cwd, f"plan:{path.resolve()}:{approved.sha256}", approved.sensitive)
+        env = {**os.environ, **ctx.env}
+        approved.audit_base = {
+            **self.refusal_record(args, ""),
+            "command": f"{approved.plan.program} apply -input=false {approved.shown_path}",
+            "workdir": str(workdir),
+            "state_before": state_mark(workdir, env),
+        }
+        approved.after = lambda: {"state_after": state_mark(workdir, env)}
         return approved
+
+    def refusal_record(self, args: dict[str, Any], error: str) -> dict[str, Any]:
+        plan = args.get("plan") if isinstance(args, dict) else None
+        return {"kind": "terraform_apply", "form": "tool", "plan_file": plan}
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         args = check(self, args)
@@ -109,19 +123,21 @@ class TerraformApplyTool(Tool):
         stale = stale_message(output)
         if stale:
             return ToolResult(
-                f"{stale}\n\n{output}", is_error=True, raw_output=_raw(approved, "stale")
+                f"{stale}\n\n{output}",
+                is_error=True,
+                raw_output=_raw(approved, "stale", done.returncode),
             )
         if done.returncode != 0:
             return ToolResult(
                 f"Apply of {approved.shown_path} failed (exit {done.returncode}):\n{output}",
                 is_error=True,
-                raw_output=_raw(approved, "failed"),
+                raw_output=_raw(approved, "failed", done.returncode),
             )
         head = (
             f"Applied the reviewed plan {approved.shown_path} "
             f"(sha256 {approved.sha256[:12]}): {approved.plan.to_dict()['summary']}"
         )
-        return ToolResult(f"{head}\n\n{output}", raw_output=_raw(approved, "applied"))
+        return ToolResult(f"{head}\n\n{output}", raw_output=_raw(approved, "applied", 0))
 
 
 async def _apply(
@@ -151,5 +167,6 @@ async def _apply(
         confined.close()
 
 
-def _raw(approved: ApprovedPlan, outcome: str) -> dict[str, Any]:
-    return {"outcome": outcome, "plan_file": approved.shown_path, "sha256": approved.sha256}
+def _raw(approved: ApprovedPlan, outcome: str, code: int | None = None) -> dict[str, Any]:
+    raw = {"outcome": outcome, "plan_file": approved.shown_path, "sha256": approved.sha256}
+    return raw if code is None else {**raw, "exit": code}

@@ -1,81 +1,167 @@
-"""The guard's exec-time review of ``terraform|tofu apply`` (commands run through bash).
+"""The guard's exec-time review of ``terraform|tofu apply|destroy`` (commands run through
+bash, scripts included): the one question such a command gets.
 
-Registered with :mod:`iac_kernel.guard.reviews` when the tools are built. For ``apply
-PLANFILE`` the question shows the plan's summary (deletes first, failed checks), the
-plan's bytes are copied into the guard's private directory (read-only in the sandbox),
-terraform is pointed at that copy, and the approval is re-checked right before the exec:
-a plan file changed meanwhile is refused, and in any case the approved bytes are what
-terraform applies. An apply without a plan file, and ``destroy``, carry a warning.
+Registered with :mod:`iac_kernel.guard.reviews` when the tools are built. The review
+reads the exact argv and environment the program would get, replays how terraform
+builds its arguments (:mod:`iac_kernel.terraform.apply_args`: ``TF_CLI_ARGS`` and
+``TF_CLI_ARGS_apply``, ``--``, Go flag spellings), and then:
+
+* a command line terraform would reject, or a saved plan file that is not there (yet),
+  is refused without a question: nothing reviewed could back it;
+* with a saved plan, the plan's bytes are copied into the guard's private directory
+  (read-only in the sandbox) and summarised (destroys and replaces first, failed
+  checks); terraform is pointed at that copy (the environment's arguments moved into
+  the argv), and the approval is re-checked right before the exec: a plan file changed
+  meanwhile is refused, and in any case the approved bytes are what terraform applies;
+* without one, the question says so and what the flags will do (destroy, auto-approve,
+  targets, replacements, refresh-only).
+
+Each review asks for an audit record (``Review.audit``) with the state's lineage and
+serial before and after.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from iac_kernel.guard import reviews
 from iac_kernel.guard.reviews import ExecInfo, Review
 from iac_kernel.terraform import cli
-from iac_kernel.terraform.commands import VALUE_FLAGS, apply_plan_file, split_argv
-from iac_kernel.terraform.review import apply_warning, review_plan_file
-from iac_kernel.terraform.workspace import remember
+from iac_kernel.terraform.apply_args import ApplyLine, resolve
+from iac_kernel.terraform.audit import plan_fields, state_mark
+from iac_kernel.terraform.review import NO_PLAN_WARNING, counts_line, review_plan_file
+from iac_kernel.terraform.summary import question_text
+from iac_kernel.terraform.workspace import is_plan_file, remember
 
 PROGRAMS = ("terraform", "tofu")
+REJECTED_LINE = (
+    "Refused: {program} would reject this command line ({why}); nothing was applied. "
+    "Terraform reads: `{shown}`."
+)
+NO_PLAN_FILE = (
+    "Refused: the saved plan {path} is not there (or is not a plan file) now, so no "
+    "reviewed plan backs this apply; a file that appears later is never applied unreviewed. "
+    "Nothing was applied. Make the plan first (`{program} plan -out={path}`), then apply it."
+)
 
 
 def review_exec(info: ExecInfo) -> Review | None:
     """The review of one guarded terraform/tofu exec (None: nothing to add)."""
-    tf = split_argv([info.program, *info.argv[1:]])
-    if tf is None:
+    line = resolve(list(info.argv), info.env, info.program)
+    if line is None:
         return None
     cwd = Path(info.cwd)
-    workdir = tf.workdir(cwd)
-    if tf.subcommand == "destroy" or (tf.subcommand == "apply" and tf.flag("-destroy")):
-        text = apply_warning(tf.program, destroy=True, where=str(workdir))
-        return Review(text=text, summary={"kind": "terraform_destroy", "text": text})
-    if tf.subcommand != "apply":
-        return None
-    plan_file = apply_plan_file(tf, cwd)
-    if plan_file is None:
-        text = apply_warning(tf.program)
+    workdir = line.workdir(cwd)
+    if line.chdir and os.path.isabs(line.chdir):
+        workdir = Path(info.host_path(line.chdir))
+    state_flag = (line.option("state") or [None])[-1]
+    if state_flag and os.path.isabs(state_flag):
+        state_flag = info.host_path(state_flag)
+    audit: dict[str, Any] = {
+        "kind": "terraform_destroy" if line.destroy else "terraform_apply",
+        "form": "bash",
+        "program": line.program,
+        "command": line.shown(),
+        "env_args": dict(line.env_args),
+        "workdir": str(workdir),
+        "state_before": state_mark(workdir, info.env, state_flag),
+    }
+
+    def after() -> dict[str, Any]:
+        return {"state_after": state_mark(workdir, info.env, state_flag)}
+
+    if line.error:
+        why = REJECTED_LINE.format(program=line.program, why=line.error, shown=line.shown())
+        return Review(refuse=why, audit=audit)
+    if line.no_op:
+        text = f"`{line.shown()}` prints terraform's {line.no_op}; it applies nothing."
         return Review(text=text, summary={"kind": "terraform_apply", "text": text, "plan": None})
-    executable = cli.find_program(tf.program)
+    if line.plan is None:
+        text = flags_text(line, workdir, cwd)
+        summary = {"kind": audit["kind"], "text": text, "plan": None, "flags": flags(line)}
+        audit.update(plan_file=None, summary="no saved plan", flags=flags(line))
+        return Review(text=text, summary=summary, audit=audit, after=after)
+    plan_file = Path(info.host_path(line.plan)) if os.path.isabs(line.plan) else workdir / line.plan
+    shown = line.plan if os.path.isabs(line.plan) else _shown(plan_file, cwd)
+    if not plan_file.is_file() or not is_plan_file(plan_file):
+        audit.update(plan_file=shown)
+        refusal = NO_PLAN_FILE.format(path=shown, program=line.program)
+        return Review(refuse=refusal, audit=audit)
+    executable = cli.find_program(line.program)
     approved = review_plan_file(
-        executable, plan_file, workdir, _shown(plan_file, cwd), copy_dir=Path(info.private_dir)
+        executable, plan_file, workdir, shown, copy_dir=Path(info.private_dir)
     )
     remember(cwd, f"plan:{plan_file.resolve()}:{approved.sha256}", approved.sensitive)
     inside = os.path.join(
-        info.sandbox_private_dir,
-        os.path.relpath(approved.copy, Path(info.private_dir)),
+        info.sandbox_private_dir, os.path.relpath(approved.copy, Path(info.private_dir))
     )
+    head = [counts_line(approved.plan, shown), f"Terraform reads: `{line.shown()}`."]
+    head += _env_lines(line)
+    ignored = line.ignored_with_plan()
+    if ignored:
+        head.append(
+            f"Ignored with a saved plan: {', '.join(ignored)} (terraform applies the plan "
+            "as saved)."
+        )
+    text = "\n".join([*head, question_text(approved.plan)])
+    summary = {**approved.summary(), "text": text}
+    audit.update(plan_fields(approved.plan))
+    env = {k: v for k, v in info.env.items() if k not in line.env_names()}
     return Review(
-        text=approved.question(),
-        summary=approved.summary(),
-        argv=_with_plan(list(info.argv), inside),
+        text=text,
+        summary=summary,
+        argv=line.run_argv(inside),
+        env=env,
         recheck=approved.recheck,
+        audit=audit,
+        after=after,
     )
 
 
-def _with_plan(argv: list[str], plan: str) -> list[str]:
-    """``argv`` with its last positional argument (the plan file) replaced by ``plan``."""
-    index = None
-    skip = False
-    seen_subcommand = False
-    for i, arg in enumerate(argv[1:], start=1):
-        if skip:
-            skip = False
-            continue
-        if arg.startswith("-"):
-            name = arg.split("=", 1)[0]
-            skip = name in VALUE_FLAGS and "=" not in arg
-            continue
-        if not seen_subcommand:
-            seen_subcommand = True
-            continue
-        index = i
-    if index is None:
-        raise ValueError("no plan file argument to replace")
-    return [*argv[:index], plan, *argv[index + 1 :]]
+def flags(line: ApplyLine) -> dict[str, Any]:
+    return {
+        "destroy": line.destroy,
+        "auto_approve": line.auto_approve,
+        "refresh_only": line.refresh_only,
+        "targets": line.option("target"),
+        "replace": line.option("replace"),
+    }
+
+
+def flags_text(line: ApplyLine, workdir: Path, cwd: Path) -> str:
+    """The question for an apply with no saved plan: what the flags will do."""
+    where = _shown(workdir, cwd) if workdir != cwd else "this folder"
+    program = line.program
+    if line.destroy:
+        lines = [
+            f"⚠️ DESTROY: destroys every resource in the state of {where}; no reviewed "
+            "plan backs it."
+        ]
+    elif line.refresh_only:
+        lines = [
+            "Refresh only: writes the real infrastructure's attributes into the state; "
+            "changes no resource. No reviewed plan backs it."
+        ]
+    else:
+        lines = [NO_PLAN_WARNING.format(program=program)]
+    targets = line.option("target")
+    if targets:
+        lines.append(f"-target: only {', '.join(targets)} (and what they depend on).")
+    replace = line.option("replace")
+    if replace:
+        lines.append(f"-replace: destroys and re-creates {', '.join(replace)}.")
+    if line.auto_approve:
+        lines.append("-auto-approve: terraform applies without showing its plan or asking again.")
+    else:
+        lines.append('No -auto-approve: terraform shows its plan and waits for "yes" on its input.')
+    lines.append(f"Terraform reads: `{line.shown()}`.")
+    return "\n".join(lines + _env_lines(line))
+
+
+def _env_lines(line: ApplyLine) -> list[str]:
+    return [f"From the environment: {name}={value!r}." for name, value in line.env_args.items()]
 
 
 def _shown(path: Path, cwd: Path) -> str:

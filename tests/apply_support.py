@@ -1,0 +1,84 @@
+"""Running one tool call through a real session (scripted model, real guard, real
+terraform) and reading the audit log it leaves: for the apply-form and audit tests."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from core_support import write_script
+from iac_kernel.agent.permissions import Answer, PermissionRequest
+from iac_kernel.config import Settings
+from iac_kernel.events import ToolCallResult
+from iac_kernel.sessions.audit import AuditLog
+from iac_kernel.sessions.manager import SessionManager
+
+APPROVER = "test front end"
+
+
+@dataclass
+class Run:
+    """What one call did: the questions asked, its result, the audit records."""
+
+    asked: list[PermissionRequest] = field(default_factory=list)
+    result: ToolCallResult | None = None
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def exec_questions(self) -> list[PermissionRequest]:
+        """Questions asked at exec time (by the guard, for the exact argv)."""
+        return [r for r in self.asked if "argv" in r.input]
+
+
+def run_call(
+    ws: Path,
+    tool: str,
+    tool_input: dict[str, Any],
+    answer: Callable[[PermissionRequest], str],
+    *,
+    mode: str = "bypass",
+) -> Run:
+    """One ``tool`` call in a new session in ``ws``; ``answer`` answers each question
+    (it may change files while "the user reads")."""
+    script = write_script(
+        ws.parent / f"script-{len(list(ws.parent.glob('script-*')))}.json",
+        [{"turns": [{"tool_use": [{"name": tool, "input": tool_input}]}, {"text": "done"}]}],
+    )
+    settings = Settings.from_env()
+    settings.model = f"scripted:{script}"
+    settings.mode = mode
+    manager = SessionManager(settings, holder="a test", origin="kernel")
+    run = Run()
+
+    async def ask(request: PermissionRequest) -> str:
+        run.asked.append(request)
+        return Answer(answer(request), by=APPROVER)
+
+    def emit(event: Any) -> None:
+        if isinstance(event, ToolCallResult):
+            run.result = event
+
+    async def go() -> None:
+        session = manager.new(str(ws))
+        try:
+            await session.prompt([{"type": "text", "text": "go"}], emit, ask)
+        finally:
+            await manager.close_all()
+
+    asyncio.run(go())
+    run.records = AuditLog(settings.sessions_dir).records(str(ws))
+    return run
+
+
+def store_bytes(settings_dir: Path) -> bytes:
+    """Every byte of every file in the session store."""
+    return b"".join(p.read_bytes() for p in sorted(settings_dir.rglob("*")) if p.is_file())
+
+
+def audit_lines(settings_dir: Path) -> list[dict[str, Any]]:
+    path = settings_dir / "audit.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
