@@ -1,0 +1,83 @@
+"""The WebSocket handler: the server's own authentication, then ACP on the socket.
+
+Built like Jupyter's kernel and terminal websockets: :class:`JupyterHandler` resolves
+the user (token in the ``Authorization`` header, or the login cookie; under JupyterHub
+the hub's OAuth and its ``access:servers`` scopes), ``WebSocketMixin`` checks the
+``Origin`` as for kernel websockets and keeps the connection alive with pings, and the
+server's authorizer must allow ``execute`` on :data:`AUTH_RESOURCE`. A request that
+fails any of these is refused (403) before the upgrade.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from jupyter_core.utils import ensure_async
+from jupyter_server.auth.decorator import ws_authenticated
+from jupyter_server.base.handlers import JupyterHandler
+from jupyter_server.base.websocket import WebSocketMixin
+from tornado import web
+from tornado.websocket import WebSocketHandler
+
+from iac_kernel.server.stream import FrameReader, FrameWriter
+
+log = logging.getLogger(__name__)
+
+#: The authorizer's resource: operators can gate the endpoint apart from kernels.
+AUTH_RESOURCE = "iac_kernel"
+
+
+class AcpSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
+    """One ACP connection: one client, one principal, one agent."""
+
+    auth_resource = AUTH_RESOURCE
+
+    def initialize(self, manager: Any) -> None:
+        """``manager`` returns the server's session manager (made on first use)."""
+        self._manager = manager
+        self._frames = FrameReader()
+        self._serving: asyncio.Task[None] | None = None
+
+    def set_default_headers(self) -> None:
+        """No page headers (CSP and the like) on a websocket upgrade."""
+
+    def get_compression_options(self) -> dict[str, Any] | None:
+        return self.settings.get("websocket_compression_options")
+
+    @ws_authenticated
+    async def get(self, *args: Any, **kwargs: Any) -> None:
+        authorized = await ensure_async(
+            self.authorizer.is_authorized(self, self.current_user, "execute", AUTH_RESOURCE)
+        )
+        if not authorized:
+            raise web.HTTPError(403)
+        await super().get(*args, **kwargs)
+
+    def open(self, *args: Any, **kwargs: Any) -> None:
+        super().open(*args, **kwargs)
+        name = getattr(self.current_user, "username", "?")
+        log.info("ACP connection opened for %s", name)
+        self._serving = asyncio.ensure_future(self._serve())
+
+    async def _serve(self) -> None:
+        from iac_kernel.acp.endpoint import load_server
+
+        writer = FrameWriter(self)
+        try:
+            serve = await load_server()
+            await serve(self._frames.reader, writer, self._manager())
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("ACP connection failed")
+        finally:
+            writer.close()
+
+    def on_message(self, message: str | bytes) -> None:
+        self._frames.feed(message)
+
+    def on_close(self) -> None:
+        # The agent cancels the turns this connection started; its sessions stay open.
+        self._frames.end()

@@ -1,0 +1,241 @@
+"""Editors on a remote Jupyter server: the server extension's ACP WebSocket and
+``iac-kernel acp --remote``, against a real ``jupyter server`` on loopback.
+
+The editor is the ACP SDK's client side, spawning the bridge; the bridge talks to the
+server's ``/iac-kernel/acp`` with the server's token. Kernels are started through the
+server's REST API, as JupyterLab starts them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import queue
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from acp import RequestError, text_block
+from jupyter_client import BlockingKernelClient
+
+from iac_kernel.sessions.store import SessionStore
+from server_support import JupyterServer, bridge, server_env, upgrade_status
+from test_acp_support import WAIT, RecordingClient, wait_until
+
+SCRIPT = Path(__file__).parent / "scripts" / "endpoint_main.json"
+CELL_WAIT = 60.0
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    """The server's root_dir (resolved, as sessions store their cwd)."""
+    path = tmp_path / "root"
+    path.mkdir()
+    return Path(os.path.realpath(path))
+
+
+@pytest.fixture
+def work(root: Path) -> Path:
+    path = root / "work"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def server(root: Path, tmp_path: Path, isolated_runtime_dir: Path) -> Iterator[JupyterServer]:
+    env = server_env(tmp_path, isolated_runtime_dir, SCRIPT)
+    jupyter = JupyterServer(root, env)
+    try:
+        yield jupyter.start()
+    finally:
+        jupyter.stop()
+
+
+def store_of(tmp_path: Path) -> SessionStore:
+    return SessionStore(tmp_path / "sessions")
+
+
+def user_texts(store: SessionStore, sid: str) -> list[str]:
+    out = []
+    for message in store.read(sid).messages:
+        if message["role"] != "user":
+            continue
+        content = message["content"]
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+        if text:
+            out.append(text)
+    return out
+
+
+async def test_the_upgrade_needs_the_servers_token(server: JupyterServer) -> None:
+    url = server.acp_url
+    assert await upgrade_status(url, {}) in (401, 403)
+    assert await upgrade_status(url, {"Authorization": "token wrong-token"}) in (401, 403)
+    assert await upgrade_status(url, {"Authorization": f"Bearer {server.token}"}) == 101
+    assert await upgrade_status(url, {"Authorization": f"token {server.token}"}) == 101
+    # With the login cookie (a browser), the Origin must be the server's own, as for
+    # kernel websockets: a page of another site cannot use the user's session.
+    cookie = await asyncio.to_thread(server.login_cookie)
+    assert await upgrade_status(url, {"Cookie": cookie, "Origin": server.http}) == 101
+    foreign = {"Cookie": cookie, "Origin": "https://evil.example"}
+    assert await upgrade_status(url, foreign) == 403
+    assert await upgrade_status(url, {"Cookie": "username-x=forged"}) in (401, 403)
+    # Under the server's base URL only.
+    other = url.replace("/iac-kernel/acp", "/iac-kernel/acpx")
+    assert await upgrade_status(other, {"Authorization": f"token {server.token}"}) == 404
+
+
+async def test_new_prompt_and_list_through_the_bridge(
+    server: JupyterServer, root: Path, work: Path, tmp_path: Path
+) -> None:
+    async with bridge(server.acp_url, server.token, tmp_path / "bridge.log") as (conn, *_):
+        created = await asyncio.wait_for(conn.new_session(cwd=str(work), mcp_servers=[]), WAIT)
+        sid = created.session_id
+        answer = await asyncio.wait_for(
+            conn.prompt(session_id=sid, prompt=[text_block("editor follow-up: defaults?")]),
+            WAIT,
+        )
+        assert answer.stop_reason == "end_turn"
+        listed = (await conn.list_sessions(cwd=str(work))).sessions
+        assert [s.session_id for s in listed] == [sid]
+        # New sessions start inside the server's root_dir only.
+        with pytest.raises(RequestError) as outside:
+            await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+        assert "root_dir" in json.dumps(outside.value.data)
+    store = store_of(tmp_path)
+    assert user_texts(store, sid) == ["editor follow-up: defaults?"]
+    # The store on the server is the truth: listing works with no connection open.
+    assert [m.session_id for m in store.list()] == [sid]
+    for path in (tmp_path / "sessions").rglob("*"):
+        if path.is_file():
+            assert server.token not in path.read_text(errors="replace"), path
+
+
+async def test_permission_question_answered_through_the_bridge(
+    server: JupyterServer, work: Path, tmp_path: Path
+) -> None:
+    client = RecordingClient()
+    client.answers.extend(["reject_once", "allow_once"])
+    log = tmp_path / "bridge.log"
+    async with bridge(server.acp_url, server.token, log, client) as (conn, *_):
+        sid = (await conn.new_session(cwd=str(work), mcp_servers=[])).session_id
+        prompt = [text_block("write the plan note")]
+        await asyncio.wait_for(conn.prompt(session_id=sid, prompt=prompt), WAIT)
+        assert len(client.permissions) == 1
+        assert client.permissions[0]["tool_call"].kind == "edit"
+        assert not (work / "plan.txt").exists()
+        await asyncio.wait_for(conn.prompt(session_id=sid, prompt=prompt), WAIT)
+        assert len(client.permissions) == 2
+        assert (work / "plan.txt").read_text() == "reviewed from the editor\n"
+
+
+def kernel_client(server: JupyterServer, kernel_id: str) -> BlockingKernelClient:
+    runtime = Path(server.env["JUPYTER_RUNTIME_DIR"])
+    path = runtime / f"kernel-{kernel_id}.json"
+    deadline = time.monotonic() + CELL_WAIT
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    client = BlockingKernelClient(connection_file=str(path))
+    client.load_connection_file()
+    client.start_channels()
+    client.wait_for_ready(timeout=CELL_WAIT)
+    return client
+
+
+def run_cell(client: BlockingKernelClient, code: str) -> dict[str, Any]:
+    """Execute ``code`` and return its execute_reply content."""
+    msg_id = client.execute(code)
+    deadline = time.monotonic() + CELL_WAIT
+    while time.monotonic() < deadline:
+        try:
+            reply = client.get_shell_msg(timeout=1)
+        except queue.Empty:
+            continue
+        if reply["parent_header"].get("msg_id") == msg_id:
+            return reply["content"]
+    raise AssertionError(f"the cell did not finish: {code!r}")
+
+
+async def test_a_kernels_session_is_attached_live_through_the_bridge(
+    server: JupyterServer, work: Path, tmp_path: Path, isolated_runtime_dir: Path
+) -> None:
+    # As JupyterLab opens a notebook: a session with an iac-kernel kernel.
+    opened = server.api(
+        "POST",
+        "/api/sessions",
+        {"path": "work/infra-review.ipynb", "type": "notebook", "kernel": {"name": "iac-kernel"}},
+    )
+    kernel = await asyncio.to_thread(kernel_client, server, opened["kernel"]["id"])
+    try:
+        reply = await asyncio.to_thread(run_cell, kernel, "notebook first: which inputs?")
+        assert reply["status"] == "ok", reply
+        store = store_of(tmp_path)
+        (meta,) = store.list()
+        sid = meta.session_id
+        holder = store.lock_holder(sid)
+        assert holder is not None and holder["pid"] != server.process.pid
+
+        async with bridge(server.acp_url, server.token, tmp_path / "bridge.log") as (
+            conn,
+            _process,
+            client,
+            wire,
+        ):
+            listed = (await conn.list_sessions(cwd=str(work))).sessions
+            assert [s.session_id for s in listed] == [sid]
+            assert listed[0].title == "infra-review"
+            await asyncio.wait_for(
+                conn.load_session(cwd=str(work), session_id=sid, mcp_servers=[]), WAIT
+            )
+            replay = [u for u in (x for _, x in wire.updates_of(sid))]
+            kinds = [u["sessionUpdate"] for u in replay]
+            assert kinds[:2] == ["user_message_chunk", "agent_message_chunk"], kinds
+            assert "notebook first" in replay[0]["content"]["text"]
+            assert replay[1]["content"]["text"].startswith("Notebook answer one")
+
+            client.clear()
+            answer = await asyncio.wait_for(
+                conn.prompt(session_id=sid, prompt=[text_block("editor follow-up: defaults?")]),
+                WAIT,
+            )
+            assert answer.stop_reason == "end_turn"
+            assert client.text(sid) == "Editor answer: two of them have no default."
+            # The turn ran in the kernel: it still holds the session, one writer.
+            assert store.lock_holder(sid)["pid"] == holder["pid"]
+        assert user_texts(store, sid) == [
+            "notebook first: which inputs?",
+            "editor follow-up: defaults?",
+        ]
+    finally:
+        kernel.stop_channels()
+        server.api("DELETE", f"/api/sessions/{opened['id']}")
+
+
+async def test_a_dropped_connection_is_resumed(
+    server: JupyterServer, work: Path, tmp_path: Path
+) -> None:
+    log = tmp_path / "bridge.log"
+    async with bridge(server.acp_url, server.token, log) as (conn, process, client, _wire):
+        sid = (await conn.new_session(cwd=str(work), mcp_servers=[])).session_id
+        await asyncio.wait_for(
+            conn.prompt(session_id=sid, prompt=[text_block("notebook first")]), WAIT
+        )
+        # The server goes away and comes back on the same address (a restarted pod).
+        await asyncio.to_thread(server.stop)
+        await wait_until(lambda: "reconnecting" in log.read_text(), "the bridge to notice")
+        await asyncio.to_thread(server.start)
+        await wait_until(lambda: "reconnected" in log.read_text(), "the bridge to reconnect")
+        assert "1 session(s) resumed" in log.read_text()
+        client.clear()
+        answer = await asyncio.wait_for(
+            conn.prompt(session_id=sid, prompt=[text_block("editor follow-up")]), WAIT
+        )
+        assert answer.stop_reason == "end_turn"
+        assert client.text(sid) == "Editor answer: two of them have no default."
+        assert process.returncode is None
+    assert user_texts(store_of(tmp_path), sid) == ["notebook first", "editor follow-up"]
+    assert server.token not in log.read_text()
