@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import queue
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,8 @@ from typing import Any
 import pytest
 from acp import RequestError, text_block
 from jupyter_client import BlockingKernelClient
+from tornado.httpclient import HTTPRequest
+from tornado.websocket import websocket_connect
 
 from iac_kernel.sessions.store import SessionStore
 from server_support import JupyterServer, bridge, server_env, upgrade_status
@@ -87,6 +90,45 @@ async def test_the_upgrade_needs_the_servers_token(server: JupyterServer) -> Non
     # Under the server's base URL only.
     other = url.replace("/iac-kernel/acp", "/iac-kernel/acpx")
     assert await upgrade_status(other, {"Authorization": f"token {server.token}"}) == 404
+
+
+async def test_frames_that_are_not_one_request_are_answered(
+    server: JupyterServer, work: Path
+) -> None:
+    """Straight on the socket: bad frames get JSON-RPC errors and the connection lives."""
+    conn = await websocket_connect(
+        HTTPRequest(server.acp_url, headers={"Authorization": f"Bearer {server.token}"})
+    )
+    try:
+
+        async def exchange(frame: str | bytes) -> dict[str, Any]:
+            await conn.write_message(frame, binary=isinstance(frame, bytes))
+            answer = await asyncio.wait_for(conn.read_message(), WAIT)
+            return json.loads(answer)
+
+        assert (await exchange("not json"))["error"]["code"] == -32700
+        assert (await exchange("[1, 2]"))["error"]["code"] == -32600
+        assert (await exchange(b"\xff\xfe"))["error"]["code"] == -32700
+        # A pretty-printed request is one message, not one per line.
+        pretty = json.dumps(
+            {"jsonrpc": "2.0", "id": 7, "method": "initialize", "params": {"protocolVersion": 1}},
+            indent=2,
+        )
+        answer = await exchange(pretty)
+        assert answer["id"] == 7 and answer["result"]["agentCapabilities"]["loadSession"]
+        missing = await exchange(
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 8,
+                    "method": "session/load",
+                    "params": {"sessionId": "no-such", "cwd": str(work), "mcpServers": []},
+                }
+            )
+        )
+        assert missing["id"] == 8 and missing["error"]["code"] == -32602
+    finally:
+        conn.close()
 
 
 async def test_new_prompt_and_list_through_the_bridge(
@@ -239,3 +281,31 @@ async def test_a_dropped_connection_is_resumed(
         assert process.returncode is None
     assert user_texts(store_of(tmp_path), sid) == ["notebook first", "editor follow-up"]
     assert server.token not in log.read_text()
+
+
+async def test_a_turn_cut_by_a_killed_server_fails_and_the_session_goes_on(
+    server: JupyterServer, work: Path, tmp_path: Path
+) -> None:
+    log = tmp_path / "bridge.log"
+    async with bridge(server.acp_url, server.token, log) as (conn, process, client, _wire):
+        sid = (await conn.new_session(cwd=str(work), mcp_servers=[])).session_id
+        turn = asyncio.ensure_future(
+            conn.prompt(session_id=sid, prompt=[text_block("run the slow check")])
+        )
+        await wait_until(lambda: client.tool_ids(sid), "the slow tool call to start")
+        # The pod dies mid-turn (no clean shutdown): the editor gets an error answer.
+        await asyncio.to_thread(server.stop, signal.SIGKILL)
+        with pytest.raises(RequestError) as lost:
+            await asyncio.wait_for(turn, WAIT)
+        assert "connection to the server was lost" in json.dumps(lost.value.data)
+        await asyncio.to_thread(server.start)
+        await wait_until(lambda: "reconnected" in log.read_text(), "the bridge to reconnect")
+        assert "1 session(s) resumed" in log.read_text()
+        client.clear()
+        answer = await asyncio.wait_for(
+            conn.prompt(session_id=sid, prompt=[text_block("after the crash")]), WAIT
+        )
+        assert answer.stop_reason == "end_turn"
+        assert client.text(sid) == "Continuing from the stored history."
+        assert process.returncode is None
+    assert user_texts(store_of(tmp_path), sid)[-1] == "after the crash"

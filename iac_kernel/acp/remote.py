@@ -86,9 +86,7 @@ def target(url: str, *, allow_insecure: bool = False, env: Any = None) -> Target
 
 
 def is_loopback(host: str) -> bool:
-    if host.lower() in ("localhost", "localhost.localdomain") or host.lower().endswith(
-        ".localhost"
-    ):
+    if host.lower() in ("localhost", "localhost.localdomain"):
         return True
     try:
         return ipaddress.ip_address(host.strip("[]")).is_loopback

@@ -1,0 +1,149 @@
+"""Units of the remote attach: URL and token policy of ``--remote``, the WebSocket
+frame <-> line pair, the root_dir check, and the bridge's start-up failures."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from iac_kernel.acp.remote import RemoteError, target
+from iac_kernel.server.sessions import inside
+from iac_kernel.server.stream import FrameReader, FrameWriter
+from server_support import bridge_command, bridge_env, free_port
+
+TOKEN = "s3cr3t-token-value"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "wss://hub.example.org/user/me/iac-kernel/acp",
+        "https://hub.example.org/user/me/iac-kernel/acp",
+        "ws://127.0.0.1:8888/iac-kernel/acp",
+        "ws://localhost:8888/iac-kernel/acp",
+        "ws://[::1]:8888/iac-kernel/acp",
+    ],
+)
+def test_accepted_urls(url: str) -> None:
+    where = target(url, env={"IAC_KERNEL_REMOTE_TOKEN": TOKEN})
+    assert where.url.startswith(("ws://", "wss://"))
+    assert where.headers() == {"Authorization": f"Bearer {TOKEN}"}
+    assert TOKEN not in where.url
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("ws://hub.example.org/iac-kernel/acp", "unencrypted"),
+        ("ws://10.0.0.5:8888/iac-kernel/acp", "unencrypted"),
+        ("http://hub.example.org/iac-kernel/acp", "unencrypted"),
+        ("ws://127.0.0.1.evil.example/iac-kernel/acp", "unencrypted"),
+        ("wss://hub.example.org/iac-kernel/acp?token=abc", "credentials"),
+        ("wss://hub.example.org/iac-kernel/acp?a=1&TOKEN=abc", "credentials"),
+        ("wss://me:pw@hub.example.org/iac-kernel/acp", "credentials"),
+        ("ftp://hub.example.org/acp", "wss://"),
+        ("hub.example.org/acp", "wss://"),
+        ("wss:///acp", "wss://"),
+        ("wss://hub.example.org:99999/acp", "invalid"),
+    ],
+)
+def test_refused_urls(url: str, reason: str) -> None:
+    with pytest.raises(RemoteError) as refused:
+        target(url, env={})
+    assert reason in str(refused.value)
+    assert refused.value.final
+    assert "abc" not in str(refused.value) and "pw" not in str(refused.value)
+
+
+def test_insecure_only_when_allowed_and_token_sources() -> None:
+    url = "ws://hub.internal:8000/user/me/iac-kernel/acp"
+    assert target(url, allow_insecure=True, env={}).token is None
+    hub = target(url, allow_insecure=True, env={"JUPYTERHUB_API_TOKEN": "hub"})
+    assert hub.token == "hub"
+    both = {"JUPYTERHUB_API_TOKEN": "hub", "IAC_KERNEL_REMOTE_TOKEN": "mine"}
+    assert target(url, allow_insecure=True, env=both).token == "mine"
+
+
+def test_root_dir_check_follows_symlinks(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "work").mkdir(parents=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (root / "escape").symlink_to(outside)
+    real = os.path.realpath(root)
+    assert inside(str(root / "work"), real)
+    assert inside(str(root), real)
+    assert not inside(str(root / "escape"), real)
+    assert not inside(str(tmp_path / "root-sibling"), real)
+    assert not inside(str(root / "work" / ".." / ".."), real)
+
+
+async def test_one_frame_is_one_line_and_back() -> None:
+    frames = FrameReader()
+    frames.feed('{"jsonrpc": "2.0",\n "id": 1,\r\n "method": "initialize"}')
+    frames.feed(b'{"a": "\\n"}')
+    frames.end()
+    first = await frames.reader.readline()
+    assert first.count(b"\n") == 1 and b'"method": "initialize"' in first
+    assert await frames.reader.readline() == b'{"a": "\\n"}\n'
+    assert await frames.reader.readline() == b""
+
+    sent: list[str] = []
+
+    class Socket:
+        def write_message(self, message: str, binary: bool = False) -> None:
+            assert not binary
+            sent.append(message)
+
+        def close(self, code: int | None = None, reason: str | None = None) -> None:
+            sent.append("<closed>")
+
+    writer = FrameWriter(Socket())
+    writer.write(b'{"id":1}\n{"id":2}\n')
+    await writer.drain()
+    writer.close()
+    assert sent == ['{"id":1}', '{"id":2}', "<closed>"]
+    with pytest.raises(ConnectionError):
+        writer.write(b'{"id":3}\n')
+
+
+def test_bridge_start_failures_are_one_line_and_an_exit_status(tmp_path: Path) -> None:
+    port = free_port()  # nothing listens there
+    unreachable = subprocess.run(
+        bridge_command(f"ws://127.0.0.1:{port}/iac-kernel/acp"),
+        env=bridge_env(TOKEN),
+        input=b"",
+        capture_output=True,
+        timeout=60,
+    )
+    assert unreachable.returncode == 1
+    lines = unreachable.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and "cannot reach 127.0.0.1" in lines[0], lines
+    assert TOKEN not in unreachable.stderr.decode()
+    assert unreachable.stdout == b""
+
+    bad = subprocess.run(
+        bridge_command(f"wss://example.org/iac-kernel/acp?token={TOKEN}"),
+        env=bridge_env(None),
+        input=b"",
+        capture_output=True,
+        timeout=60,
+    )
+    assert bad.returncode == 2
+    assert bad.stderr.decode().strip().count("\n") == 0
+    assert TOKEN not in bad.stderr.decode()
+
+
+def test_bridge_refuses_plain_ws_to_another_host_before_connecting() -> None:
+    refused = subprocess.run(
+        bridge_command("ws://192.0.2.1:8888/iac-kernel/acp"),
+        env=bridge_env(TOKEN),
+        input=b"",
+        capture_output=True,
+        timeout=60,
+    )
+    assert refused.returncode == 2
+    assert "unencrypted" in refused.stderr.decode()
