@@ -162,6 +162,7 @@ async def bridge(
     stderr_path: Path,
     client: RecordingClient | None = None,
     initialize: bool = True,
+    **env: str,
 ) -> AsyncIterator[tuple[Any, Any, RecordingClient, Wire]]:
     """``iac-kernel acp --remote URL`` with the SDK's client side connected to it; its
     stderr goes to ``stderr_path``."""
@@ -175,7 +176,7 @@ async def bridge(
             client,
             command[0],
             *command[1:],
-            env=bridge_env(token),
+            env=bridge_env(token, **env),
             transport_kwargs={"stderr": stderr, "limit": STREAM_LIMIT},
             use_unstable_protocol=True,
             observers=[wire],

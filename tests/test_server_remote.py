@@ -309,3 +309,22 @@ async def test_a_turn_cut_by_a_killed_server_fails_and_the_session_goes_on(
         assert client.text(sid) == "Continuing from the stored history."
         assert process.returncode is None
     assert user_texts(store_of(tmp_path), sid)[-1] == "after the crash"
+
+
+async def test_the_bridge_gives_up_when_the_server_stays_away(
+    server: JupyterServer, work: Path, tmp_path: Path
+) -> None:
+    log = tmp_path / "bridge.log"
+    window = {"IAC_KERNEL_REMOTE_RECONNECT": "3"}
+    async with bridge(server.acp_url, server.token, log, **window) as (conn, process, *_):
+        sid = (await conn.new_session(cwd=str(work), mcp_servers=[])).session_id
+        await asyncio.to_thread(server.stop, signal.SIGKILL)
+        await wait_until(lambda: "reconnecting" in log.read_text(), "the bridge to notice")
+        with pytest.raises(RequestError) as failed:
+            await asyncio.wait_for(
+                conn.prompt(session_id=sid, prompt=[text_block("editor follow-up")]), WAIT
+            )
+        assert "unreachable" in json.dumps(failed.value.data)
+        assert await asyncio.wait_for(process.wait(), WAIT) == 1
+    lines = log.read_text().strip().splitlines()
+    assert "not restored" in lines[-1] and "cannot reach" in lines[-1], lines

@@ -9,7 +9,8 @@ dropped connection: the ``initialize`` request and the sessions the editor opene
 
 When the connection drops, requests that were waiting for an answer on it are answered
 with an error (a turn in flight is cancelled by the server when its connection ends), and
-the bridge reconnects (backing off up to :data:`RECONNECT_FOR` seconds), initializes again
+the bridge reconnects (backing off, for up to :data:`RECONNECT_FOR` seconds or
+``$IAC_KERNEL_REMOTE_RECONNECT``), initializes again
 and sends ``session/resume`` for each remembered session, without showing those answers
 to the editor. Messages the editor sends meanwhile wait and go out once that is done.
 Answers to server requests made on the old connection (a permission question) are
@@ -22,6 +23,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import sys
 from typing import Any
 
@@ -29,8 +31,9 @@ from iac_kernel.acp.remote import RemoteError, Target, connect
 
 log = logging.getLogger(__name__)
 
-#: Seconds to keep trying to reconnect after a drop before giving up.
+#: Seconds to keep trying to reconnect after a drop before giving up (default).
 RECONNECT_FOR = 300.0
+RECONNECT_VAR = "IAC_KERNEL_REMOTE_RECONNECT"
 #: First and longest pause between reconnection attempts.
 BACKOFF = (0.2, 5.0)
 #: Hang guard for the bridge's own initialize/resume after reconnecting.
@@ -47,8 +50,15 @@ def _key(request_id: Any) -> str:
 class Bridge:
     """The relay between the editor's stdio and one remote endpoint at a time."""
 
-    def __init__(self, where: Target, reader: asyncio.StreamReader, writer: Any) -> None:
+    def __init__(
+        self,
+        where: Target,
+        reader: asyncio.StreamReader,
+        writer: Any,
+        reconnect_for: float = RECONNECT_FOR,
+    ) -> None:
         self.where = where
+        self.reconnect_for = reconnect_for
         self.reader = reader
         self.writer = writer
         self.conn: Any = None
@@ -194,7 +204,7 @@ class Bridge:
                 await self._write(_error(key, "the connection to the server was lost; retry"))
         _say("connection to the server lost; reconnecting")
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + RECONNECT_FOR
+        deadline = loop.time() + self.reconnect_for
         pause = BACKOFF[0]
         while True:
             try:
@@ -282,6 +292,21 @@ def _say(line: str) -> None:
         print(f"iac-kernel acp --remote: {line}", file=sys.stderr, flush=True)
 
 
+def reconnect_window(value: str | None) -> float:
+    """Seconds to keep reconnecting: ``value`` if it is a number >= 0, else the default
+    (a bad value is reported in one line)."""
+    if value is None or not value.strip():
+        return RECONNECT_FOR
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        _say(f"{RECONNECT_VAR}={value!r} is not a number of seconds; using {RECONNECT_FOR:g}")
+        return RECONNECT_FOR
+    return seconds
+
+
 def run_remote(url: str, *, allow_insecure: bool = False) -> int:
     """The ``--remote`` command: check the URL, relay stdio, return the exit status."""
     from iac_kernel.acp.remote import target
@@ -295,10 +320,12 @@ def run_remote(url: str, *, allow_insecure: bool = False) -> int:
         _say(str(exc))
         return 2
 
+    window = reconnect_window(os.environ.get(RECONNECT_VAR))
+
     async def main() -> int:
         reader = await open_reader(0)
         writer = await open_writer(protocol_fd)
-        return await Bridge(where, reader, writer).run()
+        return await Bridge(where, reader, writer, window).run()
 
     try:
         return asyncio.run(main())

@@ -15,7 +15,6 @@ import logging
 from typing import Any
 
 from jupyter_core.utils import ensure_async
-from jupyter_server.auth.decorator import ws_authenticated
 from jupyter_server.base.handlers import JupyterHandler
 from jupyter_server.base.websocket import WebSocketMixin
 from tornado import web
@@ -46,8 +45,12 @@ class AcpSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
     def get_compression_options(self) -> dict[str, Any] | None:
         return self.settings.get("websocket_compression_options")
 
-    @ws_authenticated
     async def get(self, *args: Any, **kwargs: Any) -> None:
+        # jupyter_server >= 2.13 refuses an unknown user in prepare() already; older
+        # versions leave it to the handler (this is what its ws_authenticated does).
+        if self.current_user is None:
+            log.warning("refused an unauthenticated ACP connection")
+            raise web.HTTPError(403)
         authorized = await ensure_async(
             self.authorizer.is_authorized(self, self.current_user, "execute", AUTH_RESOURCE)
         )
