@@ -149,6 +149,8 @@ async def test_new_prompt_and_list_through_the_bridge(
             await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
         assert "root_dir" in json.dumps(outside.value.data)
     store = store_of(tmp_path)
+    # The editor went away: the server lets the session go (a notebook can load it).
+    await wait_until(lambda: store.lock_holder(sid) is None, "the session's lock to be freed")
     assert user_texts(store, sid) == ["editor follow-up: defaults?"]
     # The store on the server is the truth: listing works with no connection open.
     assert [m.session_id for m in store.list()] == [sid]

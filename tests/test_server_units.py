@@ -3,6 +3,7 @@ frame <-> line pair, the root_dir check, and the bridge's start-up failures."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 from pathlib import Path
@@ -10,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from iac_kernel.acp.remote import RemoteError, target
-from iac_kernel.server.sessions import inside
+from iac_kernel.config import Settings
+from iac_kernel.server.sessions import RootedManager, inside
 from iac_kernel.server.stream import FrameReader, FrameWriter
 from server_support import bridge_command, bridge_env, free_port
 
@@ -147,3 +149,29 @@ def test_bridge_refuses_plain_ws_to_another_host_before_connecting() -> None:
     )
     assert refused.returncode == 2
     assert "unencrypted" in refused.stderr.decode()
+
+
+async def test_sessions_are_let_go_when_the_last_connection_using_them_ends(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "root"
+    (root / "work").mkdir(parents=True)
+    manager = RootedManager(Settings.from_env(), str(root), holder="test server")
+
+    async def connection(session_id: str | None = None) -> tuple[set[str], str]:
+        claims = manager.connection()  # in this task's own context, as per WebSocket
+        if session_id is None:
+            return claims, manager.new(str(root / "work")).session_id
+        return claims, manager.load(session_id).session_id
+
+    first, sid = await asyncio.ensure_future(connection())
+    second, _ = await asyncio.ensure_future(connection(sid))
+    await manager.release(first)
+    assert sid in manager.sessions  # the second connection still has it open
+    assert manager.store.lock_holder(sid) is not None
+    await manager.release(second)
+    assert sid not in manager.sessions
+    assert manager.store.lock_holder(sid) is None
+    with pytest.raises(ValueError, match="root_dir"):
+        manager.new(str(tmp_path))
+    await manager.close_all()

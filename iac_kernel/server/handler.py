@@ -68,19 +68,26 @@ class AcpSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
         from iac_kernel.acp.endpoint import load_server
 
         writer = FrameWriter(self)
+        manager = self._manager()
+        claims = manager.connection()
         try:
             serve = await load_server()
-            await serve(self._frames.reader, writer, self._manager())
+            await serve(self._frames.reader, writer, manager)
         except asyncio.CancelledError:
             pass
         except Exception:
             log.exception("ACP connection failed")
         finally:
             writer.close()
+            try:
+                await manager.release(claims)
+            except Exception:
+                log.exception("closing the connection's sessions failed")
 
     def on_message(self, message: str | bytes) -> None:
         self._frames.feed(message)
 
     def on_close(self) -> None:
-        # The agent cancels the turns this connection started; its sessions stay open.
+        # The agent cancels the turns this connection started, then the sessions only
+        # it had open are closed (saved, their locks released).
         self._frames.end()
