@@ -41,8 +41,11 @@ def free_port() -> int:
 class JupyterServer:
     """``jupyter server`` in a subprocess, on 127.0.0.1 with a random port and token."""
 
-    def __init__(self, root: Path, env: dict[str, str], port: int | None = None) -> None:
+    def __init__(
+        self, root: Path, env: dict[str, str], port: int | None = None, args: tuple[str, ...] = ()
+    ) -> None:
         self.root = root
+        self.args = args
         self.env = env
         self.port = port or free_port()
         self.token = secrets.token_hex(16)
@@ -69,6 +72,7 @@ class JupyterServer:
             f"--ServerApp.root_dir={self.root}",
             "--allow-root",
             "--IdentityProvider.token=" + self.token,
+            *self.args,
         ]
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(

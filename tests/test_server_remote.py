@@ -13,6 +13,7 @@ import json
 import os
 import queue
 import signal
+import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -90,6 +91,22 @@ async def test_the_upgrade_needs_the_servers_token(server: JupyterServer) -> Non
     # Under the server's base URL only.
     other = url.replace("/iac-kernel/acp", "/iac-kernel/acpx")
     assert await upgrade_status(other, {"Authorization": f"token {server.token}"}) == 404
+
+
+async def test_operators_can_refuse_the_endpoint_by_its_auth_resource(
+    root: Path, tmp_path: Path, isolated_runtime_dir: Path
+) -> None:
+    env = server_env(tmp_path, isolated_runtime_dir, SCRIPT)
+    env["PYTHONPATH"] = str(Path(__file__).parent)
+    args = ("--ServerApp.authorizer_class=server_authorizer.NoAgent",)
+    jupyter = JupyterServer(root, env, args=args)
+    try:
+        await asyncio.to_thread(jupyter.start)
+        token = {"Authorization": f"token {jupyter.token}"}
+        assert await upgrade_status(jupyter.acp_url, token) == 403
+        assert jupyter.api("GET", "/api/kernelspecs")["kernelspecs"]  # the rest is allowed
+    finally:
+        await asyncio.to_thread(jupyter.stop)
 
 
 async def test_frames_that_are_not_one_request_are_answered(
@@ -177,6 +194,12 @@ async def test_permission_question_answered_through_the_bridge(
         assert (work / "plan.txt").read_text() == "reviewed from the editor\n"
 
 
+def open_to_others(directory: Path) -> list[Path]:
+    """``directory`` and what is in it that another user could read or write."""
+    paths = [directory, *directory.iterdir()]
+    return [p for p in paths if stat.S_IMODE(p.stat().st_mode) & 0o077]
+
+
 def kernel_client(server: JupyterServer, kernel_id: str) -> BlockingKernelClient:
     runtime = Path(server.env["JUPYTER_RUNTIME_DIR"])
     path = runtime / f"kernel-{kernel_id}.json"
@@ -222,6 +245,8 @@ async def test_a_kernels_session_is_attached_live_through_the_bridge(
         sid = meta.session_id
         holder = store.lock_holder(sid)
         assert holder is not None and holder["pid"] != server.process.pid
+        # The kernel's endpoint file (and its token) is its user's only.
+        assert open_to_others(isolated_runtime_dir) == []
 
         async with bridge(server.acp_url, server.token, tmp_path / "bridge.log") as (
             conn,
@@ -330,3 +355,34 @@ async def test_the_bridge_gives_up_when_the_server_stays_away(
         assert await asyncio.wait_for(process.wait(), WAIT) == 1
     lines = log.read_text().strip().splitlines()
     assert "not restored" in lines[-1] and "cannot reach" in lines[-1], lines
+
+
+async def test_fork_and_cancel_through_the_bridge(
+    server: JupyterServer, work: Path, tmp_path: Path
+) -> None:
+    async with bridge(server.acp_url, server.token, tmp_path / "bridge.log") as (
+        conn,
+        _process,
+        client,
+        _wire,
+    ):
+        sid = (await conn.new_session(cwd=str(work), mcp_servers=[])).session_id
+        await asyncio.wait_for(
+            conn.prompt(session_id=sid, prompt=[text_block("notebook first")]), WAIT
+        )
+        fork = await asyncio.wait_for(
+            conn.fork_session(session_id=sid, cwd=str(work), mcp_servers=[]), WAIT
+        )
+        assert fork.session_id != sid
+        listed = {s.session_id for s in (await conn.list_sessions(cwd=str(work))).sessions}
+        assert listed == {sid, fork.session_id}
+
+        turn = asyncio.ensure_future(
+            conn.prompt(session_id=fork.session_id, prompt=[text_block("run the slow check")])
+        )
+        await wait_until(lambda: client.tool_ids(fork.session_id), "the slow tool call")
+        await conn.cancel(session_id=fork.session_id)
+        answer = await asyncio.wait_for(turn, WAIT)
+        assert answer.stop_reason == "cancelled"
+    store = store_of(tmp_path)
+    assert user_texts(store, fork.session_id)[0] == "notebook first"

@@ -11,10 +11,10 @@ fails any of these is refused (403) before the upgrade.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from typing import Any
 
-from jupyter_core.utils import ensure_async
 from jupyter_server.base.handlers import JupyterHandler
 from jupyter_server.base.websocket import WebSocketMixin
 from tornado import web
@@ -51,9 +51,11 @@ class AcpSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
         if self.current_user is None:
             log.warning("refused an unauthenticated ACP connection")
             raise web.HTTPError(403)
-        authorized = await ensure_async(
-            self.authorizer.is_authorized(self, self.current_user, "execute", AUTH_RESOURCE)
+        authorized = self.authorizer.is_authorized(
+            self, self.current_user, "execute", AUTH_RESOURCE
         )
+        if inspect.isawaitable(authorized):  # async authorizers are allowed
+            authorized = await authorized
         if not authorized:
             raise web.HTTPError(403)
         await super().get(*args, **kwargs)
