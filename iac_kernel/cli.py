@@ -49,6 +49,8 @@ environment:
                            to a notebook's live session (default ~/.iac-code/run)
   IAC_KERNEL_REMOTE_TOKEN  with --remote: the Jupyter or JupyterHub API token (else
                            JUPYTERHUB_API_TOKEN); sent only in the Authorization header
+  IAC_KERNEL_REMOTE_RECONNECT  with --remote: seconds to keep reconnecting after a drop
+                           (default 300)
 {SETTINGS_ENV}"""
 
 KERNEL_HELP = f"""\

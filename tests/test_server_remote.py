@@ -280,7 +280,7 @@ async def test_a_kernels_session_is_attached_live_through_the_bridge(
             "editor follow-up: defaults?",
         ]
     finally:
-        kernel.stop_channels()
+        await asyncio.to_thread(kernel.stop_channels)
         server.api("DELETE", f"/api/sessions/{opened['id']}")
 
 
