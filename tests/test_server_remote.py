@@ -208,14 +208,14 @@ def kernel_client(server: JupyterServer, kernel_id: str) -> BlockingKernelClient
         time.sleep(0.05)
     client = BlockingKernelClient(connection_file=str(path))
     client.load_connection_file()
-    client.start_channels()
-    client.wait_for_ready(timeout=CELL_WAIT)
+    # No heartbeat: a kernel slow to start on a busy machine is not a dead one. The
+    # kernel_info request waits in ZMQ until the kernel is up.
+    client.start_channels(hb=False)
+    wait_reply(client, client.kernel_info(), "the kernel to start")
     return client
 
 
-def run_cell(client: BlockingKernelClient, code: str) -> dict[str, Any]:
-    """Execute ``code`` and return its execute_reply content."""
-    msg_id = client.execute(code)
+def wait_reply(client: BlockingKernelClient, msg_id: str, what: str) -> dict[str, Any]:
     deadline = time.monotonic() + CELL_WAIT
     while time.monotonic() < deadline:
         try:
@@ -224,7 +224,12 @@ def run_cell(client: BlockingKernelClient, code: str) -> dict[str, Any]:
             continue
         if reply["parent_header"].get("msg_id") == msg_id:
             return reply["content"]
-    raise AssertionError(f"the cell did not finish: {code!r}")
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def run_cell(client: BlockingKernelClient, code: str) -> dict[str, Any]:
+    """Execute ``code`` and return its execute_reply content."""
+    return wait_reply(client, client.execute(code), f"the cell {code!r}")
 
 
 async def test_a_kernels_session_is_attached_live_through_the_bridge(
