@@ -14,6 +14,7 @@ import secrets
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -42,10 +43,17 @@ class JupyterServer:
     """``jupyter server`` in a subprocess, on 127.0.0.1 with a random port and token."""
 
     def __init__(
-        self, root: Path, env: dict[str, str], port: int | None = None, args: tuple[str, ...] = ()
+        self,
+        root: Path,
+        env: dict[str, str],
+        port: int | None = None,
+        args: tuple[str, ...] = (),
+        tls: tuple[Path, Path] | None = None,
     ) -> None:
         self.root = root
         self.args = args
+        #: (certificate, key): serve https/wss.
+        self.tls = tls
         self.env = env
         self.port = port or free_port()
         self.token = secrets.token_hex(16)
@@ -54,11 +62,11 @@ class JupyterServer:
 
     @property
     def http(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     @property
     def acp_url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/iac-kernel/acp"
+        return f"{'wss' if self.tls else 'ws'}://127.0.0.1:{self.port}/iac-kernel/acp"
 
     def start(self) -> JupyterServer:
         command = [
@@ -74,6 +82,8 @@ class JupyterServer:
             "--IdentityProvider.token=" + self.token,
             *self.args,
         ]
+        if self.tls:
+            command += [f"--certfile={self.tls[0]}", f"--keyfile={self.tls[1]}"]
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(
                 command, env=self.env, stdout=log, stderr=log, start_new_session=True
@@ -96,7 +106,8 @@ class JupyterServer:
             method=method,
             headers={"Authorization": f"token {self.token}", "Content-Type": "application/json"},
         )
-        with urllib.request.urlopen(request, timeout=WAIT) as answer:
+        context = ssl.create_default_context(cafile=str(self.tls[0])) if self.tls else None
+        with urllib.request.urlopen(request, timeout=WAIT, context=context) as answer:
             raw = answer.read()
         return json.loads(raw) if raw else None
 
@@ -121,6 +132,18 @@ class JupyterServer:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(10)
+
+
+def self_signed(directory: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key (openssl), for a wss:// server."""
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    return cert, key
 
 
 def server_env(root: Path, run_dir: Path, script: Path, **extra: str) -> dict[str, str]:

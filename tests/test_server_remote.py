@@ -12,8 +12,10 @@ import asyncio
 import json
 import os
 import queue
+import shutil
 import signal
 import stat
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +28,15 @@ from tornado.httpclient import HTTPRequest
 from tornado.websocket import websocket_connect
 
 from iac_kernel.sessions.store import SessionStore
-from server_support import JupyterServer, bridge, server_env, upgrade_status
+from server_support import (
+    JupyterServer,
+    bridge,
+    bridge_command,
+    bridge_env,
+    self_signed,
+    server_env,
+    upgrade_status,
+)
 from test_acp_support import WAIT, RecordingClient, wait_until
 
 SCRIPT = Path(__file__).parent / "scripts" / "endpoint_main.json"
@@ -105,6 +115,41 @@ async def test_operators_can_refuse_the_endpoint_by_its_auth_resource(
         token = {"Authorization": f"token {jupyter.token}"}
         assert await upgrade_status(jupyter.acp_url, token) == 403
         assert jupyter.api("GET", "/api/kernelspecs")["kernelspecs"]  # the rest is allowed
+    finally:
+        await asyncio.to_thread(jupyter.stop)
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is not installed")
+async def test_wss_with_a_certificate_the_laptop_trusts_and_one_it_does_not(
+    root: Path, work: Path, tmp_path: Path, isolated_runtime_dir: Path
+) -> None:
+    cert, key = self_signed(tmp_path)
+    env = server_env(tmp_path, isolated_runtime_dir, SCRIPT)
+    jupyter = JupyterServer(root, env, tls=(cert, key))
+    try:
+        await asyncio.to_thread(jupyter.start)
+        assert jupyter.acp_url.startswith("wss://")
+        # The system's CAs do not know this certificate: one line, exit 1.
+        untrusted = await asyncio.to_thread(
+            subprocess.run,
+            bridge_command(jupyter.acp_url),
+            env=bridge_env(jupyter.token, SSL_CERT_FILE=str(tmp_path / "no-such-ca.pem")),
+            input=b"",
+            capture_output=True,
+            timeout=WAIT * 3,
+        )
+        assert untrusted.returncode == 1
+        lines = untrusted.stderr.decode().strip().splitlines()
+        assert len(lines) == 1 and "TLS failed" in lines[0], lines
+        # Told to trust it (SSL_CERT_FILE, as for any OpenSSL client), it works.
+        log = tmp_path / "bridge.log"
+        trusted = {"SSL_CERT_FILE": str(cert)}
+        async with bridge(jupyter.acp_url, jupyter.token, log, **trusted) as (conn, *_):
+            sid = (await conn.new_session(cwd=str(work), mcp_servers=[])).session_id
+            answer = await asyncio.wait_for(
+                conn.prompt(session_id=sid, prompt=[text_block("editor follow-up")]), WAIT
+            )
+            assert answer.stop_reason == "end_turn"
     finally:
         await asyncio.to_thread(jupyter.stop)
 

@@ -314,6 +314,9 @@ def run_remote(url: str, *, allow_insecure: bool = False) -> int:
 
     protocol_fd = claim_stdout()
     setup_logging()
+    if logging.getLogger().level > logging.DEBUG:
+        # The bridge says itself, in one line, why a connection failed.
+        logging.getLogger("tornado.general").setLevel(logging.CRITICAL)
     try:
         where = target(url, allow_insecure=allow_insecure)
     except RemoteError as exc:

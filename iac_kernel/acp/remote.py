@@ -112,6 +112,11 @@ async def connect(where: Target) -> Any:
         )
     except HTTPClientError as exc:
         raise _refused(where, exc.code) from None
+    except ssl.SSLCertVerificationError as exc:
+        raise RemoteError(
+            f"TLS failed with {_host(where)}: {exc.verify_message or exc.reason} "
+            "(SSL_CERT_FILE names the CA to trust for a private certificate)"
+        ) from None
     except ssl.SSLError as exc:
         raise RemoteError(f"TLS failed with {_host(where)}: {exc.reason or exc}") from None
     except (OSError, TimeoutError) as exc:
