@@ -24,8 +24,10 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from acp import spawn_agent_process
 
+from iac_kernel.sessions.store import SessionStore
 from test_acp_support import STREAM_LIMIT, WAIT, RecordingClient, Wire
 
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -234,9 +236,48 @@ async def upgrade_status(url: str, headers: dict[str, str]) -> int:
     return 101
 
 
-@contextlib.contextmanager
-def running(server: JupyterServer) -> Iterator[JupyterServer]:
+# -- fixtures shared by tests/test_server_*.py (imported there) ---------------------------
+
+SCRIPT = SCRIPTS / "endpoint_main.json"
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    """The server's root_dir (resolved, as sessions store their cwd)."""
+    path = tmp_path / "root"
+    path.mkdir()
+    return Path(os.path.realpath(path))
+
+
+@pytest.fixture
+def work(root: Path) -> Path:
+    path = root / "work"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def server(root: Path, tmp_path: Path, isolated_runtime_dir: Path) -> Iterator[JupyterServer]:
+    env = server_env(tmp_path, isolated_runtime_dir, SCRIPT)
+    jupyter = JupyterServer(root, env)
     try:
-        yield server.start()
+        yield jupyter.start()
     finally:
-        server.stop()
+        jupyter.stop()
+
+
+def store_of(tmp_path: Path) -> SessionStore:
+    return SessionStore(tmp_path / "sessions")
+
+
+def user_texts(store: SessionStore, sid: str) -> list[str]:
+    out = []
+    for message in store.read(sid).messages:
+        if message["role"] != "user":
+            continue
+        content = message["content"]
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+        if text:
+            out.append(text)
+    return out

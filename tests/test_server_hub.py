@@ -90,4 +90,6 @@ async def test_a_users_token_reaches_their_sessions_and_no_one_elses(
     lines = refused.stderr.decode().strip().splitlines()
     assert lines == [lines[-1]] and "refused" in lines[-1], lines
     assert bob not in refused.stderr.decode()
+    for log in (tmp_path / "alice.log", tmp_path / "alice2.log"):
+        assert alice not in log.read_text()
     assert refused.stdout == b""

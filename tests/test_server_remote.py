@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (the fixtures imported from server_support are test arguments)
 """Editors on a remote Jupyter server: the server extension's ACP WebSocket and
 ``iac-kernel acp --remote``, against a real ``jupyter server`` on loopback.
 
@@ -10,187 +11,29 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import queue
-import shutil
 import signal
 import stat
-import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from acp import RequestError, text_block
 from jupyter_client import BlockingKernelClient
-from tornado.httpclient import HTTPRequest
-from tornado.websocket import websocket_connect
 
-from iac_kernel.sessions.store import SessionStore
-from server_support import (
+from server_support import (  # noqa: F401  (fixtures)
     JupyterServer,
     bridge,
-    bridge_command,
-    bridge_env,
-    self_signed,
-    server_env,
-    upgrade_status,
+    root,
+    server,
+    store_of,
+    user_texts,
+    work,
 )
 from test_acp_support import WAIT, RecordingClient, wait_until
 
-SCRIPT = Path(__file__).parent / "scripts" / "endpoint_main.json"
 CELL_WAIT = 60.0
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    """The server's root_dir (resolved, as sessions store their cwd)."""
-    path = tmp_path / "root"
-    path.mkdir()
-    return Path(os.path.realpath(path))
-
-
-@pytest.fixture
-def work(root: Path) -> Path:
-    path = root / "work"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def server(root: Path, tmp_path: Path, isolated_runtime_dir: Path) -> Iterator[JupyterServer]:
-    env = server_env(tmp_path, isolated_runtime_dir, SCRIPT)
-    jupyter = JupyterServer(root, env)
-    try:
-        yield jupyter.start()
-    finally:
-        jupyter.stop()
-
-
-def store_of(tmp_path: Path) -> SessionStore:
-    return SessionStore(tmp_path / "sessions")
-
-
-def user_texts(store: SessionStore, sid: str) -> list[str]:
-    out = []
-    for message in store.read(sid).messages:
-        if message["role"] != "user":
-            continue
-        content = message["content"]
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-        text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
-        if text:
-            out.append(text)
-    return out
-
-
-async def test_the_upgrade_needs_the_servers_token(server: JupyterServer) -> None:
-    url = server.acp_url
-    assert await upgrade_status(url, {}) in (401, 403)
-    assert await upgrade_status(url, {"Authorization": "token wrong-token"}) in (401, 403)
-    assert await upgrade_status(url, {"Authorization": f"Bearer {server.token}"}) == 101
-    assert await upgrade_status(url, {"Authorization": f"token {server.token}"}) == 101
-    # With the login cookie (a browser), the Origin must be the server's own, as for
-    # kernel websockets: a page of another site cannot use the user's session.
-    cookie = await asyncio.to_thread(server.login_cookie)
-    assert await upgrade_status(url, {"Cookie": cookie, "Origin": server.http}) == 101
-    foreign = {"Cookie": cookie, "Origin": "https://evil.example"}
-    assert await upgrade_status(url, foreign) == 403
-    assert await upgrade_status(url, {"Cookie": "username-x=forged"}) in (401, 403)
-    # Under the server's base URL only.
-    other = url.replace("/iac-kernel/acp", "/iac-kernel/acpx")
-    assert await upgrade_status(other, {"Authorization": f"token {server.token}"}) == 404
-
-
-async def test_operators_can_refuse_the_endpoint_by_its_auth_resource(
-    root: Path, tmp_path: Path, isolated_runtime_dir: Path
-) -> None:
-    env = server_env(tmp_path, isolated_runtime_dir, SCRIPT)
-    env["PYTHONPATH"] = str(Path(__file__).parent)
-    args = ("--ServerApp.authorizer_class=server_authorizer.NoAgent",)
-    jupyter = JupyterServer(root, env, args=args)
-    try:
-        await asyncio.to_thread(jupyter.start)
-        token = {"Authorization": f"token {jupyter.token}"}
-        assert await upgrade_status(jupyter.acp_url, token) == 403
-        assert jupyter.api("GET", "/api/kernelspecs")["kernelspecs"]  # the rest is allowed
-    finally:
-        await asyncio.to_thread(jupyter.stop)
-
-
-@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is not installed")
-async def test_wss_with_a_certificate_the_laptop_trusts_and_one_it_does_not(
-    root: Path, work: Path, tmp_path: Path, isolated_runtime_dir: Path
-) -> None:
-    cert, key = self_signed(tmp_path)
-    env = server_env(tmp_path, isolated_runtime_dir, SCRIPT)
-    jupyter = JupyterServer(root, env, tls=(cert, key))
-    try:
-        await asyncio.to_thread(jupyter.start)
-        assert jupyter.acp_url.startswith("wss://")
-        # The system's CAs do not know this certificate: one line, exit 1.
-        untrusted = await asyncio.to_thread(
-            subprocess.run,
-            bridge_command(jupyter.acp_url),
-            env=bridge_env(jupyter.token, SSL_CERT_FILE=str(tmp_path / "no-such-ca.pem")),
-            input=b"",
-            capture_output=True,
-            timeout=WAIT * 3,
-        )
-        assert untrusted.returncode == 1
-        lines = untrusted.stderr.decode().strip().splitlines()
-        assert len(lines) == 1 and "TLS failed" in lines[0], lines
-        # Told to trust it (SSL_CERT_FILE, as for any OpenSSL client), it works.
-        log = tmp_path / "bridge.log"
-        trusted = {"SSL_CERT_FILE": str(cert)}
-        async with bridge(jupyter.acp_url, jupyter.token, log, **trusted) as (conn, *_):
-            sid = (await conn.new_session(cwd=str(work), mcp_servers=[])).session_id
-            answer = await asyncio.wait_for(
-                conn.prompt(session_id=sid, prompt=[text_block("editor follow-up")]), WAIT
-            )
-            assert answer.stop_reason == "end_turn"
-    finally:
-        await asyncio.to_thread(jupyter.stop)
-
-
-async def test_frames_that_are_not_one_request_are_answered(
-    server: JupyterServer, work: Path
-) -> None:
-    """Straight on the socket: bad frames get JSON-RPC errors and the connection lives."""
-    conn = await websocket_connect(
-        HTTPRequest(server.acp_url, headers={"Authorization": f"Bearer {server.token}"})
-    )
-    try:
-
-        async def exchange(frame: str | bytes) -> dict[str, Any]:
-            await conn.write_message(frame, binary=isinstance(frame, bytes))
-            answer = await asyncio.wait_for(conn.read_message(), WAIT)
-            return json.loads(answer)
-
-        assert (await exchange("not json"))["error"]["code"] == -32700
-        assert (await exchange("[1, 2]"))["error"]["code"] == -32600
-        assert (await exchange(b"\xff\xfe"))["error"]["code"] == -32700
-        # A pretty-printed request is one message, not one per line.
-        pretty = json.dumps(
-            {"jsonrpc": "2.0", "id": 7, "method": "initialize", "params": {"protocolVersion": 1}},
-            indent=2,
-        )
-        answer = await exchange(pretty)
-        assert answer["id"] == 7 and answer["result"]["agentCapabilities"]["loadSession"]
-        missing = await exchange(
-            json.dumps(
-                {
-                    "jsonrpc": "2.0",
-                    "id": 8,
-                    "method": "session/load",
-                    "params": {"sessionId": "no-such", "cwd": str(work), "mcpServers": []},
-                }
-            )
-        )
-        assert missing["id"] == 8 and missing["error"]["code"] == -32602
-    finally:
-        conn.close()
 
 
 async def test_new_prompt_and_list_through_the_bridge(

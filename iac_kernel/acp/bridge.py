@@ -206,7 +206,7 @@ class Bridge:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.reconnect_for
         pause = BACKOFF[0]
-        while True:
+        while not self.stdin_done:  # the editor left: nothing to restore for
             try:
                 await self._open()
                 await asyncio.wait_for(self._resume_all(), RESTORE_TIMEOUT)
@@ -219,6 +219,8 @@ class Bridge:
                 log.info("reconnecting failed: %s", exc)
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, BACKOFF[1])
+        if self.stdin_done:
+            return
         _say(f"reconnected; {len(self.sessions)} session(s) resumed")
         self.ready = True
         queued, self.queue = self.queue, []
