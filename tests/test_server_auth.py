@@ -139,3 +139,40 @@ async def test_frames_that_are_not_one_request_are_answered(
         assert missing["id"] == 8 and missing["error"]["code"] == -32602
     finally:
         conn.close()
+
+
+async def test_the_bridge_passes_bad_lines_through_and_drops_stray_answers(
+    server: JupyterServer, tmp_path: Path
+) -> None:
+    """Raw lines on the bridge's stdin: the server's JSON-RPC errors come back, an answer
+    to a request the server never made gets no reply, and the relay goes on."""
+    command = bridge_command(server.acp_url)
+    with open(tmp_path / "bridge.log", "wb") as log:  # noqa: ASYNC230
+        process = await asyncio.create_subprocess_exec(
+            *command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=log,
+            env=bridge_env(server.token),
+        )
+    try:
+
+        async def send(line: str) -> None:
+            process.stdin.write(line.encode() + b"\n")
+            await process.stdin.drain()
+
+        async def read() -> dict[str, Any]:
+            return json.loads(await asyncio.wait_for(process.stdout.readline(), WAIT))
+
+        await send("not json")
+        assert (await read())["error"]["code"] == -32700
+        await send('{"jsonrpc": "2.0", "id": "stray", "result": {}}')
+        await send('[{"jsonrpc": "2.0", "id": 1, "method": "initialize"}]')
+        answer = await read()  # nothing came of the stray answer
+        assert answer["error"]["code"] == -32600 and "batch" in json.dumps(answer)
+        await send('{"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": '
+                   '{"protocolVersion": 1}}')  # fmt: skip
+        assert (await read())["result"]["protocolVersion"] == 1
+    finally:
+        process.stdin.close()
+        assert await asyncio.wait_for(process.wait(), WAIT) == 0
