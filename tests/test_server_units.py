@@ -86,7 +86,7 @@ def test_root_dir_check_follows_symlinks(tmp_path: Path) -> None:
 async def test_one_frame_is_one_line_and_back() -> None:
     frames = FrameReader()
     frames.feed('{"jsonrpc": "2.0",\n "id": 1,\r\n "method": "initialize"}')
-    frames.feed(b'{"a": "\\n"}')
+    frames.feed('{"a": "\\n"}')
     frames.end()
     first = await frames.reader.readline()
     assert first.count(b"\n") == 1 and b'"method": "initialize"' in first

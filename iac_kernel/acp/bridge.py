@@ -107,6 +107,8 @@ class Bridge:
                 reading.cancel()
                 return 0
             message = reading.result()
+            if isinstance(message, bytes):
+                continue  # ACP messages are text frames; binary ones are ignored
             if message is not None:
                 await self._to_editor(message)
                 continue
@@ -158,9 +160,8 @@ class Bridge:
 
     # -- server -> editor ------------------------------------------------------------
 
-    async def _to_editor(self, frame: str | bytes) -> None:
-        text = frame.decode("utf-8", "replace") if isinstance(frame, bytes) else frame
-        text = text.replace("\r", " ").replace("\n", " ")
+    async def _to_editor(self, frame: str) -> None:
+        text = frame.replace("\r", " ").replace("\n", " ")
         message = _parse(text)
         if message is not None and "method" not in message and "id" in message:
             waiting = self.pending.pop(_key(message["id"]), None)
@@ -253,7 +254,9 @@ class Bridge:
             frame = await self.conn.read_message()
             if frame is None:
                 raise ConnectionError("the connection dropped again")
-            message = _parse(frame if isinstance(frame, str) else frame.decode())
+            if isinstance(frame, bytes):
+                continue
+            message = _parse(frame)
             if message is not None and message.get("id") == request_id and "method" not in message:
                 return message
             await self._to_editor(frame)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import uuid
 from typing import Any
 
 from jupyter_server.base.handlers import JupyterHandler
@@ -58,6 +59,8 @@ class AcpSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
             authorized = await authorized
         if not authorized:
             raise web.HTTPError(403)
+        # The RFD's transport-level id, on the 101 answer (not a credential).
+        self.set_header("Acp-Connection-Id", str(uuid.uuid4()))
         await super().get(*args, **kwargs)
 
     def open(self, *args: Any, **kwargs: Any) -> None:
@@ -87,6 +90,9 @@ class AcpSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
                 log.exception("closing the connection's sessions failed")
 
     def on_message(self, message: str | bytes) -> None:
+        if isinstance(message, bytes):
+            log.info("ignoring a binary frame (ACP messages are text frames)")
+            return
         self._frames.feed(message)
 
     def on_close(self) -> None:

@@ -33,8 +33,8 @@ class FrameReader:
     def __init__(self) -> None:
         self.reader = asyncio.StreamReader(limit=READ_LIMIT)
 
-    def feed(self, message: str | bytes) -> None:
-        data = message.encode("utf-8", "surrogatepass") if isinstance(message, str) else message
+    def feed(self, message: str) -> None:
+        data = message.encode("utf-8", "surrogatepass")
         self.reader.feed_data(data.translate(_NEWLINES) + b"\n")
 
     def end(self) -> None:
