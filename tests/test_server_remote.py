@@ -22,11 +22,13 @@ import pytest
 from acp import RequestError, text_block
 from jupyter_client import BlockingKernelClient
 
+from mcp_support import demo_entry, stdio_entry
 from server_support import (  # noqa: F401  (fixtures)
     JupyterServer,
     bridge,
     root,
     server,
+    server_env,
     store_of,
     user_texts,
     work,
@@ -279,3 +281,32 @@ async def test_fork_and_cancel_through_the_bridge(
         assert answer.stop_reason == "cancelled"
     store = store_of(tmp_path)
     assert user_texts(store, fork.session_id)[0] == "notebook first"
+
+
+async def test_the_editors_mcp_servers_run_on_the_server(
+    root: Path, work: Path, tmp_path: Path, isolated_runtime_dir: Path
+) -> None:
+    """A stdio MCP server the server can run works; one only the laptop has is reported
+    failed in the answer's ``_meta``, and the session works without it."""
+    script = Path(__file__).parent / "scripts" / "acp_mcp.json"
+    jupyter = JupyterServer(root, server_env(tmp_path, isolated_runtime_dir, script))
+    await asyncio.to_thread(jupyter.start)
+    try:
+        servers = [demo_entry("demo"), stdio_entry("laptop", "/Users/me/bin/mcp-tool", [])]
+        log = tmp_path / "bridge.log"
+        async with bridge(jupyter.acp_url, jupyter.token, log) as (conn, _p, client, wire):
+            sid = (await conn.new_session(cwd=str(work), mcp_servers=servers)).session_id
+            (created,) = [
+                m["result"] for m in wire.incoming if "sessionId" in (m.get("result") or {})
+            ]
+            statuses = created["_meta"]["iac_kernel"]["mcpServers"]
+            states = {s["name"]: s["status"] for s in statuses}
+            assert states == {"demo": "running", "laptop": "failed"}
+            answer = await asyncio.wait_for(
+                conn.prompt(session_id=sid, prompt=[text_block("add after the crash")]), WAIT
+            )
+            assert answer.stop_reason == "end_turn"
+            call = client.tool_ids(sid)[-1]
+            assert client.final_status(sid, call) == "completed"
+    finally:
+        await asyncio.to_thread(jupyter.stop)
