@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import logging
-
 from jupyter_server.extension.application import ExtensionApp
 
 from iac_kernel.server.handler import AcpSocket
 from iac_kernel.server.sessions import RootedManager, make_manager
-
-log = logging.getLogger(__name__)
 
 #: Under the server's base_url.
 PATH = "iac-kernel/acp"

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import logging
 import uuid
 from typing import Any
 
@@ -22,8 +21,6 @@ from tornado import web
 from tornado.websocket import WebSocketHandler
 
 from iac_kernel.server.stream import FrameReader, FrameWriter
-
-log = logging.getLogger(__name__)
 
 #: The authorizer's resource: operators can gate the endpoint apart from kernels.
 AUTH_RESOURCE = "iac_kernel"
@@ -50,7 +47,7 @@ class AcpSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
         # jupyter_server >= 2.13 refuses an unknown user in prepare() already; older
         # versions leave it to the handler (this is what its ws_authenticated does).
         if self.current_user is None:
-            log.warning("refused an unauthenticated ACP connection")
+            self.log.warning("refused an unauthenticated ACP connection")
             raise web.HTTPError(403)
         authorized = self.authorizer.is_authorized(
             self, self.current_user, "execute", AUTH_RESOURCE
@@ -66,7 +63,7 @@ class AcpSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
     def open(self, *args: Any, **kwargs: Any) -> None:
         super().open(*args, **kwargs)
         name = getattr(self.current_user, "username", "?")
-        log.info("ACP connection opened for %s", name)
+        self.log.info("ACP connection opened for %s", name)
         self._serving = asyncio.ensure_future(self._serve())
 
     async def _serve(self) -> None:
@@ -81,17 +78,17 @@ class AcpSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
         except asyncio.CancelledError:
             pass
         except Exception:
-            log.exception("ACP connection failed")
+            self.log.exception("ACP connection failed")
         finally:
             writer.close()
             try:
                 await manager.release(claims)
             except Exception:
-                log.exception("closing the connection's sessions failed")
+                self.log.exception("closing the connection's sessions failed")
 
     def on_message(self, message: str | bytes) -> None:
         if isinstance(message, bytes):
-            log.info("ignoring a binary frame (ACP messages are text frames)")
+            self.log.info("ignoring a binary frame (ACP messages are text frames)")
             return
         self._frames.feed(message)
 
