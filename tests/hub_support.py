@@ -6,23 +6,19 @@ npm, and an admin service token to create users, start servers and issue user to
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
-from server_support import free_port
+from server_support import call_api, free_port, stop_group
 
-#: Hang guards for the hub's and a user server's start (not timing assertions).
+#: Hang guard for the hub's and a user server's start (not a timing assertion).
 START_WAIT = 120.0
-CALL_WAIT = 30.0
 
 
 def missing_programs() -> str | None:
@@ -121,16 +117,7 @@ class Hub:
         raise AssertionError(f"timed out waiting for {what}: {self.log.read_text()[-3000:]}")
 
     def api(self, method: str, path: str, body: Any = None) -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(
-            self.http + path,
-            data=data,
-            method=method,
-            headers={"Authorization": f"token {self.admin}", "Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(request, timeout=CALL_WAIT) as answer:
-            raw = answer.read()
-        return json.loads(raw) if raw else {}
+        return call_api(self.http + path, self.admin, method, body) or {}
 
     def add_user_with_server(self, user: str) -> None:
         # Allowed users exist from the hub's start; this only starts the server.
@@ -149,13 +136,4 @@ class Hub:
         return answer["token"]
 
     def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(30)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(10)
+        stop_group(self.process)

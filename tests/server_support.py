@@ -101,17 +101,8 @@ class JupyterServer:
         raise AssertionError(f"jupyter server did not start: {self.log.read_text()[-3000:]}")
 
     def api(self, method: str, path: str, body: Any = None) -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(
-            self.http + path,
-            data=data,
-            method=method,
-            headers={"Authorization": f"token {self.token}", "Content-Type": "application/json"},
-        )
         context = ssl.create_default_context(cafile=str(self.tls[0])) if self.tls else None
-        with urllib.request.urlopen(request, timeout=WAIT, context=context) as answer:
-            raw = answer.read()
-        return json.loads(raw) if raw else None
+        return call_api(self.http + path, self.token, method, body, context)
 
     def login_cookie(self) -> str:
         """The Cookie header of a browser logged in with the token (the login form)."""
@@ -124,16 +115,37 @@ class JupyterServer:
         return "; ".join(f"{c.name}={c.value}" for c in jar)
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
+        stop_group(self.process, sig)
+
+
+def call_api(
+    url: str, token: str, method: str, body: Any = None, context: ssl.SSLContext | None = None
+) -> Any:
+    """A Jupyter (or JupyterHub) REST call with ``token``; the decoded JSON answer."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        url,
+        data=data,
+        method=method,
+        headers={"Authorization": f"token {token}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=WAIT, context=context) as answer:
+        raw = answer.read()
+    return json.loads(raw) if raw else None
+
+
+def stop_group(process: subprocess.Popen[bytes] | None, sig: int = signal.SIGTERM) -> None:
+    """Stop a server started in its own process group, and its children."""
+    if process is None or process.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, sig)
+    try:
+        process.wait(30)
+    except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, sig)
-        try:
-            self.process.wait(30)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(10)
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(10)
 
 
 def self_signed(directory: Path) -> tuple[Path, Path]:
