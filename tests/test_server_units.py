@@ -175,3 +175,38 @@ async def test_sessions_are_let_go_when_the_last_connection_using_them_ends(
     with pytest.raises(ValueError, match="root_dir"):
         manager.new(str(tmp_path))
     await manager.close_all()
+
+
+async def test_a_redirect_is_not_followed_so_the_token_goes_nowhere_else() -> None:
+    """A server answering the upgrade with a redirect (a hub whose user server is down,
+    or a hostile one) does not get the bridge to send the token to another address.
+    (tornado's WebSocket client never follows redirects: this guards a change of client.)"""
+    from tornado.web import Application, RequestHandler
+
+    from iac_kernel.acp.remote import connect
+
+    seen: list[str] = []
+
+    class Elsewhere(RequestHandler):
+        def get(self) -> None:
+            seen.append(self.request.headers.get("Authorization", ""))
+
+    class Redirect(RequestHandler):
+        def get(self) -> None:
+            self.redirect(f"http://127.0.0.1:{other_port}/steal", status=302)
+
+    other_port, port = free_port(), free_port()
+    other = Application([(r"/steal", Elsewhere)]).listen(other_port, "127.0.0.1")
+    first = Application([(r"/iac-kernel/acp", Redirect)]).listen(port, "127.0.0.1")
+    try:
+        where = target(
+            f"ws://127.0.0.1:{port}/iac-kernel/acp", env={"IAC_KERNEL_REMOTE_TOKEN": TOKEN}
+        )
+        with pytest.raises(RemoteError) as refused:
+            await connect(where)
+        assert "redirected the connection (302)" in str(refused.value)
+        assert not refused.value.final  # a hub's user server may come back: retried
+        assert seen == []
+    finally:
+        first.stop()
+        other.stop()
