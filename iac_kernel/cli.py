@@ -40,11 +40,20 @@ example (Zed, ~/.config/zed/settings.json):
   "agent_servers": {{"iac-kernel": {{"type": "custom", "command": "iac-kernel",
                                    "args": ["acp"]}}}}
 
+remote (a Jupyter server or JupyterHub with iac-kernel installed; docs/remote.md):
+  IAC_KERNEL_REMOTE_TOKEN=... iac-kernel acp --remote wss://hub.example.org/user/NAME/iac-kernel/acp
+  The agent runs on that server; this process relays stdio to it, reconnects after a
+  dropped connection and resumes the editor's sessions.
+
 environment:
   IAC_KERNEL_LOG_LEVEL     DEBUG, INFO, WARNING (default), ERROR or CRITICAL
   IAC_KERNEL_LOG_FILE      write logs to this file instead of stderr
   IAC_KERNEL_RUNTIME_DIR   where running kernels advertise their endpoints, to attach
                            to a notebook's live session (default ~/.iac-code/run)
+  IAC_KERNEL_REMOTE_TOKEN  with --remote: the Jupyter or JupyterHub API token (else
+                           JUPYTERHUB_API_TOKEN); sent only in the Authorization header
+  IAC_KERNEL_REMOTE_RECONNECT  with --remote: seconds to keep reconnecting after a drop
+                           (default 300)
 {SETTINGS_ENV}"""
 
 KERNEL_HELP = f"""\
@@ -123,8 +132,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"iac-kernel {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="SUBCOMMAND")
 
-    _subparser(
+    acp = _subparser(
         sub, "acp", "serve the Agent Client Protocol on stdio (editors launch this)", ACP_HELP
+    )
+    acp.add_argument(
+        "--remote",
+        metavar="URL",
+        help="relay to the ACP endpoint of a Jupyter server (wss://HOST/BASE/iac-kernel/acp)",
+    )
+    acp.add_argument(
+        "--allow-insecure",
+        action="store_true",
+        help="with --remote: allow unencrypted ws:// to a host other than loopback",
     )
 
     kernel = _subparser(
@@ -181,6 +200,10 @@ def _audit(cwd: str | None, as_json: bool) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "acp" and args.remote:
+        from iac_kernel.acp.bridge import run_remote
+
+        return run_remote(args.remote, allow_insecure=args.allow_insecure)
     if args.command == "acp":
         from iac_kernel.acp.stdio import run_stdio
 

@@ -50,6 +50,9 @@ OTHER_ENV: dict[str, tuple[str, ...] | None] = {
     "IAC_KERNEL_CHECKOV_CHECKS": None,  # trusted custom check dirs (terraform/policy.py)
     "IAC_KERNEL_MCP_START_TIMEOUT": NUMBER,
     "IAC_KERNEL_MCP_CALL_TIMEOUT": NUMBER,
+    # iac-kernel acp --remote (acp/remote.py, acp/bridge.py); the token is never echoed.
+    "IAC_KERNEL_REMOTE_TOKEN": None,
+    "IAC_KERNEL_REMOTE_RECONNECT": NUMBER,
 }
 
 log = logging.getLogger(__name__)

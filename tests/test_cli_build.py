@@ -87,6 +87,8 @@ def test_wheel_builds_without_npm_and_says_how_to_get_the_extension(
     names = zipfile.ZipFile(wheel).namelist()
     assert "iac_kernel/cli.py" in names
     assert any(n.endswith("share/jupyter/kernels/iac-kernel/kernel.json") for n in names)
+    # Installing enables the Jupyter Server extension (ACP over WebSocket).
+    assert any(n.endswith("etc/jupyter/jupyter_server_config.d/iac_kernel.json") for n in names)
     assert not any(SHARE in n for n in names)  # no half-installed extension folder
     assert src.is_dir()
 

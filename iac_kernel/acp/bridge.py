@@ -1,0 +1,341 @@
+"""``iac-kernel acp --remote URL``: stdio on one side, a remote ACP WebSocket on the other.
+
+Editors that only launch stdio agents (Zed, JetBrains, Neovim) reach a Jupyter server's
+endpoint (:mod:`iac_kernel.server`) through this relay: each line from stdin goes out
+as one text frame, each frame comes back as one line on stdout. Messages pass through
+unchanged; the bridge only watches them to remember what it must restore after a
+dropped connection: the ``initialize`` request and the sessions the editor opened
+(``session/new``, ``load``, ``resume``, ``fork``; closed and deleted ones are dropped).
+
+When the connection drops, requests that were waiting for an answer on it are answered
+with an error (a turn in flight is cancelled by the server when its connection ends), and
+the bridge reconnects (backing off, for up to :data:`RECONNECT_FOR` seconds or
+``$IAC_KERNEL_REMOTE_RECONNECT``), initializes again
+and sends ``session/resume`` for each remembered session, without showing those answers
+to the editor. Messages the editor sends meanwhile wait and go out once that is done.
+Answers to server requests made on the old connection (a permission question) are
+dropped: nobody there waits for them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import sys
+from typing import Any
+
+from iac_kernel.acp.remote import RemoteError, Target, connect
+
+log = logging.getLogger(__name__)
+
+#: Seconds to keep trying to reconnect after a drop before giving up (default).
+RECONNECT_FOR = 300.0
+RECONNECT_VAR = "IAC_KERNEL_REMOTE_RECONNECT"
+#: First and longest pause between reconnection attempts.
+BACKOFF = (0.2, 5.0)
+#: Hang guard for the bridge's own initialize/resume after reconnecting.
+RESTORE_TIMEOUT = 60.0
+LOST = -32603
+OPENS = ("session/new", "session/load", "session/resume", "session/fork")
+CLOSES = ("session/close", "session/delete")
+
+
+def _key(request_id: Any) -> str:
+    return json.dumps(request_id)
+
+
+class Bridge:
+    """The relay between the editor's stdio and one remote endpoint at a time."""
+
+    def __init__(
+        self,
+        where: Target,
+        reader: asyncio.StreamReader,
+        writer: Any,
+        reconnect_for: float = RECONNECT_FOR,
+    ) -> None:
+        self.where = where
+        self.reconnect_for = reconnect_for
+        self.reader = reader
+        self.writer = writer
+        self.conn: Any = None
+        #: Bumped on every new connection; requests remember the one they went out on.
+        self.generation = 0
+        self.initialize: dict[str, Any] | None = None
+        #: Sessions to resume after a drop: id -> {"cwd", "mcpServers"}.
+        self.sessions: dict[str, dict[str, Any]] = {}
+        #: Editor requests waiting for an answer: key -> (method, params, generation).
+        self.pending: dict[str, tuple[str, Any, int]] = {}
+        #: Server requests on the current connection the editor has not answered yet.
+        self.asked: set[str] = set()
+        #: Editor lines waiting for the connection to be restored.
+        self.queue: list[str] = []
+        self.ready = False
+        self.stdin_done = False
+        self._next = 0
+
+    # -- running ---------------------------------------------------------------------
+
+    async def run(self) -> int:
+        """Relay until stdin ends (0) or the server cannot be reached again (1)."""
+        try:
+            await self._open()
+        except RemoteError as exc:
+            _say(str(exc))
+            return 1
+        self.ready = True
+        editor = asyncio.ensure_future(self._from_editor())
+        try:
+            return await self._from_server(editor)
+        finally:
+            editor.cancel()
+            if self.conn is not None:
+                self.conn.close()
+
+    async def _open(self) -> None:
+        self.conn = await connect(self.where)
+        self.asked.clear()
+
+    async def _from_server(self, editor: asyncio.Task[None]) -> int:
+        while True:
+            reading = asyncio.ensure_future(self.conn.read_message())
+            await asyncio.wait([reading, editor], return_when=asyncio.FIRST_COMPLETED)
+            if editor.done() and not reading.done():
+                reading.cancel()
+                return 0
+            message = reading.result()
+            if isinstance(message, bytes):
+                continue  # ACP messages are text frames; binary ones are ignored
+            if message is not None:
+                await self._to_editor(message)
+                continue
+            if self.stdin_done:
+                return 0
+            try:
+                await self._restore()
+            except RemoteError as exc:
+                _say(f"connection lost and not restored: {exc}")
+                await self._fail_waiting(str(exc))
+                return 1
+
+    # -- editor -> server ------------------------------------------------------------
+
+    async def _from_editor(self) -> None:
+        while True:
+            line = await self.reader.readline()
+            if not line:
+                self.stdin_done = True
+                return
+            text = line.decode("utf-8", "replace").strip()
+            if text:
+                await self._editor_message(text)
+
+    async def _editor_message(self, text: str) -> None:
+        message = _parse(text)
+        if message is not None and "method" not in message and "id" in message:
+            if _key(message["id"]) not in self.asked:
+                log.info("dropping an answer to a request of a previous connection")
+                return
+            self.asked.discard(_key(message["id"]))
+        elif message is not None and "id" in message:
+            method, params = message.get("method"), message.get("params")
+            self.pending[_key(message["id"])] = (method, params, self.generation)
+            if method == "initialize" and isinstance(params, dict):
+                self.initialize = params
+        await self._send(text)
+
+    async def _send(self, text: str) -> None:
+        if not self.ready:
+            self.queue.append(text)
+            return
+        try:
+            await self.conn.write_message(text)
+        except Exception:  # tornado's WebSocketClosedError
+            # Lost with the connection: a request among them is answered with an error
+            # when the drop is noticed, as if it had gone out.
+            log.info("a message was lost with the connection")
+
+    # -- server -> editor ------------------------------------------------------------
+
+    async def _to_editor(self, frame: str) -> None:
+        text = frame.replace("\r", " ").replace("\n", " ")
+        message = _parse(text)
+        if message is not None and "method" not in message and "id" in message:
+            waiting = self.pending.pop(_key(message["id"]), None)
+            if waiting is not None:
+                self._learn(waiting[0], waiting[1], message)
+        elif message is not None and "id" in message:
+            self.asked.add(_key(message["id"]))
+        await self._write(text)
+
+    async def _write(self, text: str) -> None:
+        self.writer.write(text.encode() + b"\n")
+        await self.writer.drain()
+
+    def _learn(self, method: str, params: Any, answer: dict[str, Any]) -> None:
+        """Remember opened sessions, forget closed ones (from a successful answer)."""
+        result = answer.get("result")
+        if not isinstance(params, dict) or not isinstance(result, dict):
+            return
+        sid = result.get("sessionId") if method in ("session/new", "session/fork") else None
+        sid = sid or params.get("sessionId")
+        if not isinstance(sid, str):
+            return
+        if method in OPENS and isinstance(params.get("cwd"), str):
+            self.sessions[sid] = {
+                "cwd": params["cwd"],
+                "mcpServers": params.get("mcpServers") or [],
+            }
+        elif method in CLOSES:
+            self.sessions.pop(sid, None)
+
+    # -- after a drop ----------------------------------------------------------------
+
+    async def _restore(self) -> None:
+        """Fail what the old connection owed, reconnect, initialize, resume, flush."""
+        self.ready = False
+        old = self.generation
+        self.generation += 1  # what the editor sends from now on goes to the new one
+        for key, (_method, _params, generation) in list(self.pending.items()):
+            if generation == old:
+                del self.pending[key]
+                await self._write(_error(key, "the connection to the server was lost; retry"))
+        _say("connection to the server lost; reconnecting")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.reconnect_for
+        pause = BACKOFF[0]
+        while not self.stdin_done:  # the editor left: nothing to restore for
+            try:
+                await self._open()
+                await asyncio.wait_for(self._resume_all(), RESTORE_TIMEOUT)
+                break
+            except (RemoteError, ConnectionError, TimeoutError) as exc:
+                if isinstance(exc, RemoteError) and exc.final:
+                    raise
+                if loop.time() + pause > deadline:
+                    raise RemoteError(str(exc) or "the server did not answer") from None
+                log.info("reconnecting failed: %s", exc)
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, BACKOFF[1])
+        if self.stdin_done:
+            return
+        _say(f"reconnected; {len(self.sessions)} session(s) resumed")
+        self.ready = True
+        queued, self.queue = self.queue, []
+        for text in queued:
+            await self._send(text)
+
+    async def _resume_all(self) -> None:
+        if self.initialize is not None:
+            answer = await self._call("initialize", self.initialize)
+            if "error" in answer:
+                raise RemoteError(f"initialize failed after reconnecting: {answer['error']}")
+        for sid, how in list(self.sessions.items()):
+            answer = await self._call("session/resume", {"sessionId": sid, **how})
+            if "error" in answer:
+                self.sessions.pop(sid, None)
+                _say(f"session {sid} could not be resumed: {_message(answer)}")
+
+    async def _call(self, method: str, params: Any) -> dict[str, Any]:
+        """A request of the bridge's own, read to its answer (which the editor does not
+        see); everything else read meanwhile goes to the editor."""
+        self._next += 1
+        request_id = f"iac-kernel-bridge-{self._next}"
+        try:
+            await self.conn.write_message(
+                json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+            )
+        except Exception as exc:
+            raise ConnectionError(str(exc)) from None
+        while True:
+            frame = await self.conn.read_message()
+            if frame is None:
+                raise ConnectionError("the connection dropped again")
+            if isinstance(frame, bytes):
+                continue
+            message = _parse(frame)
+            if message is not None and message.get("id") == request_id and "method" not in message:
+                return message
+            await self._to_editor(frame)
+
+    async def _fail_waiting(self, reason: str) -> None:
+        for key in list(self.pending):
+            del self.pending[key]
+            await self._write(_error(key, f"the server is unreachable: {reason}"))
+
+
+def _parse(text: str) -> dict[str, Any] | None:
+    try:
+        message = json.loads(text)
+    except ValueError:
+        return None
+    return message if isinstance(message, dict) else None
+
+
+def _error(key: str, details: str) -> str:
+    return json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": json.loads(key),
+            "error": {"code": LOST, "message": "Internal error", "data": {"details": details}},
+        }
+    )
+
+
+def _message(answer: dict[str, Any]) -> str:
+    error = answer.get("error") or {}
+    data = error.get("data")
+    return str(data or error.get("message") or error)[:200]
+
+
+def _say(line: str) -> None:
+    """One line for the person reading the editor's agent log."""
+    with contextlib.suppress(Exception):
+        print(f"iac-kernel acp --remote: {line}", file=sys.stderr, flush=True)
+
+
+def reconnect_window(value: str | None) -> float:
+    """Seconds to keep reconnecting: ``value`` if it is a number >= 0, else the default
+    (a bad value is reported in one line)."""
+    if value is None or not value.strip():
+        return RECONNECT_FOR
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        _say(f"{RECONNECT_VAR}={value!r} is not a number of seconds; using {RECONNECT_FOR:g}")
+        return RECONNECT_FOR
+    return seconds
+
+
+def run_remote(url: str, *, allow_insecure: bool = False) -> int:
+    """The ``--remote`` command: check the URL, relay stdio, return the exit status."""
+    from iac_kernel.acp.remote import target
+    from iac_kernel.acp.stdio import claim_stdout, open_reader, open_writer, setup_logging
+
+    protocol_fd = claim_stdout()
+    setup_logging()
+    if logging.getLogger().level > logging.DEBUG:
+        # The bridge says itself, in one line, why a connection failed.
+        logging.getLogger("tornado.general").setLevel(logging.CRITICAL)
+    try:
+        where = target(url, allow_insecure=allow_insecure)
+    except RemoteError as exc:
+        _say(str(exc))
+        return 2
+
+    window = reconnect_window(os.environ.get(RECONNECT_VAR))
+
+    async def main() -> int:
+        reader = await open_reader(0)
+        writer = await open_writer(protocol_fd)
+        return await Bridge(where, reader, writer, window).run()
+
+    try:
+        return asyncio.run(main())
+    except KeyboardInterrupt:
+        return 0

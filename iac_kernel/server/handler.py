@@ -1,0 +1,98 @@
+"""The WebSocket handler: the server's own authentication, then ACP on the socket.
+
+Built like Jupyter's kernel and terminal websockets: :class:`JupyterHandler` resolves
+the user (token in the ``Authorization`` header, or the login cookie; under JupyterHub
+the hub's OAuth and its ``access:servers`` scopes), ``WebSocketMixin`` checks the
+``Origin`` as for kernel websockets and keeps the connection alive with pings, and the
+server's authorizer must allow ``execute`` on :data:`AUTH_RESOURCE`. A request that
+fails any of these is refused (403) before the upgrade.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import uuid
+from typing import Any
+
+from jupyter_server.base.handlers import JupyterHandler
+from jupyter_server.base.websocket import WebSocketMixin
+from tornado import web
+from tornado.websocket import WebSocketHandler
+
+from iac_kernel.server.stream import FrameReader, FrameWriter
+
+#: The authorizer's resource: operators can gate the endpoint apart from kernels.
+AUTH_RESOURCE = "iac_kernel"
+
+
+class AcpSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
+    """One ACP connection: one client, one principal, one agent."""
+
+    auth_resource = AUTH_RESOURCE
+
+    def initialize(self, manager: Any) -> None:
+        """``manager`` returns the server's session manager (made on first use)."""
+        self._manager = manager
+        self._frames = FrameReader()
+        self._serving: asyncio.Task[None] | None = None
+
+    def set_default_headers(self) -> None:
+        """No page headers (CSP and the like) on a websocket upgrade."""
+
+    def get_compression_options(self) -> dict[str, Any] | None:
+        return self.settings.get("websocket_compression_options")
+
+    async def get(self, *args: Any, **kwargs: Any) -> None:
+        # jupyter_server >= 2.13 refuses an unknown user in prepare() already; older
+        # versions leave it to the handler (this is what its ws_authenticated does).
+        if self.current_user is None:
+            self.log.warning("refused an unauthenticated ACP connection")
+            raise web.HTTPError(403)
+        authorized = self.authorizer.is_authorized(
+            self, self.current_user, "execute", AUTH_RESOURCE
+        )
+        if inspect.isawaitable(authorized):  # async authorizers are allowed
+            authorized = await authorized
+        if not authorized:
+            raise web.HTTPError(403)
+        # The RFD's transport-level id, on the 101 answer (not a credential).
+        self.set_header("Acp-Connection-Id", str(uuid.uuid4()))
+        await super().get(*args, **kwargs)
+
+    def open(self, *args: Any, **kwargs: Any) -> None:
+        super().open(*args, **kwargs)
+        name = getattr(self.current_user, "username", "?")
+        self.log.info("ACP connection opened for %s", name)
+        self._serving = asyncio.ensure_future(self._serve())
+
+    async def _serve(self) -> None:
+        from iac_kernel.acp.endpoint import load_server
+
+        writer = FrameWriter(self)
+        manager = self._manager()
+        claims = manager.connection()
+        try:
+            serve = await load_server()
+            await serve(self._frames.reader, writer, manager)
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            self.log.exception("ACP connection failed")
+        finally:
+            writer.close()
+            try:
+                await manager.release(claims)
+            except Exception:
+                self.log.exception("closing the connection's sessions failed")
+
+    def on_message(self, message: str | bytes) -> None:
+        if isinstance(message, bytes):
+            self.log.info("ignoring a binary frame (ACP messages are text frames)")
+            return
+        self._frames.feed(message)
+
+    def on_close(self) -> None:
+        # The agent cancels the turns this connection started, then the sessions only
+        # it had open are closed (saved, their locks released).
+        self._frames.end()
