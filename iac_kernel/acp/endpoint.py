@@ -81,6 +81,10 @@ class EndpointSessions:
         return self.manager.store
 
     @property
+    def origin(self) -> str:
+        return self.manager.origin
+
+    @property
     def sessions(self) -> dict[str, AgentSession]:
         return self.manager.sessions
 
