@@ -30,10 +30,12 @@ USER = "tester"
 class ChatRoom:
     """One chat file under ``root`` with the IaC Agent persona in it."""
 
-    def __init__(self, root: Path, content: str | None = None) -> None:
+    def __init__(
+        self, root: Path, content: str | None = None, path: str = "chats/infra.chat"
+    ) -> None:
         self.root = root
         self.chat = YChat()
-        self.chat.initial_path = "chats/infra.chat"
+        self.chat.initial_path = path
         if content is not None:
             self.chat.set(content)
         self.manager = PersonaManager(
@@ -76,7 +78,7 @@ class ChatRoom:
             calls.extend((message.metadata or {}).get("tool_calls", []))
         return calls
 
-    async def pending_question(self) -> dict[str, Any]:
+    async def pending_question(self, seconds: float = WAIT) -> dict[str, Any]:
         """The tool call whose buttons are shown (waits for it)."""
 
         def pending() -> dict[str, Any] | None:
@@ -84,7 +86,7 @@ class ChatRoom:
                 (c for c in self.tool_calls() if c.get("permission_status") == "pending"), None
             )
 
-        return await wait_until(pending, "a question in the chat")
+        return await wait_until(pending, "a question in the chat", seconds)
 
     async def click(self, call: dict[str, Any], option_id: str) -> None:
         client = await self.persona.get_client()

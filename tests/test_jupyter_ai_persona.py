@@ -20,7 +20,7 @@ pytest.importorskip(
 from iac_kernel.persona import AVATAR, NAME
 from iac_kernel.persona.jupyter_ai import IacAgentPersona
 from jupyter_ai_support import SCRIPT, ChatRoom, message_bodies
-from test_acp_support import wait_until
+from test_acp_support import acp_server, wait_until
 
 FOUR = ["allow_once", "allow_always", "reject_once", "reject_always"]
 
@@ -150,3 +150,14 @@ async def test_restart_continues_the_session_without_adding_history_twice(rooms)
     assert added[0] == "second message"
     assert sum("First answer from the agent." in body for body in after) == 1
     assert all("first message" != body for body in added)
+
+
+async def test_chat_sessions_are_listed_for_editors_of_the_chats_folder(rooms, tmp_path):
+    room = await rooms()
+    await room.turn("first message")
+    await room.wait_text("First answer from the agent.")
+    session_id, folder = room.session_id(), str(room.folder)
+    await room.close()
+    async with acp_server(tmp_path) as (conn, _p, _c, _w):
+        listed = await conn.list_sessions(cwd=folder)
+    assert session_id in [s.session_id for s in listed.sessions]
