@@ -82,7 +82,8 @@ async def _feed(transport: LineTransport, reader: asyncio.StreamReader) -> None:
     """Hand every checked message to the connection's reader, then end its stream."""
     try:
         while (message := await transport.receive()) is not None:
-            reader.feed_data(json.dumps(message, ensure_ascii=False).encode() + b"\n")
+            # ASCII escapes: a lone surrogate (valid JSON) still encodes.
+            reader.feed_data(json.dumps(message).encode() + b"\n")
     except asyncio.CancelledError:
         pass
     except Exception:
