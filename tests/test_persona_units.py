@@ -134,3 +134,13 @@ def test_acp_mcp_server_display_names_become_tool_safe_names():
         )
     with pytest.raises(McpConfigError, match="invalid MCP server name"):
         from_acp([{"name": "!!!", "url": "http://127.0.0.1:1/mcp", "type": "http"}], None)
+
+
+@needs_jupyter_ai
+def test_a_review_cannot_close_its_code_block():
+    from iac_kernel.persona.jupyter_ai import code_block
+
+    assert code_block("Plan: 1 to add") == "```\nPlan: 1 to add\n```"
+    block = code_block('name = "x```\n# injected"')
+    fence = block.split("\n", 1)[0]
+    assert fence == "````" and block.endswith("\n````")

@@ -22,6 +22,7 @@ manager then skips the persona with a one-line warning).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from iac_kernel.persona import AVATAR, DESCRIPTION, INSTALL_HINT, NAME, agent_command
@@ -104,7 +105,7 @@ class IacAcpClient(JaiAcpClient):
         review = content_text(tool_call.content)
         persona = self.personas.get(session_id)
         if review and persona is not None:
-            persona.send_message(f"```\n{review}\n```")
+            persona.send_message(code_block(review))
         return await super().request_permission(
             options=options, session_id=session_id, tool_call=tool_call, **kwargs
         )
@@ -118,6 +119,13 @@ def content_text(content: list[Any] | None) -> str:
         if isinstance(item, ContentToolCallContent) and isinstance(item.content, TextContentBlock)
     ]
     return "\n".join(text for text in texts if text)
+
+
+def code_block(text: str) -> str:
+    """``text`` as a Markdown code block whose fence no backtick run inside can close."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}\n{text}\n{fence}"
 
 
 def readable_result(update: Any) -> Any:
