@@ -5,6 +5,7 @@ in a venv of its own: Jupyter AI's ACP client needs ACP SDK 0.11)."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -20,7 +21,7 @@ pytest.importorskip(
 from iac_kernel.persona import AVATAR, NAME
 from iac_kernel.persona.jupyter_ai import IacAgentPersona
 from jupyter_ai_support import SCRIPT, ChatRoom, message_bodies
-from test_acp_support import acp_server, wait_until
+from test_acp_support import WAIT, acp_server, wait_until
 
 FOUR = ["allow_once", "allow_always", "reject_once", "reject_always"]
 
@@ -127,6 +128,19 @@ async def test_stop_during_a_question_cancels_the_question_and_the_turn(rooms):
     await room.wait_text("Second answer from the agent.")
     assert "Done writing." not in room.text()
     assert call["session_id"] == room.session_id()
+
+
+async def test_stop_during_the_answer_ends_the_turn(rooms):
+    room = await rooms()
+    turn = room.send("slow answer")
+    await room.wait_text("word2 ")
+    await room.persona.cancel_response()
+    # The script would stream for 40 s more: the turn ends long before, the agent stopped.
+    await asyncio.wait_for(turn, WAIT)
+    await wait_until(lambda: not room.persona.processing, "the persona idle")
+    await room.turn("second message")
+    await room.wait_text("Second answer from the agent.")
+    assert "THE-END." not in room.text()
 
 
 async def test_restart_continues_the_session_without_adding_history_twice(rooms):
