@@ -174,4 +174,5 @@ async def test_chat_sessions_are_listed_for_editors_of_the_chats_folder(rooms, t
     await room.close()
     async with acp_server(tmp_path) as (conn, _p, _c, _w):
         listed = await conn.list_sessions(cwd=folder)
-    assert session_id in [s.session_id for s in listed.sessions]
+    (info,) = [s for s in listed.sessions if s.session_id == session_id]
+    assert info.title == "first message"
