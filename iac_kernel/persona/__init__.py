@@ -13,8 +13,8 @@ from pathlib import Path
 NAME = "IaC Agent"
 DESCRIPTION = (
     "The iac-kernel infrastructure-as-code agent: reads, edits and plans Terraform in "
-    "this folder, asks before every change (terraform apply once per call), and shares "
-    "its sessions with the iac-kernel notebooks and editors."
+    "the chat's folder; infrastructure changes such as terraform apply ask on every "
+    "call. Its sessions are shared with iac-kernel notebooks and ACP editors."
 )
 AVATAR = Path(__file__).resolve().parent.parent / "kernel" / "resources" / "logo-svg.svg"
 INSTALL_HINT = "pip install 'iac-kernel[jupyter-ai]'"
