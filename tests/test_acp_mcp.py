@@ -169,7 +169,7 @@ async def test_bad_mcp_servers_are_invalid_params(tmp_path, workspace):
         from acp import RequestError
 
         for bad in (
-            [{"name": "x y", "command": "true", "args": [], "env": []}],
+            [{"name": "!!", "command": "true", "args": [], "env": []}],
             [{"type": "http", "name": "h", "url": "ftp://nope", "headers": []}],
             [demo_entry("same"), demo_entry("same")],
         ):

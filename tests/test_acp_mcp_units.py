@@ -57,7 +57,7 @@ def test_acp_entries_become_specs():
 @pytest.mark.parametrize(
     ("entry", "says"),
     [
-        ({"name": "a b", "command": "x"}, "invalid MCP server name"),
+        ({"name": "!!", "command": "x"}, "invalid MCP server name"),
         ({"name": "a", "command": ""}, "'command' is required"),
         ({"name": "a", "command": "x", "args": "nope"}, "'args' must be a list"),
         ({"type": "ws", "name": "a", "url": "ws://x"}, "unsupported type 'ws'"),

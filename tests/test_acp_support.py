@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
 import os
 import shutil
@@ -24,6 +25,8 @@ from typing import Any
 from acp import spawn_agent_process
 from acp.connection import StreamDirection, StreamEvent
 from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
+
+from iac_kernel.acp.sdk_connection import MESSAGE_TRANSPORT
 
 SCRIPTS = Path(__file__).parent / "scripts"
 MAIN_SCRIPT = SCRIPTS / "acp_main.json"
@@ -74,11 +77,14 @@ class RecordingClient:
         self.updates: list[tuple[str, Any]] = []
         self.permissions: list[dict[str, Any]] = []
         self.held: asyncio.Future[Any] | None = None
+        #: Updates handled so far (never cleared).
+        self.handled = 0
 
     # -- the Client interface the SDK calls --------------------------------------------
 
     async def session_update(self, session_id: str, update: Any, **_: Any) -> None:
         self.updates.append((session_id, update))
+        self.handled += 1
 
     async def request_permission(
         self, session_id: str, tool_call: Any, options: list[Any], **_: Any
@@ -135,6 +141,37 @@ class RecordingClient:
         self.permissions.clear()
 
 
+class SettlingConnection:
+    """SDK 0.11's client runs each notification handler in a task of its own, so a
+    request's answer can resolve before the updates sent ahead of it are handled (the
+    wire order is right; 0.12's client waits for them). On 0.11 every request of the
+    tests' client waits, after its answer, until the client has handled every update
+    already received, as 0.12's does."""
+
+    def __init__(self, conn: Any, client: RecordingClient, wire: Wire) -> None:
+        self.inner = conn
+        self._client = client
+        self._wire = wire
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            result = attr(*args, **kwargs)
+            return self._settled(result) if inspect.isawaitable(result) else result
+
+        return call
+
+    async def _settled(self, answer: Any) -> Any:
+        try:
+            return await answer
+        finally:
+            received = sum(m.get("method") == "session/update" for m in self._wire.incoming)
+            await wait_until(lambda: self._client.handled >= received, "updates handled")
+
+
 class Wire:
     """Every raw message the client received, in order (an SDK stream observer)."""
 
@@ -171,6 +208,7 @@ async def acp_server(
     wire = Wire()
     command = server_command()
     stderr = _log_file(tmp_path / f"server-stderr-{os.urandom(3).hex()}.log")
+    closing = False
     try:
         async with spawn_agent_process(
             client,
@@ -183,11 +221,19 @@ async def acp_server(
         ) as (conn, process):
             if initialize:
                 await asyncio.wait_for(conn.initialize(protocol_version=1), WAIT)
+            if not MESSAGE_TRANSPORT:
+                conn = SettlingConnection(conn, client, wire)
             try:
                 yield conn, process, client, wire
             finally:
                 if client.held is not None and not client.held.done():
                     client.held.set_result("reject_once")
+            closing = True
+    except ConnectionResetError:
+        # SDK 0.11's client re-raises, when it closes, a write that failed because the
+        # test killed the server; 0.12 does not. Anything else still fails the test.
+        if not closing:
+            raise
     finally:
         stderr.close()
 

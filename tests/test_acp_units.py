@@ -36,7 +36,7 @@ from iac_kernel.events import (
 )
 from iac_kernel.sessions.manager import SessionManager
 from iac_kernel.sessions.store import SessionMeta
-from test_acp_support import MAIN_SCRIPT, RecordingClient
+from test_acp_support import MAIN_SCRIPT, RecordingClient, wait_until
 
 
 @pytest.mark.parametrize(
@@ -196,7 +196,8 @@ async def test_serve_works_over_a_socket_pair(workspace, monkeypatch):
         sid = (await conn.new_session(cwd=str(workspace))).session_id
         answer = await conn.prompt(session_id=sid, prompt=[text_block("hello")])
         assert answer.stop_reason == "end_turn"
-        assert client.text(sid) == "Hello from the script."
+        # SDK 0.11's client may handle the updates just after the answer.
+        await wait_until(lambda: client.text(sid) == "Hello from the script.", "the text")
     finally:
         await conn.close()
         client_writer.close()

@@ -91,6 +91,17 @@ def test_wheel_builds_without_npm_and_says_how_to_get_the_extension(
     assert any(n.endswith("etc/jupyter/jupyter_server_config.d/iac_kernel.json") for n in names)
     assert not any(SHARE in n for n in names)  # no half-installed extension folder
     assert src.is_dir()
+    # The Jupyter AI persona: its module, its avatar, its entry point and extra.
+    assert "iac_kernel/persona/jupyter_ai.py" in names
+    assert "iac_kernel/kernel/resources/logo-svg.svg" in names
+    with zipfile.ZipFile(wheel) as archive:
+        info = {n.rsplit("/", 1)[-1]: n for n in names if ".dist-info/" in n}
+        points = archive.read(info["entry_points.txt"]).decode()
+        metadata = archive.read(info["METADATA"]).decode()
+    assert "[jupyter_ai.personas]" in points
+    assert "iac-agent = iac_kernel.persona.jupyter_ai:IacAgentPersona" in points
+    assert "Provides-Extra: jupyter-ai" in metadata
+    assert "jupyter-ai-acp-client" in metadata
 
 
 def test_editable_install_builds_without_npm(tmp_path: Path, no_npm: dict[str, str]) -> None:

@@ -16,7 +16,9 @@ import iac_kernel
 
 PACKAGE = Path(iac_kernel.__file__).parent
 OTHERS = ("pydantic", "pydantic_core", "acp", "ipykernel", "jupyter_client", "jupyter_server",
-          "anthropic", "openai", "mcp", "traitlets", "comm", "ipywidgets", "hcl2")  # fmt: skip
+          "anthropic", "openai", "mcp", "traitlets", "comm", "ipywidgets", "hcl2",
+          "jupyter_ai", "jupyter_ai_acp_client", "jupyter_ai_persona_manager",
+          "jupyterlab_chat")  # fmt: skip
 
 
 def _private_uses(source: str) -> list[str]:

@@ -33,6 +33,7 @@ from acp.utils import serialize_params
 
 from iac_kernel import __version__
 from iac_kernel.acp.runtime import EndpointInfo
+from iac_kernel.acp.sdk_connection import connect
 from iac_kernel.acp.transport import READ_LIMIT, LineTransport
 from iac_kernel.acp.updates import failed_update
 
@@ -113,7 +114,7 @@ class RemoteSession:
         transport.on_eof = self._lost
         # A fresh context: the receive loop must not inherit the editor request's
         # context (its after_answer work belongs to the editor's connection).
-        self.conn = contextvars.Context().run(Connection, self._from_kernel, transport)
+        self.conn = contextvars.Context().run(connect, self._from_kernel, transport)
         await self.conn.send_request(
             "initialize",
             {

@@ -12,13 +12,13 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from acp.connection import Connection
 from pydantic import BaseModel
 
 from iac_kernel.acp import early
 from iac_kernel.acp.agent import IacAgent
 from iac_kernel.acp.channel import ClientChannel
 from iac_kernel.acp.routes import Dispatcher
+from iac_kernel.acp.sdk_connection import connect
 from iac_kernel.acp.transport import LineTransport, Writer
 from iac_kernel.agent.session import AgentSession
 from iac_kernel.sessions.manager import SessionManager
@@ -49,7 +49,7 @@ async def serve(
     """
     agent = IacAgent(manager)
     dispatcher = Dispatcher(agent)
-    conn = Connection(dispatcher, LineTransport(reader, writer), listening=False)
+    conn = connect(dispatcher, LineTransport(reader, writer), listening=False)
     agent.attach(ClientChannel(conn))
     replay: asyncio.TimerHandle | None = None
     answers = []

@@ -128,10 +128,22 @@ def spec_from_entry(name: Any, entry: dict[str, Any], cwd: str | None, origin: s
 def from_acp(servers: Any, cwd: str | None) -> list[ServerSpec]:
     """Specs from ACP ``mcpServers`` (``None`` = none). Raises McpConfigError."""
     specs = [
-        spec_from_entry(_as_dict(s).get("name"), _as_dict(s), cwd, "acp") for s in servers or []
+        spec_from_entry(acp_server_name(_as_dict(s).get("name")), _as_dict(s), cwd, "acp")
+        for s in servers or []
     ]
     _check_unique(specs)
     return specs
+
+
+def acp_server_name(name: Any) -> Any:
+    """An ACP server's name (a display name: Jupyter AI sends "Jupyter MCP Server") as a
+    name for tool names: each run of other characters becomes ``_``."""
+    if not isinstance(name, str):
+        return name
+    return _NAME_RUN.sub("_", name).strip("_.-")[:48]
+
+
+_NAME_RUN = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 def from_project_file(folder: str | Path) -> list[ServerSpec]:
