@@ -17,12 +17,17 @@ printed by ``output -raw`` or ``cat`` carries no mark at all.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from iac_kernel.masking.encodings import forms
+from iac_kernel.masking.values import ValueMasker
+
 MASK = "(sensitive)"
-#: Shorter values ("on", "80", "yes") are too likely to occur by chance to be replaced.
+#: Values shorter than this ("on", "80") are masked only as whole tokens or JSON strings
+#: (iac_kernel.masking.values); they are still collected.
 MIN_LENGTH = 4
 _TRIVIAL = {"true", "false", "null", "none", "string", "number", "bool"}
 
@@ -47,8 +52,8 @@ def leaves(value: Any, depth: int = 0) -> Iterator[str]:
 
 
 def keep(values: Iterable[str]) -> set[str]:
-    """The values worth masking (long enough, not a keyword)."""
-    return {v for v in values if len(v.strip()) >= MIN_LENGTH and v.lower() not in _TRIVIAL}
+    """The values worth masking (not blank, not a keyword)."""
+    return {v for v in values if v.strip() and v.lower() not in _TRIVIAL}
 
 
 def masked_leaves(value: Any, mask: Any) -> Iterator[str]:
@@ -202,24 +207,21 @@ def _json_documents(text: str) -> Iterator[Any]:
 
 
 def variants(value: str) -> set[str]:
-    """The ways a value prints: as is, JSON-escaped, and each line of a multi-line value."""
-    out = {value, json.dumps(value)[1:-1]}
-    if "\n" in value:
-        out |= {line for line in value.splitlines() if len(line.strip()) >= 8}
-    return {v for v in out if v}
+    """The ways a value prints (:func:`iac_kernel.masking.encodings.forms`)."""
+    return forms(value)
+
+
+@functools.lru_cache(maxsize=32)
+def _masker(values: frozenset[str]) -> ValueMasker:
+    return ValueMasker(values, MASK)
 
 
 def mask_text(text: str, values: Iterable[str]) -> str:
-    """``text`` with every sensitive value replaced by :data:`MASK` (longest first)."""
+    """``text`` with every sensitive value, in every form it prints in, replaced by
+    :data:`MASK` (short values only as whole tokens, see :mod:`iac_kernel.masking.values`)."""
     if not text:
         return text
-    expanded: set[str] = set()
-    for value in values:
-        expanded |= variants(value)
-    for value in sorted(expanded, key=len, reverse=True):
-        if value in text:
-            text = text.replace(value, MASK)
-    return text
+    return _masker(frozenset(values)).sub(text)
 
 
 def mask_value(value: Any, values: Iterable[str]) -> Any:
@@ -241,8 +243,11 @@ def mask_value(value: Any, values: Iterable[str]) -> Any:
 class StreamMasker:
     """Masks a stream of chunks: holds back a tail that could be the start of a value.
 
-    With ``hold_all`` nothing is released until :meth:`flush`, which also masks the
-    values of any Terraform JSON the whole text holds (a remote ``state pull``).
+    ``refresh`` (if given) returns the values known *now*; it is asked before each chunk
+    is released, so a value a running call creates (a state it writes) is masked in the
+    call's own live output. With ``hold_all`` nothing is released until :meth:`flush`,
+    which also masks the values of any Terraform JSON the whole text holds (a remote
+    ``state pull``).
     """
 
     def __init__(
@@ -250,26 +255,32 @@ class StreamMasker:
         values: Iterable[str],
         hold_all: bool = False,
         on_found: Callable[[set[str]], None] | None = None,
+        refresh: Callable[[], Iterable[str]] | None = None,
     ):
         #: Called at :meth:`flush` with the values found in the held text, so that the
         #: call's final result (perhaps cut to its head and tail) masks them too.
         self.on_found = on_found
-        self.values: set[str] = set()
-        for value in values:
-            self.values |= variants(value)
+        self.refresh = refresh
+        self.values: frozenset[str] = frozenset(values)
         self.hold_all = hold_all
-        self.hold = max((len(v) for v in self.values), default=1) - 1
         self.pending = ""
+
+    def _current(self) -> ValueMasker:
+        if self.refresh is not None:
+            self.values = self.values | frozenset(self.refresh())
+        return _masker(self.values)
 
     def feed(self, chunk: str) -> str:
         if self.hold_all:
             self.pending += chunk
             return ""
-        text = mask_text(self.pending + chunk, self.values)
-        if self.hold <= 0:
+        masker = self._current()
+        text = masker.sub(self.pending + chunk)
+        hold = masker.longest - 1
+        if hold <= 0:
             self.pending = ""
             return text
-        cut = max(len(text) - self.hold, 0)
+        cut = max(len(text) - hold, 0)
         # Never cut inside a mask we just wrote.
         inside = text.rfind(MASK, 0, cut + len(MASK) - 1)
         if 0 <= inside < cut < inside + len(MASK):
@@ -282,4 +293,5 @@ class StreamMasker:
         extra = values_in_text(text) if self.hold_all else set()
         if extra and self.on_found is not None:
             self.on_found(extra)
-        return mask_text(text, self.values | extra)
+        masker = self._current()
+        return mask_text(masker.sub(text), extra) if extra else masker.sub(text)

@@ -1,11 +1,12 @@
 """The sensitive values of one working directory, cached by file modification time.
 
-Scanned under the session's cwd: state files (``*.tfstate``, ``*.tfstate.backup``,
-``terraform.tfstate.d/*``), plan files (zip archives holding a ``tfplan``: their embedded
-prior state, and ``show -json`` when terraform or tofu is installed), ``*.tf`` variables
-declared ``sensitive = true`` with their defaults and the values ``*.tfvars`` /
-``*.tfvars.json`` / ``TF_VAR_*`` give them. Tools that already hold a plan's
-``show -json`` register its values with :func:`remember`.
+Scanned under the session's cwd: every state file (any name holding ``.tfstate``:
+backups, ``terraform.tfstate.<unix>.backup``, ``terraform.tfstate.d/*``), the state files
+backends name (``backend "local" { path }``, ``.terraform/terraform.tfstate``), plan files
+(zip archives holding a ``tfplan``: their embedded prior state, and ``show -json`` when
+terraform or tofu is installed), and the configuration (:mod:`.config_scan`). A scan that
+reaches :data:`MAX_ENTRIES` or :data:`MAX_DEPTH` says so (:func:`limit_note`). Tools that
+already hold a plan's ``show -json`` register its values with :func:`remember`.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+from iac_kernel.terraform import config_scan
 from iac_kernel.terraform.cli import TerraformError, find_program, show_json_sync
-from iac_kernel.terraform.sensitive import keep, leaves, values_from_show, values_from_state
+from iac_kernel.terraform.sensitive import keep, values_from_show, values_from_state
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +38,9 @@ SKIP_DIRS = {
     ".mypy_cache",
     ".ruff_cache",
 }
-MAX_ENTRIES = 20_000
-MAX_DEPTH = 8
+#: The scan stops here and says so (:meth:`WorkspaceIndex.limit_note`), never silently.
+MAX_ENTRIES = 500_000
+MAX_DEPTH = 64
 MAX_PLAN_BYTES = 64 * 1024 * 1024
 
 
@@ -79,63 +82,17 @@ def plan_file_values(path: Path) -> set[str]:
     return found
 
 
-def _unquote(value: Any) -> Any:
-    """python-hcl2 8 keeps the quotes of string literals."""
-    if isinstance(value, str) and len(value) >= 2 and value[0] == value[-1] == '"':
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError:
-            return value[1:-1]
-    if isinstance(value, dict):
-        return {k: _unquote(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_unquote(v) for v in value]
-    return value
-
-
-def config_values(directory: Path, tf_files: list[Path], var_files: list[Path]) -> set[str]:
-    """Values of the variables ``*.tf`` in ``directory`` declare sensitive."""
-    import hcl2
-
-    names: set[str] = set()
-    found: list[str] = []
-    for path in tf_files:
-        try:
-            text = path.read_text(errors="replace")
-            if "sensitive" not in text:  # parsing is slow; most files declare nothing
-                continue
-            doc = hcl2.loads(text)
-        except Exception:  # a file python-hcl2 cannot parse is skipped, not fatal
-            continue
-        for block in doc.get("variable") or []:
-            for name, body in block.items():
-                if isinstance(body, dict) and body.get("sensitive") in (True, "true"):
-                    names.add(name.strip('"'))
-                    found += leaves(_unquote(body.get("default")))
-    if not names:
-        return set()
-    for path in var_files:
-        try:
-            text = path.read_text(errors="replace")
-            doc = json.loads(text) if path.name.endswith(".json") else _unquote(hcl2.loads(text))
-        except Exception:
-            continue
-        for name in names:
-            if isinstance(doc, dict) and name in doc:
-                found += leaves(doc[name])
-    for name in names:
-        if f"TF_VAR_{name}" in os.environ:
-            found.append(os.environ[f"TF_VAR_{name}"])
-    return keep(found)
-
-
 class WorkspaceIndex:
     """Sensitive values under one directory; files re-read only when they change."""
 
     def __init__(self, root: Path):
         self.root = root
         self._files: dict[Path, tuple[int, int, frozenset[str]]] = {}
-        self._dirs: dict[Path, tuple[tuple[Any, ...], frozenset[str]]] = {}
+        self._config_cache: tuple[Any, frozenset[str], list[Path], frozenset[str]] | None = None
+        #: Whether the last scan hit :data:`MAX_ENTRIES` or :data:`MAX_DEPTH`.
+        self.limited = False
+        #: Variables the configuration declares sensitive (their ``-var`` values are masked).
+        self.names: frozenset[str] = frozenset()
         self._remembered: dict[str, frozenset[str]] = {}
         self._lock = threading.Lock()
 
@@ -149,17 +106,40 @@ class WorkspaceIndex:
             found: set[str] = set()
             for values in self._remembered.values():
                 found |= values
-            for path, kind in self._scan():
-                found |= self._file_values(path, kind)
-            found |= self._config_values()
+            hits, tf_files, var_files = self._scan()
+            config, backends, self.names = self._config(tf_files, var_files)
+            found |= config
+            for path in backends:
+                hits.append((path, "state"))
+            for path, kind in hits:
+                if kind == "backend":
+                    states, secrets = config_scan.backend_cache(path)
+                    found |= keep(secrets)
+                    hits += [(state, "state") for state in states]
+                else:
+                    found |= self._file_values(path, kind)
             return frozenset(found)
 
-    def _scan(self) -> list[tuple[Path, str]]:
+    def limit_note(self) -> str:
+        """What the last scan left out (empty when it read everything)."""
+        if not self.limited:
+            return ""
+        return (
+            f"[sensitive-value scan stopped at {MAX_ENTRIES} workspace entries or depth "
+            f"{MAX_DEPTH}: values in files beyond are not known and not masked]"
+        )
+
+    def _scan(self) -> tuple[list[tuple[Path, str]], list[Path], list[Path]]:
         hits: list[tuple[Path, str]] = []
-        self._tf_dirs: dict[Path, tuple[list[Path], list[Path]]] = {}
+        tf_files: list[Path] = []
+        var_files: list[Path] = []
+        self.limited = False
         seen = 0
         stack = [(self.root, 0)]
-        while stack and seen < MAX_ENTRIES:
+        while stack:
+            if seen >= MAX_ENTRIES:
+                self.limited = True
+                break
             directory, depth = stack.pop()
             try:
                 entries = list(os.scandir(directory))
@@ -170,23 +150,31 @@ class WorkspaceIndex:
                 name = entry.name
                 try:
                     if entry.is_dir(follow_symlinks=False):
-                        if name not in SKIP_DIRS and depth < MAX_DEPTH:
+                        if name == ".terraform":
+                            cache = Path(entry.path) / "terraform.tfstate"
+                            if cache.is_file():
+                                hits.append((cache, "backend"))
+                        elif name in SKIP_DIRS:
+                            pass
+                        elif depth < MAX_DEPTH:
                             stack.append((Path(entry.path), depth + 1))
+                        else:
+                            self.limited = True
                         continue
                     if not entry.is_file():
                         continue
                 except OSError:
                     continue
                 path = Path(entry.path)
-                if name.endswith((".tfstate", ".tfstate.backup")):
+                if ".tfstate" in name:  # .tfstate, .tfstate.backup, .tfstate.<unix>.backup
                     hits.append((path, "state"))
-                elif name.endswith(".tf"):
-                    self._tf_dirs.setdefault(path.parent, ([], []))[0].append(path)
+                elif name.endswith((".tf", ".tf.json")):
+                    tf_files.append(path)
                 elif name.endswith((".tfvars", ".tfvars.json")):
-                    self._tf_dirs.setdefault(path.parent, ([], []))[1].append(path)
+                    var_files.append(path)
                 elif _plan_candidate(name):
                     hits.append((path, "plan?"))
-        return hits
+        return hits, tf_files, var_files
 
     def _file_values(self, path: Path, kind: str) -> frozenset[str]:
         try:
@@ -200,7 +188,7 @@ class WorkspaceIndex:
         if kind == "state":
             try:
                 values = values_from_state(json.loads(path.read_text(errors="replace") or "{}"))
-            except (OSError, json.JSONDecodeError, AttributeError):
+            except (OSError, ValueError, AttributeError):
                 values = set()
         elif stat.st_size <= MAX_PLAN_BYTES and is_plan_file(path):
             values = plan_file_values(path)
@@ -208,24 +196,24 @@ class WorkspaceIndex:
         self._files[path] = (stat.st_mtime_ns, stat.st_size, result)
         return result
 
-    def _config_values(self) -> set[str]:
-        found: set[str] = set()
-        env_key = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("TF_VAR_")))
-        for directory, (tf_files, var_files) in getattr(self, "_tf_dirs", {}).items():
-            parts: list[Any] = [env_key]
-            for path in sorted(tf_files + var_files):
-                try:
-                    stat = path.stat()
-                except OSError:
-                    continue
-                parts.append((str(path), stat.st_mtime_ns, stat.st_size))
-            key = tuple(parts)
-            cached = self._dirs.get(directory)
-            if cached is None or cached[0] != key:
-                cached = (key, frozenset(config_values(directory, tf_files, var_files)))
-                self._dirs[directory] = cached
-            found |= cached[1]
-        return found
+    def _config(
+        self, tf_files: list[Path], var_files: list[Path]
+    ) -> tuple[frozenset[str], list[Path], frozenset[str]]:
+        """The configuration's values, re-read only when a file or ``TF_VAR_*`` changed."""
+        parts: list[Any] = [
+            tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("TF_VAR_")))
+        ]
+        for path in sorted(tf_files) + sorted(var_files):
+            try:
+                stat = path.stat()
+            except OSError:
+                continue
+            parts.append((str(path), stat.st_mtime_ns, stat.st_size))
+        key = tuple(parts)
+        if self._config_cache is None or self._config_cache[0] != key:
+            values, states, names = config_scan.config_values(tf_files, var_files)
+            self._config_cache = (key, frozenset(values), states, frozenset(names))
+        return self._config_cache[1], list(self._config_cache[2]), self._config_cache[3]
 
 
 _INDEXES: dict[Path, WorkspaceIndex] = {}
@@ -248,3 +236,13 @@ def sensitive_values(cwd: Path) -> frozenset[str]:
 
 def remember(cwd: Path, key: str, values: set[str]) -> None:
     index_for(cwd).remember(key, values)
+
+
+def limit_note(cwd: Path) -> str:
+    """What the workspace's last scan left out, for cards and questions ("" if nothing)."""
+    return index_for(cwd).limit_note()
+
+
+def sensitive_names(cwd: Path) -> frozenset[str]:
+    """Variables the workspace's configuration declares sensitive (as of the last scan)."""
+    return index_for(cwd).names
