@@ -34,6 +34,7 @@ from iac_kernel.redact import redact
 from iac_kernel.redact import redact_value as _redact_value
 from iac_kernel.textsafe import readable, readable_value
 from iac_kernel.tools.base import Tool, ToolContext, ToolError, ToolResult
+from iac_kernel.tools.tf_questions import mask_question, mask_shown
 from iac_kernel.tools.tf_results import after_tool_call, live_masker, mask_diff
 
 log = logging.getLogger(__name__)
@@ -101,7 +102,7 @@ class ToolCalls:
                 call.name,
                 readable(call.title),
                 _kind(call.tool),
-                readable_value(_redact_value(call.input)),
+                readable_value(await asyncio.to_thread(mask_shown, call.input, self.cwd)),
                 [readable(p) for p in locations],
                 mask_diff(shown_diff(diff), self.cwd),
             ),
@@ -150,6 +151,7 @@ class ToolCalls:
             call.call_id,
             masker=_safe(lambda: live_masker(call.name, call.input, self.cwd), None),
         )
+        ask = _masking(ask, self.cwd)
         ctx = self._context(ask, lambda text: pump.push(readable(text)))
         # Exec-time approvals of guarded programs (issue 11), decided by the gate.
         ctx.ask_exec = self.gate.exec_asker(call.call_id, call.name, ask)
@@ -231,6 +233,18 @@ class ToolCalls:
         for call in calls.values():
             if not call.finished:
                 await self._finish(emit, call, ToolResult(text, is_error=True), False)
+
+
+def _masking(ask: AskPermission | None, cwd: Path) -> AskPermission | None:
+    """``ask`` showing every question masked with the values known when it goes out (a
+    value the running call just created included)."""
+    if ask is None:
+        return None
+
+    async def masked_ask(request: PermissionRequest) -> str:
+        return await ask(await asyncio.to_thread(mask_question, request, cwd))
+
+    return masked_ask
 
 
 def _kind(tool: Tool | None) -> str:

@@ -226,15 +226,19 @@ def mask_text(text: str, values: Iterable[str]) -> str:
 
 def mask_value(value: Any, values: Iterable[str]) -> Any:
     """``value`` (strings at any depth, dict keys too) with sensitive values masked."""
-    values = list(values)
+    values = frozenset(values)
     if not values:
         return value
+    return _mask_tree(value, _masker(values), values)
+
+
+def _mask_tree(value: Any, masker: ValueMasker, values: frozenset[str]) -> Any:
     if isinstance(value, str):
-        return mask_text(value, values)
+        return masker.sub(value)
     if isinstance(value, dict):
-        return {mask_text(str(k), values): mask_value(v, values) for k, v in value.items()}
+        return {masker.sub(str(k)): _mask_tree(v, masker, values) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [mask_value(v, values) for v in value]
+        return [_mask_tree(v, masker, values) for v in value]
     if isinstance(value, int | float) and not isinstance(value, bool):
         return MASK if str(value) in values else value
     return value

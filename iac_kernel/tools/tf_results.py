@@ -36,7 +36,7 @@ from iac_kernel.terraform.sensitive import (
     values_in_text,
 )
 from iac_kernel.terraform.summary import model_text
-from iac_kernel.terraform.workspace import remember, sensitive_values
+from iac_kernel.terraform.workspace import limit_note, remember, sensitive_values
 from iac_kernel.tools.base import ToolResult
 from iac_kernel.tools.tf_plans import record_plan
 
@@ -81,7 +81,9 @@ def live_masker(name: str, args: dict[str, Any], cwd: Path) -> StreamMasker | No
     def found(values: set[str]) -> None:  # the final, maybe cut, result masks them too
         remember(cwd, f"printed:{hash(frozenset(values))}", values)
 
-    return StreamMasker(sensitive_values(cwd), hold_all=hold, on_found=found)
+    return StreamMasker(
+        sensitive_values(cwd), hold_all=hold, on_found=found, refresh=lambda: sensitive_values(cwd)
+    )
 
 
 def mask_diff(diff: Any, cwd: Path) -> Any:
@@ -121,6 +123,9 @@ async def after_tool_call(
         result.content = f"{note}\n{result.content}"
         raw = result.raw_output if isinstance(result.raw_output, dict) else {}
         result.raw_output = {**raw, "terraform_state": {"masked": count}}
+    note = limit_note(cwd)
+    if note and name in STREAMING_TOOLS | {"read_file", "grep"}:
+        result.content = f"{note}\n{result.content}"
     result.raw_output = mask_value(result.raw_output, values)
     if isinstance(full, str):
         result.full_output = mask_text(full, values)  # type: ignore[attr-defined]
