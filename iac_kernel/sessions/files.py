@@ -1,5 +1,8 @@
 """Private files for the session store: folders 0700, files 0600 whatever the umask;
 all-or-nothing appends; atomic replacement. No file descriptor outlives a call.
+
+Nothing here follows a symbolic link: a log, index or metadata file replaced by a link
+(to a file outside the store) is refused with :class:`StoreLinkError`, read or written.
 """
 
 from __future__ import annotations
@@ -21,6 +24,20 @@ class StoreOpenError(OSError):
     """The OS refused to open a store file (too many open files, permissions, ...)."""
 
 
+class StoreLinkError(StoreOpenError):
+    """A store file or folder is a symbolic link: refused, nothing read or written."""
+
+    def __init__(self, path: Path):
+        super().__init__(
+            errno.ELOOP, f"refusing to follow a symbolic link in the session store: {path}"
+        )
+
+
+def _refuse_link(path: Path) -> None:
+    if path.is_symlink():
+        raise StoreLinkError(path)
+
+
 def describe(exc: OSError) -> str:
     """``[Errno 24] Too many open files (EMFILE)`` style text for an OS error."""
     name = errno.errorcode.get(exc.errno or 0, "")
@@ -29,7 +46,8 @@ def describe(exc: OSError) -> str:
 
 
 def private_dir(path: Path) -> Path:
-    """Create ``path`` (and parents) and make it 0700."""
+    """Create ``path`` (and parents) and make it 0700; a link there is refused."""
+    _refuse_link(path)
     path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
     if path.stat().st_mode & 0o777 != DIR_MODE:
         os.chmod(path, DIR_MODE)
@@ -37,12 +55,15 @@ def private_dir(path: Path) -> Path:
 
 
 def open_fd(path: Path, flags: int) -> int:
-    """``os.open`` with mode 0600 (forced, the umask may have taken bits away)."""
+    """``os.open`` with mode 0600 (forced, the umask may have taken bits away), never
+    through a symbolic link (:class:`StoreLinkError`)."""
     try:
-        fd = os.open(path, flags | os.O_CLOEXEC, FILE_MODE)
+        fd = os.open(path, flags | os.O_CLOEXEC | os.O_NOFOLLOW, FILE_MODE)
     except FileNotFoundError:
         raise
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise StoreLinkError(path) from None
         if exc.errno in (errno.EMFILE, errno.ENFILE):
             raise StoreOpenError(
                 exc.errno, f"cannot open {path.name}: {describe(exc)}; close some sessions"
@@ -53,6 +74,18 @@ def open_fd(path: Path, flags: int) -> int:
             if os.fstat(fd).st_mode & 0o777 != FILE_MODE:
                 os.fchmod(fd, FILE_MODE)
     return fd
+
+
+def read(path: Path) -> bytes:
+    """The whole file, never through a symbolic link."""
+    fd = open_fd(path, os.O_RDONLY)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def create_file(path: Path, data: bytes = b"") -> None:
@@ -93,6 +126,7 @@ def append(path: Path, data: bytes, *, sync: bool = True) -> int:
 
 def replace(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` atomically (temp file, fsync, rename, fsync dir)."""
+    _refuse_link(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with contextlib.suppress(FileNotFoundError):
         tmp.unlink()

@@ -99,7 +99,7 @@ class SessionStore:
         found = []
         for path in self.root.glob("*.json"):
             try:
-                found.append(SessionMeta.from_dict(json.loads(path.read_bytes())))
+                found.append(SessionMeta.from_dict(json.loads(files.read(path))))
             except (OSError, ValueError, TypeError):
                 continue
         return found
@@ -133,7 +133,7 @@ class SessionStore:
     def remove(self, session_id: str) -> None:
         """Delete a session's files (used to undo a create that could not finish)."""
         with contextlib.suppress(OSError, ValueError, SessionNotFoundError):
-            cwd = json.loads(self._path(session_id, ".json").read_bytes())["cwd"]
+            cwd = json.loads(files.read(self._path(session_id, ".json")))["cwd"]
             self.index.drop(cwd, session_id)
         for suffix in (".json", ".jsonl", ".lock"):
             with contextlib.suppress(OSError):
@@ -142,7 +142,7 @@ class SessionStore:
     def read_meta(self, session_id: str) -> SessionMeta:
         path = self._path(session_id, ".json")
         try:
-            data = json.loads(path.read_bytes())
+            data = json.loads(files.read(path))
         except FileNotFoundError:
             raise SessionNotFoundError(session_id) from None
         except (json.JSONDecodeError, UnicodeDecodeError):
@@ -211,9 +211,11 @@ class SessionStore:
 
     def _scan(self, session_id: str) -> records.LogScan:
         try:
-            data = self._path(session_id, ".jsonl").read_bytes()
+            data = files.read(self._path(session_id, ".jsonl"))
         except FileNotFoundError:
             data = b""
+        except StoreOpenError:
+            raise
         except OSError as exc:
             raise StoreOpenError(
                 exc.errno, f"cannot read session {session_id}: {files.describe(exc)}"
