@@ -10,6 +10,7 @@ path; :mod:`.sensitive` masks them again by value wherever else they appear.
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,6 +24,12 @@ UNKNOWN = "(known after apply)"
 ACTIONS = ("delete", "replace", "create", "update", "read", "forget", "no-op")
 #: Attribute changes kept per resource (a huge resource keeps the first ones).
 MAX_CHANGES = 200
+#: Rows of changing resources in :meth:`Plan.to_dict` (cards, ``_meta``, the store).
+ROWS_SHOWN = 500
+#: What :meth:`Plan.to_dict` may weigh as JSON: the ACP update of a plan call carries it
+#: twice (``rawOutput`` and ``_meta``) and must stay under 256 KB.
+DICT_BYTES = 96 * 1024
+MAX_GROUPS = 200
 _MAX_DEPTH = 12
 REASONS = {
     "replace_because_cannot_update": "an attribute that cannot be updated changed",
@@ -134,15 +141,46 @@ class Plan:
                 return item
         return None
 
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        for key, items in (("resources", self.resources), ("drift", self.drift)):
-            for shown, item in zip(data[key], items, strict=True):
-                shown["why"] = reason_text(item)  # the reason in words, for renderers
+    def to_dict(self, max_rows: int | None = ROWS_SHOWN) -> dict[str, Any]:
+        """The plan as data for cards, ``_meta`` and the store. With ``max_rows`` (the
+        default) it stays under :data:`DICT_BYTES` whatever the plan's size: the changing
+        resources (deletes and replaces first) up to ``max_rows``, fewer if their attribute
+        changes are large, with ``groups`` (counts by action and type) for all of them and
+        ``rows_total`` / ``truncated``; the rest is one ``terraform_plan_detail`` away.
+        ``max_rows=None`` keeps every resource, no-ops included."""
+        rows = self.resources if max_rows is None else self.changed[:max_rows]
+        drift = self.drift if max_rows is None else self.drift[:max_rows]
+        data: dict[str, Any] = {
+            "file": asdict(self.file) if self.file is not None else None,
+            "program": self.program,
+            "version": self.version,
+            "refresh_only": self.refresh_only,
+            "counts": dict(self.counts),
+            "resources": [_resource_dict(r) for r in rows],
+            "outputs": [asdict(o) for o in self.outputs[: max_rows or None]],
+            "drift": [_resource_dict(r) for r in drift],
+            "errored": self.errored,
+            "applyable": self.applyable,
+            "errors": list(self.errors[:20] if max_rows else self.errors),
+            "checks": list(self.checks[: max_rows or None]),
+            "checks_note": self.checks_note,
+        }
         if self.file is not None:
             data["file"]["short_hash"] = self.file.short_hash
             data["file"]["time"] = self.file.time
         data["summary"] = summary_line(self)
+        if max_rows is None:
+            return data
+        data["groups"] = groups_of(self.changed)
+        data["rows_total"] = len(self.changed)
+        data["drift_total"] = len(self.drift)
+        _fit(data, DICT_BYTES)
+        data["truncated"] = (
+            len(data["resources"]) < data["rows_total"]
+            or len(data["drift"]) < data["drift_total"]
+            or len(data["outputs"]) < len(self.outputs)
+            or len(data["checks"]) < len(self.checks)
+        )
         return data
 
     @classmethod
@@ -167,9 +205,45 @@ class Plan:
         )
 
 
+def _resource_dict(resource: ResourceChange) -> dict[str, Any]:
+    shown = asdict(resource)
+    shown["why"] = reason_text(resource)  # the reason in words, for renderers
+    return shown
+
+
+def groups_of(resources: list[ResourceChange]) -> list[dict[str, Any]]:
+    """Counts by action and resource type, in display order (deletes first)."""
+    counts: dict[tuple[str, str], int] = {}
+    for resource in resources:
+        key = (resource.action, resource.type)
+        counts[key] = counts.get(key, 0) + 1
+    order = {a: i for i, a in enumerate(ACTIONS)}
+    keys = sorted(counts, key=lambda k: (order.get(k[0], 99), k[1]))
+    return [{"action": a, "type": t, "count": counts[(a, t)]} for a, t in keys[:MAX_GROUPS]]
+
+
+def _fit(data: dict[str, Any], budget: int) -> None:
+    """Shrink ``data``'s lists until its JSON fits ``budget``: attribute changes per row
+    first (32, 8, 2, none), then the longest list by halves. A dozen encodings at most."""
+    encoder = json.JSONEncoder(ensure_ascii=False, default=str)
+    cap = 32
+    while len(encoder.encode(data)) > budget:
+        rows = [r for key in ("resources", "drift") for r in data[key] if len(r["changes"]) > cap]
+        if rows:
+            for row in rows:
+                row.setdefault("changes_total", len(row["changes"]))
+                row["changes"] = row["changes"][:cap]
+            cap //= 4
+            continue
+        longest = max(("resources", "drift", "outputs", "checks"), key=lambda k: len(data[k]))
+        if not data[longest]:
+            return
+        data[longest] = data[longest][: len(data[longest]) // 2]
+
+
 def _resource_from(data: dict[str, Any]) -> ResourceChange:
     changes = [AttributeChange(**c) for c in data.get("changes") or []]
-    fields = {k: v for k, v in data.items() if k != "why"}
+    fields = {k: v for k, v in data.items() if k not in ("why", "changes_total")}
     return ResourceChange(**{**fields, "changes": changes})
 
 

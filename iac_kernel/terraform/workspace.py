@@ -101,6 +101,16 @@ class WorkspaceIndex:
         with self._lock:
             self._remembered[key] = frozenset(values)
 
+    def known_file(self, path: Path, values: set[str]) -> None:
+        """A plan file whose ``show -json`` a tool already read: the scan takes these
+        values while the file is unchanged instead of running ``show -json`` again."""
+        try:
+            stat = path.stat()
+        except OSError:
+            return
+        with self._lock:
+            self._files[path] = (stat.st_mtime_ns, stat.st_size, frozenset(values))
+
     def values(self) -> frozenset[str]:
         with self._lock:
             found: set[str] = set()
@@ -236,6 +246,11 @@ def sensitive_values(cwd: Path) -> frozenset[str]:
 
 def remember(cwd: Path, key: str, values: set[str]) -> None:
     index_for(cwd).remember(key, values)
+
+
+def remember_plan_file(cwd: Path, path: Path, values: set[str]) -> None:
+    """``path``'s values come from a ``show -json`` already read (see ``known_file``)."""
+    index_for(cwd).known_file(Path(path).resolve(), values)
 
 
 def limit_note(cwd: Path) -> str:

@@ -17,7 +17,7 @@ from iac_kernel.terraform import cli, policy
 from iac_kernel.terraform.plan import Plan, PlanFile, parse_plan
 from iac_kernel.terraform.sensitive import mask_text, values_from_show
 from iac_kernel.terraform.summary import detail_text, model_text
-from iac_kernel.terraform.workspace import is_plan_file, remember
+from iac_kernel.terraform.workspace import is_plan_file, remember, remember_plan_file
 from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError, ToolResult
 from iac_kernel.tools.paths import resolve_path
 from iac_kernel.tools.validate import check
@@ -69,7 +69,9 @@ async def read_plan(
     )
     await policy.attach(plan, doc, workdir)
     sha = plan.file.sha256 if plan.file else ""
-    remember(cwd, f"plan:{_real(path)}:{sha}", values_from_show(doc))
+    values = values_from_show(doc)
+    remember(cwd, f"plan:{_real(path)}:{sha}", values)
+    remember_plan_file(cwd, path, values)
     record_plan(cwd, path, plan)
     return plan, doc
 

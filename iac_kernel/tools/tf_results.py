@@ -36,7 +36,12 @@ from iac_kernel.terraform.sensitive import (
     values_in_text,
 )
 from iac_kernel.terraform.summary import model_text
-from iac_kernel.terraform.workspace import limit_note, remember, sensitive_values
+from iac_kernel.terraform.workspace import (
+    limit_note,
+    remember,
+    remember_plan_file,
+    sensitive_values,
+)
 from iac_kernel.tools.base import ToolResult
 from iac_kernel.tools.tf_plans import record_plan
 
@@ -170,11 +175,9 @@ async def _pick_up_plans(command: str, cwd: Path, result: ToolResult) -> None:
             doc, PlanFile.of(target.path, shown), target.program, refresh_only=target.refresh_only
         )
         await policy.attach(plan, doc, target.workdir)
-        remember(
-            cwd,
-            f"plan:{target.path}:{plan.file.sha256 if plan.file else ''}",
-            values_from_show(doc),
-        )
+        values = values_from_show(doc)
+        remember(cwd, f"plan:{target.path}:{plan.file.sha256 if plan.file else ''}", values)
+        remember_plan_file(cwd, target.path, values)
         record_plan(cwd, target.path, plan)
         result.content = f"{result.content}\n\n{model_text(plan)}"
         raw = result.raw_output if isinstance(result.raw_output, dict) else {}
