@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 DIR_MODE = 0o700
@@ -86,6 +87,18 @@ def read(path: Path) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def read_lines(path: Path) -> Iterator[bytes]:
+    """The file's lines, read as they are used, never through a symbolic link. The file
+    is opened at once (errors raise here, not at the first line)."""
+    handle = os.fdopen(open_fd(path, os.O_RDONLY), "rb", buffering=1 << 20)
+
+    def lines() -> Iterator[bytes]:
+        with handle:
+            yield from handle
+
+    return lines()
 
 
 def create_file(path: Path, data: bytes = b"") -> None:

@@ -210,17 +210,16 @@ class SessionStore:
         return SessionWriter(self, meta, token)
 
     def _scan(self, session_id: str) -> records.LogScan:
-        try:
-            data = files.read(self._path(session_id, ".jsonl"))
+        try:  # line by line: a big log is never held whole
+            return records.scan(files.read_lines(self._path(session_id, ".jsonl")))
         except FileNotFoundError:
-            data = b""
+            return records.scan(b"")
         except StoreOpenError:
             raise
         except OSError as exc:
             raise StoreOpenError(
                 exc.errno, f"cannot read session {session_id}: {files.describe(exc)}"
             ) from None
-        return records.scan(data)
 
     def read(self, session_id: str) -> StoredSession:
         """Read a session without writing (for a non-owner's replay); the history is
