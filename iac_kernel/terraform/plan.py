@@ -30,6 +30,8 @@ ROWS_SHOWN = 500
 #: twice (``rawOutput`` and ``_meta``) and must stay under 256 KB.
 DICT_BYTES = 96 * 1024
 MAX_GROUPS = 200
+#: Longest attribute value in :meth:`Plan.to_dict` (the whole one: terraform_plan_detail).
+VALUE_CHARS = 1000
 _MAX_DEPTH = 12
 REASONS = {
     "replace_because_cannot_update": "an attribute that cannot be updated changed",
@@ -156,9 +158,9 @@ class Plan:
             "version": self.version,
             "refresh_only": self.refresh_only,
             "counts": dict(self.counts),
-            "resources": [_resource_dict(r) for r in rows],
+            "resources": [_resource_dict(r, max_rows is not None) for r in rows],
             "outputs": [asdict(o) for o in self.outputs[: max_rows or None]],
-            "drift": [_resource_dict(r) for r in drift],
+            "drift": [_resource_dict(r, max_rows is not None) for r in drift],
             "errored": self.errored,
             "applyable": self.applyable,
             "errors": list(self.errors[:20] if max_rows else self.errors),
@@ -205,10 +207,24 @@ class Plan:
         )
 
 
-def _resource_dict(resource: ResourceChange) -> dict[str, Any]:
+def _resource_dict(resource: ResourceChange, clip: bool = True) -> dict[str, Any]:
     shown = asdict(resource)
     shown["why"] = reason_text(resource)  # the reason in words, for renderers
+    if clip:
+        for change in shown["changes"]:
+            change["before"] = _clipped(change["before"])
+            change["after"] = _clipped(change["after"])
     return shown
+
+
+def _clipped(value: Any) -> Any:
+    """A value cut to :data:`VALUE_CHARS` (as its JSON text when it is not a string)."""
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    if len(text) <= VALUE_CHARS:
+        return value
+    return text[: VALUE_CHARS - 1] + "…"
 
 
 def groups_of(resources: list[ResourceChange]) -> list[dict[str, Any]]:
