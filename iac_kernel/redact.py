@@ -46,7 +46,11 @@ def redact(text: str, env: Mapping[str, str] | None = None) -> str:
     ``[REDACTED:NAME]``, and every credential-shaped part with ``[REDACTED:kind]``."""
     if not text:
         return text
-    for masker in _maskers(frozenset(secret_values(env).items())):
+    return _redact_with(text, _maskers(frozenset(secret_values(env).items())))
+
+
+def _redact_with(text: str, maskers: tuple[ValueMasker, ...]) -> str:
+    for masker in maskers:
         text = masker.sub(text)
     return mask_shapes(text)
 
@@ -68,10 +72,15 @@ def redact_diff(diff: _DiffLike, env: Mapping[str, str] | None = None) -> _DiffL
 
 def redact_value(value: Any, env: Mapping[str, str] | None = None) -> Any:
     """:func:`redact` applied to every string in nested dicts and lists."""
+    # The environment is read once, not once per string.
+    return _redact_tree(value, _maskers(frozenset(secret_values(env).items())))
+
+
+def _redact_tree(value: Any, maskers: tuple[ValueMasker, ...]) -> Any:
     if isinstance(value, str):
-        return redact(value, env)
+        return _redact_with(value, maskers) if value else value
     if isinstance(value, dict):
-        return {k: redact_value(v, env) for k, v in value.items()}
+        return {k: _redact_tree(v, maskers) for k, v in value.items()}
     if isinstance(value, list):
-        return [redact_value(v, env) for v in value]
+        return [_redact_tree(v, maskers) for v in value]
     return value

@@ -102,7 +102,7 @@ class ToolCalls:
                 call.name,
                 readable(call.title),
                 _kind(call.tool),
-                readable_value(await asyncio.to_thread(mask_shown, call.input, self.cwd)),
+                readable_value(mask_shown(call.input, self.cwd, fresh=False)),
                 [readable(p) for p in locations],
                 mask_diff(shown_diff(diff), self.cwd),
             ),
@@ -151,10 +151,13 @@ class ToolCalls:
             call.call_id,
             masker=_safe(lambda: live_masker(call.name, call.input, self.cwd), None),
         )
-        ask = _masking(ask, self.cwd)
-        ctx = self._context(ask, lambda text: pump.push(readable(text)))
+        # Questions go out masked: exec-time ones with a fresh scan (the running call may
+        # have created values), the one before the call with the values known so far.
+        running_ask = _masking(ask, self.cwd, fresh=True)
+        ask = _masking(ask, self.cwd, fresh=False)
+        ctx = self._context(running_ask, lambda text: pump.push(readable(text)))
         # Exec-time approvals of guarded programs (issue 11), decided by the gate.
-        ctx.ask_exec = self.gate.exec_asker(call.call_id, call.name, ask)
+        ctx.ask_exec = self.gate.exec_asker(call.call_id, call.name, running_ask)
         try:  # e.g. terraform_apply: the saved plan's bytes and summary, bound to the approval
             ctx.review = await call.tool.review(call.input, ctx)
         except asyncio.CancelledError:
@@ -235,14 +238,14 @@ class ToolCalls:
                 await self._finish(emit, call, ToolResult(text, is_error=True), False)
 
 
-def _masking(ask: AskPermission | None, cwd: Path) -> AskPermission | None:
-    """``ask`` showing every question masked with the values known when it goes out (a
-    value the running call just created included)."""
+def _masking(ask: AskPermission | None, cwd: Path, fresh: bool) -> AskPermission | None:
+    """``ask`` showing every question masked with the values known when it goes out
+    (with ``fresh``, after a new scan: a value the running call just created included)."""
     if ask is None:
         return None
 
     async def masked_ask(request: PermissionRequest) -> str:
-        return await ask(await asyncio.to_thread(mask_question, request, cwd))
+        return await ask(await asyncio.to_thread(mask_question, request, cwd, fresh))
 
     return masked_ask
 

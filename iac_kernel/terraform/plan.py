@@ -135,7 +135,9 @@ class Plan:
         """Resources that change, deletes and replaces first."""
         order = {a: i for i, a in enumerate(ACTIONS)}
         moving = [r for r in self.resources if r.action != "no-op"]
-        return sorted(moving, key=lambda r: (order.get(r.action, 99), r.address))
+        moving.sort(key=lambda r: r.address)
+        moving.sort(key=lambda r: order.get(r.action, 99))  # stable: addresses stay sorted
+        return moving
 
     def resource(self, address: str) -> ResourceChange | None:
         for item in (*self.resources, *self.drift):
@@ -150,7 +152,8 @@ class Plan:
         changes are large, with ``groups`` (counts by action and type) for all of them and
         ``rows_total`` / ``truncated``; the rest is one ``terraform_plan_detail`` away.
         ``max_rows=None`` keeps every resource, no-ops included."""
-        rows = self.resources if max_rows is None else self.changed[:max_rows]
+        changed = self.changed if max_rows is not None else []
+        rows = self.resources if max_rows is None else changed[:max_rows]
         drift = self.drift if max_rows is None else self.drift[:max_rows]
         data: dict[str, Any] = {
             "file": asdict(self.file) if self.file is not None else None,
@@ -173,8 +176,8 @@ class Plan:
         data["summary"] = summary_line(self)
         if max_rows is None:
             return data
-        data["groups"] = groups_of(self.changed)
-        data["rows_total"] = len(self.changed)
+        data["groups"] = groups_of(changed)
+        data["rows_total"] = len(changed)
         data["drift_total"] = len(self.drift)
         _fit(data, DICT_BYTES)
         data["truncated"] = (
@@ -316,8 +319,10 @@ def parse_plan(
     file: PlanFile | None = None,
     program: str = "terraform",
     refresh_only: bool = False,
+    values: set[str] | None = None,
 ) -> Plan:
-    """A :class:`Plan` from the ``show -json`` document of a plan file."""
+    """A :class:`Plan` from the ``show -json`` document of a plan file (``values``: its
+    sensitive values when the caller already has them, else they are collected here)."""
     plan = Plan(
         file=file,
         program=program,
@@ -335,7 +340,7 @@ def parse_plan(
     plan.drift = [_resource_change(item) for item in data.get("resource_drift") or []]
     for name, item in sorted((data.get("output_changes") or {}).items()):
         plan.outputs.append(_output_change(name, item))
-    _mask_by_value(plan, values_from_show(data))
+    _mask_by_value(plan, values_from_show(data) if values is None else values)
     return plan
 
 

@@ -93,6 +93,8 @@ class WorkspaceIndex:
         self.limited = False
         #: Variables the configuration declares sensitive (their ``-var`` values are masked).
         self.names: frozenset[str] = frozenset()
+        #: What the last scan found (:meth:`known`).
+        self.last: frozenset[str] = frozenset()
         self._remembered: dict[str, frozenset[str]] = {}
         self._lock = threading.Lock()
 
@@ -128,6 +130,15 @@ class WorkspaceIndex:
                     hits += [(state, "state") for state in states]
                 else:
                     found |= self._file_values(path, kind)
+            self.last = frozenset(found)
+            return self.last
+
+    def known(self) -> frozenset[str]:
+        """The values of the last scan and those remembered since, without scanning."""
+        with self._lock:
+            found = set(self.last)
+            for values in self._remembered.values():
+                found |= values
             return frozenset(found)
 
     def limit_note(self) -> str:
@@ -251,6 +262,12 @@ def remember(cwd: Path, key: str, values: set[str]) -> None:
 def remember_plan_file(cwd: Path, path: Path, values: set[str]) -> None:
     """``path``'s values come from a ``show -json`` already read (see ``known_file``)."""
     index_for(cwd).known_file(Path(path).resolve(), values)
+
+
+def known_values(cwd: Path) -> frozenset[str]:
+    """The values known for ``cwd`` without a new scan (cheap: for text shown before a
+    call runs; what a call prints is masked with a fresh scan)."""
+    return index_for(cwd).known()
 
 
 def limit_note(cwd: Path) -> str:

@@ -16,7 +16,12 @@ from typing import Any
 
 from iac_kernel.redact import redact_value
 from iac_kernel.terraform.sensitive import mask_value
-from iac_kernel.terraform.workspace import limit_note, sensitive_names, sensitive_values
+from iac_kernel.terraform.workspace import (
+    known_values,
+    limit_note,
+    sensitive_names,
+    sensitive_values,
+)
 
 
 def variable_values(value: Any, names: frozenset[str]) -> set[str]:
@@ -52,26 +57,27 @@ def _strings(value: Any, names: frozenset[str], found: set[str]) -> Iterator[str
             yield from _strings(item, names, found)
 
 
-def mask_shown(value: Any, cwd: Path) -> Any:
+def mask_shown(value: Any, cwd: Path, fresh: bool = True) -> Any:
     """``value`` (text, or strings at any depth) with every known secret masked: secret
-    environment values and credential shapes, the workspace's sensitive values as of now,
-    and values given to sensitive variables."""
-    values = set(sensitive_values(cwd))
+    environment values and credential shapes, the workspace's sensitive values (as of now
+    with ``fresh``, else as of the last scan), and values given to sensitive variables."""
+    values = set(sensitive_values(cwd) if fresh else known_values(cwd))
     values |= variable_values(value, sensitive_names(cwd))
     return mask_value(redact_value(value), values)
 
 
-def mask_question(request: Any, cwd: Path) -> Any:
+def mask_question(request: Any, cwd: Path, fresh: bool = True) -> Any:
     """A copy of a permission request with every shown field masked (:func:`mask_shown`),
-    saying when the sensitive-value scan stopped early."""
+    saying when the sensitive-value scan stopped early. A question asked while the call
+    runs (exec time) wants ``fresh``: the call may have created values."""
     fields = {"title": request.title, "input": request.input, "reason": request.reason}
     fields["review"] = request.review
-    masked = mask_shown(fields, cwd)
+    masked = mask_shown(fields, cwd, fresh)
     note = limit_note(cwd)
     if note:
         masked["reason"] = f"{masked['reason']}\n{note}"
     diff = request.diff
     if diff is not None:
-        shown = mask_shown([diff.path, diff.old_text, diff.new_text], cwd)
+        shown = mask_shown([diff.path, diff.old_text, diff.new_text], cwd, fresh)
         diff = dataclasses.replace(diff, path=shown[0], old_text=shown[1], new_text=shown[2])
     return dataclasses.replace(request, **masked, diff=diff)

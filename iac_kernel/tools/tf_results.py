@@ -37,6 +37,7 @@ from iac_kernel.terraform.sensitive import (
 )
 from iac_kernel.terraform.summary import model_text
 from iac_kernel.terraform.workspace import (
+    known_values,
     limit_note,
     remember,
     remember_plan_file,
@@ -86,8 +87,9 @@ def live_masker(name: str, args: dict[str, Any], cwd: Path) -> StreamMasker | No
     def found(values: set[str]) -> None:  # the final, maybe cut, result masks them too
         remember(cwd, f"printed:{hash(frozenset(values))}", values)
 
+    # The known values now, a fresh scan before each chunk goes out (in the pump's thread).
     return StreamMasker(
-        sensitive_values(cwd), hold_all=hold, on_found=found, refresh=lambda: sensitive_values(cwd)
+        known_values(cwd), hold_all=hold, on_found=found, refresh=lambda: sensitive_values(cwd)
     )
 
 
@@ -171,11 +173,10 @@ async def _pick_up_plans(command: str, cwd: Path, result: ToolResult) -> None:
         executable = cli.find_program(target.program)
         doc = await cli.show_json(executable, target.path, target.workdir)
         shown = _shown(target.path, cwd)
-        plan = parse_plan(
-            doc, PlanFile.of(target.path, shown), target.program, refresh_only=target.refresh_only
-        )
-        await policy.attach(plan, doc, target.workdir)
         values = values_from_show(doc)
+        file = PlanFile.of(target.path, shown)
+        plan = parse_plan(doc, file, target.program, target.refresh_only, values)
+        await policy.attach(plan, doc, target.workdir)
         remember(cwd, f"plan:{target.path}:{plan.file.sha256 if plan.file else ''}", values)
         remember_plan_file(cwd, target.path, values)
         record_plan(cwd, target.path, plan)
