@@ -46,12 +46,14 @@ def workspace(resources: int) -> Path:
     return root
 
 
-def floor(root: Path) -> float:
-    """terraform plan -out + show -json, as the tool needs them."""
+def floor(root: Path, tmp: Path) -> float:
+    """terraform plan -out + show -json, as the tool needs them (the plan file is written
+    outside the workspace: it is not the agent's to scan)."""
+    out = str(tmp / "floor.tfplan")
     started = time.perf_counter()
-    subprocess.run(["terraform", "plan", "-input=false", "-no-color", "-out=floor.tfplan"],
+    subprocess.run(["terraform", "plan", "-input=false", "-no-color", f"-out={out}"],
                    cwd=root, env=tf_env(), check=True, capture_output=True)  # fmt: skip
-    subprocess.run(["terraform", "show", "-json", "floor.tfplan"], cwd=root, env=tf_env(),
+    subprocess.run(["terraform", "show", "-json", out], cwd=root, env=tf_env(),
                    check=True, capture_output=True)  # fmt: skip
     return time.perf_counter() - started
 
@@ -127,7 +129,7 @@ def run(runs: int, resources: int = 10_000) -> dict[str, list[float]]:
     figures: dict[str, list[float]] = {"floor": [], "ours": [], "acp": [], "card": []}
     with tempfile.TemporaryDirectory(prefix="bench-plan-") as tmp:
         for _ in range(runs):  # interleaved: both see the same load
-            figures["floor"].append(floor(root))
+            figures["floor"].append(floor(root, Path(tmp)))
             result = ours(root, Path(tmp))
             figures["ours"].append(result["seconds"])
             figures["acp"].append(result["acp bytes"])
