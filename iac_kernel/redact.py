@@ -84,3 +84,8 @@ def _redact_tree(value: Any, maskers: tuple[ValueMasker, ...]) -> Any:
     if isinstance(value, list):
         return [_redact_tree(v, maskers) for v in value]
     return value
+
+
+def longest_secret(env: Mapping[str, str] | None = None) -> int:
+    """The longest printed form of a secret environment value (what a stream holds back)."""
+    return max((m.longest for m in _maskers(frozenset(secret_values(env).items()))), default=0)

@@ -196,3 +196,35 @@ CONTROLS = [
 @pytest.mark.parametrize("text", CONTROLS)
 def test_ordinary_text_is_not_masked(text: str):
     assert redact(text, {}) == text
+
+
+def stream(chunks: list[str], env: dict[str, str] | None = None) -> tuple[list[str], str]:
+    """What a redacting live-output stream releases per chunk, and in all."""
+    masker = StreamMasker(set(), redact=lambda text: redact(text, env or {}), redact_hold=64)
+    released = [masker.feed(chunk) for chunk in chunks]
+    released.append(masker.flush())
+    return released, "".join(released)
+
+
+def test_a_private_key_cut_across_chunks_is_masked_whole():
+    key = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7xyz\nQmFzZTY0Ym9keQ==\n"
+    _parts, whole = stream(
+        ["log line\n" + key[:40], key[40:] + "-----END RSA", " PRIVATE KEY-----\nok\n"]
+    )
+    assert "MIIEow" not in whole and "QmFzZTY0" not in whole and "ok" in whole
+
+
+def test_an_environment_secret_cut_across_chunks_is_masked():
+    env = {"DEPLOY_TOKEN": "tok-123456789-abcdef"}
+    _parts, whole = stream(["value: tok-1234", "56789-abcdef done\n"], env)
+    assert "tok-1234" not in whole and "[REDACTED:DEPLOY_TOKEN]" in whole
+
+
+def test_a_shape_cut_across_chunks_is_masked():
+    _parts, whole = stream(["export DB_PASSWORD=Sup3r", "Secret42\n"])
+    assert "Sup3r" not in whole
+
+
+def test_finished_lines_go_out_at_once():
+    parts, _whole = stream(["Applying...\nhalf a li", "ne\n"])
+    assert parts[0] == "Applying...\n"

@@ -82,9 +82,11 @@ class OutputPump:
     async def _emit(self, final: bool = False) -> None:
         if not self._buffer and not (final and self.masker is not None):
             return
-        text = redact("".join(self._buffer))
+        text = "".join(self._buffer)
         self._buffer.clear()
-        if self.masker is not None:
+        if self.masker is None:
+            text = redact(text)
+        else:  # the masker redacts too, on text held across chunks
             # In a thread: the masker may rescan the workspace for values the call created.
             text = await asyncio.to_thread(self._mask, text, final)
             if not text:

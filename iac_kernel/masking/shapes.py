@@ -111,3 +111,19 @@ def _replace(match: re.Match[str], kind: str) -> str:
     whole = match.group(0)
     offset = match.start()
     return whole[: start - offset] + f"[REDACTED:{kind}]" + whole[end - offset :]
+
+
+_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")
+_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY-----")
+#: How much of a line without its end a stream holds back when the line is very long (a
+#: shape is matched within a line: the unfinished line is held up to this and beyond).
+HOLD = 512
+
+
+def open_block(text: str) -> int | None:
+    """Where a private key block that has not ended yet starts in ``text`` (a stream
+    must hold from there until its END arrives), or None."""
+    starts = list(_BEGIN.finditer(text))
+    if not starts:
+        return None
+    return None if _END.search(text, starts[-1].end()) else starts[-1].start()

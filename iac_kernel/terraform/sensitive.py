@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from iac_kernel.masking.encodings import forms
+from iac_kernel.masking.shapes import open_block
 from iac_kernel.masking.values import ValueMasker
 
 MASK = "(sensitive)"
@@ -244,6 +245,10 @@ def _mask_tree(value: Any, masker: ValueMasker, values: frozenset[str]) -> Any:
     return value
 
 
+#: An unfinished line up to this long is held whole by a redacting stream.
+LINE_HOLD = 8192
+
+
 class StreamMasker:
     """Masks a stream of chunks: holds back a tail that could be the start of a value.
 
@@ -260,7 +265,13 @@ class StreamMasker:
         hold_all: bool = False,
         on_found: Callable[[set[str]], None] | None = None,
         refresh: Callable[[], Iterable[str]] | None = None,
+        redact: Callable[[str], str] | None = None,
+        redact_hold: int = 0,
     ):
+        #: Secrets by environment and shape (:func:`iac_kernel.redact.redact`), applied to
+        #: the held text too, so a secret cut across two chunks is still whole here.
+        self.redact = redact
+        self.redact_hold = redact_hold
         #: Called at :meth:`flush` with the values found in the held text, so that the
         #: call's final result (perhaps cut to its head and tail) masks them too.
         self.on_found = on_found
@@ -279,17 +290,27 @@ class StreamMasker:
             self.pending += chunk
             return ""
         masker = self._current()
-        text = masker.sub(self.pending + chunk)
-        hold = masker.longest - 1
-        if hold <= 0:
-            self.pending = ""
-            return text
-        cut = max(len(text) - hold, 0)
+        text = self.pending + chunk
+        held = ""
+        if self.redact is not None:
+            block = open_block(text)  # a private key whose END has not come yet: held raw
+            if block is not None:
+                text, held = text[:block], text[block:]
+            text = self.redact(text)
+        text = masker.sub(text)
+        cut = max(len(text) - max(masker.longest - 1, 0), 0)
+        if self.redact is not None and not held:
+            # Shapes are matched within a line: hold the unfinished line (a long one, its
+            # last redact_hold characters).
+            line = text.rfind("\n") + 1
+            cut = min(cut, line if len(text) - line <= LINE_HOLD else len(text) - self.redact_hold)
         # Never cut inside a mask we just wrote.
-        inside = text.rfind(MASK, 0, cut + len(MASK) - 1)
-        if 0 <= inside < cut < inside + len(MASK):
-            cut = inside
-        self.pending = text[cut:]
+        for mark in (MASK, "[REDACTED:"):
+            inside = text.rfind(mark, 0, cut)
+            end = text.find("]", inside) + 1 if mark != MASK else inside + len(MASK)
+            if 0 <= inside < cut < end:
+                cut = inside
+        self.pending = text[cut:] + held
         return text[:cut]
 
     def flush(self) -> str:
@@ -298,4 +319,6 @@ class StreamMasker:
         if extra and self.on_found is not None:
             self.on_found(extra)
         masker = self._current()
+        if self.redact is not None:
+            text = self.redact(text)
         return mask_text(masker.sub(text), extra) if extra else masker.sub(text)

@@ -22,6 +22,8 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from iac_kernel.masking import shapes
+from iac_kernel.redact import longest_secret, redact
 from iac_kernel.terraform import cli, policy
 from iac_kernel.terraform.commands import PlanTarget, find_commands, plan_outputs, split_argv
 from iac_kernel.terraform.plan import PlanFile, parse_plan
@@ -89,7 +91,12 @@ def live_masker(name: str, args: dict[str, Any], cwd: Path) -> StreamMasker | No
 
     # The known values now, a fresh scan before each chunk goes out (in the pump's thread).
     return StreamMasker(
-        known_values(cwd), hold_all=hold, on_found=found, refresh=lambda: sensitive_values(cwd)
+        known_values(cwd),
+        hold_all=hold,
+        on_found=found,
+        refresh=lambda: sensitive_values(cwd),
+        redact=redact,
+        redact_hold=max(longest_secret(), shapes.HOLD),
     )
 
 
