@@ -124,6 +124,20 @@ def ours(root: Path, tmp: Path) -> dict[str, float]:
             "rows": (plan or {}).get("rows_total", 0)}  # fmt: skip
 
 
+def iopub(root: Path, tmp: Path) -> int:
+    """Bytes of every IOPub message of a notebook cell whose turn runs terraform_plan."""
+    from iac_kernel.kernel.testing import scripted_kernel
+
+    env = {"IAC_KERNEL_HEADLESS_POLICY": "allow", "IAC_KERNEL_CHECKOV": "off",
+           "TF_CLI_CONFIG_FILE": "/dev/null"}  # fmt: skip
+    kernel = scripted_kernel(tmp, root, script(tmp / "plan.json"), env)
+    try:
+        cell = kernel.execute("plan it", timeout=1800)
+    finally:
+        kernel.stop()
+    return sum(len(json.dumps(m["content"], ensure_ascii=False).encode()) for m in cell.messages)
+
+
 def run(runs: int, resources: int = 10_000) -> dict[str, list[float]]:
     root = workspace(resources)
     figures: dict[str, list[float]] = {"floor": [], "ours": [], "acp": [], "card": []}
@@ -135,6 +149,7 @@ def run(runs: int, resources: int = 10_000) -> dict[str, list[float]]:
             figures["acp"].append(result["acp bytes"])
             figures["card"].append(result["card bytes"])
             assert result["rows"] == resources, result
+        figures["iopub"] = [float(iopub(root, Path(tmp)))]
     return figures
 
 
@@ -145,8 +160,9 @@ def report(f: dict[str, list[float]], resources: int = 10_000) -> None:
           f"{floor_s:.1f} s   {ours_s / floor_s:.2f}x  target <= 1.3x")  # fmt: skip
     print(f"  ACP bytes of the call         {median(f['acp']) / 1024:7.0f} KB  "
           "target < 256 KB")  # fmt: skip
-    print(f"  notebook plan card bundle     {median(f['card']) / 1024:7.0f} KB  "
-          "target < 1 MB of IOPub")  # fmt: skip
+    print(f"  notebook plan card bundle     {median(f['card']) / 1024:7.0f} KB")
+    print(f"  IOPub bytes of the plan cell  {median(f['iopub']) / 1024:7.0f} KB  "
+          "target < 1 MB")  # fmt: skip
 
 
 def main() -> None:

@@ -16,14 +16,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from iac_kernel.terraform.plan_attrs import (
+    MAX_CHANGES,
+    SENSITIVE,
+    UNKNOWN,
+    AttributeChange,
+    attribute_changes,
+)
 from iac_kernel.terraform.sensitive import mask_value, values_from_show
 
-SENSITIVE = "(sensitive)"
-UNKNOWN = "(known after apply)"
+__all__ = ["MAX_CHANGES", "SENSITIVE", "UNKNOWN", "AttributeChange", "attribute_changes"]
+
 #: Display order: what destroys things first.
 ACTIONS = ("delete", "replace", "create", "update", "read", "forget", "no-op")
-#: Attribute changes kept per resource (a huge resource keeps the first ones).
-MAX_CHANGES = 200
 #: Rows of changing resources in :meth:`Plan.to_dict` (cards, ``_meta``, the store).
 ROWS_SHOWN = 500
 #: What :meth:`Plan.to_dict` may weigh as JSON: the ACP update of a plan call carries it
@@ -32,7 +37,6 @@ DICT_BYTES = 96 * 1024
 MAX_GROUPS = 200
 #: Longest attribute value in :meth:`Plan.to_dict` (the whole one: terraform_plan_detail).
 VALUE_CHARS = 1000
-_MAX_DEPTH = 12
 REASONS = {
     "replace_because_cannot_update": "an attribute that cannot be updated changed",
     "replace_because_tainted": "the object is tainted",
@@ -48,18 +52,6 @@ REASONS = {
     "read_because_dependency_pending": "a dependency has pending changes",
     "read_because_check_nested": "read by a check block",
 }
-
-
-@dataclass
-class AttributeChange:
-    """One attribute path that changes: ``tags.env``, ``ingress[0].cidr_blocks[1]``."""
-
-    path: str
-    before: Any = None
-    after: Any = None
-    sensitive: bool = False
-    unknown: bool = False
-    forces_replace: bool = False
 
 
 @dataclass
@@ -386,82 +378,6 @@ def _output_change(name: str, item: dict[str, Any]) -> OutputChange:
         sensitive=sensitive,
         unknown=unknown,
     )
-
-
-def attribute_changes(change: dict[str, Any], replace_paths: set[str]) -> list[AttributeChange]:
-    """The leaf attributes whose value differs between ``before`` and ``after``."""
-    before = _flatten(change.get("before"), change.get("before_sensitive"), None)
-    after = _flatten(
-        change.get("after"), change.get("after_sensitive"), change.get("after_unknown")
-    )
-    out: list[AttributeChange] = []
-    for path in sorted(set(before) | set(after)):
-        old, old_sensitive, _ = before.get(path, (None, False, False))
-        new, new_sensitive, unknown = after.get(path, (None, False, False))
-        if old == new and not unknown and old_sensitive == new_sensitive:
-            continue
-        sensitive = old_sensitive or new_sensitive
-        out.append(
-            AttributeChange(
-                path=path,
-                before=SENSITIVE if old_sensitive and old is not None else old,
-                after=UNKNOWN if unknown else (SENSITIVE if new_sensitive else new),
-                sensitive=sensitive,
-                unknown=unknown,
-                forces_replace=any(
-                    path == p or path.startswith(p + ".") or path.startswith(p + "[")
-                    for p in replace_paths
-                ),
-            )
-        )
-        if len(out) >= MAX_CHANGES:
-            break
-    return out
-
-
-def _flatten(value: Any, sensitive: Any, unknown: Any, prefix: str = "", depth: int = 0):
-    """path -> (value, sensitive, unknown) for every leaf of ``value``."""
-    leaves: dict[str, tuple[Any, bool, bool]] = {}
-    if value is None and isinstance(unknown, dict) and unknown:
-        value = {}  # a block that does not exist yet but has unknown members
-    if sensitive is True or unknown is True or depth >= _MAX_DEPTH:
-        leaves[prefix or "(value)"] = (value, sensitive is True, unknown is True)
-        return leaves
-    if isinstance(value, dict) and (value or (isinstance(unknown, dict) and unknown)):
-        keys = set(value) | (set(unknown) if isinstance(unknown, dict) else set())
-        for key in sorted(keys):
-            leaves.update(
-                _flatten(
-                    value.get(key),
-                    _child(sensitive, key),
-                    _child(unknown, key),
-                    f"{prefix}.{key}" if prefix else str(key),
-                    depth + 1,
-                )
-            )
-        return leaves
-    if isinstance(value, list) and value:
-        for index, item in enumerate(value):
-            leaves.update(
-                _flatten(
-                    item,
-                    _child(sensitive, index),
-                    _child(unknown, index),
-                    f"{prefix}[{index}]",
-                    depth + 1,
-                )
-            )
-        return leaves
-    leaves[prefix or "(value)"] = (value, False, False)
-    return leaves
-
-
-def _child(mask: Any, key: str | int) -> Any:
-    if isinstance(mask, dict) and isinstance(key, str):
-        return mask.get(key)
-    if isinstance(mask, list) and isinstance(key, int) and key < len(mask):
-        return mask[key]
-    return None
 
 
 def _path_text(steps: list[Any]) -> str:
