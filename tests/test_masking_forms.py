@@ -41,6 +41,7 @@ PRINTED = {
     "url": quote(VALUE, safe=""),
     "url plus": "q=" + quote_plus(VALUE + " x"),
     "reversed": VALUE[::-1] + "\n",
+    "json in json": json.dumps('{"v":"' + go_json(VALUE) + '"}'),
 }
 
 
@@ -62,7 +63,10 @@ def decodes_to_value(text: str) -> bool:
         candidates.append(json.loads(text).get("v", ""))
     except (ValueError, AttributeError):
         pass
-    candidates.append(text.replace("\\u0026", "&").replace("\\u003c", "<").replace("\\u003e", ">"))
+    for form in (text, text.replace("\\\\", "\\")):  # Go's escapes, also in a JSON string
+        candidates.append(
+            form.replace("\\u0026", "&").replace("\\u003c", "<").replace("\\u003e", ">")
+        )
     from urllib.parse import unquote_plus
 
     candidates.append(unquote_plus(text))
@@ -228,3 +232,9 @@ def test_a_shape_cut_across_chunks_is_masked():
 def test_finished_lines_go_out_at_once():
     parts, _whole = stream(["Applying...\nhalf a li", "ne\n"])
     assert parts[0] == "Applying...\n"
+
+
+def test_a_four_character_value_is_masked_encoded_too():
+    value = "k9Qz"
+    for text in (base64.b64encode(b"k9Qz").decode(), b"k9Qz".hex(), "zQ9k"):
+        assert mask_text(f"x {text} y", {value}) == f"x {MASK} y"

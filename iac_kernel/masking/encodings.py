@@ -3,8 +3,8 @@
 A value is found as is, JSON-escaped (Python's and Go's: Terraform writes ``&``, ``<``,
 ``>`` as ``\\u0026``, ``\\u003c``, ``\\u003e``), URL-encoded, in hex, in base64 (at any of
 the three byte alignments, so a value inside a longer encoded text is found too) and
-reversed. Transformations of the value itself (upper case, ``od -c``, wrapped dumps) are
-not forms: masking by value cannot know them.
+reversed; a JSON form inside another JSON string too. Transformations of the value itself
+(upper case, ``od -c``, wrapped dumps) are not forms: masking by value cannot know them.
 """
 
 from __future__ import annotations
@@ -14,7 +14,10 @@ import binascii
 import json
 from urllib.parse import quote, quote_plus
 
-#: Below this length an encoded form (base64 core, hex, reversed) is too likely by chance.
+#: Values this long or longer are also looked for encoded and reversed.
+MIN_VALUE = 4
+#: A base64 core shorter than this is too likely by chance (a 4-byte value's own padded
+#: encoding is always looked for).
 MIN_ENCODED = 6
 
 
@@ -48,17 +51,21 @@ def base64_cores(data: bytes) -> set[str]:
             cores.add(core)
             cores.add(core.replace("+", "-").replace("/", "_"))
     if len(data) % 3:  # the value alone, padded
-        cores.add(base64.b64encode(data).decode())
+        alone = base64.b64encode(data).decode()
+        cores |= {alone, alone.replace("+", "-").replace("/", "_")}
     return cores
 
 
 def forms(value: str) -> set[str]:
     """Every printed form of ``value`` (``value`` itself included)."""
     out = {value} | json_forms(value)
+    for form in list(out):  # JSON inside a JSON string (``jq -R``, a state in a tool result)
+        if "\\" in form:
+            out |= json_forms(form)
     for line in value.splitlines() if "\n" in value else []:
         if len(line.strip()) >= 8:  # a multi-line value printed one line at a time
             out |= {line} | json_forms(line)
-    if len(value) >= MIN_ENCODED:
+    if len(value) >= MIN_VALUE:
         data = value.encode("utf-8", "surrogatepass")
         out |= base64_cores(data)
         hexed = binascii.hexlify(data).decode()
