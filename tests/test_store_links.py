@@ -109,3 +109,12 @@ async def test_acp_load_of_a_symlinked_log_is_a_clear_error(tmp_path: Path, outs
         assert "symbolic link" in json.dumps(answer["error"])
         assert "result" in await server.call("session/list", {"cwd": str(tmp_path)})
     assert await asyncio.to_thread(outside.read_text) == "precious\n"
+
+
+def test_a_store_root_the_user_linked_is_followed_once(tmp_path):
+    real = tmp_path / "real-sessions"
+    real.mkdir()
+    (tmp_path / "linked").symlink_to(real)
+    store = SessionStore(tmp_path / "linked")
+    meta = store.create(str(tmp_path))
+    assert (real / f"{meta.session_id}.jsonl").is_file()

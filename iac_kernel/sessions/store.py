@@ -69,7 +69,10 @@ class SessionStore:
     """All sessions under one root directory."""
 
     def __init__(self, root: Path):
-        self.root = Path(root).expanduser()
+        root = Path(root).expanduser()
+        # A root the user made a link is followed once, here; every folder and file below
+        # it is refused if it is a link (files.py).
+        self.root = root.resolve() if root.is_symlink() else root
         self.index = FolderIndex(self.root)
         #: session id -> (index entry, its SessionMeta): listing builds each once.
         self._metas: dict[str, tuple[dict[str, Any], SessionMeta]] = {}
