@@ -238,3 +238,27 @@ def test_a_four_character_value_is_masked_encoded_too():
     value = "k9Qz"
     for text in (base64.b64encode(b"k9Qz").decode(), b"k9Qz".hex(), "zQ9k"):
         assert mask_text(f"x {text} y", {value}) == f"x {MASK} y"
+
+
+def test_a_question_is_masked_in_every_field(tmp_path, monkeypatch):
+    from iac_kernel.agent.permissions import PermissionRequest
+    from iac_kernel.events import Diff
+    from iac_kernel.tools.tf_questions import mask_question
+
+    monkeypatch.setenv("DEPLOY_TOKEN", VALUE)
+    text = f"run {VALUE} and {go_json(VALUE)} with AKIAIOSFODNN7EXAMPLE"
+    request = PermissionRequest(
+        call_id="c",
+        tool_name="bash",
+        title=text,
+        kind="execute",
+        input={"command": text, "argv": ["terraform", "apply", "-var", f"x={VALUE}"]},
+        options=["allow_once"],
+        reason=text,
+        diff=Diff("f.env", text, text),
+        labels={"allow_always": f"Allow always: `{text}`"},
+        review={"text": text},
+    )
+    shown = repr(mask_question(request, tmp_path))
+    assert not decodes_to_value(shown) and "AKIAIOSFODNN7EXAMPLE" not in shown
+    assert request.title == text  # the gate's own request is not changed

@@ -72,6 +72,7 @@ def mask_question(request: Any, cwd: Path, fresh: bool = True) -> Any:
     runs (exec time) wants ``fresh``: the call may have created values."""
     fields = {"title": request.title, "input": request.input, "reason": request.reason}
     fields["review"] = request.review
+    fields["labels"] = dict(request.labels)  # "Allow always: `...`" quotes the command
     masked = mask_shown(fields, cwd, fresh)
     note = limit_note(cwd)
     if note:
