@@ -262,3 +262,43 @@ def test_a_question_is_masked_in_every_field(tmp_path, monkeypatch):
     shown = repr(mask_question(request, tmp_path))
     assert not decodes_to_value(shown) and "AKIAIOSFODNN7EXAMPLE" not in shown
     assert request.title == text  # the gate's own request is not changed
+
+
+def test_a_replay_masks_values_learned_after_they_were_stored(tmp_path):
+    from iac_kernel.agent.history import replay
+    from iac_kernel.config import Settings
+    from iac_kernel.events import ToolCallResult
+    from iac_kernel.tools.base import ToolContext
+
+    late = "Learned-Later-Value-61"
+    messages = [
+        {"role": "user", "content": "read it"},
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "tool_use",
+                    "id": "t1",
+                    "name": "bash",
+                    "input": {"command": "cat notes.txt"},
+                }
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "t1",
+                    "content": f"note: {late} AKIAIOSFODNN7EXAMPLE",
+                }
+            ],
+        },
+    ]
+    state = {"version": 4, "resources": [],
+             "outputs": {"x": {"value": late, "type": "string", "sensitive": True}}}  # fmt: skip
+    (tmp_path / "terraform.tfstate").write_text(json.dumps(state))
+    ctx = ToolContext(cwd=tmp_path, settings=Settings())
+    results = [e for e in replay(messages, {}, ctx) if isinstance(e, ToolCallResult)]
+    assert results and late not in results[0].output
+    assert "AKIAIOSFODNN7EXAMPLE" not in results[0].output
