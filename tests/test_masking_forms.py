@@ -302,3 +302,17 @@ def test_a_replay_masks_values_learned_after_they_were_stored(tmp_path):
     results = [e for e in replay(messages, {}, ctx) if isinstance(e, ToolCallResult)]
     assert results and late not in results[0].output
     assert "AKIAIOSFODNN7EXAMPLE" not in results[0].output
+
+
+def test_a_long_value_is_masked_in_every_form():
+    body = "".join(f"{i:04x}Zq" for i in range(600))  # 3,600 characters
+    value = f"-----BEGIN PRIVATE KEY-----\n{body}\n-----END PRIVATE KEY-----"
+    for text in (
+        value,
+        base64.b64encode(value.encode()).decode(),
+        value.encode().hex(),
+        value[::-1],
+    ):
+        masked = mask_text(f"x {text} y", {value})
+        assert body[:50] not in masked and MASK in masked
+    assert "[REDACTED:KEY_TOKEN]" in redact(value, {"KEY_TOKEN": value})

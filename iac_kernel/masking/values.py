@@ -15,6 +15,9 @@ from iac_kernel.masking.encodings import forms
 
 #: Values this long or shorter are masked only as whole tokens / JSON strings.
 SHORT = 3
+#: Forms longer than this are replaced one by one (few, and a trie that deep would
+#: exceed Python's recursion limit); shorter ones go through one trie pattern.
+TRIE_MAX = 96
 _TOKEN_CHAR = r"[A-Za-z0-9_.\-/+@]"
 
 
@@ -58,9 +61,12 @@ class ValueMasker:
         self.longest = max((len(f) for f in long_forms), default=0)
         if short:
             self.longest = max(self.longest, SHORT + 2)
+        #: Long forms, longest first: replaced before the pattern runs.
+        self.literals = sorted((f for f in long_forms if len(f) > TRIE_MAX), key=len, reverse=True)
         parts = []
-        if long_forms:
-            parts.append(trie_pattern(long_forms))
+        trie_forms = {f for f in long_forms if len(f) <= TRIE_MAX}
+        if trie_forms:
+            parts.append(trie_pattern(trie_forms))
         if short:
             alternatives = trie_pattern(short)
             parts.append(f'(?<=")(?:{alternatives})(?=")')
@@ -68,9 +74,12 @@ class ValueMasker:
         self.pattern = re.compile("|".join(parts)) if parts else None
 
     def __bool__(self) -> bool:
-        return self.pattern is not None
+        return self.pattern is not None or bool(self.literals)
 
     def sub(self, text: str) -> str:
-        if self.pattern is None or not text:
+        if not text:
             return text
-        return self.pattern.sub(self.mask, text)
+        for literal in self.literals:
+            if literal in text:
+                text = text.replace(literal, self.mask)
+        return text if self.pattern is None else self.pattern.sub(self.mask, text)
