@@ -3,6 +3,9 @@
 Each rule names its kind; the secret part becomes ``[REDACTED:kind]`` and the context
 (the key name, the URL's user and host) stays readable. Rules want context or a
 distinctive prefix: commit hashes, UUIDs, resource ids and ARNs are not credentials.
+Every rule starts only where its run of characters starts (a lookbehind on the same
+class) and bounds what it backtracks over: output crafted to make a rule try every
+position costs linear time, not quadratic.
 """
 
 from __future__ import annotations
@@ -71,8 +74,8 @@ RULES: list[tuple[str, re.Pattern[str]]] = [
     (  # NAME=value of a secret-named variable (``env``, ``.env`` files, ``export``)
         "env-secret",
         re.compile(
-            r"(?<![A-Za-z0-9_])[A-Z][A-Z0-9_]*(?:PASSWORD|PASSWD|_PWD|SECRET|TOKEN(?!S)"
-            r"|API_KEY|PRIVATE_KEY|CREDENTIALS?)[A-Z0-9_]*="
+            r"(?<![A-Za-z0-9_])(?=[A-Z0-9_]{1,128}=)[A-Z][A-Z0-9_]{0,63}?(?:PASSWORD|PASSWD"
+            r"|_PWD|SECRET|TOKEN(?!S)|API_KEY|PRIVATE_KEY|CREDENTIALS?)[A-Z0-9_]{0,63}="
             + _NOT_MASKED
             + r"(?P<s>\"[^\"]*\"|'[^']*'|[^\s\"']+)"
         ),
@@ -82,7 +85,10 @@ RULES: list[tuple[str, re.Pattern[str]]] = [
     ("google-api-key", re.compile(r"(?P<s>\bAIza[0-9A-Za-z_\-]{35})")),
     (
         "jwt",
-        re.compile(r"(?P<s>\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})"),
+        re.compile(
+            r"(?<![A-Za-z0-9_-])(?P<s>eyJ[A-Za-z0-9_-]{8,}+\.eyJ[A-Za-z0-9_-]{8,}+"
+            r"\.[A-Za-z0-9_-]{8,}+)"
+        ),
     ),
     (
         "netrc-password",
