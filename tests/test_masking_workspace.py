@@ -208,3 +208,23 @@ def test_a_scan_that_stops_says_so(ws: Path, monkeypatch: pytest.MonkeyPatch):
     index = workspace.WorkspaceIndex(ws)
     index.values()
     assert "stopped at 1000" in index.limit_note()
+
+
+def test_the_scan_sees_a_new_state_in_an_unchanged_looking_folder(tmp_path: Path):
+    """Listings are reused while a folder is unchanged; a file added later is still found,
+    also when the folder's mtime is set back."""
+    import time as clock
+
+    from iac_kernel.terraform import workspace
+
+    old = clock.time() - 100
+    (tmp_path / "sub").mkdir()
+    os.utime(tmp_path / "sub", (old, old))
+    index = workspace.WorkspaceIndex(tmp_path)
+    index.values()
+    before = (tmp_path / "sub").stat()
+    output = {"value": "Late-State-Value-1", "type": "string", "sensitive": True}
+    state = {"version": 4, "resources": [], "outputs": {"x": output}}
+    (tmp_path / "sub" / "late.tfstate").write_text(json.dumps(state))
+    os.utime(tmp_path / "sub", ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert "Late-State-Value-1" in index.values()

@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import threading
+import time
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,8 @@ SKIP_DIRS = {
 MAX_ENTRIES = 500_000
 MAX_DEPTH = 64
 MAX_PLAN_BYTES = 64 * 1024 * 1024
+#: A folder changed less than this long ago is listed again on every scan.
+RACY_SECONDS = 2.0
 
 
 def is_plan_file(path: Path) -> bool:
@@ -88,6 +91,8 @@ class WorkspaceIndex:
     def __init__(self, root: Path):
         self.root = root
         self._files: dict[Path, tuple[int, int, frozenset[str]]] = {}
+        #: folder -> ((inode, mtime), listing): unchanged folders are not listed again.
+        self._listings: dict[Path, tuple[tuple[int, int, int], Any]] = {}
         self._config_cache: tuple[Any, frozenset[str], list[Path], frozenset[str]] | None = None
         #: Whether the last scan hit :data:`MAX_ENTRIES` or :data:`MAX_DEPTH`.
         self.limited = False
@@ -162,40 +167,73 @@ class WorkspaceIndex:
                 self.limited = True
                 break
             directory, depth = stack.pop()
+            listing = self._listing(directory)
+            if listing is None:
+                continue
+            count, subdirs, files = listing
+            seen += count
+            for name in subdirs:
+                if name == ".terraform":
+                    cache = directory / name / "terraform.tfstate"
+                    if cache.is_file():
+                        hits.append((cache, "backend"))
+                elif depth < MAX_DEPTH:
+                    stack.append((directory / name, depth + 1))
+                else:
+                    self.limited = True
+            for name, kind in files:
+                if kind == "tf":
+                    tf_files.append(directory / name)
+                elif kind == "var":
+                    var_files.append(directory / name)
+                else:
+                    hits.append((directory / name, kind))
+        return hits, tf_files, var_files
+
+    def _listing(self, directory: Path) -> tuple[int, list[str], list[tuple[str, str]]] | None:
+        """The folders to enter and the files of interest in ``directory``: read again
+        only when the folder changed (its mtime or ctime), and always while that change is
+        recent (a change in the same clock tick as the last read would not show)."""
+        try:
+            stat = directory.stat()
+        except OSError:
+            return None
+        # ctime too: setting a folder's mtime back (utime) changes its ctime.
+        key = (stat.st_ino, stat.st_mtime_ns, stat.st_ctime_ns)
+        cached = self._listings.get(directory)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            return None
+        subdirs: list[str] = []
+        files: list[tuple[str, str]] = []
+        for entry in entries:
+            name = entry.name
             try:
-                entries = list(os.scandir(directory))
+                if entry.is_dir(follow_symlinks=False):
+                    if name == ".terraform" or name not in SKIP_DIRS:
+                        subdirs.append(name)
+                    continue
+                if not entry.is_file():
+                    continue
             except OSError:
                 continue
-            for entry in entries:
-                seen += 1
-                name = entry.name
-                try:
-                    if entry.is_dir(follow_symlinks=False):
-                        if name == ".terraform":
-                            cache = Path(entry.path) / "terraform.tfstate"
-                            if cache.is_file():
-                                hits.append((cache, "backend"))
-                        elif name in SKIP_DIRS:
-                            pass
-                        elif depth < MAX_DEPTH:
-                            stack.append((Path(entry.path), depth + 1))
-                        else:
-                            self.limited = True
-                        continue
-                    if not entry.is_file():
-                        continue
-                except OSError:
-                    continue
-                path = Path(entry.path)
-                if ".tfstate" in name:  # .tfstate, .tfstate.backup, .tfstate.<unix>.backup
-                    hits.append((path, "state"))
-                elif name.endswith((".tf", ".tf.json")):
-                    tf_files.append(path)
-                elif name.endswith((".tfvars", ".tfvars.json")):
-                    var_files.append(path)
-                elif _plan_candidate(name):
-                    hits.append((path, "plan?"))
-        return hits, tf_files, var_files
+            if ".tfstate" in name:  # .tfstate, .tfstate.backup, .tfstate.<unix>.backup
+                files.append((name, "state"))
+            elif name.endswith((".tf", ".tf.json")):
+                files.append((name, "tf"))
+            elif name.endswith((".tfvars", ".tfvars.json")):
+                files.append((name, "var"))
+            elif _plan_candidate(name):
+                files.append((name, "plan?"))
+        listing = (len(entries), subdirs, files)
+        if time.time() - max(stat.st_mtime, stat.st_ctime) > RACY_SECONDS:
+            self._listings[directory] = (key, listing)
+        else:
+            self._listings.pop(directory, None)
+        return listing
 
     def _file_values(self, path: Path, kind: str) -> frozenset[str]:
         try:
