@@ -228,3 +228,20 @@ def test_the_scan_sees_a_new_state_in_an_unchanged_looking_folder(tmp_path: Path
     (tmp_path / "sub" / "late.tfstate").write_text(json.dumps(state))
     os.utime(tmp_path / "sub", ns=(before.st_atime_ns, before.st_mtime_ns))
     assert "Late-State-Value-1" in index.values()
+
+
+def test_planted_values_never_reach_a_notebook_cell(ws: Path, tmp_path: Path):
+    """The same reads from a notebook (headless: the apply is refused, nothing created)."""
+    from iac_kernel.kernel.testing import scripted_kernel
+
+    env = {"IAC_KERNEL_HEADLESS_POLICY": "allow", "TF_CLI_CONFIG_FILE": "/dev/null"}
+    kernel = scripted_kernel(tmp_path, ws, script(tmp_path / "m.json"), env)
+    try:
+        cell = kernel.execute("read everything")
+    finally:
+        kernel.stop()
+    planted = [AMP, BACKUP, FAR, TFJSON, PAST, TOK]
+    wire = json.dumps([m["content"] for m in cell.messages], ensure_ascii=False)
+    assert "(sensitive)" in wire
+    assert not leaks(wire, planted)
+    assert not leaks(store_text(tmp_path / "sessions"), planted)
