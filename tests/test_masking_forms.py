@@ -316,3 +316,8 @@ def test_a_long_value_is_masked_in_every_form():
         masked = mask_text(f"x {text} y", {value})
         assert body[:50] not in masked and MASK in masked
     assert "[REDACTED:KEY_TOKEN]" in redact(value, {"KEY_TOKEN": value})
+
+
+def test_a_progress_bar_line_goes_out_at_each_carriage_return():
+    parts, _whole = stream(["10%\r20%\r", "30%"])
+    assert parts[0] == "10%\r20%\r"

@@ -302,7 +302,7 @@ class StreamMasker:
         if self.redact is not None and not held:
             # Shapes are matched within a line: hold the unfinished line (a long one, its
             # last redact_hold characters).
-            line = text.rfind("\n") + 1
+            line = max(text.rfind("\n"), text.rfind("\r")) + 1  # \r: progress bars
             cut = min(cut, line if len(text) - line <= LINE_HOLD else len(text) - self.redact_hold)
         # Never cut inside a mask we just wrote.
         for mark in (MASK, "[REDACTED:"):
