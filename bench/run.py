@@ -1,6 +1,6 @@
 """Every speed figure of issue 16, each beside its floor or peer measured in the same run.
 
-Run: ``python bench/run.py [--runs N] [--only startup,streaming,search,clients]``
+Run: ``python bench/run.py [--runs N] [--only startup,streaming,search,clients,plan,load]``
 (a few minutes; the 100,000-file tree is built once and cached in the temp dir).
 Figures are medians of N interleaved runs; ratios compare medians. This is a benchmark,
 not a test: nothing is asserted, the targets are printed beside the ratios.
@@ -10,7 +10,12 @@ not a test: nothing is asserted, the targets are printed beside the ratios.
 * kernel: spawn -> ``kernel_info_reply`` against ipykernel's python3 kernel;
 * streaming: µs per text delta above the bare Anthropic SDK reading the same stream;
 * search: the grep and glob tools against plain ``rg`` on a 100,000-file tree;
-* clients: a session's Anthropic client (shared) against building one.
+* clients: a session's Anthropic client (shared) against building one;
+* plan: ``terraform_plan`` on 10,000 ``terraform_data`` against terraform's own
+  ``plan -out`` + ``show -json``, with the call's ACP bytes and its plan card's bytes
+  (``bench/plan_scale.py``; one run per five of ``--runs``);
+* load: ``SessionStore.read`` of a 50 MB session against ``json.loads`` of its lines,
+  and its peak memory against the file's size (``bench/session_load.py``).
 """
 
 from __future__ import annotations
@@ -117,7 +122,26 @@ def clients(runs: int) -> None:
          "one client per configuration")  # fmt: skip
 
 
-PARTS = {"startup": startup, "streaming": streaming, "search": search, "clients": clients}
+def plan(runs: int) -> None:
+    import plan_scale as bench
+
+    bench.report(bench.run(max(1, runs // 5)))  # about a minute a run
+
+
+def load(runs: int) -> None:
+    import session_load as bench
+
+    bench.report(bench.run(runs))
+
+
+PARTS = {
+    "startup": startup,
+    "streaming": streaming,
+    "search": search,
+    "clients": clients,
+    "plan": plan,
+    "load": load,
+}
 
 
 def main() -> None:

@@ -1,12 +1,18 @@
-"""Redact the values of secret-looking environment variables from text."""
+"""Redact secrets from text: the values of secret-looking environment variables (in every
+form they print in: :mod:`iac_kernel.masking.encodings`) and credentials recognisable by
+their shape (:mod:`iac_kernel.masking.shapes`)."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
 from collections.abc import Mapping
 from typing import Any, TypeVar
+
+from iac_kernel.masking.shapes import mask_shapes
+from iac_kernel.masking.values import ValueMasker
 
 _DiffLike = TypeVar("_DiffLike", bound=Any)
 
@@ -28,15 +34,25 @@ def secret_values(env: Mapping[str, str] | None = None) -> dict[str, str]:
     return found
 
 
+@functools.lru_cache(maxsize=8)
+def _maskers(secrets: frozenset[tuple[str, str]]) -> tuple[ValueMasker, ...]:
+    # Longest value first, so a secret that contains another is replaced whole.
+    ordered = sorted(secrets, key=lambda kv: -len(kv[0]))
+    return tuple(ValueMasker([value], f"[REDACTED:{name}]") for value, name in ordered)
+
+
 def redact(text: str, env: Mapping[str, str] | None = None) -> str:
-    """Replace every secret value in ``text`` with ``[REDACTED:NAME]``."""
+    """Replace every secret value in ``text`` (and its encoded forms) with
+    ``[REDACTED:NAME]``, and every credential-shaped part with ``[REDACTED:kind]``."""
     if not text:
         return text
-    # Longest first, so a secret that contains another is replaced whole.
-    for value, name in sorted(secret_values(env).items(), key=lambda kv: -len(kv[0])):
-        if value in text:
-            text = text.replace(value, f"[REDACTED:{name}]")
-    return text
+    return _redact_with(text, _maskers(frozenset(secret_values(env).items())))
+
+
+def _redact_with(text: str, maskers: tuple[ValueMasker, ...]) -> str:
+    for masker in maskers:
+        text = masker.sub(text)
+    return mask_shapes(text)
 
 
 def redact_diff(diff: _DiffLike, env: Mapping[str, str] | None = None) -> _DiffLike:
@@ -56,10 +72,20 @@ def redact_diff(diff: _DiffLike, env: Mapping[str, str] | None = None) -> _DiffL
 
 def redact_value(value: Any, env: Mapping[str, str] | None = None) -> Any:
     """:func:`redact` applied to every string in nested dicts and lists."""
+    # The environment is read once, not once per string.
+    return _redact_tree(value, _maskers(frozenset(secret_values(env).items())))
+
+
+def _redact_tree(value: Any, maskers: tuple[ValueMasker, ...]) -> Any:
     if isinstance(value, str):
-        return redact(value, env)
+        return _redact_with(value, maskers) if value else value
     if isinstance(value, dict):
-        return {k: redact_value(v, env) for k, v in value.items()}
+        return {k: _redact_tree(v, maskers) for k, v in value.items()}
     if isinstance(value, list):
-        return [redact_value(v, env) for v in value]
+        return [_redact_tree(v, maskers) for v in value]
     return value
+
+
+def longest_secret(env: Mapping[str, str] | None = None) -> int:
+    """The longest printed form of a secret environment value (what a stream holds back)."""
+    return max((m.longest for m in _maskers(frozenset(secret_values(env).items()))), default=0)

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any, Protocol
@@ -90,9 +91,12 @@ class LineTransport:
                 return None
             if line is None:
                 return None
-            if line is _TOO_LONG:
+            if isinstance(line, _TooLong):
                 await self._reply_error(
-                    None, -32600, "Invalid request", f"message longer than {self._max_line} bytes"
+                    readable_id(line.head),
+                    -32600,
+                    "Invalid request",
+                    f"message longer than {self._max_line} bytes",
                 )
                 continue
             if not line.strip():
@@ -100,7 +104,8 @@ class LineTransport:
             try:
                 message = json.loads(line)
             except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
-                await self._reply_error(None, -32700, "Parse error", _parse_detail(exc))
+                request_id = readable_id(line) if isinstance(exc, RecursionError) else None
+                await self._reply_error(request_id, -32700, "Parse error", _parse_detail(exc))
                 continue
             problem, request_id = check_message(message)
             if problem:
@@ -112,6 +117,7 @@ class LineTransport:
         chunks: list[bytes] = []
         size = 0
         too_long = False
+        head = b""
         while True:
             try:
                 chunk = await self._reader.readuntil(b"\n")
@@ -125,13 +131,14 @@ class LineTransport:
                     return None
                 done = True
             size += len(chunk)
-            if size > self._max_line:
-                too_long = True
-                chunks.clear()  # keep reading to the end of the line, but drop it
-            else:
+            if size > self._max_line and not too_long:
+                too_long = True  # keep reading to the end of the line, but drop it
+                head = (b"".join(chunks) + chunk)[:ID_SEARCH_BYTES]
+                chunks.clear()
+            elif not too_long:
                 chunks.append(chunk)
             if done:
-                return _TOO_LONG if too_long else b"".join(chunks)
+                return _TooLong(head) if too_long else b"".join(chunks)
 
     # -- sending ---------------------------------------------------------------------
 
@@ -211,7 +218,40 @@ class LineTransport:
             self._writer.close()
 
 
-_TOO_LONG = object()
+class _TooLong:
+    """A line over the limit: only its head is kept (to find the request's id)."""
+
+    def __init__(self, head: bytes):
+        self.head = head
+
+
+#: How much of a line too long to keep is searched for its id.
+ID_SEARCH_BYTES = 1024 * 1024
+_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]]')
+_ID_VALUE = re.compile(rb'\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*"|null)\s*[,}]')
+
+
+def readable_id(line: bytes) -> Any:
+    """The top-level ``id`` of a request ``json.loads`` cannot parse (nested too deeply,
+    or cut because too long), when it can be read; else ``None``. Only brackets and
+    strings are tokenised, so depth costs nothing."""
+    depth = 0
+    for token in _TOKEN.finditer(line):
+        text = token.group()
+        if text in (b"{", b"["):
+            depth += 1
+        elif text in (b"}", b"]"):
+            depth -= 1
+        elif depth == 1 and text == b'"id"':
+            value = _ID_VALUE.match(line, token.end())
+            if value is None:
+                return None
+            try:
+                found = json.loads(value.group(1))
+            except ValueError:
+                return None
+            return found if _valid_id(found) else None
+    return None
 
 
 def check_message(message: Any) -> tuple[str | None, Any]:

@@ -2,6 +2,9 @@
 
 Events carry what the live turn showed: readable text (lone surrogates from undecodable
 bytes shown as ``\\xNN``, see :mod:`iac_kernel.textsafe`) and diffs with secrets redacted.
+Tool results are masked again with what is known now (credential shapes, secret
+environment values, the workspace's sensitive values): a record stored before a value was
+known to be sensitive is not replayed with it.
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from iac_kernel.events import (
     ToolCallStarted,
     UserMessage,
 )
-from iac_kernel.redact import redact_diff, redact_value
+from iac_kernel.redact import redact, redact_diff, redact_value
+from iac_kernel.terraform.sensitive import mask_text
+from iac_kernel.terraform.workspace import sensitive_values
 from iac_kernel.textsafe import readable, readable_value
 from iac_kernel.tools.base import Tool, ToolContext
 
@@ -33,6 +38,7 @@ def replay(
     With ``ctx`` (the session's cwd and settings), tool calls carry their file locations.
     """
     names: dict[str, str] = {}
+    values = sensitive_values(ctx.cwd) if ctx is not None else frozenset()
     for message in messages:
         content = message.get("content")
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
@@ -41,7 +47,8 @@ def replay(
             for block in blocks:
                 if block.get("type") == "tool_result":
                     call_id = block.get("tool_use_id", "")
-                    output = readable(_result_text(block.get("content")))
+                    output = _result_text(block.get("content"))
+                    output = readable(mask_text(redact(output), values))
                     yield ToolCallResult(
                         call_id,
                         names.get(call_id, "tool"),

@@ -82,15 +82,21 @@ class OutputPump:
     async def _emit(self, final: bool = False) -> None:
         if not self._buffer and not (final and self.masker is not None):
             return
-        text = redact("".join(self._buffer))
+        text = "".join(self._buffer)
         self._buffer.clear()
-        if self.masker is not None:
-            text = self.masker.feed(text) + (self.masker.flush() if final else "")
+        if self.masker is None:
+            text = redact(text)
+        else:  # the masker redacts too, on text held across chunks
+            # In a thread: the masker may rescan the workspace for values the call created.
+            text = await asyncio.to_thread(self._mask, text, final)
             if not text:
                 return
         self.printed.append(text)
         self._tail = (self._tail + text)[-OUTPUT_TAIL_CHARS:]
         await self.send(ToolCallOutput(self.call_id, text, self._tail))
+
+    def _mask(self, text: str, final: bool) -> str:
+        return self.masker.feed(text) + (self.masker.flush() if final else "")
 
     async def close(self) -> None:
         """Send what is left (once); later chunks are dropped."""

@@ -34,6 +34,7 @@ from iac_kernel.redact import redact
 from iac_kernel.redact import redact_value as _redact_value
 from iac_kernel.textsafe import readable, readable_value
 from iac_kernel.tools.base import Tool, ToolContext, ToolError, ToolResult
+from iac_kernel.tools.tf_questions import mask_question, mask_shown
 from iac_kernel.tools.tf_results import after_tool_call, live_masker, mask_diff
 
 log = logging.getLogger(__name__)
@@ -104,7 +105,7 @@ class ToolCalls:
                 call.name,
                 readable(call.title),
                 _kind(call.tool),
-                readable_value(_redact_value(call.input)),
+                readable_value(mask_shown(call.input, self.cwd, fresh=False)),
                 [readable(p) for p in locations],
                 mask_diff(shown_diff(diff), self.cwd),
             ),
@@ -155,9 +156,13 @@ class ToolCalls:
             call.call_id,
             masker=_safe(lambda: live_masker(call.name, call.input, self.cwd), None),
         )
-        ctx = self._context(ask, lambda text: pump.push(readable(text)))
+        # Questions go out masked: exec-time ones with a fresh scan (the running call may
+        # have created values), the one before the call with the values known so far.
+        running_ask = _masking(ask, self.cwd, fresh=True)
+        ask = _masking(ask, self.cwd, fresh=False)
+        ctx = self._context(running_ask, lambda text: pump.push(readable(text)))
         # Exec-time approvals of guarded programs (issue 11), decided by the gate.
-        ctx.ask_exec = self.gate.exec_asker(call.call_id, call.name, ask)
+        ctx.ask_exec = self.gate.exec_asker(call.call_id, call.name, running_ask)
         ctx.audit = _call_audit(ctx.audit, call)
         try:  # e.g. terraform_apply: the saved plan's bytes and summary, bound to the approval
             ctx.review = await call.tool.review(call.input, ctx)
@@ -281,6 +286,18 @@ async def _audit_review(
     if result is not None and result.is_error and not raw.get("outcome"):
         record["message"] = result.content[:2000]
     await asyncio.to_thread(ctx.audit, record)
+
+
+def _masking(ask: AskPermission | None, cwd: Path, fresh: bool) -> AskPermission | None:
+    """``ask`` showing every question masked with the values known when it goes out
+    (with ``fresh``, after a new scan: a value the running call just created included)."""
+    if ask is None:
+        return None
+
+    async def masked_ask(request: PermissionRequest) -> str:
+        return await ask(await asyncio.to_thread(mask_question, request, cwd, fresh))
+
+    return masked_ask
 
 
 def _kind(tool: Tool | None) -> str:

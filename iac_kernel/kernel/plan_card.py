@@ -35,6 +35,8 @@ COLORS = {
 }
 DANGER = ("delete", "replace")
 MAX_ROWS = 200
+#: Rows per page of the HTML table (each page a ``<details>``; the first one open).
+PAGE_ROWS = 50
 VALUE_CHARS = 200
 
 
@@ -99,10 +101,27 @@ def change_line(resource: dict[str, Any], change: dict[str, Any]) -> str:
     )
 
 
+def more_note(plan: dict[str, Any]) -> str:
+    """What a bounded plan (``Plan.to_dict``) leaves out, in words ("" if nothing)."""
+    total = plan.get("rows_total")
+    shown = len([r for r in plan.get("resources") or [] if r.get("action") != "no-op"])
+    if not plan.get("truncated") or not isinstance(total, int):
+        return ""
+    return (
+        f"Showing {shown} of {total} changing resources (deletes and replaces first); "
+        "ask terraform_plan_detail for any other address."
+    )
+
+
 def render_plain(plan: dict[str, Any]) -> str:
     lines = [title(plan)]
     if identity(plan):
         lines.append(f"plan file: {identity(plan)}")
+    groups = plan.get("groups") or []
+    if len(groups) > 1 or plan.get("truncated"):
+        lines += [f"  {g['count']:>7} {g['action']} {g['type']}" for g in groups]
+    if more_note(plan):
+        lines.append(more_note(plan))
     for error in plan.get("errors") or []:
         lines.append(f"error: {error}")
     for action, resources in grouped(plan):
@@ -174,13 +193,32 @@ def render_html(plan: dict[str, Any]) -> str:
     for error in plan.get("errors") or []:
         parts.append(f'<div class="iac-plan-error" style="color:#cf222e">{esc(error)}</div>')
     checks = plan.get("checks") or []
-    groups = grouped(plan)
-    if groups:
+    counts = plan.get("groups") or []
+    if len(counts) > 1 or plan.get("truncated"):
+        cells = "".join(
+            f"<tr><td style='text-align:right'>{int(g['count'])}</td><td>{esc(g['action'])}</td>"
+            f"<td><code>{esc(g['type'])}</code></td></tr>"
+            for g in counts
+        )
+        parts.append(f'<table class="iac-plan-groups" style="margin:4px 0">{cells}</table>')
+    if more_note(plan):
+        parts.append(
+            f'<div class="iac-plan-more" style="color:#57606a">{esc(more_note(plan))}</div>'
+        )
+    rows = [(a, r) for a, resources in grouped(plan) for r in resources[:MAX_ROWS]]
+    for start in range(0, len(rows), PAGE_ROWS):
+        page = rows[start : start + PAGE_ROWS]
+        if len(rows) > PAGE_ROWS:
+            opened = " open" if start == 0 else ""
+            parts.append(
+                f'<details class="iac-plan-page"{opened}><summary>rows {start + 1}–'
+                f"{start + len(page)} of {len(rows)}</summary>"
+            )
         parts.append('<table class="iac-plan-table" style="border-collapse:collapse;width:100%">')
-        for action, resources in groups:
-            for resource in resources[:MAX_ROWS]:
-                parts.append(_row_html(action, resource, checks))
+        parts += [_row_html(action, resource, checks) for action, resource in page]
         parts.append("</table>")
+        if len(rows) > PAGE_ROWS:
+            parts.append("</details>")
     outputs = [o for o in plan.get("outputs") or [] if o.get("action") != "no-op"]
     if outputs:
         rows = "\n".join(

@@ -1,5 +1,8 @@
 """Private files for the session store: folders 0700, files 0600 whatever the umask;
 all-or-nothing appends; atomic replacement. No file descriptor outlives a call.
+
+Nothing here follows a symbolic link: a log, index or metadata file replaced by a link
+(to a file outside the store) is refused with :class:`StoreLinkError`, read or written.
 """
 
 from __future__ import annotations
@@ -7,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 DIR_MODE = 0o700
@@ -21,6 +25,20 @@ class StoreOpenError(OSError):
     """The OS refused to open a store file (too many open files, permissions, ...)."""
 
 
+class StoreLinkError(StoreOpenError):
+    """A store file or folder is a symbolic link: refused, nothing read or written."""
+
+    def __init__(self, path: Path):
+        super().__init__(
+            errno.ELOOP, f"refusing to follow a symbolic link in the session store: {path}"
+        )
+
+
+def _refuse_link(path: Path) -> None:
+    if path.is_symlink():
+        raise StoreLinkError(path)
+
+
 def describe(exc: OSError) -> str:
     """``[Errno 24] Too many open files (EMFILE)`` style text for an OS error."""
     name = errno.errorcode.get(exc.errno or 0, "")
@@ -29,7 +47,8 @@ def describe(exc: OSError) -> str:
 
 
 def private_dir(path: Path) -> Path:
-    """Create ``path`` (and parents) and make it 0700."""
+    """Create ``path`` (and parents) and make it 0700; a link there is refused."""
+    _refuse_link(path)
     path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
     if path.stat().st_mode & 0o777 != DIR_MODE:
         os.chmod(path, DIR_MODE)
@@ -37,12 +56,15 @@ def private_dir(path: Path) -> Path:
 
 
 def open_fd(path: Path, flags: int) -> int:
-    """``os.open`` with mode 0600 (forced, the umask may have taken bits away)."""
+    """``os.open`` with mode 0600 (forced, the umask may have taken bits away), never
+    through a symbolic link (:class:`StoreLinkError`)."""
     try:
-        fd = os.open(path, flags | os.O_CLOEXEC, FILE_MODE)
+        fd = os.open(path, flags | os.O_CLOEXEC | os.O_NOFOLLOW, FILE_MODE)
     except FileNotFoundError:
         raise
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise StoreLinkError(path) from None
         if exc.errno in (errno.EMFILE, errno.ENFILE):
             raise StoreOpenError(
                 exc.errno, f"cannot open {path.name}: {describe(exc)}; close some sessions"
@@ -53,6 +75,30 @@ def open_fd(path: Path, flags: int) -> int:
             if os.fstat(fd).st_mode & 0o777 != FILE_MODE:
                 os.fchmod(fd, FILE_MODE)
     return fd
+
+
+def read(path: Path) -> bytes:
+    """The whole file, never through a symbolic link."""
+    fd = open_fd(path, os.O_RDONLY)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_lines(path: Path) -> Iterator[bytes]:
+    """The file's lines, read as they are used, never through a symbolic link. The file
+    is opened at once (errors raise here, not at the first line)."""
+    handle = os.fdopen(open_fd(path, os.O_RDONLY), "rb", buffering=1 << 20)
+
+    def lines() -> Iterator[bytes]:
+        with handle:
+            yield from handle
+
+    return lines()
 
 
 def create_file(path: Path, data: bytes = b"") -> None:
@@ -93,6 +139,7 @@ def append(path: Path, data: bytes, *, sync: bool = True) -> int:
 
 def replace(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` atomically (temp file, fsync, rename, fsync dir)."""
+    _refuse_link(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with contextlib.suppress(FileNotFoundError):
         tmp.unlink()

@@ -132,7 +132,7 @@ class FolderIndex:
         key = str(path)
         cached = self._cache.get(key) or _Cached()
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            fd = files.open_fd(path, os.O_RDONLY)
         except FileNotFoundError:
             self._cache.pop(key, None)
             return {}

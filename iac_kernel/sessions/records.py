@@ -16,6 +16,7 @@ messages (``message`` or ``repair`` records); both read the same.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,10 +36,15 @@ class LogScan:
     torn_tail: bool = False
 
 
-def scan(data: bytes) -> LogScan:
-    """Parse every line; a line that is not a whole JSON object is counted as bad."""
-    result = LogScan(size=len(data))
-    for raw in data.splitlines(keepends=True):
+def scan(data: bytes | Iterable[bytes]) -> LogScan:
+    """Parse every line (of the bytes, or of an iterable of lines read one at a time: a
+    big log is never held whole); a line that is not a whole JSON object is counted as
+    bad."""
+    lines = data.splitlines(keepends=True) if isinstance(data, bytes) else data
+    result = LogScan(size=len(data) if isinstance(data, bytes) else 0)
+    for raw in lines:
+        if not isinstance(data, bytes):
+            result.size += len(raw)
         complete = raw.endswith(b"\n")
         record = None
         if complete:

@@ -69,7 +69,10 @@ class SessionStore:
     """All sessions under one root directory."""
 
     def __init__(self, root: Path):
-        self.root = Path(root).expanduser()
+        root = Path(root).expanduser()
+        # A root the user made a link is followed once, here; every folder and file below
+        # it is refused if it is a link (files.py).
+        self.root = root.resolve() if root.is_symlink() else root
         self.index = FolderIndex(self.root)
         #: session id -> (index entry, its SessionMeta): listing builds each once.
         self._metas: dict[str, tuple[dict[str, Any], SessionMeta]] = {}
@@ -99,7 +102,7 @@ class SessionStore:
         found = []
         for path in self.root.glob("*.json"):
             try:
-                found.append(SessionMeta.from_dict(json.loads(path.read_bytes())))
+                found.append(SessionMeta.from_dict(json.loads(files.read(path))))
             except (OSError, ValueError, TypeError):
                 continue
         return found
@@ -133,7 +136,7 @@ class SessionStore:
     def remove(self, session_id: str) -> None:
         """Delete a session's files (used to undo a create that could not finish)."""
         with contextlib.suppress(OSError, ValueError, SessionNotFoundError):
-            cwd = json.loads(self._path(session_id, ".json").read_bytes())["cwd"]
+            cwd = json.loads(files.read(self._path(session_id, ".json")))["cwd"]
             self.index.drop(cwd, session_id)
         for suffix in (".json", ".jsonl", ".lock"):
             with contextlib.suppress(OSError):
@@ -142,7 +145,7 @@ class SessionStore:
     def read_meta(self, session_id: str) -> SessionMeta:
         path = self._path(session_id, ".json")
         try:
-            data = json.loads(path.read_bytes())
+            data = json.loads(files.read(path))
         except FileNotFoundError:
             raise SessionNotFoundError(session_id) from None
         except (json.JSONDecodeError, UnicodeDecodeError):
@@ -210,15 +213,16 @@ class SessionStore:
         return SessionWriter(self, meta, token)
 
     def _scan(self, session_id: str) -> records.LogScan:
-        try:
-            data = self._path(session_id, ".jsonl").read_bytes()
+        try:  # line by line: a big log is never held whole
+            return records.scan(files.read_lines(self._path(session_id, ".jsonl")))
         except FileNotFoundError:
-            data = b""
+            return records.scan(b"")
+        except StoreOpenError:
+            raise
         except OSError as exc:
             raise StoreOpenError(
                 exc.errno, f"cannot read session {session_id}: {files.describe(exc)}"
             ) from None
-        return records.scan(data)
 
     def read(self, session_id: str) -> StoredSession:
         """Read a session without writing (for a non-owner's replay); the history is

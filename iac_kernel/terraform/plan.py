@@ -10,20 +10,33 @@ path; :mod:`.sensitive` masks them again by value wherever else they appear.
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from iac_kernel.terraform.plan_attrs import (
+    MAX_CHANGES,
+    SENSITIVE,
+    UNKNOWN,
+    AttributeChange,
+    attribute_changes,
+)
 from iac_kernel.terraform.sensitive import mask_value, values_from_show
 
-SENSITIVE = "(sensitive)"
-UNKNOWN = "(known after apply)"
+__all__ = ["MAX_CHANGES", "SENSITIVE", "UNKNOWN", "AttributeChange", "attribute_changes"]
+
 #: Display order: what destroys things first.
 ACTIONS = ("delete", "replace", "create", "update", "read", "forget", "no-op")
-#: Attribute changes kept per resource (a huge resource keeps the first ones).
-MAX_CHANGES = 200
-_MAX_DEPTH = 12
+#: Rows of changing resources in :meth:`Plan.to_dict` (cards, ``_meta``, the store).
+ROWS_SHOWN = 500
+#: What :meth:`Plan.to_dict` may weigh as JSON: the ACP update of a plan call carries it
+#: twice (``rawOutput`` and ``_meta``) and must stay under 256 KB.
+DICT_BYTES = 96 * 1024
+MAX_GROUPS = 200
+#: Longest attribute value in :meth:`Plan.to_dict` (the whole one: terraform_plan_detail).
+VALUE_CHARS = 1000
 REASONS = {
     "replace_because_cannot_update": "an attribute that cannot be updated changed",
     "replace_because_tainted": "the object is tainted",
@@ -39,18 +52,6 @@ REASONS = {
     "read_because_dependency_pending": "a dependency has pending changes",
     "read_because_check_nested": "read by a check block",
 }
-
-
-@dataclass
-class AttributeChange:
-    """One attribute path that changes: ``tags.env``, ``ingress[0].cidr_blocks[1]``."""
-
-    path: str
-    before: Any = None
-    after: Any = None
-    sensitive: bool = False
-    unknown: bool = False
-    forces_replace: bool = False
 
 
 @dataclass
@@ -126,7 +127,9 @@ class Plan:
         """Resources that change, deletes and replaces first."""
         order = {a: i for i, a in enumerate(ACTIONS)}
         moving = [r for r in self.resources if r.action != "no-op"]
-        return sorted(moving, key=lambda r: (order.get(r.action, 99), r.address))
+        moving.sort(key=lambda r: r.address)
+        moving.sort(key=lambda r: order.get(r.action, 99))  # stable: addresses stay sorted
+        return moving
 
     def resource(self, address: str) -> ResourceChange | None:
         for item in (*self.resources, *self.drift):
@@ -134,15 +137,47 @@ class Plan:
                 return item
         return None
 
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        for key, items in (("resources", self.resources), ("drift", self.drift)):
-            for shown, item in zip(data[key], items, strict=True):
-                shown["why"] = reason_text(item)  # the reason in words, for renderers
+    def to_dict(self, max_rows: int | None = ROWS_SHOWN) -> dict[str, Any]:
+        """The plan as data for cards, ``_meta`` and the store. With ``max_rows`` (the
+        default) it stays under :data:`DICT_BYTES` whatever the plan's size: the changing
+        resources (deletes and replaces first) up to ``max_rows``, fewer if their attribute
+        changes are large, with ``groups`` (counts by action and type) for all of them and
+        ``rows_total`` / ``truncated``; the rest is one ``terraform_plan_detail`` away.
+        ``max_rows=None`` keeps every resource, no-ops included."""
+        changed = self.changed if max_rows is not None else []
+        rows = self.resources if max_rows is None else changed[:max_rows]
+        drift = self.drift if max_rows is None else self.drift[:max_rows]
+        data: dict[str, Any] = {
+            "file": asdict(self.file) if self.file is not None else None,
+            "program": self.program,
+            "version": self.version,
+            "refresh_only": self.refresh_only,
+            "counts": dict(self.counts),
+            "resources": [_resource_dict(r, max_rows is not None) for r in rows],
+            "outputs": [asdict(o) for o in self.outputs[: max_rows or None]],
+            "drift": [_resource_dict(r, max_rows is not None) for r in drift],
+            "errored": self.errored,
+            "applyable": self.applyable,
+            "errors": list(self.errors[:20] if max_rows else self.errors),
+            "checks": list(self.checks[: max_rows or None]),
+            "checks_note": self.checks_note,
+        }
         if self.file is not None:
             data["file"]["short_hash"] = self.file.short_hash
             data["file"]["time"] = self.file.time
         data["summary"] = summary_line(self)
+        if max_rows is None:
+            return data
+        data["groups"] = groups_of(changed)
+        data["rows_total"] = len(changed)
+        data["drift_total"] = len(self.drift)
+        _fit(data, DICT_BYTES)
+        data["truncated"] = (
+            len(data["resources"]) < data["rows_total"]
+            or len(data["drift"]) < data["drift_total"]
+            or len(data["outputs"]) < len(self.outputs)
+            or len(data["checks"]) < len(self.checks)
+        )
         return data
 
     @classmethod
@@ -167,9 +202,59 @@ class Plan:
         )
 
 
+def _resource_dict(resource: ResourceChange, clip: bool = True) -> dict[str, Any]:
+    shown = asdict(resource)
+    shown["why"] = reason_text(resource)  # the reason in words, for renderers
+    if clip:
+        for change in shown["changes"]:
+            change["before"] = _clipped(change["before"])
+            change["after"] = _clipped(change["after"])
+    return shown
+
+
+def _clipped(value: Any) -> Any:
+    """A value cut to :data:`VALUE_CHARS` (as its JSON text when it is not a string)."""
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    if len(text) <= VALUE_CHARS:
+        return value
+    return text[: VALUE_CHARS - 1] + "…"
+
+
+def groups_of(resources: list[ResourceChange]) -> list[dict[str, Any]]:
+    """Counts by action and resource type, in display order (deletes first)."""
+    counts: dict[tuple[str, str], int] = {}
+    for resource in resources:
+        key = (resource.action, resource.type)
+        counts[key] = counts.get(key, 0) + 1
+    order = {a: i for i, a in enumerate(ACTIONS)}
+    keys = sorted(counts, key=lambda k: (order.get(k[0], 99), k[1]))
+    return [{"action": a, "type": t, "count": counts[(a, t)]} for a, t in keys[:MAX_GROUPS]]
+
+
+def _fit(data: dict[str, Any], budget: int) -> None:
+    """Shrink ``data``'s lists until its JSON fits ``budget``: attribute changes per row
+    first (32, 8, 2, none), then the longest list by halves. A dozen encodings at most."""
+    encoder = json.JSONEncoder(ensure_ascii=False, default=str)
+    cap = 32
+    while len(encoder.encode(data)) > budget:
+        rows = [r for key in ("resources", "drift") for r in data[key] if len(r["changes"]) > cap]
+        if rows:
+            for row in rows:
+                row.setdefault("changes_total", len(row["changes"]))
+                row["changes"] = row["changes"][:cap]
+            cap //= 4
+            continue
+        longest = max(("resources", "drift", "outputs", "checks"), key=lambda k: len(data[k]))
+        if not data[longest]:
+            return
+        data[longest] = data[longest][: len(data[longest]) // 2]
+
+
 def _resource_from(data: dict[str, Any]) -> ResourceChange:
     changes = [AttributeChange(**c) for c in data.get("changes") or []]
-    fields = {k: v for k, v in data.items() if k != "why"}
+    fields = {k: v for k, v in data.items() if k not in ("why", "changes_total")}
     return ResourceChange(**{**fields, "changes": changes})
 
 
@@ -226,8 +311,10 @@ def parse_plan(
     file: PlanFile | None = None,
     program: str = "terraform",
     refresh_only: bool = False,
+    values: set[str] | None = None,
 ) -> Plan:
-    """A :class:`Plan` from the ``show -json`` document of a plan file."""
+    """A :class:`Plan` from the ``show -json`` document of a plan file (``values``: its
+    sensitive values when the caller already has them, else they are collected here)."""
     plan = Plan(
         file=file,
         program=program,
@@ -245,7 +332,7 @@ def parse_plan(
     plan.drift = [_resource_change(item) for item in data.get("resource_drift") or []]
     for name, item in sorted((data.get("output_changes") or {}).items()):
         plan.outputs.append(_output_change(name, item))
-    _mask_by_value(plan, values_from_show(data))
+    _mask_by_value(plan, values_from_show(data) if values is None else values)
     return plan
 
 
@@ -291,82 +378,6 @@ def _output_change(name: str, item: dict[str, Any]) -> OutputChange:
         sensitive=sensitive,
         unknown=unknown,
     )
-
-
-def attribute_changes(change: dict[str, Any], replace_paths: set[str]) -> list[AttributeChange]:
-    """The leaf attributes whose value differs between ``before`` and ``after``."""
-    before = _flatten(change.get("before"), change.get("before_sensitive"), None)
-    after = _flatten(
-        change.get("after"), change.get("after_sensitive"), change.get("after_unknown")
-    )
-    out: list[AttributeChange] = []
-    for path in sorted(set(before) | set(after)):
-        old, old_sensitive, _ = before.get(path, (None, False, False))
-        new, new_sensitive, unknown = after.get(path, (None, False, False))
-        if old == new and not unknown and old_sensitive == new_sensitive:
-            continue
-        sensitive = old_sensitive or new_sensitive
-        out.append(
-            AttributeChange(
-                path=path,
-                before=SENSITIVE if old_sensitive and old is not None else old,
-                after=UNKNOWN if unknown else (SENSITIVE if new_sensitive else new),
-                sensitive=sensitive,
-                unknown=unknown,
-                forces_replace=any(
-                    path == p or path.startswith(p + ".") or path.startswith(p + "[")
-                    for p in replace_paths
-                ),
-            )
-        )
-        if len(out) >= MAX_CHANGES:
-            break
-    return out
-
-
-def _flatten(value: Any, sensitive: Any, unknown: Any, prefix: str = "", depth: int = 0):
-    """path -> (value, sensitive, unknown) for every leaf of ``value``."""
-    leaves: dict[str, tuple[Any, bool, bool]] = {}
-    if value is None and isinstance(unknown, dict) and unknown:
-        value = {}  # a block that does not exist yet but has unknown members
-    if sensitive is True or unknown is True or depth >= _MAX_DEPTH:
-        leaves[prefix or "(value)"] = (value, sensitive is True, unknown is True)
-        return leaves
-    if isinstance(value, dict) and (value or (isinstance(unknown, dict) and unknown)):
-        keys = set(value) | (set(unknown) if isinstance(unknown, dict) else set())
-        for key in sorted(keys):
-            leaves.update(
-                _flatten(
-                    value.get(key),
-                    _child(sensitive, key),
-                    _child(unknown, key),
-                    f"{prefix}.{key}" if prefix else str(key),
-                    depth + 1,
-                )
-            )
-        return leaves
-    if isinstance(value, list) and value:
-        for index, item in enumerate(value):
-            leaves.update(
-                _flatten(
-                    item,
-                    _child(sensitive, index),
-                    _child(unknown, index),
-                    f"{prefix}[{index}]",
-                    depth + 1,
-                )
-            )
-        return leaves
-    leaves[prefix or "(value)"] = (value, False, False)
-    return leaves
-
-
-def _child(mask: Any, key: str | int) -> Any:
-    if isinstance(mask, dict) and isinstance(key, str):
-        return mask.get(key)
-    if isinstance(mask, list) and isinstance(key, int) and key < len(mask):
-        return mask[key]
-    return None
 
 
 def _path_text(steps: list[Any]) -> str:

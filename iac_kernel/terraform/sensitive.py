@@ -17,12 +17,18 @@ printed by ``output -raw`` or ``cat`` carries no mark at all.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from iac_kernel.masking.encodings import forms
+from iac_kernel.masking.shapes import open_block
+from iac_kernel.masking.values import ValueMasker
+
 MASK = "(sensitive)"
-#: Shorter values ("on", "80", "yes") are too likely to occur by chance to be replaced.
+#: Values shorter than this ("on", "80") are masked only as whole tokens or JSON strings
+#: (iac_kernel.masking.values); they are still collected.
 MIN_LENGTH = 4
 _TRIVIAL = {"true", "false", "null", "none", "string", "number", "bool"}
 
@@ -47,8 +53,8 @@ def leaves(value: Any, depth: int = 0) -> Iterator[str]:
 
 
 def keep(values: Iterable[str]) -> set[str]:
-    """The values worth masking (long enough, not a keyword)."""
-    return {v for v in values if len(v.strip()) >= MIN_LENGTH and v.lower() not in _TRIVIAL}
+    """The values worth masking (not blank, not a keyword)."""
+    return {v for v in values if v.strip() and v.lower() not in _TRIVIAL}
 
 
 def masked_leaves(value: Any, mask: Any) -> Iterator[str]:
@@ -202,47 +208,55 @@ def _json_documents(text: str) -> Iterator[Any]:
 
 
 def variants(value: str) -> set[str]:
-    """The ways a value prints: as is, JSON-escaped, and each line of a multi-line value."""
-    out = {value, json.dumps(value)[1:-1]}
-    if "\n" in value:
-        out |= {line for line in value.splitlines() if len(line.strip()) >= 8}
-    return {v for v in out if v}
+    """The ways a value prints (:func:`iac_kernel.masking.encodings.forms`)."""
+    return forms(value)
+
+
+@functools.lru_cache(maxsize=32)
+def _masker(values: frozenset[str]) -> ValueMasker:
+    return ValueMasker(values, MASK)
 
 
 def mask_text(text: str, values: Iterable[str]) -> str:
-    """``text`` with every sensitive value replaced by :data:`MASK` (longest first)."""
+    """``text`` with every sensitive value, in every form it prints in, replaced by
+    :data:`MASK` (short values only as whole tokens, see :mod:`iac_kernel.masking.values`)."""
     if not text:
         return text
-    expanded: set[str] = set()
-    for value in values:
-        expanded |= variants(value)
-    for value in sorted(expanded, key=len, reverse=True):
-        if value in text:
-            text = text.replace(value, MASK)
-    return text
+    return _masker(frozenset(values)).sub(text)
 
 
 def mask_value(value: Any, values: Iterable[str]) -> Any:
     """``value`` (strings at any depth, dict keys too) with sensitive values masked."""
-    values = list(values)
+    values = frozenset(values)
     if not values:
         return value
+    return _mask_tree(value, _masker(values), values)
+
+
+def _mask_tree(value: Any, masker: ValueMasker, values: frozenset[str]) -> Any:
     if isinstance(value, str):
-        return mask_text(value, values)
+        return masker.sub(value)
     if isinstance(value, dict):
-        return {mask_text(str(k), values): mask_value(v, values) for k, v in value.items()}
+        return {masker.sub(str(k)): _mask_tree(v, masker, values) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [mask_value(v, values) for v in value]
+        return [_mask_tree(v, masker, values) for v in value]
     if isinstance(value, int | float) and not isinstance(value, bool):
         return MASK if str(value) in values else value
     return value
 
 
+#: An unfinished line up to this long is held whole by a redacting stream.
+LINE_HOLD = 8192
+
+
 class StreamMasker:
     """Masks a stream of chunks: holds back a tail that could be the start of a value.
 
-    With ``hold_all`` nothing is released until :meth:`flush`, which also masks the
-    values of any Terraform JSON the whole text holds (a remote ``state pull``).
+    ``refresh`` (if given) returns the values known *now*; it is asked before each chunk
+    is released, so a value a running call creates (a state it writes) is masked in the
+    call's own live output. With ``hold_all`` nothing is released until :meth:`flush`,
+    which also masks the values of any Terraform JSON the whole text holds (a remote
+    ``state pull``).
     """
 
     def __init__(
@@ -250,31 +264,53 @@ class StreamMasker:
         values: Iterable[str],
         hold_all: bool = False,
         on_found: Callable[[set[str]], None] | None = None,
+        refresh: Callable[[], Iterable[str]] | None = None,
+        redact: Callable[[str], str] | None = None,
+        redact_hold: int = 0,
     ):
+        #: Secrets by environment and shape (:func:`iac_kernel.redact.redact`), applied to
+        #: the held text too, so a secret cut across two chunks is still whole here.
+        self.redact = redact
+        self.redact_hold = redact_hold
         #: Called at :meth:`flush` with the values found in the held text, so that the
         #: call's final result (perhaps cut to its head and tail) masks them too.
         self.on_found = on_found
-        self.values: set[str] = set()
-        for value in values:
-            self.values |= variants(value)
+        self.refresh = refresh
+        self.values: frozenset[str] = frozenset(values)
         self.hold_all = hold_all
-        self.hold = max((len(v) for v in self.values), default=1) - 1
         self.pending = ""
+
+    def _current(self) -> ValueMasker:
+        if self.refresh is not None:
+            self.values = self.values | frozenset(self.refresh())
+        return _masker(self.values)
 
     def feed(self, chunk: str) -> str:
         if self.hold_all:
             self.pending += chunk
             return ""
-        text = mask_text(self.pending + chunk, self.values)
-        if self.hold <= 0:
-            self.pending = ""
-            return text
-        cut = max(len(text) - self.hold, 0)
+        masker = self._current()
+        text = self.pending + chunk
+        held = ""
+        if self.redact is not None:
+            block = open_block(text)  # a private key whose END has not come yet: held raw
+            if block is not None:
+                text, held = text[:block], text[block:]
+            text = self.redact(text)
+        text = masker.sub(text)
+        cut = max(len(text) - max(masker.longest - 1, 0), 0)
+        if self.redact is not None and not held:
+            # Shapes are matched within a line: hold the unfinished line (a long one, its
+            # last redact_hold characters).
+            line = max(text.rfind("\n"), text.rfind("\r")) + 1  # \r: progress bars
+            cut = min(cut, line if len(text) - line <= LINE_HOLD else len(text) - self.redact_hold)
         # Never cut inside a mask we just wrote.
-        inside = text.rfind(MASK, 0, cut + len(MASK) - 1)
-        if 0 <= inside < cut < inside + len(MASK):
-            cut = inside
-        self.pending = text[cut:]
+        for mark in (MASK, "[REDACTED:"):
+            inside = text.rfind(mark, 0, cut)
+            end = text.find("]", inside) + 1 if mark != MASK else inside + len(MASK)
+            if 0 <= inside < cut < end:
+                cut = inside
+        self.pending = text[cut:] + held
         return text[:cut]
 
     def flush(self) -> str:
@@ -282,4 +318,7 @@ class StreamMasker:
         extra = values_in_text(text) if self.hold_all else set()
         if extra and self.on_found is not None:
             self.on_found(extra)
-        return mask_text(text, self.values | extra)
+        masker = self._current()
+        if self.redact is not None:
+            text = self.redact(text)
+        return mask_text(masker.sub(text), extra) if extra else masker.sub(text)

@@ -1,11 +1,12 @@
 """The sensitive values of one working directory, cached by file modification time.
 
-Scanned under the session's cwd: state files (``*.tfstate``, ``*.tfstate.backup``,
-``terraform.tfstate.d/*``), plan files (zip archives holding a ``tfplan``: their embedded
-prior state, and ``show -json`` when terraform or tofu is installed), ``*.tf`` variables
-declared ``sensitive = true`` with their defaults and the values ``*.tfvars`` /
-``*.tfvars.json`` / ``TF_VAR_*`` give them. Tools that already hold a plan's
-``show -json`` register its values with :func:`remember`.
+Scanned under the session's cwd: every state file (any name holding ``.tfstate``:
+backups, ``terraform.tfstate.<unix>.backup``, ``terraform.tfstate.d/*``), the state files
+backends name (``backend "local" { path }``, ``.terraform/terraform.tfstate``), plan files
+(zip archives holding a ``tfplan``: their embedded prior state, and ``show -json`` when
+terraform or tofu is installed), and the configuration (:mod:`.config_scan`). A scan that
+reaches :data:`MAX_ENTRIES` or :data:`MAX_DEPTH` says so (:func:`limit_note`). Tools that
+already hold a plan's ``show -json`` register its values with :func:`remember`.
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ import json
 import logging
 import os
 import threading
+import time
 import zipfile
 from pathlib import Path
 from typing import Any
 
+from iac_kernel.terraform import config_scan
 from iac_kernel.terraform.cli import TerraformError, find_program, show_json_sync
-from iac_kernel.terraform.sensitive import keep, leaves, values_from_show, values_from_state
+from iac_kernel.terraform.sensitive import keep, values_from_show, values_from_state
 
 log = logging.getLogger(__name__)
 
@@ -36,9 +39,12 @@ SKIP_DIRS = {
     ".mypy_cache",
     ".ruff_cache",
 }
-MAX_ENTRIES = 20_000
-MAX_DEPTH = 8
+#: The scan stops here and says so (:meth:`WorkspaceIndex.limit_note`), never silently.
+MAX_ENTRIES = 500_000
+MAX_DEPTH = 64
 MAX_PLAN_BYTES = 64 * 1024 * 1024
+#: A folder changed less than this long ago is listed again on every scan.
+RACY_SECONDS = 2.0
 
 
 def is_plan_file(path: Path) -> bool:
@@ -79,63 +85,21 @@ def plan_file_values(path: Path) -> set[str]:
     return found
 
 
-def _unquote(value: Any) -> Any:
-    """python-hcl2 8 keeps the quotes of string literals."""
-    if isinstance(value, str) and len(value) >= 2 and value[0] == value[-1] == '"':
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError:
-            return value[1:-1]
-    if isinstance(value, dict):
-        return {k: _unquote(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_unquote(v) for v in value]
-    return value
-
-
-def config_values(directory: Path, tf_files: list[Path], var_files: list[Path]) -> set[str]:
-    """Values of the variables ``*.tf`` in ``directory`` declare sensitive."""
-    import hcl2
-
-    names: set[str] = set()
-    found: list[str] = []
-    for path in tf_files:
-        try:
-            text = path.read_text(errors="replace")
-            if "sensitive" not in text:  # parsing is slow; most files declare nothing
-                continue
-            doc = hcl2.loads(text)
-        except Exception:  # a file python-hcl2 cannot parse is skipped, not fatal
-            continue
-        for block in doc.get("variable") or []:
-            for name, body in block.items():
-                if isinstance(body, dict) and body.get("sensitive") in (True, "true"):
-                    names.add(name.strip('"'))
-                    found += leaves(_unquote(body.get("default")))
-    if not names:
-        return set()
-    for path in var_files:
-        try:
-            text = path.read_text(errors="replace")
-            doc = json.loads(text) if path.name.endswith(".json") else _unquote(hcl2.loads(text))
-        except Exception:
-            continue
-        for name in names:
-            if isinstance(doc, dict) and name in doc:
-                found += leaves(doc[name])
-    for name in names:
-        if f"TF_VAR_{name}" in os.environ:
-            found.append(os.environ[f"TF_VAR_{name}"])
-    return keep(found)
-
-
 class WorkspaceIndex:
     """Sensitive values under one directory; files re-read only when they change."""
 
     def __init__(self, root: Path):
         self.root = root
         self._files: dict[Path, tuple[int, int, frozenset[str]]] = {}
-        self._dirs: dict[Path, tuple[tuple[Any, ...], frozenset[str]]] = {}
+        #: folder -> ((inode, mtime), listing): unchanged folders are not listed again.
+        self._listings: dict[Path, tuple[tuple[int, int, int], Any]] = {}
+        self._config_cache: tuple[Any, frozenset[str], list[Path], frozenset[str]] | None = None
+        #: Whether the last scan hit :data:`MAX_ENTRIES` or :data:`MAX_DEPTH`.
+        self.limited = False
+        #: Variables the configuration declares sensitive (their ``-var`` values are masked).
+        self.names: frozenset[str] = frozenset()
+        #: What the last scan found (:meth:`known`).
+        self.last: frozenset[str] = frozenset()
         self._remembered: dict[str, frozenset[str]] = {}
         self._lock = threading.Lock()
 
@@ -144,49 +108,132 @@ class WorkspaceIndex:
         with self._lock:
             self._remembered[key] = frozenset(values)
 
+    def known_file(self, path: Path, values: set[str]) -> None:
+        """A plan file whose ``show -json`` a tool already read: the scan takes these
+        values while the file is unchanged instead of running ``show -json`` again."""
+        try:
+            stat = path.stat()
+        except OSError:
+            return
+        with self._lock:
+            self._files[path] = (stat.st_mtime_ns, stat.st_size, frozenset(values))
+
     def values(self) -> frozenset[str]:
         with self._lock:
             found: set[str] = set()
             for values in self._remembered.values():
                 found |= values
-            for path, kind in self._scan():
-                found |= self._file_values(path, kind)
-            found |= self._config_values()
+            hits, tf_files, var_files = self._scan()
+            config, backends, self.names = self._config(tf_files, var_files)
+            found |= config
+            for path in backends:
+                hits.append((path, "state"))
+            for path, kind in hits:
+                if kind == "backend":
+                    states, secrets = config_scan.backend_cache(path)
+                    found |= keep(secrets)
+                    hits += [(state, "state") for state in states]
+                else:
+                    found |= self._file_values(path, kind)
+            self.last = frozenset(found)
+            return self.last
+
+    def known(self) -> frozenset[str]:
+        """The values of the last scan and those remembered since, without scanning."""
+        with self._lock:
+            found = set(self.last)
+            for values in self._remembered.values():
+                found |= values
             return frozenset(found)
 
-    def _scan(self) -> list[tuple[Path, str]]:
+    def limit_note(self) -> str:
+        """What the last scan left out (empty when it read everything)."""
+        if not self.limited:
+            return ""
+        return (
+            f"[sensitive-value scan stopped at {MAX_ENTRIES} workspace entries or depth "
+            f"{MAX_DEPTH}: values in files beyond are not known and not masked]"
+        )
+
+    def _scan(self) -> tuple[list[tuple[Path, str]], list[Path], list[Path]]:
         hits: list[tuple[Path, str]] = []
-        self._tf_dirs: dict[Path, tuple[list[Path], list[Path]]] = {}
+        tf_files: list[Path] = []
+        var_files: list[Path] = []
+        self.limited = False
         seen = 0
         stack = [(self.root, 0)]
-        while stack and seen < MAX_ENTRIES:
+        while stack:
+            if seen >= MAX_ENTRIES:
+                self.limited = True
+                break
             directory, depth = stack.pop()
+            listing = self._listing(directory)
+            if listing is None:
+                continue
+            count, subdirs, files = listing
+            seen += count
+            for name in subdirs:
+                if name == ".terraform":
+                    cache = directory / name / "terraform.tfstate"
+                    if cache.is_file():
+                        hits.append((cache, "backend"))
+                elif depth < MAX_DEPTH:
+                    stack.append((directory / name, depth + 1))
+                else:
+                    self.limited = True
+            for name, kind in files:
+                if kind == "tf":
+                    tf_files.append(directory / name)
+                elif kind == "var":
+                    var_files.append(directory / name)
+                else:
+                    hits.append((directory / name, kind))
+        return hits, tf_files, var_files
+
+    def _listing(self, directory: Path) -> tuple[int, list[str], list[tuple[str, str]]] | None:
+        """The folders to enter and the files of interest in ``directory``: read again
+        only when the folder changed (its mtime or ctime), and always while that change is
+        recent (a change in the same clock tick as the last read would not show)."""
+        try:
+            stat = directory.stat()
+        except OSError:
+            return None
+        # ctime too: setting a folder's mtime back (utime) changes its ctime.
+        key = (stat.st_ino, stat.st_mtime_ns, stat.st_ctime_ns)
+        cached = self._listings.get(directory)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            return None
+        subdirs: list[str] = []
+        files: list[tuple[str, str]] = []
+        for entry in entries:
+            name = entry.name
             try:
-                entries = list(os.scandir(directory))
+                if entry.is_dir(follow_symlinks=False):
+                    if name == ".terraform" or name not in SKIP_DIRS:
+                        subdirs.append(name)
+                    continue
+                if not entry.is_file():
+                    continue
             except OSError:
                 continue
-            for entry in entries:
-                seen += 1
-                name = entry.name
-                try:
-                    if entry.is_dir(follow_symlinks=False):
-                        if name not in SKIP_DIRS and depth < MAX_DEPTH:
-                            stack.append((Path(entry.path), depth + 1))
-                        continue
-                    if not entry.is_file():
-                        continue
-                except OSError:
-                    continue
-                path = Path(entry.path)
-                if name.endswith((".tfstate", ".tfstate.backup")):
-                    hits.append((path, "state"))
-                elif name.endswith(".tf"):
-                    self._tf_dirs.setdefault(path.parent, ([], []))[0].append(path)
-                elif name.endswith((".tfvars", ".tfvars.json")):
-                    self._tf_dirs.setdefault(path.parent, ([], []))[1].append(path)
-                elif _plan_candidate(name):
-                    hits.append((path, "plan?"))
-        return hits
+            if ".tfstate" in name:  # .tfstate, .tfstate.backup, .tfstate.<unix>.backup
+                files.append((name, "state"))
+            elif name.endswith((".tf", ".tf.json")):
+                files.append((name, "tf"))
+            elif name.endswith((".tfvars", ".tfvars.json")):
+                files.append((name, "var"))
+            elif _plan_candidate(name):
+                files.append((name, "plan?"))
+        listing = (len(entries), subdirs, files)
+        if time.time() - max(stat.st_mtime, stat.st_ctime) > RACY_SECONDS:
+            self._listings[directory] = (key, listing)
+        else:
+            self._listings.pop(directory, None)
+        return listing
 
     def _file_values(self, path: Path, kind: str) -> frozenset[str]:
         try:
@@ -200,7 +247,7 @@ class WorkspaceIndex:
         if kind == "state":
             try:
                 values = values_from_state(json.loads(path.read_text(errors="replace") or "{}"))
-            except (OSError, json.JSONDecodeError, AttributeError):
+            except (OSError, ValueError, AttributeError):
                 values = set()
         elif stat.st_size <= MAX_PLAN_BYTES and is_plan_file(path):
             values = plan_file_values(path)
@@ -208,24 +255,24 @@ class WorkspaceIndex:
         self._files[path] = (stat.st_mtime_ns, stat.st_size, result)
         return result
 
-    def _config_values(self) -> set[str]:
-        found: set[str] = set()
-        env_key = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("TF_VAR_")))
-        for directory, (tf_files, var_files) in getattr(self, "_tf_dirs", {}).items():
-            parts: list[Any] = [env_key]
-            for path in sorted(tf_files + var_files):
-                try:
-                    stat = path.stat()
-                except OSError:
-                    continue
-                parts.append((str(path), stat.st_mtime_ns, stat.st_size))
-            key = tuple(parts)
-            cached = self._dirs.get(directory)
-            if cached is None or cached[0] != key:
-                cached = (key, frozenset(config_values(directory, tf_files, var_files)))
-                self._dirs[directory] = cached
-            found |= cached[1]
-        return found
+    def _config(
+        self, tf_files: list[Path], var_files: list[Path]
+    ) -> tuple[frozenset[str], list[Path], frozenset[str]]:
+        """The configuration's values, re-read only when a file or ``TF_VAR_*`` changed."""
+        parts: list[Any] = [
+            tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("TF_VAR_")))
+        ]
+        for path in sorted(tf_files) + sorted(var_files):
+            try:
+                stat = path.stat()
+            except OSError:
+                continue
+            parts.append((str(path), stat.st_mtime_ns, stat.st_size))
+        key = tuple(parts)
+        if self._config_cache is None or self._config_cache[0] != key:
+            values, states, names = config_scan.config_values(tf_files, var_files)
+            self._config_cache = (key, frozenset(values), states, frozenset(names))
+        return self._config_cache[1], list(self._config_cache[2]), self._config_cache[3]
 
 
 _INDEXES: dict[Path, WorkspaceIndex] = {}
@@ -248,3 +295,24 @@ def sensitive_values(cwd: Path) -> frozenset[str]:
 
 def remember(cwd: Path, key: str, values: set[str]) -> None:
     index_for(cwd).remember(key, values)
+
+
+def remember_plan_file(cwd: Path, path: Path, values: set[str]) -> None:
+    """``path``'s values come from a ``show -json`` already read (see ``known_file``)."""
+    index_for(cwd).known_file(Path(path).resolve(), values)
+
+
+def known_values(cwd: Path) -> frozenset[str]:
+    """The values known for ``cwd`` without a new scan (cheap: for text shown before a
+    call runs; what a call prints is masked with a fresh scan)."""
+    return index_for(cwd).known()
+
+
+def limit_note(cwd: Path) -> str:
+    """What the workspace's last scan left out, for cards and questions ("" if nothing)."""
+    return index_for(cwd).limit_note()
+
+
+def sensitive_names(cwd: Path) -> frozenset[str]:
+    """Variables the workspace's configuration declares sensitive (as of the last scan)."""
+    return index_for(cwd).names

@@ -17,7 +17,7 @@ from iac_kernel.terraform import cli, policy
 from iac_kernel.terraform.plan import Plan, PlanFile, parse_plan
 from iac_kernel.terraform.sensitive import mask_text, values_from_show
 from iac_kernel.terraform.summary import detail_text, model_text
-from iac_kernel.terraform.workspace import is_plan_file, remember
+from iac_kernel.terraform.workspace import is_plan_file, remember, remember_plan_file
 from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError, ToolResult
 from iac_kernel.tools.paths import resolve_path
 from iac_kernel.tools.validate import check
@@ -61,17 +61,19 @@ def workdir_of(args: dict[str, Any], ctx: ToolContext) -> Path:
 
 async def read_plan(
     executable: str, path: Path, workdir: Path, cwd: Path, refresh_only: bool = False
-) -> tuple[Plan, dict[str, Any]]:
-    """Parse a plan file (show -json), attach checkov's result, remember its values."""
+) -> tuple[Plan, set[str]]:
+    """Parse a plan file (show -json, read once), attach checkov's result, remember its
+    sensitive values; returns the plan and those values."""
     doc = await cli.show_json(executable, path, workdir)
-    plan = parse_plan(
-        doc, PlanFile.of(path, shown_path(path, cwd)), cli.program_name(executable), refresh_only
-    )
+    values = values_from_show(doc)  # collected once: parsing and masking use them
+    file = PlanFile.of(path, shown_path(path, cwd))
+    plan = parse_plan(doc, file, cli.program_name(executable), refresh_only, values)
     await policy.attach(plan, doc, workdir)
     sha = plan.file.sha256 if plan.file else ""
-    remember(cwd, f"plan:{_real(path)}:{sha}", values_from_show(doc))
+    remember(cwd, f"plan:{_real(path)}:{sha}", values)
+    remember_plan_file(cwd, path, values)
     record_plan(cwd, path, plan)
-    return plan, doc
+    return plan, values
 
 
 PROGRAM_SCHEMA = {
@@ -158,10 +160,12 @@ class TerraformPlanTool(Tool):
                 raw_output={"plan": plan.to_dict(), "exit_code": done.returncode},
             )
         try:
-            plan, doc = await read_plan(executable, out, workdir, ctx.cwd, mode == "refresh-only")
+            plan, values = await read_plan(
+                executable, out, workdir, ctx.cwd, mode == "refresh-only"
+            )
         except cli.TerraformError as exc:
             raise ToolError(str(exc)) from None
-        text = mask_text(model_text(plan), values_from_show(doc))
+        text = mask_text(model_text(plan), values)
         return ToolResult(text, raw_output={"plan": plan.to_dict(), "exit_code": 0})
 
 
@@ -235,7 +239,7 @@ class TerraformPlanDetailTool(Tool):
         if plan is None or plan.file is None or plan.file.sha256 != PlanFile.of(path).sha256:
             try:
                 executable = cli.find_program(args.get("program"))
-                plan, _doc = await read_plan(executable, path, path.parent, ctx.cwd)
+                plan, _values = await read_plan(executable, path, path.parent, ctx.cwd)
             except cli.TerraformError as exc:
                 raise ToolError(str(exc)) from None
         return ToolResult(

@@ -22,6 +22,8 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from iac_kernel.masking import shapes
+from iac_kernel.redact import longest_secret, redact
 from iac_kernel.terraform import cli, policy
 from iac_kernel.terraform.commands import PlanTarget, find_commands, plan_outputs, split_argv
 from iac_kernel.terraform.plan import PlanFile, parse_plan
@@ -36,7 +38,13 @@ from iac_kernel.terraform.sensitive import (
     values_in_text,
 )
 from iac_kernel.terraform.summary import model_text
-from iac_kernel.terraform.workspace import remember, sensitive_values
+from iac_kernel.terraform.workspace import (
+    known_values,
+    limit_note,
+    remember,
+    remember_plan_file,
+    sensitive_values,
+)
 from iac_kernel.tools.base import ToolResult
 from iac_kernel.tools.tf_plans import record_plan
 
@@ -81,7 +89,15 @@ def live_masker(name: str, args: dict[str, Any], cwd: Path) -> StreamMasker | No
     def found(values: set[str]) -> None:  # the final, maybe cut, result masks them too
         remember(cwd, f"printed:{hash(frozenset(values))}", values)
 
-    return StreamMasker(sensitive_values(cwd), hold_all=hold, on_found=found)
+    # The known values now, a fresh scan before each chunk goes out (in the pump's thread).
+    return StreamMasker(
+        known_values(cwd),
+        hold_all=hold,
+        on_found=found,
+        refresh=lambda: sensitive_values(cwd),
+        redact=redact,
+        redact_hold=max(longest_secret(), shapes.HOLD),
+    )
 
 
 def mask_diff(diff: Any, cwd: Path) -> Any:
@@ -121,6 +137,9 @@ async def after_tool_call(
         result.content = f"{note}\n{result.content}"
         raw = result.raw_output if isinstance(result.raw_output, dict) else {}
         result.raw_output = {**raw, "terraform_state": {"masked": count}}
+    note = limit_note(cwd)
+    if note and name in STREAMING_TOOLS | {"read_file", "grep"}:
+        result.content = f"{note}\n{result.content}"
     result.raw_output = mask_value(result.raw_output, values)
     if isinstance(full, str):
         result.full_output = mask_text(full, values)  # type: ignore[attr-defined]
@@ -161,15 +180,12 @@ async def _pick_up_plans(command: str, cwd: Path, result: ToolResult) -> None:
         executable = cli.find_program(target.program)
         doc = await cli.show_json(executable, target.path, target.workdir)
         shown = _shown(target.path, cwd)
-        plan = parse_plan(
-            doc, PlanFile.of(target.path, shown), target.program, refresh_only=target.refresh_only
-        )
+        values = values_from_show(doc)
+        file = PlanFile.of(target.path, shown)
+        plan = parse_plan(doc, file, target.program, target.refresh_only, values)
         await policy.attach(plan, doc, target.workdir)
-        remember(
-            cwd,
-            f"plan:{target.path}:{plan.file.sha256 if plan.file else ''}",
-            values_from_show(doc),
-        )
+        remember(cwd, f"plan:{target.path}:{plan.file.sha256 if plan.file else ''}", values)
+        remember_plan_file(cwd, target.path, values)
         record_plan(cwd, target.path, plan)
         result.content = f"{result.content}\n\n{model_text(plan)}"
         raw = result.raw_output if isinstance(result.raw_output, dict) else {}

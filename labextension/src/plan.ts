@@ -20,6 +20,7 @@ import {
   SYMBOLS,
   changeLine,
   groupByAction,
+  moreNote,
   parsePlan,
   shown
 } from './planmodel';
@@ -90,6 +91,15 @@ export function renderPlan(node: HTMLElement, plan: IPlan): void {
   }
   for (const error of plan.errors ?? []) {
     card.appendChild(el('div', 'iac-plan-error', error));
+  }
+  const more = moreNote(plan);
+  if (more) {
+    for (const group of plan.groups ?? []) {
+      card.appendChild(
+        el('div', 'iac-plan-group', `${group.count} ${group.action} ${group.type}`)
+      );
+    }
+    card.appendChild(el('div', 'iac-plan-more', more));
   }
   const checks = plan.checks ?? [];
   if (groups.length) {

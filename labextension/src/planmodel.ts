@@ -43,6 +43,22 @@ export interface IPlan {
   drift?: IPlanResource[];
   checks?: IPlanCheck[];
   checks_note?: string;
+  /** A bounded plan (Plan.to_dict): counts by action and type, and how many rows exist. */
+  groups?: { action: string; type: string; count: number }[];
+  rows_total?: number;
+  truncated?: boolean;
+}
+
+/** What a bounded plan leaves out, in words ('' if nothing). */
+export function moreNote(plan: IPlan): string {
+  if (!plan.truncated || typeof plan.rows_total !== 'number') {
+    return '';
+  }
+  const shown = plan.resources.filter(r => r.action !== 'no-op').length;
+  return (
+    `Showing ${shown} of ${plan.rows_total} changing resources (deletes and replaces ` +
+    'first); ask terraform_plan_detail for any other address.'
+  );
 }
 
 export const ACTION_ORDER = ['delete', 'replace', 'create', 'update', 'read', 'forget'];

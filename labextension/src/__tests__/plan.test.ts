@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { changeLine, groupByAction, parsePlan } from '../planmodel';
+import { changeLine, groupByAction, moreNote, parsePlan } from '../planmodel';
 
 const plan = {
   summary: 'Plan: 2 to add, 1 to change, 2 to destroy (1 replaced).',
@@ -49,4 +49,10 @@ test('attribute changes read like terraform, sensitive values stay masked', () =
   const db = { address: 'terraform_data.db', action: 'update' };
   const secret = { path: 'input', before: '(sensitive)', after: '(sensitive)' };
   assert.equal(changeLine(db, secret), '~ input: (sensitive) -> (sensitive)');
+});
+
+test('a bounded plan says how many rows it leaves out', () => {
+  assert.equal(moreNote(plan), '');
+  const bounded = { ...plan, rows_total: 10000, truncated: true };
+  assert.match(moreNote(bounded), /^Showing 4 of 10000 changing resources/);
 });

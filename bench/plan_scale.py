@@ -1,0 +1,178 @@
+"""``terraform_plan`` on 10,000 ``terraform_data`` resources, through ``iac-kernel acp``,
+against terraform's own ``plan -out`` + ``show -json`` measured in the same run; the
+bytes of that call's ACP messages; the bytes of its notebook plan card.
+
+Run: ``python bench/plan_scale.py [--resources 10000] [--runs 1]`` (about a minute a run
+at 10,000). Checkov is off (``IAC_KERNEL_CHECKOV=off``): the policy check is its own
+cost, not the plan's. Not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from common import acp_command, clean_env, median
+
+CONFIG = """
+resource "terraform_data" "r" {
+  count = %d
+  input = { name = "r-${count.index}", size = count.index }
+}
+"""
+
+
+def tf_env() -> dict[str, str]:
+    return {**os.environ, "TF_CLI_CONFIG_FILE": "/dev/null", "CHECKPOINT_DISABLE": "1",
+            "TF_IN_AUTOMATION": "1"}  # fmt: skip
+
+
+def workspace(resources: int) -> Path:
+    """An initialised root module with ``resources`` terraform_data (cached in TMPDIR)."""
+    root = Path(tempfile.gettempdir()) / f"bench-plan-{resources}"
+    if not (root / ".terraform").is_dir():
+        shutil.rmtree(root, ignore_errors=True)
+        root.mkdir(parents=True)
+        (root / "main.tf").write_text(CONFIG % resources)
+        subprocess.run(["terraform", "init", "-input=false", "-no-color"], cwd=root,
+                       env=tf_env(), check=True, capture_output=True)  # fmt: skip
+    return root
+
+
+def floor(root: Path, tmp: Path) -> float:
+    """terraform plan -out + show -json, as the tool needs them (the plan file is written
+    outside the workspace: it is not the agent's to scan)."""
+    out = str(tmp / "floor.tfplan")
+    started = time.perf_counter()
+    subprocess.run(["terraform", "plan", "-input=false", "-no-color", f"-out={out}"],
+                   cwd=root, env=tf_env(), check=True, capture_output=True)  # fmt: skip
+    subprocess.run(["terraform", "show", "-json", out], cwd=root, env=tf_env(),
+                   check=True, capture_output=True)  # fmt: skip
+    return time.perf_counter() - started
+
+
+def script(path: Path) -> Path:
+    call = {"name": "terraform_plan", "input": {"out": "ours.tfplan"}}
+    turns = [{"tool_use": [call]}, {"text": "Planned."}]
+    path.write_text(json.dumps({"name": "plan", "exchanges": [{"match": "plan", "turns": turns}]}))
+    return path
+
+
+def ours(root: Path, tmp: Path) -> dict[str, float]:
+    """Seconds from the call's start to its result, and the bytes of its ACP messages."""
+    env = clean_env(
+        IAC_KERNEL_SCRIPT=str(script(tmp / "plan.json")),
+        IAC_KERNEL_SESSIONS_DIR=str(tmp / "sessions"),
+        IAC_KERNEL_CHECKOV="off",
+        TF_CLI_CONFIG_FILE="/dev/null",
+    )
+    proc = subprocess.Popen(acp_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, env=env, cwd=root)  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def send(message: dict) -> None:
+        proc.stdin.write((json.dumps(message) + "\n").encode())
+        proc.stdin.flush()
+
+    def until(request_id: int) -> dict:
+        while True:
+            line = proc.stdout.readline()
+            message = json.loads(line)
+            if message.get("id") == request_id and "method" not in message:
+                return message
+
+    send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}})
+    until(1)
+    send({"jsonrpc": "2.0", "id": 2, "method": "session/new",
+          "params": {"cwd": str(root), "mcpServers": []}})  # fmt: skip
+    sid = until(2)["result"]["sessionId"]
+    prompt = [{"type": "text", "text": "plan it"}]
+    send({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+          "params": {"sessionId": sid, "prompt": prompt}})  # fmt: skip
+    call_bytes, started, took, plan = 0, 0.0, 0.0, None
+    while True:
+        line = proc.stdout.readline()
+        message = json.loads(line)
+        if message.get("method") == "session/request_permission":
+            call_bytes += len(line)
+            allow = {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
+            send({"jsonrpc": "2.0", "id": message["id"], "result": allow})
+            continue
+        update = (message.get("params") or {}).get("update") or {}
+        if update.get("toolCallId"):
+            call_bytes += len(line)
+            if update.get("sessionUpdate") == "tool_call":
+                started = time.perf_counter()
+            if update.get("status") in ("completed", "failed"):
+                took = time.perf_counter() - started
+                plan = ((update.get("_meta") or {}).get("iac_kernel") or {}).get("plan")
+        if message.get("id") == 3:
+            break
+    proc.stdin.close()
+    proc.wait(30)
+    from iac_kernel.kernel.plan_card import bundle
+
+    card = len(json.dumps(bundle(plan or {}), ensure_ascii=False).encode())
+    return {"seconds": took, "acp bytes": call_bytes, "card bytes": card,
+            "rows": (plan or {}).get("rows_total", 0)}  # fmt: skip
+
+
+def iopub(root: Path, tmp: Path) -> int:
+    """Bytes of every IOPub message of a notebook cell whose turn runs terraform_plan."""
+    from iac_kernel.kernel.testing import scripted_kernel
+
+    env = {"IAC_KERNEL_HEADLESS_POLICY": "allow", "IAC_KERNEL_CHECKOV": "off",
+           "TF_CLI_CONFIG_FILE": "/dev/null"}  # fmt: skip
+    kernel = scripted_kernel(tmp, root, script(tmp / "plan.json"), env)
+    try:
+        cell = kernel.execute("plan it", timeout=1800)
+    finally:
+        kernel.stop()
+    return sum(len(json.dumps(m["content"], ensure_ascii=False).encode()) for m in cell.messages)
+
+
+def run(runs: int, resources: int = 10_000) -> dict[str, list[float]]:
+    root = workspace(resources)
+    figures: dict[str, list[float]] = {"floor": [], "ours": [], "acp": [], "card": []}
+    with tempfile.TemporaryDirectory(prefix="bench-plan-") as tmp:
+        for _ in range(runs):  # interleaved: both see the same load
+            figures["floor"].append(floor(root, Path(tmp)))
+            result = ours(root, Path(tmp))
+            figures["ours"].append(result["seconds"])
+            figures["acp"].append(result["acp bytes"])
+            figures["card"].append(result["card bytes"])
+            assert result["rows"] == resources, result
+        figures["iopub"] = [float(iopub(root, Path(tmp)))]
+    return figures
+
+
+def report(f: dict[str, list[float]], resources: int = 10_000) -> None:
+    floor_s, ours_s = median(f["floor"]), median(f["ours"])
+    print(f"terraform_plan at scale ({resources} terraform_data resources)")
+    print(f"  terraform_plan call           {ours_s:7.1f} s   plan -out + show -json "
+          f"{floor_s:.1f} s   {ours_s / floor_s:.2f}x  target <= 1.3x")  # fmt: skip
+    print(f"  ACP bytes of the call         {median(f['acp']) / 1024:7.0f} KB  "
+          "target < 256 KB")  # fmt: skip
+    print(f"  notebook plan card bundle     {median(f['card']) / 1024:7.0f} KB")
+    print(f"  IOPub bytes of the plan cell  {median(f['iopub']) / 1024:7.0f} KB  "
+          "target < 1 MB")  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--resources", type=int, default=10_000)
+    args = parser.parse_args()
+    report(run(args.runs, args.resources), args.resources)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    main()

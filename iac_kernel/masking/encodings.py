@@ -1,0 +1,75 @@
+"""The forms a known secret value prints in.
+
+A value is found as is, JSON-escaped (Python's and Go's: Terraform writes ``&``, ``<``,
+``>`` as ``\\u0026``, ``\\u003c``, ``\\u003e``), URL-encoded, in hex, in base64 (at any of
+the three byte alignments, so a value inside a longer encoded text is found too) and
+reversed; a JSON form inside another JSON string too. Transformations of the value itself
+(upper case, ``od -c``, wrapped dumps) are not forms: masking by value cannot know them.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from urllib.parse import quote, quote_plus
+
+#: Values this long or longer are also looked for encoded and reversed.
+MIN_VALUE = 4
+#: A base64 core shorter than this is too likely by chance (a 4-byte value's own padded
+#: encoding is always looked for).
+MIN_ENCODED = 6
+
+
+def json_forms(value: str) -> set[str]:
+    """Python's (ASCII and not) and Go's JSON string escapes of ``value``."""
+    ascii_form = json.dumps(value)[1:-1]
+    plain = json.dumps(value, ensure_ascii=False)[1:-1]
+    go = (
+        plain.replace("&", "\\u0026")
+        .replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
+    go_ascii = ascii_form.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+    return {ascii_form, plain, go, go_ascii}
+
+
+def base64_cores(data: bytes) -> set[str]:
+    """For each alignment of ``data`` inside a longer byte string, the base64 characters
+    that depend on ``data`` alone (standard and URL-safe alphabets)."""
+    cores: set[str] = set()
+    for offset in range(3):
+        encoded = base64.b64encode(b"\0" * offset + data).decode()
+        start = 4 if offset else 0
+        end = ((offset + len(data)) // 3) * 4
+        core = encoded[start:end]
+        if offset == 0 and len(data) % 3 == 0:
+            core = encoded  # no padding: the whole text is the value's
+        if len(core) >= MIN_ENCODED:
+            cores.add(core)
+            cores.add(core.replace("+", "-").replace("/", "_"))
+    if len(data) % 3:  # the value alone, padded
+        alone = base64.b64encode(data).decode()
+        cores |= {alone, alone.replace("+", "-").replace("/", "_")}
+    return cores
+
+
+def forms(value: str) -> set[str]:
+    """Every printed form of ``value`` (``value`` itself included)."""
+    out = {value} | json_forms(value)
+    for form in list(out):  # JSON inside a JSON string (``jq -R``, a state in a tool result)
+        if "\\" in form:
+            out |= json_forms(form)
+    for line in value.splitlines() if "\n" in value else []:
+        if len(line.strip()) >= 8:  # a multi-line value printed one line at a time
+            out |= {line} | json_forms(line)
+    if len(value) >= MIN_VALUE:
+        data = value.encode("utf-8", "surrogatepass")
+        out |= base64_cores(data)
+        hexed = binascii.hexlify(data).decode()
+        out |= {hexed, hexed.upper()}
+        out |= {quote(value, safe=""), quote(value), quote_plus(value)}
+        out.add(value[::-1])
+    return {form for form in out if form}

@@ -1,0 +1,135 @@
+"""Credentials recognisable by their shape, masked without knowing their values.
+
+Each rule names its kind; the secret part becomes ``[REDACTED:kind]`` and the context
+(the key name, the URL's user and host) stays readable. Rules want context or a
+distinctive prefix: commit hashes, UUIDs, resource ids and ARNs are not credentials.
+Every rule starts only where its run of characters starts (a lookbehind on the same
+class) and bounds what it backtracks over: output crafted to make a rule try every
+position costs linear time, not quadratic.
+"""
+
+from __future__ import annotations
+
+import re
+
+_NOT_MASKED = r"(?!\[REDACTED|\(sensitive\))"
+
+#: (kind, pattern); group ``s`` is the secret part.
+RULES: list[tuple[str, re.Pattern[str]]] = [
+    (
+        "private-key",
+        re.compile(
+            r"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----(?P<s>.+?)"
+            r"(?:-----END \1PRIVATE KEY-----|\Z)",
+            re.DOTALL,
+        ),
+    ),
+    ("aws-access-key-id", re.compile(r"(?<![A-Z0-9])(?P<s>(?:AKIA|ASIA)[A-Z0-9]{16})(?![A-Z0-9])")),
+    (
+        "aws-secret",
+        re.compile(
+            r"(?i:aws_secret_access_key|secret_access_key|secretaccesskey|aws_session_token"
+            r"|session_token|sessiontoken)[\"']?\s*[=:]\s*[\"']?"
+            + _NOT_MASKED
+            + r"(?P<s>[^\s\"',}]+)"
+        ),
+    ),
+    (  # a bare 40-character AWS secret: base64 alphabet, mixed case and a digit
+        "aws-secret",
+        re.compile(
+            r"(?<![A-Za-z0-9/+=])(?P<s>(?=[A-Za-z0-9/+]*[a-z])(?=[A-Za-z0-9/+]*[A-Z])"
+            r"(?=[A-Za-z0-9/+]*[0-9])[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
+        ),
+    ),
+    (
+        "json-secret",
+        re.compile(
+            r"\"(?:private_key|client_secret|refresh_token|access_token|id_token|api_key"
+            r"|password|secret)\"\s*:\s*\"" + _NOT_MASKED + r"(?P<s>(?:[^\"\\]|\\.)+)\""
+        ),
+    ),
+    (
+        "kube-secret",
+        re.compile(
+            r"(?m)^[ \t-]*(?:token|client-key-data|id-token|refresh-token|access-token"
+            r"|password|auth-provider-token)[ \t]*:[ \t]*[\"']?" + _NOT_MASKED + r"(?P<s>[^\s\"']+)"
+        ),
+    ),
+    (
+        "url-password",
+        re.compile(
+            r"(?<![\w.+-])[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@\[\]]*:"
+            + _NOT_MASKED
+            + r"(?P<s>[^\s@/]+)@"
+        ),
+    ),
+    (
+        "password",
+        re.compile(
+            r"(?:(?<![A-Za-z0-9])(?i:password|passwd)|(?<=[;?&])(?i:pwd))="
+            + _NOT_MASKED
+            + r"(?P<s>[^\s;&'\"]+)"
+        ),
+    ),
+    (  # NAME=value of a secret-named variable (``env``, ``.env`` files, ``export``)
+        "env-secret",
+        re.compile(
+            r"(?<![A-Za-z0-9_])(?=[A-Z0-9_]{1,128}=)[A-Z][A-Z0-9_]{0,63}?(?:PASSWORD|PASSWD"
+            r"|_PWD|SECRET|TOKEN(?!S)|API_KEY|PRIVATE_KEY|CREDENTIALS?)[A-Z0-9_]{0,63}="
+            + _NOT_MASKED
+            + r"(?P<s>\"[^\"]*\"|'[^']*'|[^\s\"']+)"
+        ),
+    ),
+    ("github-token", re.compile(r"(?P<s>\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_\w{40,}))")),
+    ("slack-token", re.compile(r"(?P<s>\bxox[abposr]-[A-Za-z0-9-]{10,})")),
+    ("google-api-key", re.compile(r"(?P<s>\bAIza[0-9A-Za-z_\-]{35})")),
+    (
+        "jwt",
+        re.compile(
+            r"(?<![A-Za-z0-9_-])(?P<s>eyJ[A-Za-z0-9_-]{8,}+\.eyJ[A-Za-z0-9_-]{8,}+"
+            r"\.[A-Za-z0-9_-]{8,}+)"
+        ),
+    ),
+    (
+        "netrc-password",
+        re.compile(r"\blogin\s+\S+\s+password\s+" + _NOT_MASKED + r"(?P<s>\S+)"),
+    ),
+]
+
+#: A cheap first look: text with none of these cannot match any rule.
+_HINTS = re.compile(
+    r"PRIVATE KEY|AKIA|ASIA|[A-Za-z0-9/+]{40}|(?i:secret|token|password|passwd|pwd|key|"
+    r"credential)|://|gh[pousr]_|github_pat_|xox|AIza|eyJ"
+)
+
+
+def mask_shapes(text: str) -> str:
+    """``text`` with every credential-shaped part replaced by ``[REDACTED:kind]``."""
+    if not text or not _HINTS.search(text):
+        return text
+    for kind, pattern in RULES:
+        text = pattern.sub(lambda m, k=kind: _replace(m, k), text)
+    return text
+
+
+def _replace(match: re.Match[str], kind: str) -> str:
+    start, end = match.span("s")
+    whole = match.group(0)
+    offset = match.start()
+    return whole[: start - offset] + f"[REDACTED:{kind}]" + whole[end - offset :]
+
+
+_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")
+_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY-----")
+#: How much of a line without its end a stream holds back when the line is very long (a
+#: shape is matched within a line: the unfinished line is held up to this and beyond).
+HOLD = 512
+
+
+def open_block(text: str) -> int | None:
+    """Where a private key block that has not ended yet starts in ``text`` (a stream
+    must hold from there until its END arrives), or None."""
+    starts = list(_BEGIN.finditer(text))
+    if not starts:
+        return None
+    return None if _END.search(text, starts[-1].end()) else starts[-1].start()

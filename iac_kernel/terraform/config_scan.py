@@ -1,0 +1,139 @@
+"""What a workspace's configuration says about sensitive values.
+
+* variables declared ``sensitive = true`` (in ``*.tf`` and ``*.tf.json``) and their
+  defaults; the values ``*.tfvars`` / ``*.tfvars.json`` anywhere in the workspace and
+  ``TF_VAR_*`` give them (a var file is often in another folder: ``-var-file=envs/x``);
+* backend state files: a ``backend "local" { path = ... }`` block, and the backend
+  configuration terraform keeps in ``.terraform/terraform.tfstate`` (its ``path``, and
+  secret-named settings such as ``access_key`` or ``password``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from iac_kernel.terraform.sensitive import keep, leaves
+
+log = logging.getLogger(__name__)
+
+_SECRET_SETTING = re.compile(r"key|secret|token|password|passw|credential|sas", re.IGNORECASE)
+
+
+def _unquote(value: Any) -> Any:
+    """python-hcl2 8 keeps the quotes of string literals."""
+    if isinstance(value, str) and len(value) >= 2 and value[0] == value[-1] == '"':
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value[1:-1]
+    if isinstance(value, dict):
+        return {k.strip('"'): _unquote(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unquote(v) for v in value]
+    return value
+
+
+def _blocks(doc: Any, kind: str) -> list[dict[str, Any]]:
+    """``variable`` / ``terraform`` blocks in python-hcl2's shape (a list of dicts) or in
+    JSON syntax (one dict)."""
+    found = doc.get(kind) if isinstance(doc, dict) else None
+    if isinstance(found, dict):
+        return [found]
+    return [b for b in found or [] if isinstance(b, dict)]
+
+
+def parse(path: Path) -> Any:
+    """A ``.tf`` / ``.tf.json`` / ``.tfvars`` / ``.tfvars.json`` file, or None."""
+    try:
+        text = path.read_text(errors="replace")
+        if path.name.endswith(".json"):
+            return json.loads(text)
+        import hcl2
+
+        return _unquote(hcl2.loads(text))
+    except Exception:  # a file we cannot parse is skipped, not fatal
+        log.debug("cannot parse %s", path)
+        return None
+
+
+def declared(doc: Any) -> tuple[set[str], list[str]]:
+    """Names of the variables ``doc`` declares sensitive, and their defaults' leaves."""
+    names: set[str] = set()
+    found: list[str] = []
+    for block in _blocks(doc, "variable"):
+        for name, body in block.items():
+            if isinstance(body, list) and body:  # JSON syntax allows a list of bodies
+                body = body[0]
+            if isinstance(body, dict) and body.get("sensitive") in (True, "true"):
+                names.add(name)
+                found += leaves(body.get("default"))
+    return names, found
+
+
+def backend_paths(doc: Any, directory: Path) -> list[Path]:
+    """State files a ``backend "local"`` block of ``doc`` names."""
+    paths: list[Path] = []
+    for block in _blocks(doc, "terraform"):
+        for backend in _blocks(block, "backend"):
+            for kind, body in backend.items():
+                if isinstance(body, list) and body:
+                    body = body[0]
+                if kind == "local" and isinstance(body, dict) and isinstance(body.get("path"), str):
+                    paths.append(directory / body["path"])
+    return paths
+
+
+def backend_cache(path: Path) -> tuple[list[Path], list[str]]:
+    """``.terraform/terraform.tfstate``: the state file its backend names, and the values
+    of its secret-named settings."""
+    try:
+        doc = json.loads(path.read_text(errors="replace") or "{}")
+    except (OSError, ValueError):
+        return [], []
+    backend = doc.get("backend") if isinstance(doc, dict) else None
+    config = backend.get("config") if isinstance(backend, dict) else None
+    if not isinstance(config, dict):
+        return [], []
+    states: list[Path] = []
+    if isinstance(config.get("path"), str):
+        states.append(path.parent.parent / config["path"])
+    secrets = [v for k, v in config.items() if _SECRET_SETTING.search(k) and isinstance(v, str)]
+    return states, secrets
+
+
+def config_values(
+    tf_files: list[Path], var_files: list[Path]
+) -> tuple[set[str], list[Path], set[str]]:
+    """Sensitive values the configuration gives, the backend state files it names, and
+    the names of the variables declared sensitive."""
+    names: set[str] = set()
+    found: list[str] = []
+    states: list[Path] = []
+    for path in tf_files:
+        if path.name.endswith(".tf"):
+            try:  # parsing is slow; most files declare nothing of interest
+                head = path.read_text(errors="replace")
+            except OSError:
+                continue
+            if "sensitive" not in head and "backend" not in head:
+                continue
+        doc = parse(path)
+        more, defaults = declared(doc)
+        names |= more
+        found += defaults
+        states += backend_paths(doc, path.parent)
+    if names:
+        for path in var_files:
+            doc = parse(path)
+            for name in names:
+                if isinstance(doc, dict) and name in doc:
+                    found += leaves(doc[name])
+        for name in names:
+            if f"TF_VAR_{name}" in os.environ:
+                found.append(os.environ[f"TF_VAR_{name}"])
+    return keep(found), states, names

@@ -1,0 +1,120 @@
+"""The store never follows a symbolic link: a session log, metadata file, lock or index
+replaced by a link is refused with a clear error and nothing is written or read outside
+the store (issue 23 point 4)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from iac_kernel.sessions.files import StoreLinkError
+from iac_kernel.sessions.store import SessionStore
+
+PROMPT = {"role": "user", "content": [{"type": "text", "text": "plan the vpc"}]}
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> SessionStore:
+    return SessionStore(tmp_path / "sessions")
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    target = tmp_path / "outside.txt"
+    target.write_text("precious\n")
+    target.chmod(0o644)
+    return target
+
+
+def link(path: Path, target: Path) -> None:
+    path.unlink()
+    path.symlink_to(target)
+
+
+def test_a_symlinked_log_is_refused_for_writes_and_reads(store, tmp_path, outside):
+    meta = store.create(str(tmp_path))
+    writer = store.open_writer(meta.session_id, "test")
+    writer.append_message(PROMPT)
+    link(store.root / f"{meta.session_id}.jsonl", outside)
+    with pytest.raises(StoreLinkError, match="symbolic link"):
+        writer.append_message(PROMPT)
+    with pytest.raises(StoreLinkError):
+        store.read(meta.session_id)
+    writer.close()
+    assert outside.read_text() == "precious\n"
+    assert oct(outside.stat().st_mode & 0o777) == "0o644"
+
+
+def test_a_symlinked_metadata_file_is_refused(store, tmp_path, outside):
+    meta = store.create(str(tmp_path))
+    link(store.root / f"{meta.session_id}.json", outside)
+    with pytest.raises(StoreLinkError):
+        store.read_meta(meta.session_id)
+    with pytest.raises(StoreLinkError):
+        store.write_meta(meta)
+    assert outside.read_text() == "precious\n"
+    assert (store.root / f"{meta.session_id}.json").is_symlink()  # not replaced either
+
+
+def test_a_symlinked_lock_is_refused(store, tmp_path, outside):
+    meta = store.create(str(tmp_path))
+    (store.root / f"{meta.session_id}.lock").symlink_to(outside)
+    with pytest.raises(StoreLinkError):
+        store.open_writer(meta.session_id, "test")
+    assert outside.read_text() == "precious\n"
+
+
+def test_a_symlinked_index_is_refused(store, tmp_path, outside):
+    store.create(str(tmp_path))
+    index = store.index.path(str(tmp_path))
+    assert index.is_file()
+    link(index, outside)
+    store.index._cache.clear()
+    with pytest.raises(StoreLinkError):
+        store.create(str(tmp_path))
+    assert outside.read_text() == "precious\n"
+
+
+def test_a_symlinked_index_folder_is_refused(tmp_path, outside):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    root = tmp_path / "sessions"
+    root.mkdir()
+    fresh = SessionStore(root)
+    os.symlink(elsewhere, fresh.index.dir)
+    with pytest.raises(StoreLinkError):
+        fresh.create(str(tmp_path))
+    assert list(elsewhere.iterdir()) == []
+
+
+async def test_acp_load_of_a_symlinked_log_is_a_clear_error(tmp_path: Path, outside: Path):
+    from test_acp_support import RawServer, server_env
+
+    sessions = tmp_path / "store"
+    env = server_env(IAC_KERNEL_SESSIONS_DIR=str(sessions))
+    async with RawServer.start(env, tmp_path / "err.log") as server:
+        await server.initialize()
+        new = await server.call("session/new", {"cwd": str(tmp_path), "mcpServers": []})
+        sid = new["result"]["sessionId"]
+        prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "hello"}]}
+        assert "result" in await server.call("session/prompt", prompt)
+        await server.call("session/close", {"sessionId": sid})
+        link(sessions / f"{sid}.jsonl", outside)
+        load = {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []}
+        answer = await server.call("session/load", load)
+        assert "symbolic link" in json.dumps(answer["error"])
+        assert "result" in await server.call("session/list", {"cwd": str(tmp_path)})
+    assert await asyncio.to_thread(outside.read_text) == "precious\n"
+
+
+def test_a_store_root_the_user_linked_is_followed_once(tmp_path):
+    real = tmp_path / "real-sessions"
+    real.mkdir()
+    (tmp_path / "linked").symlink_to(real)
+    store = SessionStore(tmp_path / "linked")
+    meta = store.create(str(tmp_path))
+    assert (real / f"{meta.session_id}.jsonl").is_file()
