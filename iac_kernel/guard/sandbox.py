@@ -151,11 +151,23 @@ class Layout:
     writable: list[Path] = field(default_factory=list)
     #: Host directories hidden inside the sandbox (private binary copies).
     masks: list[Path] = field(default_factory=list)
+    #: The agent's control plane (guard/hidden.py): empty in every sandbox of the call.
+    hidden: list[Path] = field(default_factory=list)
+    #: Credential stores: empty for the shell, shown to guarded programs the guard runs.
+    secrets: list[Path] = field(default_factory=list)
+    #: False: the shell gets no network (``sandbox_network = none``).
+    network: bool = True
 
     def bwrap_args(
-        self, bwrap: str, chdir: str | None = None, extra: Sequence[str] = ()
+        self,
+        bwrap: str,
+        chdir: str | None = None,
+        extra: Sequence[str] = (),
+        guarded: bool = False,
     ) -> list[str]:
-        """``bwrap`` and its options (``extra`` last), up to and including ``--``."""
+        """``bwrap`` and its options (``extra`` last), up to and including ``--``.
+        ``guarded``: the sandbox of a guarded program the guard runs (credentials and
+        the network are its own)."""
         args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         args += ["--bind", str(self.tmp_dir), "/tmp"]
         for path in own_paths_under_tmp():  # our code and Python, if installed under /tmp
@@ -170,8 +182,32 @@ class Layout:
                 args += ["--ro-bind", str(self.launcher_dir / program), real]
         for mask in self.masks:
             args += ["--tmpfs", str(mask)]
+        args += self._empty_mounts([*self.hidden, *([] if guarded else self.secrets)])
+        if not guarded and not self.network:
+            args.append("--unshare-net")
         args += ["--unshare-pid", "--die-with-parent", "--cap-drop", "ALL"]
         args += ["--chdir", chdir or str(self.cwd), *extra, "--"]
+        return args
+
+    def _empty_mounts(self, paths: Sequence[Path]) -> list[str]:
+        """Empty mounts over ``paths``: a tmpfs over a folder, an empty file over anything
+        else. Skipped: a path holding a folder the call needs (the cwd, the guard's own
+        folders), and one under /tmp that no bind shows (the private /tmp hides it)."""
+        needed = [self.cwd, *self.writable, self.tmp_dir, self.guard_dir, self.launcher_dir]
+        binds = self._binds()
+        args: list[str] = []
+        for path in paths:
+            text = str(path)
+            if any(n == path or path in n.parents for n in needed):
+                continue
+            if (text == "/tmp" or text.startswith("/tmp/")) and not any(
+                b == path or b in path.parents for b in binds
+            ):
+                continue
+            if path.is_dir() and not path.is_symlink():
+                args += ["--tmpfs", text]
+            elif os.path.lexists(path) and not path.is_symlink():
+                args += ["--ro-bind", str(empty_file()), text]
         return args
 
     def host_path(self, path: str) -> str:
@@ -186,6 +222,17 @@ class Layout:
 
     def _binds(self) -> list[Path]:
         return [*self.writable, self.cwd, *map(Path, own_paths_under_tmp())]
+
+
+def empty_file() -> Path:
+    """An empty read-only file in this user's state folder (mounted over hidden files)."""
+    path = state_dir() / "empty"
+    if not path.is_file() or path.stat().st_size:
+        tmp = state_dir() / f".empty-{os.getpid()}"
+        tmp.write_bytes(b"")
+        os.chmod(tmp, 0o444)
+        os.replace(tmp, path)
+    return path
 
 
 @functools.lru_cache(maxsize=1)

@@ -68,6 +68,9 @@ class ApprovalServer:
     bwrap: str | None = None
     #: Seconds spent waiting for the user's answers (not counted against the timeout).
     waited: float = 0.0
+    #: Secret-bearing variables taken out of the shell's environment: a guarded program
+    #: the guard runs gets them back (the shell's own value of a name wins).
+    secret_env: dict[str, str] = field(default_factory=dict)
     #: Every request seen: (argv, verdict kind, outcome); for the tool's raw output.
     log: list[dict] = field(default_factory=list)
     _listener: socket.socket | None = None
@@ -167,7 +170,8 @@ class ApprovalServer:
     async def _handle(self, request: dict, fds: list[int], conn: socket.socket) -> int:
         program = str(request["program"])
         argv, cwd = request["argv"], request["cwd"]
-        env = {k: v for k, v in request["env"].items() if not _loader_variable(k)}
+        env = {**self.secret_env, **request["env"]}
+        env = {k: v for k, v in env.items() if not _loader_variable(k)}
         if program not in self.reals:
             raise Refused(f"{program} is not a guarded program here")
         verdict = classify(program, argv, env)
@@ -247,7 +251,7 @@ class ApprovalServer:
             for key, value in env.items():
                 if key and "=" not in key:
                     extra += ["--setenv", key, value]
-            command = self.layout.bwrap_args(self.bwrap, chdir=cwd, extra=extra)
+            command = self.layout.bwrap_args(self.bwrap, chdir=cwd, extra=extra, guarded=True)
             command += [sys.executable, "-IS", HELPER, str(fd), "1" if script else "0"]
             command += run_argv
             try:

@@ -1,0 +1,131 @@
+"""Issue 22, points 1 and 2: a bash call's shell sees neither the agent's control plane
+(runtime folder, session store, MCP trust file, ~/.iac-code, Jupyter's runtime folder)
+nor the user's credentials (stores by path, secret-bearing variables by name and shape);
+the guarded programs the guard runs get the real files and environment back."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from guard_support import Asker, Harness, make_fakes
+from iac_kernel.guard import hidden
+from iac_kernel.guard.sandbox import unusable_reason
+
+sandboxed = pytest.mark.skipif(unusable_reason() is not None, reason="bubblewrap unusable")
+
+SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+STORES = {
+    ".aws/credentials": f"[default]\naws_secret_access_key = {SECRET}\n",
+    ".ssh/id_rsa": "-----BEGIN OPENSSH PRIVATE KEY-----\nsecret-ssh\n",
+    ".kube/config": "users:\n- user:\n    token: secret-kube-token\n",
+    ".config/gcloud/application_default_credentials.json": '{"client_secret": "secret-gc"}',
+    ".azure/msal_token_cache.json": "secret-azure",
+    ".terraform.d/credentials.tfrc.json": '{"credentials": {"app": {"token": "secret-tfc"}}}',
+    ".docker/config.json": '{"auths": {"r": {"auth": "secret-docker"}}}',
+    ".netrc": "machine h login u password secret-netrc\n",
+    ".git-credentials": "https://u:secret-gitcred@github.com\n",
+    ".pgpass": "h:5432:db:u:secret-pgpass\n",
+    ".config/gh/hosts.yml": "github.com:\n  oauth_token: secret-gh\n",
+    "extra/vault.txt": "secret-extra",
+}
+SECRET_ENV = {
+    "AWS_SECRET_ACCESS_KEY": SECRET,
+    "AWS_ACCESS_KEY_ID": "AKIAIOSFODNN7EXAMPLE",
+    "MYSQL_PWD": "secret-mysql",
+    "DATABASE_URL": "postgres://app:secret-dsn@db:5432/app",
+    "SOME_SERVICE_OPTIONS": "host=db password=secret-shape",
+    "UNRELATED_NAME": "Zx9Qm2Lp7Rt4Vb8Nc3Kd6Hf1Gj5Ws0Ya",
+    "GITHUB_TOKEN": "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+}
+PLAIN_ENV = {"AWS_REGION": "eu-west-1", "MY_SETTING": "hello world", "AWS_PROFILE": "dev"}
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "home"
+    for rel, text in STORES.items():
+        path = home / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    run = home / ".iac-code" / "run"
+    run.mkdir(parents=True)
+    (run / "kernel-1.json").write_text('{"token": "secret-endpoint"}')
+    jupyter = home / ".local/share/jupyter/runtime"
+    jupyter.mkdir(parents=True)
+    (jupyter / "kernel-x.json").write_text('{"key": "secret-jupyter"}')
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("JUPYTER_RUNTIME_DIR", raising=False)
+    monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+    for name, value in {**SECRET_ENV, **PLAIN_ENV}.items():
+        monkeypatch.setenv(name, value)
+    return home
+
+
+def _harness(tmp_path: Path, home: Path) -> Harness:
+    root = tmp_path / "h"
+    root.mkdir()
+    bin_dir, log = make_fakes(root)
+    # The fake aws prints what it can read: the guard runs it with the real files and env.
+    aws = bin_dir / "aws"
+    aws.write_text(
+        "#!/bin/sh\n"
+        f"cat {home}/.aws/credentials {home}/.ssh/id_rsa >> {log} 2>&1\n"
+        f'echo "env:$AWS_SECRET_ACCESS_KEY:$MYSQL_PWD:$DATABASE_URL" >> {log}\n'
+    )
+    aws.chmod(aws.stat().st_mode | stat.S_IEXEC)
+    harness = Harness(root / "ws", bin_dir, log, mode="bypass")
+    harness.settings.sandbox_hidden_paths = str(home / "extra")
+    return harness
+
+
+def test_secret_variables_by_name_and_shape():
+    for name, value in SECRET_ENV.items():
+        assert hidden.is_secret(name, value), name
+    for name, value in {**PLAIN_ENV, "PATH": "/usr/bin:/bin", "PWD": "/x"}.items():
+        assert not hidden.is_secret(name, value), name
+    assert not hidden.is_secret("VERSION", "1.2.3")
+    assert not hidden.is_secret("JAVA_HOME", "/usr/lib/jvm/java-17-openjdk-amd64")
+
+
+@sandboxed
+async def test_the_shell_sees_no_credentials_nor_control_plane(tmp_path: Path, home: Path):
+    harness = _harness(tmp_path, home)
+    reads = " ".join(f"{home}/{rel}" for rel in STORES)
+    command = (
+        f"cat {reads} {home}/.iac-code/run/kernel-1.json "
+        f"{home}/.local/share/jupyter/runtime/kernel-x.json 2>&1; "
+        f"ls -a {home}/.iac-code {home}/.aws {os.environ['IAC_KERNEL_SESSIONS_DIR']}; "
+        "env; printenv AWS_SECRET_ACCESS_KEY | rev; printenv AWS_SECRET_ACCESS_KEY | base64 -w0"
+    )
+    result = await harness.run(command, Asker())
+    assert result is not None
+    text = result.content
+    import re
+
+    assert not re.findall(r"secret-[a-z]+", text), text
+    assert SECRET[:10] not in text and SECRET[::-1][:10] not in text
+    assert "AKIA" not in text and "ghp_" not in text and "Zx9Qm" not in text
+    assert "AWS_REGION=eu-west-1" in text and "MY_SETTING=hello world" in text
+
+
+@sandboxed
+async def test_guarded_programs_get_the_real_files_and_environment(tmp_path: Path, home: Path):
+    harness = _harness(tmp_path, home)
+    ask = Asker()
+    result = await harness.run("aws s3 ls", ask)
+    assert result is not None and not ask.exec_questions()
+    log = harness.log.read_text()
+    assert SECRET in log and "secret-ssh" in log
+    assert f"env:{SECRET}:secret-mysql:postgres://app:secret-dsn@db:5432/app" in log
+
+
+@sandboxed
+async def test_no_network_setting(tmp_path: Path, home: Path):
+    harness = _harness(tmp_path, home)
+    harness.settings.sandbox_network = "none"
+    result = await harness.run("cat /proc/net/dev | tail -n +3 | cut -d: -f1 | xargs", Asker())
+    assert result is not None and result.content.strip() == "lo"
