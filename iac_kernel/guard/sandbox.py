@@ -196,16 +196,20 @@ class Layout:
         needed = [self.cwd, *self.writable, self.tmp_dir, self.guard_dir, self.launcher_dir]
         binds = self._binds()
         args: list[str] = []
-        for path in paths:
+        folders: list[Path] = []
+        for path in sorted(set(paths), key=lambda p: len(p.parts)):
             text = str(path)
             if any(n == path or path in n.parents for n in needed):
                 continue
+            if any(f == path or f in path.parents for f in folders):
+                continue  # already under an empty folder (a mount there would show it)
             if (text == "/tmp" or text.startswith("/tmp/")) and not any(
                 b == path or b in path.parents for b in binds
             ):
                 continue
             if path.is_dir() and not path.is_symlink():
                 args += ["--tmpfs", text]
+                folders.append(path)
             elif os.path.lexists(path) and not path.is_symlink():
                 args += ["--ro-bind", str(empty_file()), text]
         return args

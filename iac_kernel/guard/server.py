@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from iac_kernel.guard import gitconfig, realbin, reviews
+from iac_kernel.guard import callers, gitconfig, realbin, reviews
 from iac_kernel.guard.procs import signal_group
 from iac_kernel.guard.racers import peer_pid, racing_verdict
 from iac_kernel.guard.rules import Verdict, classify, program_name
@@ -285,6 +285,7 @@ class ApprovalServer:
                 os.close(fd)
         fds.clear()
         self._groups.add(proc.pid)
+        callers.started(proc.pid)
         with contextlib.suppress(OSError):
             await _send(conn, {"started": True})
         watcher = asyncio.create_task(self._watch(conn, proc))
@@ -295,6 +296,7 @@ class ApprovalServer:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
             self._groups.discard(proc.pid)
+            callers.ended(proc.pid)
 
     async def _watch(self, conn: socket.socket, proc: asyncio.subprocess.Process) -> None:
         """Relay the launcher's signals; kill the program when the launcher goes away."""
