@@ -130,6 +130,8 @@ class GuardedCall:
             self._prefix = layout.bwrap_args(bwrap)
             self.env["PATH"] = f"{LAUNCHER_MOUNT}{os.pathsep}{path}"
             self.env.pop(SOCKET_ENV, None)
+            if "TMPDIR" in self.env:  # the host's TMPDIR is read-only inside; /tmp is private
+                self.env["TMPDIR"] = "/tmp"
             self.server = ApprovalServer(reals, self.ask_exec, guard_dir, layout, bwrap)
         else:
             self.env["PATH"] = f"{launchers}{os.pathsep}{path}"

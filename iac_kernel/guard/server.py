@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from iac_kernel.guard import callers, gitconfig, realbin, reviews
+from iac_kernel.guard import callers, gitconfig, realbin, reviews, target
 from iac_kernel.guard.procs import signal_group
 from iac_kernel.guard.racers import peer_pid, racing_verdict
 from iac_kernel.guard.rules import Verdict, classify, program_name
@@ -45,6 +45,12 @@ class ExecRequest:
     verdict: Verdict
     review: reviews.Review | None = None
     sandboxed: bool = True
+    #: The environment that retargets the command (secret values as ``***``).
+    env: dict[str, str] = field(default_factory=dict)
+    #: What it resolves to: ``Target: terraform workspace prod``.
+    target: list[str] = field(default_factory=list)
+    #: The command changed that environment (an earlier question did not show it).
+    retargeted: bool = False
 
 
 #: ``ask_exec``: returns (allowed, message for the model when not allowed).
@@ -193,7 +199,28 @@ class ApprovalServer:
         if verdict.changing and _gone_or_signalled(conn):
             entry["outcome"] = "refused"
             raise Refused("the command that asked was stopped before it was approved")
-        return await self._run(program, run_argv, cwd, env, request.get("fds", []), fds, conn)
+        numbers = request.get("fds", [])
+        if not verdict.changing and _tf_init(program, argv):
+            return await self._init_without_input(program, run_argv, cwd, env, numbers, fds, conn)
+        return await self._run(program, run_argv, cwd, env, numbers, fds, conn)
+
+    async def _init_without_input(
+        self, program: str, argv: list[str], cwd: str, env: dict, numbers: list, fds: list, conn
+    ) -> int:
+        """``terraform init`` unasked runs with ``-input=false`` (last: it wins): a backend
+        change that would migrate or overwrite state (a yes typed on stdin) stops, and
+        the program's stderr says why."""
+        stderr = dict(zip(numbers, fds, strict=False)).get(2)
+        note_fd = os.dup(stderr) if stderr is not None else None
+        try:
+            code = await self._run(program, [*argv, "-input=false"], cwd, env, numbers, fds, conn)
+            if code != 0 and note_fd is not None:
+                with contextlib.suppress(OSError):
+                    os.write(note_fd, INIT_NOTE.format(program=program).encode())
+            return code
+        finally:
+            if note_fd is not None:
+                os.close(note_fd)
 
     async def _approve(
         self, program: str, argv: list[str], cwd: str, env: dict, verdict: Verdict
@@ -211,6 +238,9 @@ class ApprovalServer:
                 "but no one is there to approve it"
             )
         request = ExecRequest(program, list(argv), cwd, verdict, review, self.layout is not None)
+        request.env = target.retargeting_env(env)
+        request.target = target.describe(program, argv, host_cwd, env)
+        request.retargeted = request.env != target.retargeting_env(os.environ)
         async with self._ask_lock:
             self._asking_since = time.monotonic()
             try:
@@ -329,6 +359,20 @@ _LOADER_VARIABLES |= {"MALLOC_TRACE", "NLSPATH", "RESOLV_HOST_CONF", "RES_OPTION
 #: Variables that make a shell or a pyenv shim run other code first: a script CLI's
 #: children inherit the descriptor of the real script, so that code could exec it.
 _LOADER_VARIABLES |= {"BASH_ENV", "ENV", "PYENV_HOOK_PATH"}
+
+
+INIT_NOTE = (
+    "guard: `{program} init` ran with -input=false: it never answers a prompt to migrate "
+    "or overwrite state. To migrate, run `{program} init -migrate-state` (asked per call).\n"
+)
+
+
+def _tf_init(program: str, argv: list[str]) -> bool:
+    """A terraform/tofu/terragrunt ``init`` (``terragrunt run-all init`` too)."""
+    if program not in ("terraform", "tofu", "terragrunt"):
+        return False
+    words = [a for a in argv[1:] if not a.startswith("-")]
+    return "init" in words[:2]
 
 
 def _loader_variable(name: str) -> bool:
