@@ -177,3 +177,31 @@ def split_env(env: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
 def inside(path: Path, folders: Iterable[Path]) -> bool:
     """``path`` is one of ``folders`` or lies under one."""
     return any(path == f or f in path.parents for f in folders)
+
+
+def names_a_secret(args: Iterable[str], cwd: str, secrets: Iterable[Path]) -> str | None:
+    """The first argument naming a path inside ``secrets`` (a credential store hidden
+    from the shell), resolved from ``cwd``, the home folder and every folder the argv
+    names (``git -C ~``), symlinks followed; ``--opt=PATH``, ``file://PATH`` and
+    ``@PATH`` forms too. A guarded program runs with the real files, so reading one of
+    them through its argv is asked."""
+    stores = [Path(os.path.realpath(p)) for p in secrets]
+    if not stores:
+        return None
+    words = [str(a) for a in args]
+    candidates = []
+    for word in words:
+        value = word.partition("=")[2] if word.startswith("-") and "=" in word else word
+        for prefix in ("fileb://", "file://", "@"):
+            if value.startswith(prefix):
+                value = value[len(prefix) :]
+        if value:
+            candidates.append((word, os.path.expanduser(value)))
+    bases = [cwd, str(home())]
+    bases += [os.path.join(cwd, v) for _w, v in candidates if os.path.isdir(os.path.join(cwd, v))]
+    for word, value in candidates:
+        for base in bases:
+            real = Path(os.path.realpath(os.path.join(base, value)))
+            if inside(real, stores):
+                return word
+    return None

@@ -23,10 +23,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from iac_kernel.guard import callers, gitconfig, realbin, reviews, target
+from iac_kernel.guard import callers, gitconfig, hidden, realbin, reviews, target
 from iac_kernel.guard.procs import signal_group
 from iac_kernel.guard.racers import peer_pid, racing_verdict
-from iac_kernel.guard.rules import Verdict, classify, program_name
+from iac_kernel.guard.rules import CHANGE, Verdict, classify, program_name
 from iac_kernel.guard.sandbox import GUARD_MOUNT, Layout, is_pyenv_shim
 
 log = logging.getLogger(__name__)
@@ -187,6 +187,10 @@ class ApprovalServer:
             verdict = await gitconfig.git_push_verdict(argv, cwd, env, reader, verdict)
             if not verdict.changing and self.layout is not None:
                 verdict = racing_verdict(peer_pid(conn), verdict)
+        if not verdict.changing and self.layout is not None:
+            named = hidden.names_a_secret(argv[1:], self.layout.host_path(cwd), self.layout.secrets)
+            if named is not None:
+                verdict = Verdict(CHANGE, f"{program} reads {named}: a credential store")
         entry = {"argv": argv, "cwd": cwd, "kind": verdict.kind, "outcome": "run"}
         self.log.append(entry)
         run_argv = argv
