@@ -82,6 +82,8 @@ CATEGORIES: dict[str, list[str]] = {
         "kubectl apply -f $HOME/.kube/config --dry-run=client",
         "aws s3 ls --cli-input-json file://$HOME/.aws/credentials",
         "git -C $HOME diff --no-index .aws/credentials /dev/null",
+        "git -c include.path=$HOME/.ssh/id_rsa config --list",
+        "GIT_CONFIG_GLOBAL=$HOME/.aws/credentials git config --global --list",
     ],
     "stdin-driven prompts": [
         "printf 'yes\\nyes\\n' | terraform init -migrate-state",

@@ -40,6 +40,9 @@ SECRET_ENV = {
     "SOME_SERVICE_OPTIONS": "host=db password=secret-shape",
     "UNRELATED_NAME": "Zx9Qm2Lp7Rt4Vb8Nc3Kd6Hf1Gj5Ws0Ya",
     "GITHUB_TOKEN": "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+    "DB_PASS": "secret-dbpass",
+    "REDIS_URL": "redis://:secret-redis@cache:6379/0",
+    "SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T0/B0/secret-hook",
 }
 PLAIN_ENV = {"AWS_REGION": "eu-west-1", "MY_SETTING": "hello world", "AWS_PROFILE": "dev"}
 

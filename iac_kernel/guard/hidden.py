@@ -67,7 +67,8 @@ _PLAIN = {"PATH", "HOME", "PWD", "OLDPWD", "SHELL", "USER", "LOGNAME", "TERM", "
 _PLAIN |= {"TMPDIR", "HOSTNAME", "SHLVL", "_", "LS_COLORS", "PS1", "PS2", "PS4"}
 _PLAIN |= {"KUBECONFIG", "AWS_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION"}
 _SECRET_NAME = re.compile(
-    r"(SECRET|TOKEN|PASSW|PASSPHRASE|_PWD$|^PWD_|PRIVATE|CREDENTIAL|API_?KEY|ACCESS_?KEY|"
+    r"(SECRET|TOKEN|PASSW|PASSPHRASE|_PASS$|^PASS_|_PASS_|_PWD$|^PWD_|PRIVATE|CREDENTIAL|"
+    r"API_?KEY|ACCESS_?KEY|WEBHOOK|"
     r"AUTH|SESSION_?KEY|SIGNING|COOKIE|_DSN$|^DSN$|DATABASE_URL|CONN(ECTION)?_?STR|"
     r"_KEY$|_KEY_ID$|^TF_TOKEN_|CLIENT_KEY|SAS_?KEY|ACCOUNT_KEY)",
 )
@@ -191,12 +192,13 @@ def names_a_secret(args: Iterable[str], cwd: str, secrets: Iterable[Path]) -> st
     words = [str(a) for a in args]
     candidates = []
     for word in words:
-        value = word.partition("=")[2] if word.startswith("-") and "=" in word else word
-        for prefix in ("fileb://", "file://", "@"):
-            if value.startswith(prefix):
-                value = value[len(prefix) :]
-        if value:
-            candidates.append((word, os.path.expanduser(value)))
+        # `--opt=PATH`, and `key=PATH` (`git -c include.path=PATH`) as well as the word
+        for value in {word, word.partition("=")[2]}:
+            for prefix in ("fileb://", "file://", "@"):
+                if value.startswith(prefix):
+                    value = value[len(prefix) :]
+            if value:
+                candidates.append((word, os.path.expanduser(value)))
     bases = [cwd, str(home())]
     bases += [os.path.join(cwd, v) for _w, v in candidates if os.path.isdir(os.path.join(cwd, v))]
     for word, value in candidates:

@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from iac_kernel.guard import callers, gitconfig, hidden, realbin, reviews, target
+from iac_kernel.guard import callers, gitconfig, hidden, realbin, reviews, target, tf_init
 from iac_kernel.guard.procs import signal_group
 from iac_kernel.guard.racers import peer_pid, racing_verdict
 from iac_kernel.guard.rules import CHANGE, Verdict, classify, program_name
@@ -188,7 +188,9 @@ class ApprovalServer:
             if not verdict.changing and self.layout is not None:
                 verdict = racing_verdict(peer_pid(conn), verdict)
         if not verdict.changing and self.layout is not None:
-            named = hidden.names_a_secret(argv[1:], self.layout.host_path(cwd), self.layout.secrets)
+            # Values the command set itself count too (`GIT_CONFIG_GLOBAL=~/.aws/...`).
+            words = [*argv[1:], *(v for k, v in env.items() if os.environ.get(k) != v)]
+            named = hidden.names_a_secret(words, self.layout.host_path(cwd), self.layout.secrets)
             if named is not None:
                 verdict = Verdict(CHANGE, f"{program} reads {named}: a credential store")
         entry = {"argv": argv, "cwd": cwd, "kind": verdict.kind, "outcome": "run"}
@@ -204,27 +206,13 @@ class ApprovalServer:
             entry["outcome"] = "refused"
             raise Refused("the command that asked was stopped before it was approved")
         numbers = request.get("fds", [])
-        if not verdict.changing and _tf_init(program, argv):
-            return await self._init_without_input(program, run_argv, cwd, env, numbers, fds, conn)
-        return await self._run(program, run_argv, cwd, env, numbers, fds, conn)
+        if not verdict.changing and tf_init.is_init(program, argv):
 
-    async def _init_without_input(
-        self, program: str, argv: list[str], cwd: str, env: dict, numbers: list, fds: list, conn
-    ) -> int:
-        """``terraform init`` unasked runs with ``-input=false`` (last: it wins): a backend
-        change that would migrate or overwrite state (a yes typed on stdin) stops, and
-        the program's stderr says why."""
-        stderr = dict(zip(numbers, fds, strict=False)).get(2)
-        note_fd = os.dup(stderr) if stderr is not None else None
-        try:
-            code = await self._run(program, [*argv, "-input=false"], cwd, env, numbers, fds, conn)
-            if code != 0 and note_fd is not None:
-                with contextlib.suppress(OSError):
-                    os.write(note_fd, INIT_NOTE.format(program=program).encode())
-            return code
-        finally:
-            if note_fd is not None:
-                os.close(note_fd)
+            async def run(words: list[str]) -> int:
+                return await self._run(program, words, cwd, env, numbers, fds, conn)
+
+            return await tf_init.without_input(program, run_argv, numbers, fds, run)
+        return await self._run(program, run_argv, cwd, env, numbers, fds, conn)
 
     async def _approve(
         self, program: str, argv: list[str], cwd: str, env: dict, verdict: Verdict
@@ -363,20 +351,6 @@ _LOADER_VARIABLES |= {"MALLOC_TRACE", "NLSPATH", "RESOLV_HOST_CONF", "RES_OPTION
 #: Variables that make a shell or a pyenv shim run other code first: a script CLI's
 #: children inherit the descriptor of the real script, so that code could exec it.
 _LOADER_VARIABLES |= {"BASH_ENV", "ENV", "PYENV_HOOK_PATH"}
-
-
-INIT_NOTE = (
-    "guard: `{program} init` ran with -input=false: it never answers a prompt to migrate "
-    "or overwrite state. To migrate, run `{program} init -migrate-state` (asked per call).\n"
-)
-
-
-def _tf_init(program: str, argv: list[str]) -> bool:
-    """A terraform/tofu/terragrunt ``init`` (``terragrunt run-all init`` too)."""
-    if program not in ("terraform", "tofu", "terragrunt"):
-        return False
-    words = [a for a in argv[1:] if not a.startswith("-")]
-    return "init" in words[:2]
 
 
 def _loader_variable(name: str) -> bool:
