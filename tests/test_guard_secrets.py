@@ -132,3 +132,20 @@ async def test_no_network_setting(tmp_path: Path, home: Path):
     harness.settings.sandbox_network = "none"
     result = await harness.run("cat /proc/net/dev | tail -n +3 | cut -d: -f1 | xargs", Asker())
     assert result is not None and result.content.strip() == "lo"
+
+
+@sandboxed
+async def test_other_calls_guard_folders_are_hidden(tmp_path: Path, home: Path):
+    from iac_kernel.guard.sandbox import state_dir
+
+    other = state_dir() / "tmp-another-call"
+    other.mkdir(exist_ok=True)
+    (other / "note").write_text("secret-othercall")
+    try:
+        harness = _harness(tmp_path, home)
+        result = await harness.run(f"cat {other}/note; ls {state_dir()}; aws s3 ls", Asker())
+        assert result is not None and "secret-othercall" not in result.content
+        assert SECRET in harness.log.read_text()  # guarded programs still run
+    finally:
+        (other / "note").unlink()
+        other.rmdir()

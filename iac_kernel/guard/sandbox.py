@@ -183,6 +183,7 @@ class Layout:
         for mask in self.masks:
             args += ["--tmpfs", str(mask)]
         args += self._empty_mounts([*self.hidden, *([] if guarded else self.secrets)])
+        args += self._empty_mounts([state_dir()])  # last: the empty file lives there
         if not guarded and not self.network:
             args.append("--unshare-net")
         args += ["--unshare-pid", "--die-with-parent", "--cap-drop", "ALL"]
@@ -191,9 +192,11 @@ class Layout:
 
     def _empty_mounts(self, paths: Sequence[Path]) -> list[str]:
         """Empty mounts over ``paths``: a tmpfs over a folder, an empty file over anything
-        else. Skipped: a path holding a folder the call needs (the cwd, the guard's own
-        folders), and one under /tmp that no bind shows (the private /tmp hides it)."""
-        needed = [self.cwd, *self.writable, self.tmp_dir, self.guard_dir, self.launcher_dir]
+        else. Skipped: a path holding the cwd or a writable path, and one under /tmp that
+        no bind shows (the private /tmp hides it)."""
+        # The guard's own folders are mounted elsewhere (/tmp, GUARD_MOUNT ...) before
+        # this: their host folder is hidden like the rest (other calls' files live there).
+        needed = [self.cwd, *self.writable]
         binds = self._binds()
         args: list[str] = []
         folders: list[Path] = []
