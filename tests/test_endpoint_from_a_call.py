@@ -153,3 +153,33 @@ def test_a_bash_call_in_a_live_kernel_cannot_reach_the_endpoint(
         assert os.listdir(sessions)  # the store is there on the host
     finally:
         kernel.stop()
+
+
+async def test_a_client_is_asked_only_the_questions_of_turns_it_started(
+    workspace: Path, tmp_path: Path
+) -> None:
+    from iac_kernel.acp.proxy import RemoteSession
+    from test_endpoint_units import SCRIPT, FakeEditor
+
+    settings = Settings.from_env()
+    settings.script, settings.model = str(SCRIPT), "scripted"
+    manager = SessionManager(settings, holder="a test kernel", origin="kernel")
+    session = manager.new(str(workspace))
+    sid = session.session_id
+    endpoint = await start_endpoint(manager, runtime_dir=tmp_path / "run", sessions=[sid])
+    owner, other = FakeEditor(), FakeEditor()
+    first = await RemoteSession.attach(sid, endpoint.info, owner)
+    second = await RemoteSession.attach(sid, endpoint.info, other)
+    try:
+        params = {"cwd": str(workspace), "sessionId": sid, "mcpServers": []}
+        await first.forward("session/load", params)
+        await second.forward("session/load", params)
+        text = [{"type": "text", "text": "write the plan note"}]
+        answer = await first.forward("session/prompt", {"sessionId": sid, "prompt": text})
+        assert answer["stopReason"] == "end_turn"
+        assert [m for m, _ in owner.requests] == ["session/request_permission"]
+        assert other.requests == []
+    finally:
+        await first.close()
+        await second.close()
+        await endpoint.close()
