@@ -138,6 +138,7 @@ class GuardedCall:
             self.env[SOCKET_ENV] = str(guard_dir / "sock")
             self.server = ApprovalServer(reals, self.ask_exec, guard_dir)
         self.server.secret_env = secret_env
+        self.server.base_env = dict(self.base_env)
         await self.server.start(guard_dir / "sock")
         return self
 

@@ -23,7 +23,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from iac_kernel.guard import callers, gitconfig, hidden, realbin, reviews, target, tf_init
+from iac_kernel.guard import (
+    callers,
+    gitconfig,
+    hidden,
+    realbin,
+    redirect,
+    reviews,
+    target,
+    tf_init,
+)
 from iac_kernel.guard.procs import signal_group
 from iac_kernel.guard.racers import peer_pid, racing_verdict
 from iac_kernel.guard.rules import CHANGE, Verdict, classify, program_name
@@ -77,6 +86,8 @@ class ApprovalServer:
     #: Secret-bearing variables taken out of the shell's environment: a guarded program
     #: the guard runs gets them back (the shell's own value of a name wins).
     secret_env: dict[str, str] = field(default_factory=dict)
+    #: The environment the bash call started with (what "set by the command" compares to).
+    base_env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
     #: Every request seen: (argv, verdict kind, outcome); for the tool's raw output.
     log: list[dict] = field(default_factory=list)
     _listener: socket.socket | None = None
@@ -187,9 +198,13 @@ class ApprovalServer:
             verdict = await gitconfig.git_push_verdict(argv, cwd, env, reader, verdict)
             if not verdict.changing and self.layout is not None:
                 verdict = racing_verdict(peer_pid(conn), verdict)
+        redirected = redirect.reason(program, argv, env, self.base_env)
+        if redirected:
+            shown = f"{verdict.reason}; {redirected}" if verdict.changing else redirected
+            verdict = Verdict(CHANGE, shown)
         if not verdict.changing and self.layout is not None:
             # Values the command set itself count too (`GIT_CONFIG_GLOBAL=~/.aws/...`).
-            words = [*argv[1:], *(v for k, v in env.items() if os.environ.get(k) != v)]
+            words = [*argv[1:], *(v for k, v in env.items() if self.base_env.get(k) != v)]
             named = hidden.names_a_secret(words, self.layout.host_path(cwd), self.layout.secrets)
             if named is not None:
                 verdict = Verdict(CHANGE, f"{program} reads {named}: a credential store")
@@ -232,7 +247,7 @@ class ApprovalServer:
         request = ExecRequest(program, list(argv), cwd, verdict, review, self.layout is not None)
         request.env = target.retargeting_env(env)
         request.target = target.describe(program, argv, host_cwd, env)
-        request.retargeted = request.env != target.retargeting_env(os.environ)
+        request.retargeted = request.env != target.retargeting_env(self.base_env)
         async with self._ask_lock:
             self._asking_since = time.monotonic()
             try:
