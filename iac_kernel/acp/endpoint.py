@@ -53,6 +53,7 @@ from iac_kernel.acp.runtime import runtime_dir as default_runtime_dir
 from iac_kernel.acp.transport import READ_LIMIT
 from iac_kernel.agent.session import AgentSession
 from iac_kernel.guard import callers, hidden
+from iac_kernel.guard.racers import peer_pid
 from iac_kernel.sessions.manager import SessionManager
 from iac_kernel.sessions.store import SessionMeta, SessionNotFoundError, now_iso
 
@@ -319,20 +320,12 @@ async def _refuse(writer: asyncio.StreamWriter, request_id: Any, reason: str) ->
         await writer.drain()
 
 
-def _peer_pid(writer: asyncio.StreamWriter) -> int:
-    """The peer's pid (0 when the OS does not say)."""
+def _from_a_call(writer: asyncio.StreamWriter) -> bool:
+    """The peer is a process of a running tool call (Linux; False when unknown)."""
     sock = writer.get_extra_info("socket")
     if sock is None or not sys.platform.startswith("linux"):
-        return 0
-    try:
-        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    except OSError:
-        return 0
-    return struct.unpack("3i", raw)[0]
-
-
-def _from_a_call(writer: asyncio.StreamWriter) -> bool:
-    return callers.from_a_call(_peer_pid(writer))
+        return False
+    return callers.from_a_call(peer_pid(sock) or 0)
 
 
 def _same_user(writer: asyncio.StreamWriter) -> bool:
