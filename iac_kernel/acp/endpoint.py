@@ -64,6 +64,9 @@ AUTH_TIMEOUT = 10.0
 #: Longest unix socket path used as is (the OS limit is about 107 bytes).
 MAX_SOCKET_PATH = 100
 UNAUTHORIZED = -32600
+#: Folder (in the temp dir) of a socket whose runtime path is too long; hidden from
+#: every bash call (guard/hidden.py globs it).
+SCRATCH_PREFIX = "iac-kernel-endpoint-"
 NO_NEW_SESSIONS = (
     "the kernel's endpoint serves only the sessions the kernel holds; "
     "create new sessions with iac-kernel acp"
@@ -263,7 +266,7 @@ async def start_endpoint(
     socket_path = directory / f"kernel-{os.getpid()}.sock"
     scratch = None
     if len(str(socket_path)) > MAX_SOCKET_PATH:
-        scratch = Path(tempfile.mkdtemp(prefix="iac-kernel-"))  # mode 0700
+        scratch = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))  # mode 0700
         socket_path = scratch / "kernel.sock"
     endpoint = Endpoint(manager, directory, socket_path, cwd=cwd, scratch=scratch)
     endpoint.session_ids = list(sessions or [])

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -117,6 +118,9 @@ def control_plane(settings: Any, env: Mapping[str, str] | None = None) -> list[P
     data = env.get("XDG_DATA_HOME") or str(home() / ".local" / "share")
     paths.append(Path(jupyter) if jupyter else Path(data) / "jupyter" / "runtime")
     paths += sorted(_REGISTERED)
+    # Every kernel's endpoint socket folder when its runtime path was too long (any
+    # kernel of this user, not only this one's).
+    paths += sorted(Path(tempfile.gettempdir()).glob("iac-kernel-endpoint-*"))
     return _existing(paths)
 
 
