@@ -149,3 +149,65 @@ async def test_other_calls_guard_folders_are_hidden(tmp_path: Path, home: Path):
     finally:
         (other / "note").unlink()
         other.rmdir()
+
+
+def _real_git_harness(tmp_path: Path, home: Path) -> Harness:
+    import shutil
+    import subprocess
+
+    assert shutil.which("git")
+    root = tmp_path / "g"
+    (root / "nofakes").mkdir(parents=True)
+    (root / "log").mkdir()
+    (root / "log" / "calls").touch()
+    harness = Harness(root / "ws", root / "nofakes", root / "log" / "calls", mode="bypass")
+    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1"}
+    subprocess.run(["git", "init", "-q", "--bare", str(root / "remote.git")], check=True, env=env)
+    subprocess.run(["git", "init", "-q", str(harness.cwd)], check=True, env=env)
+    return harness
+
+
+@sandboxed
+async def test_git_runs_local_commands_without_credentials(tmp_path: Path, home: Path):
+    """The repository's own configuration can make git run anything (core.fsmonitor):
+    a local git command the guard runs sees no credential store and no secret variable."""
+    harness = _real_git_harness(tmp_path, home)
+    hook = "cat $HOME/.aws/credentials >&2; printenv AWS_SECRET_ACCESS_KEY >&2; false"
+    command = f"git config core.fsmonitor '{hook}' && git status 2>&1; echo done"
+    ask = Asker()
+    result = await harness.run(command, ask)
+    assert result is not None and "done" in result.content, result
+    assert SECRET not in result.content and not ask.exec_questions()
+
+
+@sandboxed
+@pytest.mark.parametrize(
+    "command",
+    [
+        "git -c core.sshCommand='cat $HOME/.ssh/id_rsa >&2' ls-remote ssh://h/x",
+        "git config core.sshCommand 'cat $HOME/.ssh/id_rsa >&2' && git fetch ssh://h/x",
+        "printf '#!/bin/sh\\ncat $HOME/.ssh/id_rsa >&2\\n' > .git/hooks/reference-transaction"
+        " && chmod +x .git/hooks/reference-transaction && git fetch ../remote.git",
+        "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=credential.helper"
+        " GIT_CONFIG_VALUE_0='!cat $HOME/.aws/credentials' git ls-remote https://h/x",
+    ],
+)
+async def test_git_remote_commands_running_what_the_call_wrote_are_asked(
+    tmp_path: Path, home: Path, command: str
+):
+    harness = _real_git_harness(tmp_path, home)
+    ask = Asker()
+    result = await harness.run(command + " 2>&1; echo done", ask, timeout=60)
+    assert (
+        result is not None and SECRET not in result.content and "secret-ssh" not in result.content
+    )
+    assert ask.exec_questions(), result.content
+
+
+@sandboxed
+async def test_a_clean_remote_git_command_runs_unasked(tmp_path: Path, home: Path):
+    harness = _real_git_harness(tmp_path, home)
+    ask = Asker()
+    result = await harness.run("git ls-remote ../remote.git; echo rc=$?", ask, timeout=60)
+    assert result is not None and "rc=0" in result.content, result.content
+    assert not ask.exec_questions(), [q.reason for q in ask.exec_questions()]

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from iac_kernel.guard import (
     callers,
+    git_creds,
     gitconfig,
     hidden,
     realbin,
@@ -34,7 +35,7 @@ from iac_kernel.guard import (
     tf_init,
 )
 from iac_kernel.guard.procs import signal_group
-from iac_kernel.guard.racers import peer_pid, racing_verdict
+from iac_kernel.guard.racers import peer_pid
 from iac_kernel.guard.rules import CHANGE, Verdict, classify, program_name
 from iac_kernel.guard.sandbox import GUARD_MOUNT, Layout, is_pyenv_shim
 
@@ -192,12 +193,17 @@ class ApprovalServer:
         if program not in self.reals:
             raise Refused(f"{program} is not a guarded program here")
         verdict = classify(program, argv, env)
-        if program == "git" and not verdict.changing and gitconfig.is_push(argv):
+        # Local git commands run without credentials: the repository's own configuration
+        # and hooks, which the call can write, can make git run anything (git_creds.py).
+        reveal = program != "git" or git_creds.needs_credentials(argv)
+        if not reveal:
+            env = {k: v for k, v in request["env"].items() if not _loader_variable(k)}
+        if program == "git" and not verdict.changing:
             git = gitconfig.config_git(self._pick_real(program, argv[0]), self.reals[program])
             reader = gitconfig.GitConfigReader(git, self.layout, self.bwrap)
-            verdict = await gitconfig.git_push_verdict(argv, cwd, env, reader, verdict)
-            if not verdict.changing and self.layout is not None:
-                verdict = racing_verdict(peer_pid(conn), verdict)
+            verdict = await git_creds.git_verdict(
+                argv, cwd, env, reader, self.layout, reveal, verdict, peer_pid(conn)
+            )
         redirected = redirect.reason(program, argv, env, self.base_env)
         if redirected:
             shown = f"{verdict.reason}; {redirected}" if verdict.changing else redirected
@@ -224,10 +230,10 @@ class ApprovalServer:
         if not verdict.changing and tf_init.is_init(program, argv):
 
             async def run(words: list[str]) -> int:
-                return await self._run(program, words, cwd, env, numbers, fds, conn)
+                return await self._run(program, words, cwd, env, numbers, fds, conn, reveal)
 
             return await tf_init.without_input(program, run_argv, numbers, fds, run)
-        return await self._run(program, run_argv, cwd, env, numbers, fds, conn)
+        return await self._run(program, run_argv, cwd, env, numbers, fds, conn, reveal)
 
     async def _approve(
         self, program: str, argv: list[str], cwd: str, env: dict, verdict: Verdict
@@ -272,7 +278,15 @@ class ApprovalServer:
         return real if real in reals else reals[0]
 
     async def _run(
-        self, program: str, argv: list[str], cwd: str, env: dict, numbers: list, fds: list, conn
+        self,
+        program: str,
+        argv: list[str],
+        cwd: str,
+        env: dict,
+        numbers: list,
+        fds: list,
+        conn,
+        reveal: bool = True,
     ) -> int:
         """Start the real program with the launcher's stdio ``fds`` (its fd ``numbers``);
         ``fds`` are closed here and the list emptied (the caller must not close them)."""
@@ -288,7 +302,7 @@ class ApprovalServer:
             for key, value in env.items():
                 if key and "=" not in key:
                     extra += ["--setenv", key, value]
-            command = self.layout.bwrap_args(self.bwrap, chdir=cwd, extra=extra, guarded=True)
+            command = self.layout.bwrap_args(self.bwrap, chdir=cwd, extra=extra, guarded=reveal)
             command += [sys.executable, "-IS", HELPER, str(fd), "1" if script else "0"]
             command += run_argv
             try:
