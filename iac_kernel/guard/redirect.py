@@ -5,9 +5,9 @@ and interpreter paths that make it run code the call wrote (a kubeconfig ``exec`
 aws ``credential_process``, ``PYTHONPATH`` for the Python CLIs, terraform's CLI config
 ``dev_overrides``, git's ssh/askpass/pager commands).
 
-git and terraform are left out of the variables: their own workspace files (a repository's
-``.git/config``, ``.terraform/providers``) already let a call run code in them, a known
-limit (docs/sandbox-secrets.md), and their tests and users set ``HOME`` or
+git and terraform are left out of the variables: git is checked by its own configuration
+(git_creds.py), and terraform's workspace files (``.terraform/providers``) already let a
+call run code in it, a known limit (docs/sandbox-secrets.md); their users set ``HOME`` or
 ``TF_CLI_CONFIG_FILE`` routinely."""
 
 from __future__ import annotations
