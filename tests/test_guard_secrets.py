@@ -188,6 +188,9 @@ async def test_git_runs_local_commands_without_credentials(tmp_path: Path, home:
         "git config core.sshCommand 'cat $HOME/.ssh/id_rsa >&2' && git fetch ssh://h/x",
         "printf '#!/bin/sh\\ncat $HOME/.ssh/id_rsa >&2\\n' > .git/hooks/reference-transaction"
         " && chmod +x .git/hooks/reference-transaction && git fetch ../remote.git",
+        "GIT_SSH_COMMAND='cat $HOME/.ssh/id_rsa >&2' git fetch ssh://h/x",
+        "mkdir -p b && printf '#!/bin/sh\\ncat $HOME/.ssh/id_rsa >&2\\n' > b/git-remote-x"
+        " && chmod +x b/git-remote-x && PATH=$PWD/b:$PATH git fetch x::y",
         "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=credential.helper"
         " GIT_CONFIG_VALUE_0='!cat $HOME/.aws/credentials' git ls-remote https://h/x",
     ],

@@ -138,7 +138,8 @@ class GuardedCall:
             self.env[SOCKET_ENV] = str(guard_dir / "sock")
             self.server = ApprovalServer(reals, self.ask_exec, guard_dir)
         self.server.secret_env = secret_env
-        self.server.base_env = dict(self.base_env)
+        # What the shell started with (its PATH and TMPDIR), secrets included.
+        self.server.base_env = {**self.base_env, **self.env}
         await self.server.start(guard_dir / "sock")
         return self
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from iac_kernel.guard.git_creds import needs_credentials
+
 #: Options that send the program's credentials elsewhere or run a program it names.
 FLAGS: dict[str, tuple[str, ...]] = {
     "kubectl": (
@@ -85,19 +87,50 @@ VARIABLES = (
 )
 PREFIXES = ("AWS_ENDPOINT_URL", "CLOUDSDK_API_ENDPOINT_OVERRIDES_", "CLOUDSDK_PROXY_")
 #: Programs that run workspace code anyway (see the module doc).
-_OWN_CODE = ("git", "terraform", "tofu", "terragrunt")
+_OWN_CODE = ("terraform", "tofu", "terragrunt")
+#: git's own: for a remote command (its configuration is checked in git_creds.py).
+GIT_VARIABLES = (
+    "GIT_SSH",
+    "GIT_SSH_COMMAND",
+    "GIT_ASKPASS",
+    "SSH_ASKPASS",
+    "GIT_PROXY_COMMAND",
+    "GIT_EXEC_PATH",
+    "GIT_TEMPLATE_DIR",
+    "GIT_SSL_CAINFO",
+    "GIT_SSL_CAPATH",
+    "GIT_SSL_NO_VERIFY",
+    "GIT_TRACE_CURL",
+    "GIT_CURL_VERBOSE",
+    "GIT_TRACE_REDACT",
+    "GIT_TRACE_PACKET",
+    "PATH",
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "ALL_PROXY",
+)
 
 
-def changed(env: Mapping[str, str], base: Mapping[str, str]) -> list[str]:
-    """Names of redirecting variables ``env`` sets differently from ``base``."""
-    names = []
+def changed(
+    env: Mapping[str, str], base: Mapping[str, str], names: Sequence[str] | None = None
+) -> list[str]:
+    """Redirecting variables (``names``, else :data:`VARIABLES` and :data:`PREFIXES`)
+    that ``env`` sets differently from ``base``."""
+    found = []
     for key in sorted(set(env) | set(base)):
         upper = key.upper()
-        if upper not in VARIABLES and not upper.startswith(PREFIXES):
+        if names is not None:
+            if upper not in names:
+                continue
+        elif upper not in VARIABLES and not upper.startswith(PREFIXES):
             continue
         if env.get(key) != base.get(key) and env.get(key):
-            names.append(key)
-    return names
+            found.append(key)
+    return found
+
+
+def _remote(argv: Sequence[str]) -> bool:
+    return needs_credentials(argv)
 
 
 def reason(
@@ -111,7 +144,10 @@ def reason(
         name = arg.partition("=")[0]
         if name in flags or (len(arg) > 2 and arg[:2] in flags and arg[1] != "-"):
             return f"{program} {name}: sends your credentials to, or runs, what it names"
-    names = [] if program in _OWN_CODE else changed(env, base)
+    if program == "git":
+        names = [n for n in changed(env, base, GIT_VARIABLES) if _remote(argv)]
+    else:
+        names = [] if program in _OWN_CODE else changed(env, base)
     if names:
         shown = ", ".join(names)
         return (
