@@ -214,3 +214,17 @@ async def test_a_clean_remote_git_command_runs_unasked(tmp_path: Path, home: Pat
     result = await harness.run("git ls-remote ../remote.git; echo rc=$?", ask, timeout=60)
     assert result is not None and "rc=0" in result.content, result.content
     assert not ask.exec_questions(), [q.reason for q in ask.exec_questions()]
+
+
+@sandboxed
+async def test_devices_and_system_folders_are_never_hidden(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("TF_CLI_CONFIG_FILE", "/dev/null")
+    monkeypatch.setenv("KUBECONFIG", "/dev/null")
+    harness = _harness(tmp_path, home)
+    harness.settings.sandbox_hidden_paths = "/dev/null,/etc,/usr"
+    result = await harness.run(
+        "echo x > /dev/null && ls /etc/passwd /usr/bin/env && echo ok", Asker()
+    )
+    assert result is not None and "ok" in result.content, result.content

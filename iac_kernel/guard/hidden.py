@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -138,14 +139,31 @@ def credential_paths(settings: Any, env: Mapping[str, str]) -> list[Path]:
     return _existing(paths)
 
 
+#: Never hidden: what every program needs (``KUBECONFIG=/dev/null`` is common).
+_SYSTEM = (Path("/"), Path("/dev"), Path("/proc"), Path("/sys"), Path("/usr"), Path("/etc"))
+
+
 def _existing(paths: Iterable[Path]) -> list[Path]:
-    """Existing paths and their real paths (a symlinked ``~/.aws`` hides its target too)."""
+    """Existing folders, files and sockets, and their real paths (a symlinked ``~/.aws``
+    hides its target too); never devices nor system folders."""
     found: list[Path] = []
     for path in paths:
         for candidate in (Path(os.path.abspath(path)), Path(os.path.realpath(path))):
-            if os.path.lexists(candidate) and candidate not in found:
+            if candidate in found or candidate in _SYSTEM or _under_dev(candidate):
+                continue
+            try:
+                mode = candidate.lstat().st_mode
+            except OSError:
+                continue
+            if stat.S_ISDIR(mode) or stat.S_ISREG(mode) or stat.S_ISSOCK(mode):
                 found.append(candidate)
+            elif stat.S_ISLNK(mode):
+                found.append(candidate)  # its target is the other candidate
     return found
+
+
+def _under_dev(path: Path) -> bool:
+    return any(part in path.parents or part == path for part in _SYSTEM[1:4])
 
 
 def is_secret(name: str, value: str) -> bool:
