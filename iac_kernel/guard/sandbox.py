@@ -2,8 +2,10 @@
 
 Inside: the whole filesystem read-only, except the session's cwd, a private /tmp (a
 host directory removed after the call) and the user's ``sandbox_writable_paths``; its
-own PID namespace (nothing outlives the call); no capabilities; network shared. Every
-copy of a guarded program found on PATH has a guard launcher bind-mounted over it.
+own PID namespace (nothing outlives the call); no capabilities; network shared (or none,
+``sandbox_network``). Every copy of a guarded program found on PATH has a guard launcher
+bind-mounted over it. The agent's control plane and, for the shell, the credential stores
+are empty mounts (:mod:`.hidden`).
 """
 
 from __future__ import annotations
