@@ -23,6 +23,7 @@ ENV_PREFIX = "IAC_KERNEL_"
 #: Settings whose value must be one of a few words (add yours with a new field).
 CHOICES: dict[str, tuple[str, ...]] = {"mode": MODES, "headless_policy": HEADLESS_POLICIES}
 CHOICES["sandbox"] = ("auto", "required")  # guard (H1): required refuses bash without bwrap
+CHOICES["sandbox_network"] = ("shared", "none")
 #: ``IAC_KERNEL_*`` variables that are not Settings fields: name -> accepted words,
 #: ``NUMBER`` (a number, 0 or more) or ``None`` (free text: a path, a program). Checked at
 #: start like the fields.
@@ -95,6 +96,11 @@ class Settings:
     #: Extra paths writable inside the sandbox besides the cwd and a private /tmp
     #: (separated by ``:`` or ``,``).
     sandbox_writable_paths: str = ""
+    #: Extra paths hidden inside the sandbox (empty mounts), like the credential stores
+    #: (``~/.aws``, ``~/.ssh`` ...) that are always hidden (``:`` or ``,`` separated).
+    sandbox_hidden_paths: str = ""
+    #: Network of a bash call's shell: shared, or none (guarded programs keep theirs).
+    sandbox_network: str = "shared"
     #: Programs whose changing commands need a per-call approval at exec time.
     guarded_programs: str = "terraform,tofu,terragrunt,kubectl,helm,aws,gcloud,gsutil,az,pulumi,git"
 

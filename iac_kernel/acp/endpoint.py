@@ -9,7 +9,12 @@ session the kernel holds, so the editor's turns run in the kernel, on the same
 Authentication: the first line of every connection must be ``{"token": "..."}``. A
 wrong, missing or late token (:data:`AUTH_TIMEOUT`) gets one JSON-RPC error line
 (``-32600 "unauthorized"``) and the connection is closed; nothing else is read or
-served. On Linux the peer must also run as the same user (``SO_PEERCRED``).
+served. On Linux the peer must also run as the same user (``SO_PEERCRED``), and must
+not be a process of one of the kernel's running tool calls (:mod:`iac_kernel.guard.callers`:
+the peer's pid and its ancestors against the calls' shells and guarded programs), so a
+tool call can never attach to the session that runs it, answer its questions or raise
+its mode. The runtime file and socket are also hidden from every bash call's sandbox
+(:mod:`iac_kernel.guard.hidden`).
 
 After that the connection speaks ACP (the full server of :mod:`iac_kernel.acp.server`,
 imported with the ACP SDK when the first editor connects, not at kernel start)
@@ -47,6 +52,8 @@ from iac_kernel.acp.runtime import (
 from iac_kernel.acp.runtime import runtime_dir as default_runtime_dir
 from iac_kernel.acp.transport import READ_LIMIT
 from iac_kernel.agent.session import AgentSession
+from iac_kernel.guard import callers, hidden
+from iac_kernel.guard.racers import peer_pid
 from iac_kernel.sessions.manager import SessionManager
 from iac_kernel.sessions.store import SessionMeta, SessionNotFoundError, now_iso
 
@@ -57,6 +64,9 @@ AUTH_TIMEOUT = 10.0
 #: Longest unix socket path used as is (the OS limit is about 107 bytes).
 MAX_SOCKET_PATH = 100
 UNAUTHORIZED = -32600
+#: Folder (in the temp dir) of a socket whose runtime path is too long; hidden from
+#: every bash call (guard/hidden.py globs it).
+SCRATCH_PREFIX = "iac-kernel-endpoint-"
 NO_NEW_SESSIONS = (
     "the kernel's endpoint serves only the sessions the kernel holds; "
     "create new sessions with iac-kernel acp"
@@ -163,7 +173,12 @@ class Endpoint:
         if not self._closed:
             write_info(self.directory, self.info)
 
+    def _hidden(self) -> list[Path]:
+        return [p for p in (self.directory, self.socket_path, self._scratch) if p is not None]
+
     async def _listen(self) -> None:
+        for path in self._hidden():
+            hidden.register(path)
         _remove_socket(self.socket_path)
         self.server = await asyncio.start_unix_server(
             self._on_connection, path=str(self.socket_path), limit=READ_LIMIT
@@ -202,6 +217,10 @@ class Endpoint:
         except (TimeoutError, ValueError, ConnectionError, asyncio.LimitOverrunError):
             line = b""
         token, request_id = parse_token_line(line)
+        if _from_a_call(writer):  # checked after the token line: the call is registered
+            log.warning("endpoint connection refused: the peer runs inside a tool call")
+            await _refuse(writer, request_id, "a tool call cannot attach to the kernel")
+            return False
         if token is not None and hmac.compare_digest(token.encode(), self.token.encode()):
             return True
         reason = "wrong token" if token is not None else 'the first line must be {"token": ...}'
@@ -225,6 +244,8 @@ class Endpoint:
     def remove_files(self) -> None:
         """Remove the runtime file and socket (safe from any thread, and repeatable)."""
         self._closed = True
+        for path in self._hidden():
+            hidden.unregister(path)
         remove_info(self.directory)
         _remove_socket(self.socket_path)
         if self._scratch is not None:
@@ -249,7 +270,7 @@ async def start_endpoint(
     socket_path = directory / f"kernel-{os.getpid()}.sock"
     scratch = None
     if len(str(socket_path)) > MAX_SOCKET_PATH:
-        scratch = Path(tempfile.mkdtemp(prefix="iac-kernel-"))  # mode 0700
+        scratch = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))  # mode 0700
         socket_path = scratch / "kernel.sock"
     endpoint = Endpoint(manager, directory, socket_path, cwd=cwd, scratch=scratch)
     endpoint.session_ids = list(sessions or [])
@@ -304,6 +325,14 @@ async def _refuse(writer: asyncio.StreamWriter, request_id: Any, reason: str) ->
     with contextlib.suppress(Exception):
         writer.write(unauthorized(request_id, reason))
         await writer.drain()
+
+
+def _from_a_call(writer: asyncio.StreamWriter) -> bool:
+    """The peer is a process of a running tool call (Linux; False when unknown)."""
+    sock = writer.get_extra_info("socket")
+    if sock is None or not sys.platform.startswith("linux"):
+        return False
+    return callers.from_a_call(peer_pid(sock) or 0)
 
 
 def _same_user(writer: asyncio.StreamWriter) -> bool:

@@ -245,7 +245,11 @@ class PermissionGate:
             return Decision(True)
         if self.mode == "read_only":
             return Decision(False, "denied", f"{DENIED_MESSAGE} The session is in read_only mode.")
-        if exec_request.review is None and self._take_literal(call_id, exec_request):
+        if (
+            exec_request.review is None
+            and not exec_request.retargeted
+            and self._take_literal(call_id, exec_request)
+        ):
             return Decision(True)  # the user approved exactly this command a moment ago
         head = os.path.basename(exec_request.argv[0])  # `git-receive-pack` keeps its name
         shown = head if head.startswith(exec_request.program + "-") else exec_request.program
@@ -257,6 +261,8 @@ class PermissionGate:
             + ("" if exec_request.sandboxed else " (outside the sandbox)")
             + "; approve this call."
         )
+        for line in exec_request.target:  # the environment that retargets it, resolved
+            reason += "\n" + line
         review = exec_request.review
         if review is not None and review.text:
             reason += "\n" + review.text
@@ -265,7 +271,12 @@ class PermissionGate:
             tool_name=tool_name,
             title=f"{tool_name}: {command}",
             kind="execute",
-            input={"command": command, "argv": argv, "cwd": exec_request.cwd},
+            input={
+                "command": command,
+                "argv": argv,
+                "cwd": exec_request.cwd,
+                **({"env": dict(exec_request.env)} if exec_request.env else {}),
+            },
             options=list(PER_CALL_OPTIONS),
             reason=reason,
             danger=True,

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from iac_kernel.guard import hidden
 from iac_kernel.guard.launcher import SOCKET_ENV, write_launchers
 from iac_kernel.guard.realbin import copies_dir
 from iac_kernel.guard.rules import DEFAULT_PROGRAMS
@@ -104,6 +105,8 @@ class GuardedCall:
         path = self.env.get("PATH", os.defpath)
         skip = (str(launchers), LAUNCHER_MOUNT)
         reals = find_real(programs, path, skip=skip)
+        # The shell sees no secret-bearing variable; guarded programs get them back.
+        self.env, secret_env = hidden.split_env(self.env)
         guard_dir = Path(tempfile.mkdtemp(prefix="call-", dir=state_dir()))
         self._dirs.append(guard_dir)
         os.chmod(guard_dir, 0o755)
@@ -120,6 +123,9 @@ class GuardedCall:
                 reals=reals,
                 writable=writable_paths(self.settings),
                 masks=[copies_dir()],
+                hidden=hidden.control_plane(self.settings, self.base_env),
+                secrets=hidden.credential_paths(self.settings, self.base_env),
+                network=getattr(self.settings, "sandbox_network", "shared") != "none",
             )
             bwrap = bwrap_path()
             assert bwrap is not None
@@ -133,6 +139,9 @@ class GuardedCall:
             self.env["PATH"] = f"{launchers}{os.pathsep}{path}"
             self.env[SOCKET_ENV] = str(guard_dir / "sock")
             self.server = ApprovalServer(reals, self.ask_exec, guard_dir, audit=self.audit)
+        self.server.secret_env = secret_env
+        # What the shell started with (its PATH and TMPDIR), secrets included.
+        self.server.base_env = {**self.base_env, **self.env}
         await self.server.start(guard_dir / "sock")
         return self
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Sequence
 
+from iac_kernel.guard import grammar
 from iac_kernel.guard.ruleset import CHANGE, OTHER, READ, Rule, Verdict
 from iac_kernel.guard.ruleset import each_verb as _each
 from iac_kernel.guard.ruleset import rule as _r
@@ -79,14 +80,15 @@ def classify_cloud(name: str, args: list[str], reads: tuple[str, ...]) -> Verdic
         verbs = words[1:2]
     elif name == "gsutil":  # gsutil [-m -o x ...] command args: the command is first
         words = aws_positionals(args, _GSUTIL_VALUE_OPTS)
-        if not words:
+        if grammar.gsutil_read(words):
             return Verdict(READ)
-        verbs = words[:1] if words[1:2] != ["get"] else ["get"]  # `acl get`, `iam get`
-    else:
+        verbs = []
+    else:  # gcloud and az: GROUP... COMMAND, the verb is read from the command path
         words = _without_option_values(args)
         if not words:
             return Verdict(READ)
-        verbs = words
+        verb = grammar.gcloud_verb(words, reads)
+        verbs = [verb] if verb else []
     if any(fnmatch.fnmatchcase(v, pat) for v in verbs for pat in reads):
         return Verdict(READ)
     shown = " ".join([name, *words[:3]])

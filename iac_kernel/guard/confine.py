@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from iac_kernel.guard.call import _launchers, guarded_programs, writable_paths
+from iac_kernel.guard.hidden import control_plane
 from iac_kernel.guard.launcher import SOCKET_ENV
 from iac_kernel.guard.realbin import copies_dir, exec_fd
 from iac_kernel.guard.sandbox import (
@@ -101,6 +102,7 @@ def confine(
             reals=reals,
             writable=writable_paths(settings) if writable else [],
             masks=[copies_dir()],
+            hidden=control_plane(settings, env),
         )
         extra = [] if writable else ["--remount-ro", str(cwd)]
         fd, script = exec_fd(real)

@@ -132,7 +132,7 @@ class GitConfigReader:
             for key, value in env.items():
                 if key and "=" not in key:
                     extra += ["--setenv", key, value]
-            command = self.layout.bwrap_args(self.bwrap, chdir=cwd, extra=extra)
+            command = self.layout.bwrap_args(self.bwrap, chdir=cwd, extra=extra, guarded=True)
             command += [sys.executable, "-IS", HELPER, str(fd), "1" if script else "0"]
             command += ["git", *args]
             kwargs: dict = {"pass_fds": (fd,), "env": {"PATH": os.environ.get("PATH", "")}}

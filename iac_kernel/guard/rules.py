@@ -10,6 +10,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping, Sequence
 
+from iac_kernel.guard import grammar
 from iac_kernel.guard.cloud_rules import CLOUD, CLOUD_TABLES, aws_positionals, classify_cloud
 from iac_kernel.guard.ruleset import (
     CHANGE,
@@ -24,6 +25,7 @@ from iac_kernel.guard.ruleset import (
 )
 from iac_kernel.guard.ruleset import each_verb as _each
 from iac_kernel.guard.ruleset import rule as _r
+from iac_kernel.guard.secret_reads import PRINTS_CREDENTIALS
 
 __all__ = ["CHANGE", "DEFAULT_PROGRAMS", "OTHER", "READ", "Rule", "Verdict", "classify"]
 __all__ += ["git_argv", "has_flag", "matches", "positionals", "program_name"]
@@ -84,6 +86,13 @@ _K8S_CHANGE = (
 )
 _K8S_READ = {"get", "describe", "logs", "top", "explain", "version", "api-resources"}
 _K8S_READ |= {"api-versions", "cluster-info", "diff", "auth", "events", "wait"}
+#: Other kubectl commands; any word beyond these may be a plugin (``kubectl-<word>`` on
+#: PATH, run with the user's credentials), so it is asked.
+_K8S_KNOWN = _K8S_READ | set(
+    "config completion plugin kustomize convert options help alpha rollout certificate "
+    "apply create delete replace patch edit scale drain cordon uncordon taint set label "
+    "annotate run expose autoscale debug cp exec attach proxy port-forward".split()
+)
 
 _HELM_CHANGE = (
     *_each("install upgrade uninstall un del delete rollback", "changes a Helm release"),
@@ -94,6 +103,11 @@ _HELM_CHANGE = (
 )
 _HELM_READ = {"list", "ls", "status", "get", "history", "hist", "show", "inspect", "search"}
 _HELM_READ |= {"template", "version", "lint", "env", "diff", "verify"}
+#: Other helm commands; any other word may be a plugin (asked).
+_HELM_KNOWN = _HELM_READ | set(
+    "install upgrade uninstall rollback test push plugin repo dependency package pull "
+    "create completion registry help history".split()
+)
 
 _PULUMI_CHANGE = (
     _r("up", "applies infrastructure changes"),
@@ -112,11 +126,22 @@ _PULUMI_CHANGE = (
     _r("state repair", "rewrites the state"),
     _r("stack import", "overwrites the stack's state"),
     _r("deployment run", "runs a deployment (an update) in Pulumi Deployments"),
+    _r("stack rename", "renames a stack in the backend"),
+    _r("stack init", "creates a stack in the backend"),
+    _r("stack select", "creates a stack in the backend", "-c --create"),
+    _r("stack change-secrets-provider", "re-encrypts the stack's secrets"),
+    _r("stack tag set", "changes the stack's tags"),
+    _r("stack tag rm", "changes the stack's tags"),
+    _r("state upgrade", "rewrites the state"),
+    _r("policy publish", "publishes a policy pack"),
+    _r("policy enable", "enables a policy pack"),
+    _r("policy disable", "disables a policy pack"),
+    _r("policy rm", "removes a policy pack"),
     *(_r(f"env {verb}", "changes a Pulumi ESC environment") for verb in ("set", "rm", "edit")),
     *(_r(f"env {verb}", "changes a Pulumi ESC environment") for verb in ("init", "rotate")),
 )
 _PULUMI_READ = {"preview", "whoami", "version", "about", "logs", "stack ls", "stack output"}
-_PULUMI_READ |= {"config get"}
+_PULUMI_READ |= {"config get", "stack", "stack history", "stack graph", "config", "plugin ls"}
 
 _GIT_READ = {"status", "diff", "log", "show", "ls-files", "rev-parse", "blame", "describe"}
 _GIT_READ |= {"grep", "shortlog", "fetch", "remote", "branch", "tag", "ls-remote", "version"}
@@ -170,14 +195,22 @@ def classify(program: str, argv: Sequence[str], env: Mapping[str, str] | None = 
     if table is None:
         return Verdict(OTHER)
     changes, reads = table
-    if name in ("kubectl", "oc", "helm") and _dry_run(args):
-        return Verdict(READ)
-    positional = positionals(args)
+    positional = grammar.canonical(name, positionals(args))
     strict = aws_positionals(args) if name == "aws" else positional
     for rule in changes:
         if matches(rule, args, positional) or matches(rule, args, strict):
             shown = " ".join([name, *rule.words])
+            if name in ("kubectl", "oc", "helm") and _dry_run(name, args):
+                return Verdict(READ)
             return Verdict(CHANGE, f"{shown}: {rule.reason}")
+    for rule in PRINTS_CREDENTIALS.get(name, ()):
+        if matches(rule, args, strict):
+            shown = " ".join([name, *rule.words])
+            return Verdict(CHANGE, f"{shown}: {rule.reason}")
+    if name in ("kubectl", "oc", "helm"):
+        unknown = _k8s_unknown(name, args)
+        if unknown:
+            return Verdict(CHANGE, unknown, by_default=True)
     if name in CLOUD:
         return classify_cloud(name, args, tuple(reads))
     if not positional:
@@ -220,13 +253,27 @@ def _truthy(value: str) -> bool:
 _DRY_VALUES = {"client", "server", "true", "1", "t", "T", "TRUE", "True"}
 
 
-def _dry_run(args: list[str]) -> bool:
-    """Bare ``--dry-run`` or ``--dry-run=client|server|true|1|t``; anything else
-    (``none``, ``false``, ``0``, empty) is a real run."""
-    seen = [a for a in args if a == "--dry-run" or a.startswith("--dry-run=")]
-    return bool(seen) and all(
-        a == "--dry-run" or a[len("--dry-run=") :] in _DRY_VALUES for a in seen
-    )
+def _parsed(name: str, args: list[str]) -> grammar.Parsed:
+    if name == "helm":
+        return grammar.parse(args, grammar.HELM_VALUE, grammar.HELM_BOOL)
+    return grammar.parse(args, grammar.K8S_VALUE, grammar.K8S_BOOL)
+
+
+def _dry_run(name: str, args: list[str]) -> bool:
+    """Bare ``--dry-run`` or ``--dry-run=client|server|true|1|t`` as the program's own
+    option (not an option's value, not after ``--``); anything else (``none``,
+    ``false``, ``0``, empty) is a real run."""
+    return grammar.dry_run(_parsed(name, args), _DRY_VALUES)
+
+
+def _k8s_unknown(name: str, args: list[str]) -> str:
+    """Why the command of a kubectl/helm argv is asked when it is no known command (a
+    plugin runs with the user's credentials); empty when it is known."""
+    words = grammar.canonical(name, _parsed(name, args).words)
+    known = _HELM_KNOWN if name == "helm" else _K8S_KNOWN
+    if not words or words[0] in known:
+        return ""
+    return f"{name} {words[0]}: not a known {name} command (a plugin would run)"
 
 
 def git_argv(argv: Sequence[str]) -> list[str]:
@@ -258,6 +305,8 @@ def _classify_git(args: list[str]) -> Verdict:
         if forced or any(r.startswith(("+", ":")) for r in refs):
             return Verdict(CHANGE, "git push: rewrites or deletes remote history")
         return Verdict(OTHER)
+    if command == "credential":
+        return Verdict(CHANGE, "git credential: prints stored credentials")
     if command == "receive-pack":
         return Verdict(CHANGE, "git receive-pack: updates the refs of a local repository")
     if command not in _GIT_BUILTINS:

@@ -2,8 +2,10 @@
 
 Inside: the whole filesystem read-only, except the session's cwd, a private /tmp (a
 host directory removed after the call) and the user's ``sandbox_writable_paths``; its
-own PID namespace (nothing outlives the call); no capabilities; network shared. Every
-copy of a guarded program found on PATH has a guard launcher bind-mounted over it.
+own PID namespace (nothing outlives the call); no capabilities; network shared (or none,
+``sandbox_network``). Every copy of a guarded program found on PATH has a guard launcher
+bind-mounted over it. The agent's control plane and, for the shell, the credential stores
+are empty mounts (:mod:`.hidden`).
 """
 
 from __future__ import annotations
@@ -151,11 +153,23 @@ class Layout:
     writable: list[Path] = field(default_factory=list)
     #: Host directories hidden inside the sandbox (private binary copies).
     masks: list[Path] = field(default_factory=list)
+    #: The agent's control plane (guard/hidden.py): empty in every sandbox of the call.
+    hidden: list[Path] = field(default_factory=list)
+    #: Credential stores: empty for the shell, shown to guarded programs the guard runs.
+    secrets: list[Path] = field(default_factory=list)
+    #: False: the shell gets no network (``sandbox_network = none``).
+    network: bool = True
 
     def bwrap_args(
-        self, bwrap: str, chdir: str | None = None, extra: Sequence[str] = ()
+        self,
+        bwrap: str,
+        chdir: str | None = None,
+        extra: Sequence[str] = (),
+        guarded: bool = False,
     ) -> list[str]:
-        """``bwrap`` and its options (``extra`` last), up to and including ``--``."""
+        """``bwrap`` and its options (``extra`` last), up to and including ``--``.
+        ``guarded``: the sandbox of a guarded program the guard runs (credentials and
+        the network are its own)."""
         args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         args += ["--bind", str(self.tmp_dir), "/tmp"]
         for path in own_paths_under_tmp():  # our code and Python, if installed under /tmp
@@ -173,8 +187,39 @@ class Layout:
         # The private /tmp is the only temporary folder a call can write: a TMPDIR
         # pointing elsewhere (read-only inside) would break mktemp and friends.
         args += ["--setenv", "TMPDIR", "/tmp"]
+        args += self._empty_mounts([*self.hidden, *([] if guarded else self.secrets)])
+        args += self._empty_mounts([state_dir()])  # last: the empty file lives there
+        if not guarded and not self.network:
+            args.append("--unshare-net")
         args += ["--unshare-pid", "--die-with-parent", "--cap-drop", "ALL"]
         args += ["--chdir", chdir or str(self.cwd), *extra, "--"]
+        return args
+
+    def _empty_mounts(self, paths: Sequence[Path]) -> list[str]:
+        """Empty mounts over ``paths``: a tmpfs over a folder, an empty file over anything
+        else. Skipped: a path holding the cwd or a writable path, and one under /tmp that
+        no bind shows (the private /tmp hides it)."""
+        # The guard's own folders are mounted elsewhere (/tmp, GUARD_MOUNT ...) before
+        # this: their host folder is hidden like the rest (other calls' files live there).
+        needed = [self.cwd, *self.writable]
+        binds = self._binds()
+        args: list[str] = []
+        folders: list[Path] = []
+        for path in sorted(set(paths), key=lambda p: len(p.parts)):
+            text = str(path)
+            if any(n == path or path in n.parents for n in needed):
+                continue
+            if any(f == path or f in path.parents for f in folders):
+                continue  # already under an empty folder (a mount there would show it)
+            if (text == "/tmp" or text.startswith("/tmp/")) and not any(
+                b == path or b in path.parents for b in binds
+            ):
+                continue
+            if path.is_dir() and not path.is_symlink():
+                args += ["--tmpfs", text]
+                folders.append(path)
+            elif os.path.lexists(path) and not path.is_symlink():
+                args += ["--ro-bind", str(empty_file()), text]
         return args
 
     def host_path(self, path: str) -> str:
@@ -189,6 +234,17 @@ class Layout:
 
     def _binds(self) -> list[Path]:
         return [*self.writable, self.cwd, *map(Path, own_paths_under_tmp())]
+
+
+def empty_file() -> Path:
+    """An empty read-only file in this user's state folder (mounted over hidden files)."""
+    path = state_dir() / "empty"
+    if not path.is_file() or path.stat().st_size:
+        tmp = state_dir() / f".empty-{os.getpid()}"
+        tmp.write_bytes(b"")
+        os.chmod(tmp, 0o444)
+        os.replace(tmp, path)
+    return path
 
 
 @functools.lru_cache(maxsize=1)

@@ -25,10 +25,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from iac_kernel.guard import gitconfig, realbin, reviews
+from iac_kernel.guard import (
+    callers,
+    git_creds,
+    gitconfig,
+    hidden,
+    realbin,
+    redirect,
+    reviews,
+    target,
+    tf_init,
+)
 from iac_kernel.guard.procs import signal_group
-from iac_kernel.guard.racers import peer_pid, racing_verdict
-from iac_kernel.guard.rules import Verdict, classify, program_name
+from iac_kernel.guard.racers import peer_pid
+from iac_kernel.guard.rules import CHANGE, Verdict, classify, program_name
 from iac_kernel.guard.sandbox import GUARD_MOUNT, Layout, is_pyenv_shim
 
 log = logging.getLogger(__name__)
@@ -49,6 +59,12 @@ class ExecRequest:
     sandboxed: bool = True
     #: Filled by whoever asks: the question's exact text, the answer, who gave it, when.
     asked: dict[str, Any] = field(default_factory=dict)
+    #: The environment that retargets the command (secret values as ``***``).
+    env: dict[str, str] = field(default_factory=dict)
+    #: What it resolves to: ``Target: terraform workspace prod``.
+    target: list[str] = field(default_factory=list)
+    #: The command changed that environment (an earlier question did not show it).
+    retargeted: bool = False
 
 
 #: ``ask_exec``: returns (allowed, message for the model when not allowed).
@@ -74,6 +90,11 @@ class ApprovalServer:
     bwrap: str | None = None
     #: Seconds spent waiting for the user's answers (not counted against the timeout).
     waited: float = 0.0
+    #: Secret-bearing variables taken out of the shell's environment: a guarded program
+    #: the guard runs gets them back (the shell's own value of a name wins).
+    secret_env: dict[str, str] = field(default_factory=dict)
+    #: The environment the bash call started with (what "set by the command" compares to).
+    base_env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
     #: Every request seen: (argv, verdict kind, outcome); for the tool's raw output.
     log: list[dict] = field(default_factory=list)
     #: Where audit records of reviewed calls go (None: not recorded).
@@ -175,16 +196,32 @@ class ApprovalServer:
     async def _handle(self, request: dict, fds: list[int], conn: socket.socket) -> int:
         program = str(request["program"])
         argv, cwd = request["argv"], request["cwd"]
-        env = {k: v for k, v in request["env"].items() if not _loader_variable(k)}
+        env = {**self.secret_env, **request["env"]}
+        env = {k: v for k, v in env.items() if not _loader_variable(k)}
         if program not in self.reals:
             raise Refused(f"{program} is not a guarded program here")
         verdict = classify(program, argv, env)
-        if program == "git" and not verdict.changing and gitconfig.is_push(argv):
+        # Local git commands run without credentials: the repository's own configuration
+        # and hooks, which the call can write, can make git run anything (git_creds.py).
+        reveal = program != "git" or git_creds.needs_credentials(argv)
+        if not reveal:
+            env = {k: v for k, v in request["env"].items() if not _loader_variable(k)}
+        if program == "git" and not verdict.changing:
             git = gitconfig.config_git(self._pick_real(program, argv[0]), self.reals[program])
             reader = gitconfig.GitConfigReader(git, self.layout, self.bwrap)
-            verdict = await gitconfig.git_push_verdict(argv, cwd, env, reader, verdict)
-            if not verdict.changing and self.layout is not None:
-                verdict = racing_verdict(peer_pid(conn), verdict)
+            verdict = await git_creds.git_verdict(
+                argv, cwd, env, reader, self.layout, reveal, verdict, peer_pid(conn)
+            )
+        redirected = redirect.reason(program, argv, env, self.base_env)
+        if redirected:
+            shown = f"{verdict.reason}; {redirected}" if verdict.changing else redirected
+            verdict = Verdict(CHANGE, shown)
+        if not verdict.changing and self.layout is not None:
+            # Values the command set itself count too (`GIT_CONFIG_GLOBAL=~/.aws/...`).
+            words = [*argv[1:], *(v for k, v in env.items() if self.base_env.get(k) != v)]
+            named = hidden.names_a_secret(words, self.layout.host_path(cwd), self.layout.secrets)
+            if named is not None:
+                verdict = Verdict(CHANGE, f"{program} reads {named}: a credential store")
         entry = {"argv": argv, "cwd": cwd, "kind": verdict.kind, "outcome": "run"}
         self.log.append(entry)
         run_argv = argv
@@ -195,7 +232,14 @@ class ApprovalServer:
             if verdict.changing and _gone_or_signalled(conn):
                 raise Refused("the command that asked was stopped before it was approved")
             numbers = request.get("fds", [])
-            code = await self._run(program, run_argv, cwd, env, numbers, fds, conn)
+            if not verdict.changing and tf_init.is_init(program, argv):
+
+                async def run(words: list[str]) -> int:
+                    return await self._run(program, words, cwd, env, numbers, fds, conn, reveal)
+
+                code = await tf_init.without_input(program, run_argv, numbers, fds, run)
+            else:
+                code = await self._run(program, run_argv, cwd, env, numbers, fds, conn, reveal)
         except Refused as exc:
             entry["outcome"] = "refused"
             await self._record(trail, "refused", None, str(exc))
@@ -255,6 +299,9 @@ class ApprovalServer:
             )
         request = ExecRequest(program, list(argv), cwd, verdict, review, self.layout is not None)
         trail["request"] = request
+        request.env = target.retargeting_env(env)
+        request.target = target.describe(program, argv, host_cwd, env)
+        request.retargeted = request.env != target.retargeting_env(self.base_env)
         async with self._ask_lock:
             self._asking_since = time.monotonic()
             try:
@@ -281,7 +328,15 @@ class ApprovalServer:
         return real if real in reals else reals[0]
 
     async def _run(
-        self, program: str, argv: list[str], cwd: str, env: dict, numbers: list, fds: list, conn
+        self,
+        program: str,
+        argv: list[str],
+        cwd: str,
+        env: dict,
+        numbers: list,
+        fds: list,
+        conn,
+        reveal: bool = True,
     ) -> int:
         """Start the real program with the launcher's stdio ``fds`` (its fd ``numbers``);
         ``fds`` are closed here and the list emptied (the caller must not close them)."""
@@ -297,7 +352,7 @@ class ApprovalServer:
             for key, value in env.items():
                 if key and "=" not in key:
                     extra += ["--setenv", key, value]
-            command = self.layout.bwrap_args(self.bwrap, chdir=cwd, extra=extra)
+            command = self.layout.bwrap_args(self.bwrap, chdir=cwd, extra=extra, guarded=reveal)
             command += [sys.executable, "-IS", HELPER, str(fd), "1" if script else "0"]
             command += run_argv
             try:
@@ -331,6 +386,7 @@ class ApprovalServer:
                 os.close(fd)
         fds.clear()
         self._groups.add(proc.pid)
+        callers.started(proc.pid)
         with contextlib.suppress(OSError):
             await _send(conn, {"started": True})
         watcher = asyncio.create_task(self._watch(conn, proc))
@@ -341,6 +397,7 @@ class ApprovalServer:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
             self._groups.discard(proc.pid)
+            callers.ended(proc.pid)
 
     async def _watch(self, conn: socket.socket, proc: asyncio.subprocess.Process) -> None:
         """Relay the launcher's signals; kill the program when the launcher goes away."""

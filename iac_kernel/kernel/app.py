@@ -50,11 +50,14 @@ def launch(connection_file: str | None) -> int:
     without_debugger()
     from ipykernel.kernelapp import IPKernelApp
 
+    from iac_kernel.guard import hidden
     from iac_kernel.kernel.kernel import IacKernel
 
     argv = ["-f", connection_file] if connection_file else []
     app = IPKernelApp.instance(kernel_class=IacKernel)
     app.log.addFilter(LoopbackTcpFilter(app))
     app.initialize(argv)
+    if app.abs_connection_file:  # its HMAC key steers the kernel: never in a bash call
+        hidden.register(app.abs_connection_file)
     app.start()
     return 0

@@ -9,12 +9,18 @@ sessions directory (``~/.iac-code/mcp-trust.json`` by default: read-only inside 
 sandbox), never in the session's folder; a store inside the folder is not honoured.
 Servers an ACP client passes (``mcpServers``) and ``%mcp add`` lines are the user's or
 the client's own choice and are not subject to this.
+
+The trust covers what the servers run, not only the file that names it: every file inside
+the folder that a server executes (its command, and its arguments and env values that name
+a file or folder inside the folder, ``-m module`` included) is hashed with the file's
+bytes, so a bash call that rewrites ``srv.py`` makes the file untrusted again.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import os
 import tempfile
@@ -22,9 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from iac_kernel.mcp.config import PROJECT_FILE, ServerSpec, from_project_bytes
+from iac_kernel.mcp.config import PROJECT_FILE, McpConfigError, ServerSpec, from_project_bytes
 
 STORE_NAME = "mcp-trust.json"
+#: At most this many files of a folder a server runs are hashed (more: never trusted).
+MAX_FILES = 2000
 #: How many hex digits of the sha256 the user types to trust a file.
 SHORT = 12
 
@@ -36,10 +44,16 @@ class ProjectFile:
     folder: Path
     path: Path
     data: bytes
+    #: (path relative to the folder, sha256 of its bytes) of every workspace file the
+    #: servers run, sorted; part of :attr:`sha256`.
+    covered: tuple[tuple[str, str], ...] = ()
 
     @property
     def sha256(self) -> str:
-        return hashlib.sha256(self.data).hexdigest()
+        digest = hashlib.sha256(self.data)
+        for rel, sha in self.covered:
+            digest.update(f"\0{rel}\0{sha}".encode("utf-8", "surrogateescape"))
+        return digest.hexdigest()
 
     @property
     def short(self) -> str:
@@ -62,7 +76,51 @@ def read_project(folder: str | Path) -> ProjectFile | None:
         data = b""  # unreadable: never trusted (an empty file has its own hash)
     # Keyed by the folder's real path, not the file's: a .mcp.json symlinked to a trusted
     # file elsewhere is a new file here (its relative commands would run from here).
-    return ProjectFile(folder, Path(os.path.realpath(folder)) / PROJECT_FILE, data)
+    try:
+        covered = covered_files(from_project_bytes(data, folder), folder)
+    except McpConfigError:
+        covered = ()
+    return ProjectFile(folder, Path(os.path.realpath(folder)) / PROJECT_FILE, data, covered)
+
+
+def covered_files(specs: list[ServerSpec], folder: Path) -> tuple[tuple[str, str], ...]:
+    """(relative path, sha256) of each file inside ``folder`` the stdio servers run."""
+    root = Path(os.path.realpath(folder))
+    found: dict[str, str] = {}
+    for spec in specs:
+        if spec.transport != "stdio":
+            continue
+        base = Path(spec.cwd or folder)
+        words = [spec.command, *spec.args, *spec.env.values()]
+        words += [f"{a}.py" for a in _modules(spec.args)] + _modules(spec.args)
+        for word in words:
+            for part in str(word).split(os.pathsep):
+                _cover(base, part.partition("=")[2] if part.startswith("-") else part, root, found)
+    return tuple(sorted(found.items()))
+
+
+def _modules(args: list[str]) -> list[str]:
+    """``python -m pkg.mod``: the module as a path (``pkg/mod``)."""
+    return [b.replace(".", "/") for a, b in itertools.pairwise(args) if a == "-m"]
+
+
+def _cover(base: Path, word: str, root: Path, found: dict[str, str]) -> None:
+    if not word or len(found) > MAX_FILES:
+        return
+    path = Path(os.path.realpath(base / os.path.expanduser(word)))
+    if path != root and root not in path.parents:
+        return
+    files = [path] if path.is_file() else []
+    if path.is_dir() and path != root:
+        files = [p for p in sorted(path.rglob("*")) if p.is_file() and ".git" not in p.parts]
+    for file in files[: MAX_FILES + 1]:
+        rel = str(file.relative_to(root))
+        try:
+            found[rel] = hashlib.sha256(file.read_bytes()).hexdigest()
+        except OSError:
+            found[rel] = "unreadable"
+    if len(files) > MAX_FILES:
+        found["(too many files)"] = "never trusted"
 
 
 def store_path(session: Any) -> Path:
@@ -135,4 +193,6 @@ def show_servers(project: ProjectFile) -> list[str]:
         else:
             line = f"- `{spec.name}` connects to {spec.transport} `{spec.url}`"
         lines.append(line)
+    for rel, sha in project.covered:
+        lines.append(f"- runs the folder's `{rel}` (sha256 {sha[:SHORT]}): covered by this trust")
     return lines

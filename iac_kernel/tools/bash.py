@@ -11,6 +11,7 @@ import signal
 import sys
 from typing import Any
 
+from iac_kernel.guard import callers
 from iac_kernel.guard.call import GuardedCall, SandboxRequired, guarded_programs
 from iac_kernel.guard.sandbox import unusable_reason
 from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError, ToolResult
@@ -260,6 +261,22 @@ class BashTool(Tool):
             raise ToolError(f"cannot run the command: {exc.filename} is not installed") from None
         except OSError as exc:
             raise ToolError(f"cannot run the command: {exc.strerror or exc}") from None
+        # The endpoint refuses this call's processes (guard/callers.py).
+        callers.started(proc.pid)
+        try:
+            return await self._wait(proc, capture, ctx, guard, limit, grace)
+        finally:
+            callers.ended(proc.pid)
+
+    async def _wait(
+        self,
+        proc: asyncio.subprocess.Process,
+        capture: OutputCapture,
+        ctx: ToolContext,
+        guard: GuardedCall,
+        limit: float,
+        grace: float,
+    ) -> ToolResult:
         assert proc.stdout is not None
         pgid = proc.pid  # start_new_session: the shell (or bwrap) leads a new group
         boxed = guard.sandboxed

@@ -1,0 +1,255 @@
+"""What a bash call's sandbox must not see: the agent's control plane and the user's
+credentials, as paths (hidden under empty mounts) and environment variables (removed).
+
+Two kinds, because they are treated differently:
+
+* control plane (the runtime folder with the kernel endpoint's file and socket, the
+  session store, the MCP trust file, all of ``~/.iac-code``, Jupyter's runtime folder
+  with kernel connection files, plus whatever the fronts :func:`register`): hidden from
+  every process of a call, the guarded programs the guard runs included;
+* credentials (cloud CLI stores, SSH keys, ``.netrc`` ..., the ``sandbox_hidden_paths``
+  setting, files named by credential variables, and secret-bearing variables): hidden
+  from the shell only; a guarded program the guard runs gets them back (``aws s3 ls``
+  still works, a script's own HTTP client has nothing to send).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+#: Credential stores under the home folder.
+HOME_CREDENTIALS = (
+    ".aws",
+    ".ssh",
+    ".kube",
+    ".config/gcloud",
+    ".azure",
+    ".terraform.d/credentials.tfrc.json",
+    ".terraformrc",
+    ".docker/config.json",
+    ".netrc",
+    ".git-credentials",
+    ".pgpass",
+    ".my.cnf",
+    ".config/gh",
+    ".config/git/credentials",
+    ".pulumi/credentials.json",
+    ".config/helm/registry",
+    ".vault-token",
+    ".gnupg",
+    ".password-store",
+    ".local/share/keyrings",
+    ".config/op",
+    ".boto",
+    ".s3cfg",
+    ".oci",
+    ".config/doctl",
+    ".config/hcloud",
+    ".config/rclone",
+    ".databrickscfg",
+    ".config/containers/auth.json",
+    ".config/hub",
+    ".npmrc",
+    ".pypirc",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".gem/credentials",
+    ".m2/settings.xml",
+    ".gradle/gradle.properties",
+    ".composer/auth.json",
+    # shell and client histories often hold a pasted token or `export SECRET=...`
+    ".bash_history",
+    ".zsh_history",
+    ".python_history",
+    ".psql_history",
+    ".mysql_history",
+    ".local/share/fish/fish_history",
+)
+#: Variables naming a credential file or socket (their targets are hidden too).
+PATH_VARIABLES = (
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "AWS_CONFIG_FILE",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "KUBECONFIG",
+    "CLOUDSDK_CONFIG",
+    "AZURE_CONFIG_DIR",
+    "DOCKER_CONFIG",
+    "TF_CLI_CONFIG_FILE",
+    "NETRC",
+    "PGPASSFILE",
+    "SSH_AUTH_SOCK",
+    "GNUPGHOME",
+    "XDG_RUNTIME_DIR",
+)
+#: Variables that are never secret whatever their name or value looks like.
+_PLAIN = {"PATH", "HOME", "PWD", "OLDPWD", "SHELL", "USER", "LOGNAME", "TERM", "LANG"}
+_PLAIN |= {"TMPDIR", "HOSTNAME", "SHLVL", "_", "LS_COLORS", "PS1", "PS2", "PS4"}
+_PLAIN |= {"KUBECONFIG", "AWS_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION"}
+_SECRET_NAME = re.compile(
+    r"(SECRET|TOKEN|PASSW|PASSPHRASE|_PASS$|^PASS_|_PASS_|_PWD$|^PWD_|PRIVATE|CREDENTIAL|"
+    r"API_?KEY|ACCESS_?KEY|WEBHOOK|"
+    r"AUTH|SESSION_?KEY|SIGNING|COOKIE|_DSN$|^DSN$|DATABASE_URL|CONN(ECTION)?_?STR|"
+    r"_KEY$|_KEY_ID$|^TF_TOKEN_|CLIENT_KEY|SAS_?KEY|ACCOUNT_KEY)",
+)
+_SECRET_SHAPES = (
+    re.compile(r"(AKIA|ASIA|AROA|AIDA)[A-Z0-9]{16}"),  # AWS access key ids
+    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
+    re.compile(r"[a-z][a-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@"),  # URL with a password
+    re.compile(r"(?i)(password|passwd|pwd|secret|token)\s*[=:]\s*\S"),  # DSN / key=value
+    re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}"),  # JWT
+    re.compile(
+        r"(ghp|gho|ghu|ghs|ghr|github_pat|glpat|xox[abpr]|sk|sk-ant|hvs)[-_][A-Za-z0-9_-]{16,}"
+    ),
+    re.compile(r'"(private_key|client_secret|refresh_token)"'),
+)
+#: A long token-like value: letters and digits (and base64 / url-safe signs), no spaces.
+_TOKEN_LIKE = re.compile(r"[A-Za-z0-9+/=_-]{32,}")
+
+_REGISTERED: set[Path] = set()
+
+
+def register(path: str | os.PathLike[str]) -> None:
+    """Hide ``path`` (a socket, a file, a folder) from every bash call from now on."""
+    _REGISTERED.add(Path(path))
+
+
+def unregister(path: str | os.PathLike[str]) -> None:
+    _REGISTERED.discard(Path(path))
+
+
+def home() -> Path:
+    return Path(os.path.expanduser("~"))
+
+
+def control_plane(settings: Any, env: Mapping[str, str] | None = None) -> list[Path]:
+    """Every path through which the agent can be steered (see the module doc)."""
+    env = os.environ if env is None else env
+    paths = [home() / ".iac-code"]
+    runtime = env.get("IAC_KERNEL_RUNTIME_DIR") or os.environ.get("IAC_KERNEL_RUNTIME_DIR")
+    if runtime:
+        paths.append(Path(runtime).expanduser())
+    sessions = getattr(settings, "sessions_dir", None) or os.environ.get("IAC_KERNEL_SESSIONS_DIR")
+    if sessions:
+        sessions = Path(sessions).expanduser()
+        paths += [sessions, sessions.parent / "mcp-trust.json"]
+    jupyter = env.get("JUPYTER_RUNTIME_DIR") or os.environ.get("JUPYTER_RUNTIME_DIR")
+    data = env.get("XDG_DATA_HOME") or str(home() / ".local" / "share")
+    paths.append(Path(jupyter) if jupyter else Path(data) / "jupyter" / "runtime")
+    paths += sorted(_REGISTERED)
+    # Every kernel's endpoint socket folder when its runtime path was too long (any
+    # kernel of this user, not only this one's).
+    paths += sorted(Path(tempfile.gettempdir()).glob("iac-kernel-endpoint-*"))
+    return _existing(paths)
+
+
+def credential_paths(settings: Any, env: Mapping[str, str]) -> list[Path]:
+    """Credential stores: the defaults, files named by credential variables, and the
+    ``sandbox_hidden_paths`` setting (``:`` or ``,`` separated)."""
+    paths = [home() / rel for rel in HOME_CREDENTIALS]
+    for name in PATH_VARIABLES:
+        for item in (env.get(name) or "").split(os.pathsep):
+            if item.strip() and os.path.isabs(os.path.expanduser(item.strip())):
+                paths.append(Path(os.path.expanduser(item.strip())))
+    raw = getattr(settings, "sandbox_hidden_paths", "") or ""
+    items = raw if isinstance(raw, (list, tuple)) else str(raw).replace(",", os.pathsep).split(":")
+    paths += [Path(os.path.expanduser(str(i).strip())) for i in items if str(i).strip()]
+    return _existing(paths)
+
+
+#: Never hidden: what every program needs (``KUBECONFIG=/dev/null`` is common).
+_SYSTEM = (Path("/"), Path("/dev"), Path("/proc"), Path("/sys"), Path("/usr"), Path("/etc"))
+
+
+def _existing(paths: Iterable[Path]) -> list[Path]:
+    """Existing folders, files and sockets, and their real paths (a symlinked ``~/.aws``
+    hides its target too); never devices nor system folders."""
+    found: list[Path] = []
+    for path in paths:
+        for candidate in (Path(os.path.abspath(path)), Path(os.path.realpath(path))):
+            if candidate in found or candidate in _SYSTEM or _under_dev(candidate):
+                continue
+            try:
+                mode = candidate.lstat().st_mode
+            except OSError:
+                continue
+            if stat.S_ISDIR(mode) or stat.S_ISREG(mode) or stat.S_ISSOCK(mode):
+                found.append(candidate)
+            elif stat.S_ISLNK(mode):
+                found.append(candidate)  # its target is the other candidate
+    return found
+
+
+def _under_dev(path: Path) -> bool:
+    return any(part in path.parents or part == path for part in _SYSTEM[1:4])
+
+
+def is_secret(name: str, value: str) -> bool:
+    """A variable that carries a credential, by its name or by the shape of its value."""
+    upper = name.upper()
+    if upper in _PLAIN or upper.startswith("LC_"):
+        return False
+    if _SECRET_NAME.search(upper):
+        return True
+    if any(shape.search(value) for shape in _SECRET_SHAPES):
+        return True
+    token = _TOKEN_LIKE.fullmatch(value)
+    return bool(token) and not value.startswith("/") and _mixed(value)
+
+
+def _mixed(value: str) -> bool:
+    """Letters and digits mixed like a random token (not a word, a number, a path)."""
+    return (
+        sum(c.isdigit() for c in value) >= 4
+        and sum(c.isalpha() for c in value) >= 8
+        and (any(c.isupper() for c in value) or sum(c in "abcdef" for c in value) >= 8)
+    )
+
+
+def split_env(env: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """(what the shell sees, the secrets taken out)."""
+    shown: dict[str, str] = {}
+    secret: dict[str, str] = {}
+    for key, value in env.items():
+        (secret if is_secret(key, value) else shown)[key] = value
+    return shown, secret
+
+
+def inside(path: Path, folders: Iterable[Path]) -> bool:
+    """``path`` is one of ``folders`` or lies under one."""
+    return any(path == f or f in path.parents for f in folders)
+
+
+def names_a_secret(args: Iterable[str], cwd: str, secrets: Iterable[Path]) -> str | None:
+    """The first argument naming a path inside ``secrets`` (a credential store hidden
+    from the shell), resolved from ``cwd``, the home folder and every folder the argv
+    names (``git -C ~``), symlinks followed; ``--opt=PATH``, ``file://PATH`` and
+    ``@PATH`` forms too. A guarded program runs with the real files, so reading one of
+    them through its argv is asked."""
+    stores = [Path(os.path.realpath(p)) for p in secrets]
+    if not stores:
+        return None
+    words = [str(a) for a in args]
+    candidates = []
+    for word in words:
+        # `--opt=PATH`, and `key=PATH` (`git -c include.path=PATH`) as well as the word
+        for value in {word, word.partition("=")[2]}:
+            for prefix in ("fileb://", "file://", "@"):
+                if value.startswith(prefix):
+                    value = value[len(prefix) :]
+            if value:
+                candidates.append((word, os.path.expanduser(value)))
+    bases = [cwd, str(home())]
+    bases += [os.path.join(cwd, v) for _w, v in candidates if os.path.isdir(os.path.join(cwd, v))]
+    for word, value in candidates:
+        for base in bases:
+            real = Path(os.path.realpath(os.path.join(base, value)))
+            if inside(real, stores):
+                return word
+    return None

@@ -1,0 +1,130 @@
+"""What a guarded command acts on besides its argv: the environment that retargets it
+(workspace, profile, region, kubeconfig, extra CLI arguments, variables) and, where it is
+cheap to know, the resolved terraform workspace and kube context. An exec-time question
+shows them, so approving ``terraform apply`` never hides ``TF_WORKSPACE=prod``."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from iac_kernel.guard.hidden import is_secret
+
+#: Variables that change what a guarded program acts on (exact names).
+RETARGETING = (
+    "TF_WORKSPACE",
+    "TF_DATA_DIR",
+    "TF_CLI_CONFIG_FILE",
+    "KUBECONFIG",
+    "AWS_PROFILE",
+    "AWS_DEFAULT_PROFILE",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_ENDPOINT_URL",
+    "AWS_CONFIG_FILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "AWS_ROLE_ARN",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "GOOGLE_CLOUD_PROJECT",
+    "HELM_KUBECONTEXT",
+    "HELM_NAMESPACE",
+    "HELM_DRIVER",
+    "HELM_PLUGINS",
+    "ARM_SUBSCRIPTION_ID",
+    "ARM_TENANT_ID",
+    "AZURE_CONFIG_DIR",
+    "AZURE_DEFAULTS_GROUP",
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_CONFIG_GLOBAL",
+    "GIT_SSH_COMMAND",
+)
+#: Prefixes of such variables.
+RETARGETING_PREFIXES = (
+    "TF_CLI_ARGS",
+    "TOFU_CLI_ARGS",
+    "TF_VAR_",
+    "TG_",
+    "TERRAGRUNT_",
+    "CLOUDSDK_",
+    "PULUMI_",
+    "GIT_CONFIG_",
+)
+_TERRAFORM = ("terraform", "tofu", "terragrunt")
+_KUBE = ("kubectl", "oc", "helm")
+
+
+def retargeting_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The retargeting variables of ``env``, secret values shown as ``***``."""
+    found = {
+        k: ("***" if is_secret(k, v) else v)
+        for k, v in env.items()
+        if k in RETARGETING or k.startswith(RETARGETING_PREFIXES)
+    }
+    return dict(sorted(found.items()))
+
+
+def resolved(program: str, argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> dict:
+    """The terraform workspace or kube context the command will use, when cheap to tell."""
+    if program in _TERRAFORM:
+        return {"terraform workspace": terraform_workspace(argv, cwd, env)}
+    if program in _KUBE:
+        context = kube_context(program, argv, env)
+        return {"kube context": context} if context else {}
+    return {}
+
+
+def terraform_workspace(argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> str:
+    """``TF_WORKSPACE``, else ``.terraform/environment`` of the ``-chdir`` folder, else
+    ``default``."""
+    if env.get("TF_WORKSPACE"):
+        return env["TF_WORKSPACE"]
+    folder = cwd
+    for arg in argv[1:]:
+        if arg.startswith(("-chdir=", "--chdir=")):
+            folder = os.path.join(cwd, arg.partition("=")[2])
+    data = env.get("TF_DATA_DIR") or ".terraform"
+    try:
+        text = (Path(folder) / data / "environment").read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return "default"
+    return text or "default"
+
+
+def kube_context(program: str, argv: Sequence[str], env: Mapping[str, str]) -> str:
+    """``--context``/``--kube-context``, ``HELM_KUBECONTEXT``, else the kubeconfig's
+    ``current-context`` (its first file), else empty."""
+    flags = ("--kube-context",) if program == "helm" else ("--context",)
+    args = list(argv[1:])
+    for i, arg in enumerate(args):
+        if arg == "--":
+            break
+        for flag in flags:
+            if arg == flag and i + 1 < len(args):
+                return f"{args[i + 1]} (from {flag})"
+            if arg.startswith(flag + "="):
+                return f"{arg.partition('=')[2]} (from {flag})"
+    if program == "helm" and env.get("HELM_KUBECONTEXT"):
+        return f"{env['HELM_KUBECONTEXT']} (from HELM_KUBECONTEXT)"
+    config = (env.get("KUBECONFIG") or "").split(os.pathsep)[0]
+    path = Path(config).expanduser() if config else Path.home() / ".kube" / "config"
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            text = fh.read(1_000_000)
+    except OSError:
+        return ""
+    found = re.search(r"^current-context:\s*['\"]?([^'\"\n]+)", text, re.M)
+    return f"{found.group(1).strip()} (from {path})" if found else ""
+
+
+def describe(program: str, argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> list[str]:
+    """Lines for a question: the retargeting environment and what it resolves to."""
+    lines = []
+    shown = retargeting_env(env)
+    if shown:
+        lines.append("Environment: " + ", ".join(f"{k}={v}" for k, v in shown.items()))
+    for key, value in resolved(program, argv, cwd, env).items():
+        lines.append(f"Target: {key} {value}")
+    return lines
