@@ -267,16 +267,17 @@ async def test_the_question_shows_the_environment_that_retargets(tmp_path: Path,
 async def test_a_literal_approval_does_not_cover_a_retargeted_environment(
     tmp_path: Path, home: Path
 ):
-    """The user allowed the text `terraform apply` once; a hidden export retargets it:
-    the exec-time question comes back, showing the environment."""
+    """The user allowed the text `kubectl delete ns x` once; a hidden export retargets
+    it: the exec-time question comes back, showing the environment. (A bash terraform
+    apply is never approved by its text: it is asked once, at exec time.)"""
     bin_dir, log = _fakes(tmp_path)
     harness = Harness(tmp_path / "ws", bin_dir, log, mode="default")
     ask = Asker(exec_answer=REJECT_ONCE, danger_answer=ALLOW_ONCE)
-    export = hidden("export TF_WORKSPACE=prod")
-    await harness.run(f"{export}; terraform apply", ask)
+    export = hidden("export KUBECONFIG=/srv/prod-admin.kubeconfig")
+    await harness.run(f"{export}; kubectl delete ns x", ask)
     (question,) = ask.exec_questions()
-    assert "TF_WORKSPACE=prod" in question.reason
+    assert "KUBECONFIG=/srv/prod-admin.kubeconfig" in question.reason
     assert log.read_text() == ""
     ask = Asker(exec_answer=REJECT_ONCE, danger_answer=ALLOW_ONCE)
-    await harness.run("terraform apply", ask)
-    assert not ask.exec_questions() and "terraform|apply" in log.read_text()
+    await harness.run("kubectl delete ns x", ask)
+    assert not ask.exec_questions() and "kubectl|delete|ns|x" in log.read_text()

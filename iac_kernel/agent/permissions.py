@@ -261,11 +261,11 @@ class PermissionGate:
             + ("" if exec_request.sandboxed else " (outside the sandbox)")
             + "; approve this call."
         )
+        review = exec_request.review
+        if review is not None and review.text:  # e.g. a plan's summary, destroys first
+            reason += "\n" + review.text
         for line in exec_request.target:  # the environment that retargets it, resolved
             reason += "\n" + line
-        review = exec_request.review
-        if review is not None and review.text:
-            reason += "\n" + review.text
         request = PermissionRequest(
             call_id=call_id,
             tool_name=tool_name,
