@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -32,8 +33,16 @@ raise SystemExit(__import__("subprocess").run(args).returncode)
 """
 
 
-def test_a_checkout_under_tmp_stays_visible_in_the_sandbox(tmp_path):
-    assert str(tmp_path).startswith("/tmp/")
+@pytest.fixture
+def under_tmp() -> Path:
+    """A folder under /tmp itself, whatever TMPDIR says."""
+    path = Path(tempfile.mkdtemp(prefix="iac-checkout-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_a_checkout_under_tmp_stays_visible_in_the_sandbox(under_tmp):
+    tmp_path = under_tmp
     checkout = tmp_path / "checkout"
     shutil.copytree(
         Path(iac_kernel.__file__).parent,
