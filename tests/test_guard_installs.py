@@ -141,10 +141,13 @@ def test_a_killed_process_folder_is_removed_by_the_next(tmp_path: Path, monkeypa
     (stale / "bin-x").mkdir(parents=True)
     alive = root / f"proc-{os.getppid()}-def456"  # a live process's folder stays
     alive.mkdir()
+    elsewhere = root / f"proc-{dead.pid}-ghi789"  # a pid of another PID namespace: kept
+    elsewhere.mkdir()
+    (elsewhere / "pidns").write_text("pid:[1]")
     monkeypatch.setattr(sandbox, "_PROCESS_DIR", None)
     mine = sandbox.process_dir()
     assert mine.parent == root and mine.name.startswith(f"proc-{os.getpid()}-")
-    assert not stale.exists() and alive.exists()
+    assert not stale.exists() and alive.exists() and elsewhere.exists()
     assert sandbox.process_dir() == mine  # made once per process
     shutil.rmtree(mine)
     assert sandbox.process_dir() != mine and sandbox.process_dir().is_dir()  # made again

@@ -87,6 +87,7 @@ def process_dir() -> Path:
     _remove_dead(root)
     path = Path(tempfile.mkdtemp(prefix=f"proc-{pid}-", dir=root))
     os.chmod(path, 0o755)  # launchers are read by the sandbox's processes
+    (path / "pidns").write_text(_pid_namespace())
     if _PROCESS_DIR is None:
         atexit.register(_remove_own)
     _PROCESS_DIR = (pid, path)
@@ -98,11 +99,27 @@ def _remove_own() -> None:
         shutil.rmtree(_PROCESS_DIR[1], ignore_errors=True)
 
 
+def _pid_namespace() -> str:
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
 def _remove_dead(root: Path) -> None:
-    """Remove the ``proc-<pid>-*`` folders of processes that are gone."""
+    """Remove the ``proc-<pid>-*`` folders of processes that are gone (only those made in
+    this PID namespace: a pid means nothing in another one)."""
+    namespace = _pid_namespace()
     for entry in os.scandir(root):
         parts = entry.name.split("-")
         if len(parts) != 3 or parts[0] != "proc" or not parts[1].isdigit():
+            continue
+        try:
+            if Path(entry.path, "pidns").read_text() != namespace:
+                continue
+        except FileNotFoundError:
+            pass  # still being made (its process is alive), or from before the marker
+        except OSError:
             continue
         try:
             os.kill(int(parts[1]), 0)
