@@ -317,3 +317,15 @@ async def test_a_push_to_a_local_path_asks_for_git_receive_pack(tmp_path: Path, 
     assert [q.input["argv"][0] for q in ask.exec_questions()] == ["git-receive-pack"]
     heads = _git(ws, "--git-dir=remote.git", "for-each-ref")
     assert ("refs/heads/main" in heads) == (answer == ALLOW_ONCE), result.content
+
+
+async def test_the_private_tmp_is_the_temp_folder_whatever_the_host_tmpdir(
+    harness: Harness, outside: Path, monkeypatch
+):
+    """A host TMPDIR is read-only inside the sandbox: commands get TMPDIR=/tmp, the
+    call's private /tmp, so mktemp (and terraform, Python's tempfile) work."""
+    monkeypatch.setenv("TMPDIR", str(outside))
+    result = await harness.run('d=$(mktemp -d) && echo "made $d in $TMPDIR"', Asker())
+    assert result is not None and result.raw_output["sandbox"] == "bwrap"
+    assert "made /tmp/tmp." in result.content and "in /tmp" in result.content, result.content
+    assert not os.listdir(outside)

@@ -128,6 +128,9 @@ class GuardedCall:
             assert bwrap is not None
             self._prefix = layout.bwrap_args(bwrap)
             self.env["PATH"] = f"{LAUNCHER_MOUNT}{os.pathsep}{path}"
+            # The call's private /tmp is its temp folder: a TMPDIR of the host is
+            # read-only in here (mktemp, terraform and Python's tempfile would fail).
+            self.env["TMPDIR"] = "/tmp"
             self.env.pop(SOCKET_ENV, None)
             self.server = ApprovalServer(reals, self.ask_exec, guard_dir, layout, bwrap)
         else:
