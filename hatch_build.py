@@ -1,7 +1,9 @@
 """Wheel build hook: build the JupyterLab extension with npm when it can, never require it.
 
-The prebuilt extension lives in ``iac_kernel/labextension/`` (gitignored; an sdist carries
-it). For a wheel (or an editable install) this hook:
+The prebuilt extension lives in ``iac_kernel/labextension/`` (gitignored). For an sdist
+this hook builds it when it is missing or stale and npm is there (the sdist's
+``artifacts`` carry it; without npm the sdist goes without and says so). For a wheel (or
+an editable install) it:
 
 * rebuilds it with npm when npm is on PATH and the build is missing or older than
   ``labextension/src`` (``npm install`` first when ``node_modules`` is missing);
@@ -40,9 +42,17 @@ class LabextensionBuildHook(BuildHookInterface):
     PLUGIN_NAME = "custom"
 
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
+        root = Path(self.root)
+        if self.target_name == "sdist":  # pyproject's sdist `artifacts` carry the build
+            problem = self._build_if_needed(root / BUILD_DIR, root / SOURCE_DIR, editable=False)
+            if not all((root / BUILD_DIR / t).is_file() for t in TARGETS):
+                note(
+                    f"iac-kernel: the sdist carries no JupyterLab extension build ({problem}); "
+                    "a wheel built from it builds the extension with npm, or goes without"
+                )
+            return
         if self.target_name != "wheel":
             return
-        root = Path(self.root)
         if version == "editable":
             compile_sources(root / PACKAGE)
         build, source = root / BUILD_DIR, root / SOURCE_DIR

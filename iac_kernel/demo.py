@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import filecmp
+import importlib.util
 import json
 import os
 import shlex
@@ -30,6 +31,8 @@ DEFAULT_FOLDER = "iac-kernel-demo"
 CELL_TIMEOUT = 300
 CARD_MIME = "application/vnd.iac-kernel.toolcall+json"
 LABEXTENSION = "@iac-kernel/jupyterlab"
+#: What installs JupyterLab, nbconvert and papermill with the kernel.
+LAB_EXTRA = "'iac-kernel[lab]'"
 
 
 class DemoError(Exception):
@@ -209,13 +212,36 @@ def run_demo(output: str | None = None) -> int:
     shown = shlex.quote(_short(target))
     print(f"Executed notebook: {target}")
     print(f"  {len(nb.cells)} cells, {cards} tool calls; the sample workspace is beside it.")
-    print(f"  Open it:   jupyter lab {shown}")
-    print(f"  Re-run it: jupyter nbconvert --to notebook --execute --inplace {shown}")
+    for line in next_steps(shown):
+        print(f"  {line}")
     if session_id:
         print(f"  Agent session {session_id} is in the session store; editors can resume it.")
     if not labextension_installed():
         print(labextension_note())
     return 0
+
+
+def next_steps(shown: str) -> list[str]:
+    """How to open and re-run the notebook, with only the programs this install has
+    (``jupyter lab``, ``jupyter nbconvert``); else how to get them."""
+    lines = []
+    if jupyter_has("lab", "jupyterlab"):
+        lines.append(f"Open it:   jupyter lab {shown}")
+    if jupyter_has("nbconvert", "nbconvert"):
+        lines.append(f"Re-run it: jupyter nbconvert --to notebook --execute --inplace {shown}")
+    if len(lines) < 2:
+        lines.append(f"To open and re-run it in JupyterLab: pip install {LAB_EXTRA}")
+    return lines
+
+
+def jupyter_has(subcommand: str, module: str) -> bool:
+    """``jupyter SUBCOMMAND`` runs here: ``jupyter`` and ``jupyter-SUBCOMMAND`` on PATH
+    and its package importable by this interpreter."""
+    return (
+        shutil.which("jupyter") is not None
+        and shutil.which(f"jupyter-{subcommand}") is not None
+        and importlib.util.find_spec(module) is not None
+    )
 
 
 def _short(path: Path) -> str:

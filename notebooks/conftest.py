@@ -120,3 +120,21 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     while _stores:
         shutil.rmtree(_stores.pop(), ignore_errors=True)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A notebook's cells run in their order, one notebook after another, whatever order
+    the tests run in: pytest-randomly (``-p randomly``, as CI runs) shuffles items within
+    a module, and nbval's cells belong to none, so they would be interleaved across
+    notebooks. The notebooks keep the shuffled order among themselves."""
+    from nbval.plugin import IPyNbCell
+
+    cells = [item for item in items if isinstance(item, IPyNbCell)]
+    if not cells:
+        return
+    first = items.index(cells[0])
+    rest = [item for item in items if not isinstance(item, IPyNbCell)]
+    at = sum(1 for item in items[:first] if not isinstance(item, IPyNbCell))
+    notebooks = list(dict.fromkeys(cell.parent for cell in cells))
+    cells.sort(key=lambda cell: (notebooks.index(cell.parent), cell.cell_num))
+    items[:] = rest[:at] + cells + rest[at:]

@@ -10,6 +10,9 @@ import pytest
 
 from iac_kernel.models.credentials import CREDENTIAL_ENV
 
+#: Finalizers never run inside pytest's own parse of a failure's source (see the module).
+pytest_plugins = ["gc_before_report"]
+
 
 @pytest.fixture(autouse=True)
 def isolated_store(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):

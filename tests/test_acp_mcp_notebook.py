@@ -20,8 +20,10 @@ from mcp_support import BROKEN_SERVER, DEMO_SERVER, SECRET
 SCRIPT = Path(__file__).parent / "scripts" / "acp_mcp.json"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder with a .mcp.json, and a kernel of its own per test (tests run in any
+    order: each starts from an untrusted file)."""
     path = Path(os.path.realpath(tmp_path_factory.mktemp("mcp-notebook")))
     config = {
         "mcpServers": {
@@ -37,7 +39,7 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def kernel(work: Path) -> Iterator[KernelHarness]:
     harness = scripted_kernel(work.parent / "kernel-root", work, SCRIPT)
     try:
@@ -90,7 +92,17 @@ def test_project_servers_start_with_the_session(kernel: KernelHarness) -> None:
     assert "1 + 1 = 2" in turn and "Still here." in turn
 
 
+def trust(kernel: KernelHarness) -> None:
+    """Trust the folder's .mcp.json, as a user does after reading it."""
+    code = re.search(r"mcp trust ([0-9a-f]{12})", text(run(kernel, "%mcp trust")))
+    assert code is not None
+    assert "`broken` (stdio, from .mcp.json): failed" in text(
+        run(kernel, f"%mcp trust {code.group(1)}")
+    )
+
+
 def test_mcp_magic_adds_and_removes_servers(kernel: KernelHarness) -> None:
+    trust(kernel)
     added = text(run(kernel, f"%mcp add extra {sys.executable} {BROKEN_SERVER}"))
     assert "MCP server `extra` failed" in added
     assert "Stopped MCP server `extra`" in text(run(kernel, "%mcp remove extra"))
@@ -111,6 +123,7 @@ def test_model_magic_validates_ids(kernel: KernelHarness) -> None:
 
 
 def test_trust_is_remembered_for_that_content_only(kernel: KernelHarness, work: Path) -> None:
+    trust(kernel)
     # A new session in the folder starts the trusted file's servers with no question...
     run(kernel, "%new")
     assert "`demo` (stdio, from .mcp.json): running" in text(run(kernel, "%mcp"))

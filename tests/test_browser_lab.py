@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,6 +36,9 @@ pytestmark = BROWSER_MARKS
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "test-artifacts"
 SCRIPT = REPO / "tests" / "scripts" / "browser_lab.json"
+#: The README's screenshot, written by this test when WRITE_README_SCREENSHOT is set
+#: (tests/test_cli_readme.py checks it stays small).
+README_SHOT = REPO / "docs" / "img" / "lab-permission.png"
 
 MAIN_TF = """resource "aws_s3_bucket" "logs" {
   bucket = "acme-logs"
@@ -113,6 +117,12 @@ def test_lab_streams_renders_cards_and_allows_a_write(tmp_path: Path, page) -> N
             # The status bar shows the pending request.
             pending = page.locator("#jp-main-statusbar .iac-status-pending")
             expect(pending).to_have_text(re.compile(r"1 awaiting permission"))
+            if os.environ.get("WRITE_README_SCREENSHOT"):  # the README's picture
+                size = page.viewport_size
+                page.set_viewport_size({"width": 1280, "height": 1100})
+                cell.evaluate("e => e.scrollIntoView({block: 'start'})")
+                page.screenshot(path=str(README_SHOT), scale="css")
+                page.set_viewport_size(size)
 
             # Clicking the status bar item brings the waiting card into view and flashes it.
             page.locator("#jp-main-statusbar .iac-status-item").click()

@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -53,7 +54,7 @@ def hatchling_build(
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc, src.parent / "dist" / proc.stdout.strip()
+    return proc, src.parent / "dist" / proc.stdout.strip().splitlines()[-1]  # after npm
 
 
 @pytest.fixture
@@ -146,3 +147,60 @@ def test_a_build_holding_its_own_install_json_is_shipped_once(
     archive = zipfile.ZipFile(built)
     (install,) = [n for n in archive.namelist() if n.endswith(f"{SHARE}/install.json")]
     assert b"from-the-build" in archive.read(install)
+
+
+def test_sdist_of_a_clean_clone_carries_the_built_extension(tmp_path: Path) -> None:
+    """``python -m build --sdist`` from a fresh clone: the hook builds the extension with
+    npm (the clone shares this checkout's node_modules: no download) and the sdist
+    carries the build, so a wheel made from it needs no npm."""
+    modules = REPO / "labextension" / "node_modules"
+    npm = shutil.which("npm")
+    if npm is None or not modules.is_dir():
+        pytest.skip("needs npm and labextension/node_modules (the editable install makes it)")
+    src = clean_checkout(tmp_path / "checkout")
+    (src / "labextension" / "node_modules").symlink_to(modules)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
+    proc, built = hatchling_build("build_sdist", src, env)
+    assert "sdist carries no JupyterLab extension" not in proc.stderr
+    with tarfile.open(built) as archive:
+        names = {n.split("/", 1)[1] for n in archive.getnames()}
+    build = "iac_kernel/labextension"
+    assert {f"{build}/package.json", f"{build}/static/style.js"} <= names
+    assert any(n.startswith(f"{build}/static/remoteEntry.") for n in names)
+    assert "labextension/src/index.ts" in names and not any("node_modules" in n for n in names)
+
+
+def test_sdist_without_npm_says_it_carries_no_extension(
+    tmp_path: Path, no_npm: dict[str, str]
+) -> None:
+    src = clean_checkout(tmp_path / "checkout")
+    proc, built = hatchling_build("build_sdist", src, no_npm)
+    assert "the sdist carries no JupyterLab extension build (npm was not found" in proc.stderr
+    with tarfile.open(built) as archive:
+        assert not any("iac_kernel/labextension/" in n for n in archive.getnames())
+
+
+def test_the_lab_extra_brings_jupyterlab_nbconvert_and_papermill(tmp_path: Path) -> None:
+    """The README's user install, `pip install "iac-kernel[lab]"`, into a new environment
+    (uv, from the package index): every program the demo and README name then runs."""
+    uv = shutil.which("uv")
+    if uv is None:
+        pytest.skip("uv is not installed (the test extra brings it)")
+    venv = tmp_path / "lab"
+    subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(venv)], check=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    env["PATH"] = os.pathsep.join([str(venv / "bin"), "/usr/bin", "/bin"])  # no npm: the
+    # extension is shipped from this checkout's build when there is one
+    done = subprocess.run(
+        [uv, "pip", "install", "-q", "--python", str(venv / "bin" / "python"), f"{REPO}[lab]"],
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    for argv in (["jupyter", "lab", "--version"], ["jupyter", "nbconvert", "--version"],
+                 ["papermill", "--version"], ["iac-kernel", "--version"]):  # fmt: skip
+        ran = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+        assert ran.returncode == 0, (argv, ran.stderr[-2000:])
+    listed = subprocess.run(["jupyter", "kernelspec", "list"], env=env, capture_output=True,
+                            text=True, check=True).stdout  # fmt: skip
+    assert "iac-kernel" in listed

@@ -75,3 +75,55 @@ def test_readme_starts_with_the_two_commands_and_ci_runs_exactly_them() -> None:
 def test_docs_settings_table_is_the_codes() -> None:
     text = (REPO / "docs" / "settings.md").read_text()
     assert settings_table() in text
+
+
+def test_ci_installs_into_a_new_environment_each_run() -> None:
+    """A CI run sees what a new machine sees: its own virtualenv (pip resolves today's
+    releases), the suite shuffled, then the lowest declared versions (.ci/lowest)."""
+    ci = (REPO / ".ci" / "run").read_text().splitlines()
+    venv = next(i for i, line in enumerate(ci) if line.startswith("python -m venv "))
+    activate = next(i for i, line in enumerate(ci) if line.startswith(". ") and "activate" in line)
+    install = ci.index(TOP_COMMANDS[0])
+    assert venv < activate < install and "mktemp -d" in " ".join(ci[:venv])
+    assert any("-p randomly" in line for line in ci[: install + 40])
+    assert "bash .ci/lowest" in ci
+    lowest = (REPO / ".ci" / "lowest").read_text()
+    assert "--resolution lowest-direct pyproject.toml --extra test" in lowest
+    assert "python -m venv" in lowest and "tests/test_acp_prompt.py" in lowest
+
+
+def test_the_user_install_line_names_a_real_extra() -> None:
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    names = {re.split(r"[<>=!~\[ ]", d, maxsplit=1)[0] for d in extras["lab"]}
+    assert {"jupyterlab", "nbconvert", "papermill"} <= names
+    assert "iac-kernel[lab]" in extras["test"]
+    assert any(d.startswith("pytest-randomly") for d in extras["test"])
+    assert 'pip install "iac-kernel[lab]"' in (REPO / "README.md").read_text()
+
+
+def test_the_readme_screenshot_is_a_small_png() -> None:
+    """docs/img/lab-permission.png is made by tests/test_browser_lab.py
+    (WRITE_README_SCREENSHOT=1) and committed small."""
+    shot = REPO / "docs" / "img" / "lab-permission.png"
+    assert "](docs/img/lab-permission.png)" in (REPO / "README.md").read_text()
+    data = shot.read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) < 150_000
+
+
+def test_the_readme_starts_with_the_user() -> None:
+    """The two commands first, then what it is, a picture, install, a real model, the
+    notebook, editors, the safety model and troubleshooting, in that order."""
+    readme = (REPO / "README.md").read_text()
+    headings = re.findall(r"(?m)^## (.+)$", readme)
+    assert headings[:7] == ["What it is", "Install", "Use it with a real model",
+                            "The notebook", "Editors", "The safety model",
+                            "Troubleshooting"]  # fmt: skip
+    assert readme.index("```bash") < readme.index("## What it is") < readme.index("![")
+    for trouble in ("bubblewrap", "Node.js", "launcher", "kernelspec", "Credentials"):
+        assert trouble in readme.split("## Troubleshooting", 1)[1]
+    # Implementation notes live in docs/, not here.
+    for note in ("IOPub", "bytecode", "PYDANTIC_DISABLE_PLUGINS"):
+        assert note not in readme

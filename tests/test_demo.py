@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -62,6 +63,14 @@ def test_demo_writes_a_notebook_that_runs_again_from_any_folder(
     assert f"Executed notebook: {target}" in proc.stdout
     # The command to open it, relative to where the demo ran; no warning nobody can act on.
     assert "Open it:   jupyter lab iac-kernel-demo/01-quickstart.ipynb" in proc.stdout
+    # Every printed command runs in this install: the re-run line as printed, and
+    # `jupyter lab --version` for the line that would start a server.
+    commands = dict(printed_commands(proc.stdout))
+    assert set(commands) == {"Open it", "Re-run it"}, proc.stdout
+    opener = shlex.split(commands["Open it"])
+    assert run([*opener[:2], "--version"], cwd=tmp_path).returncode == 0
+    rerun = run(shlex.split(commands["Re-run it"]), cwd=tmp_path)
+    assert rerun.returncode == 0, rerun.stderr
     assert "WARNING" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert QUICKSTART.read_bytes() == before  # the source is never rewritten
     cards = check_quickstart_ran(nbformat.read(target, as_version=4))
@@ -158,6 +167,33 @@ def test_demo_says_how_to_open_it_and_when_the_extension_is_missing(
         tmp_path / "my runs" / "scripts" / "quickstart.json"
     ).read_bytes() == SCRIPT.read_bytes()
     assert (tmp_path / "my runs" / "workspaces" / "aws-web-stack" / "main.tf").is_file()
+
+
+def printed_commands(stdout: str) -> list[tuple[str, str]]:
+    """The ``Open it:`` / ``Re-run it:`` lines the demo printed, as (label, command)."""
+    found = []
+    for line in stdout.splitlines():
+        label, _, command = line.strip().partition(":")
+        if label in ("Open it", "Re-run it"):
+            found.append((label, command.strip()))
+    return found
+
+
+def test_demo_prints_only_commands_this_install_has(monkeypatch, capsys, tmp_path: Path):
+    """Without JupyterLab (a plain `pip install iac-kernel`), no `jupyter lab` line: the
+    line that installs it instead."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(demo, "execute", lambda path: nbformat.read(path, as_version=4))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no jupyter on PATH
+    assert not demo.jupyter_has("lab", "jupyterlab")
+    assert demo.run_demo("q.ipynb") == 0
+    out = capsys.readouterr().out
+    assert printed_commands(out) == [] and "jupyter " not in out
+    assert "pip install 'iac-kernel[lab]'" in out
+    has = {"lab": False, "nbconvert": True}
+    monkeypatch.setattr(demo, "jupyter_has", lambda sub, _module: has[sub])
+    lines = demo.next_steps("q.ipynb")
+    assert lines[0].startswith("Re-run it: jupyter nbconvert") and "iac-kernel[lab]" in lines[1]
 
 
 def test_labextension_installed_looks_where_jupyterlab_looks(monkeypatch, tmp_path: Path):

@@ -34,16 +34,16 @@ raise SystemExit(__import__("subprocess").run(args).returncode)
 """
 
 
-def test_a_checkout_under_tmp_stays_visible_in_the_sandbox():
-    # Under the real /tmp whatever TMPDIR says: that is the folder the sandbox hides.
-    tmp_path = Path(tempfile.mkdtemp(dir="/tmp", prefix="iac-tmp-checkout-"))
-    try:
-        _check_checkout_under(tmp_path)
-    finally:
-        shutil.rmtree(tmp_path, ignore_errors=True)
+@pytest.fixture
+def under_tmp() -> Path:
+    """A folder under /tmp itself, whatever TMPDIR says."""
+    path = Path(tempfile.mkdtemp(prefix="iac-checkout-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
-def _check_checkout_under(tmp_path: Path) -> None:
+def test_a_checkout_under_tmp_stays_visible_in_the_sandbox(under_tmp):
+    tmp_path = under_tmp
     checkout = tmp_path / "checkout"
     shutil.copytree(
         Path(iac_kernel.__file__).parent,

@@ -87,27 +87,41 @@ SCRIPT = {
 }
 
 
-@pytest.fixture(scope="module")
-def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KernelHarness]:
-    root = tmp_path_factory.mktemp("kernel-console")
+def start_kernel(root: Path) -> KernelHarness:
     work = root / "work"
     work.mkdir()
     (work / "notes.txt").write_text("hello from the notes\n")
     script = root / "console.json"
     script.write_text(json.dumps(SCRIPT))
-    harness = scripted_kernel(root, Path(os.path.realpath(work)), script)
+    return scripted_kernel(root, Path(os.path.realpath(work)), script)
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KernelHarness]:
+    harness = start_kernel(tmp_path_factory.mktemp("kernel-console"))
     try:
         yield harness
     finally:
         harness.stop()
 
 
-def test_session_info_from_the_start_and_on_every_change(kernel: KernelHarness) -> None:
+@pytest.fixture
+def fresh_kernel(tmp_path: Path) -> Iterator[KernelHarness]:
+    """A kernel no other test has prompted (tests run in any order)."""
+    harness = start_kernel(tmp_path)
+    try:
+        yield harness
+    finally:
+        harness.stop()
+
+
+def test_session_info_from_the_start_and_on_every_change(fresh_kernel: KernelHarness) -> None:
+    kernel = fresh_kernel
     other = SecondClient(kernel)
     try:
         info = other.reply(other.shell("kernel_info_request", {}), 10)["content"]["iac_kernel"]
         assert info["model"] == "scripted" and info["mode"] == "default"
-        assert info["sessionId"] is None  # no session before the first prompt (first test)
+        assert info["sessionId"] is None  # no session before the first prompt
         assert info["pending"] == 0 and info["busy"] is False and info["questions"] == []
         comm_id = uuid.uuid4().hex
         other.shell("comm_open", {"comm_id": comm_id, "target_name": STATUS_TARGET, "data": {}})

@@ -84,9 +84,24 @@ def test_help_lists_every_magic(kernel: KernelHarness) -> None:
     assert "no magic %bogus" in failed(kernel, "%help bogus", "UsageError")
 
 
+@pytest.fixture
+def fresh(tmp_path: Path) -> Iterator[tuple[KernelHarness, SessionStore, Path]]:
+    """A kernel of its own whose session no other test has touched (the module's kernel
+    is shared, and tests run in any order)."""
+    work = Path(os.path.realpath(tmp_path / "work"))
+    work.mkdir()
+    notebook = str(work / "infra-review.ipynb")
+    harness = scripted_kernel(tmp_path, work, SCRIPT, {"JPY_SESSION_NAME": notebook})
+    try:
+        yield harness, SessionStore(tmp_path / "sessions"), work
+    finally:
+        harness.stop()
+
+
 def test_session_is_created_on_first_use_with_the_notebook_title(
-    kernel: KernelHarness, store: SessionStore, work: Path
+    fresh: tuple[KernelHarness, SessionStore, Path],
 ) -> None:
+    kernel, store, work = fresh
     text = shown(ok(kernel, "%session"))
     session_id = current_id(kernel)
     assert "cwd          .\n" in text and str(work) not in text

@@ -9,6 +9,7 @@ Usage (the bash tool)::
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import sys
@@ -26,6 +27,7 @@ from iac_kernel.guard.sandbox import (
     Layout,
     bwrap_path,
     find_real,
+    process_dir,
     state_dir,
     unusable_reason,
 )
@@ -54,13 +56,16 @@ def writable_paths(settings: Any) -> list[Path]:
     return [Path(os.path.realpath(os.path.expanduser(str(i).strip()))) for i in items if i]
 
 
-_WRITTEN: set[tuple[tuple[str, ...], str]] = set()
+_WRITTEN: set[tuple[Path, tuple[str, ...], str]] = set()
 
 
 def _launchers(programs: tuple[str, ...], python: str) -> Path:
-    """The launcher directory, (re)written when new or when something removed it."""
-    directory = state_dir() / "bin"
-    key = (programs, python)
+    """This process's launcher directory for ``programs`` (one per set of programs, so
+    a launcher is never first on PATH for a program that is not guarded), written once
+    and again only when something removed it."""
+    name = hashlib.sha256("\0".join(programs).encode()).hexdigest()[:12]
+    directory = process_dir() / f"bin-{name}"
+    key = (directory, programs, python)
     if key not in _WRITTEN or not all((directory / p).is_file() for p in programs):
         write_launchers(directory, list(programs), python)
         _WRITTEN.add(key)
@@ -131,6 +136,9 @@ class GuardedCall:
             assert bwrap is not None
             self._prefix = layout.bwrap_args(bwrap)
             self.env["PATH"] = f"{LAUNCHER_MOUNT}{os.pathsep}{path}"
+            # The call's private /tmp is its temp folder: a TMPDIR of the host is
+            # read-only in here (mktemp, terraform and Python's tempfile would fail).
+            self.env["TMPDIR"] = "/tmp"
             self.env.pop(SOCKET_ENV, None)
             self.server = ApprovalServer(
                 reals, self.ask_exec, guard_dir, layout, bwrap, audit=self.audit

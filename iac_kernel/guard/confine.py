@@ -115,4 +115,5 @@ def confine(
     argv += [os.path.basename(executable), *args]
     inner = {k: v for k, v in env.items() if k != SOCKET_ENV}
     inner["PATH"] = f"{LAUNCHER_MOUNT}{os.pathsep}{path}"
+    inner["TMPDIR"] = "/tmp"  # the private /tmp: the host's TMPDIR is read-only in here
     return Confined(argv, inner, (fd,), GUARD_MOUNT, dirs)

@@ -10,6 +10,7 @@ are empty mounts (:mod:`.hidden`).
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import shutil
@@ -72,12 +73,75 @@ def state_dir() -> Path:
     return path
 
 
+_PROCESS_DIR: tuple[int, Path] | None = None
+
+
+def process_dir() -> Path:
+    """This process's own folder in :func:`state_dir` (``proc-<pid>-<random>``): its
+    launchers live there, written with this interpreter in their ``#!`` line, so another
+    install or kernel never rewrites them. Removed when the process exits; folders of
+    processes that died without exiting are removed by the next process that makes one."""
+    global _PROCESS_DIR
+    pid = os.getpid()
+    if _PROCESS_DIR is not None and _PROCESS_DIR[0] == pid and _PROCESS_DIR[1].is_dir():
+        return _PROCESS_DIR[1]
+    root = state_dir()
+    _remove_dead(root)
+    path = Path(tempfile.mkdtemp(prefix=f"proc-{pid}-", dir=root))
+    os.chmod(path, 0o755)  # launchers are read by the sandbox's processes
+    (path / "pidns").write_text(_pid_namespace())
+    if _PROCESS_DIR is None:
+        atexit.register(_remove_own)
+    _PROCESS_DIR = (pid, path)
+    return path
+
+
+def _remove_own() -> None:
+    if _PROCESS_DIR is not None and _PROCESS_DIR[0] == os.getpid():  # not a forked child
+        shutil.rmtree(_PROCESS_DIR[1], ignore_errors=True)
+
+
+def _pid_namespace() -> str:
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
+def _remove_dead(root: Path) -> None:
+    """Remove the ``proc-<pid>-*`` folders of processes that are gone (only those made in
+    this PID namespace: a pid means nothing in another one)."""
+    namespace = _pid_namespace()
+    for entry in os.scandir(root):
+        parts = entry.name.split("-")
+        if len(parts) != 3 or parts[0] != "proc" or not parts[1].isdigit():
+            continue
+        try:
+            if Path(entry.path, "pidns").read_text() != namespace:
+                continue
+        except FileNotFoundError:
+            pass  # still being made (its process is alive), or from before the marker
+        except OSError:
+            continue
+        try:
+            os.kill(int(parts[1]), 0)
+        except ProcessLookupError:
+            shutil.rmtree(entry.path, ignore_errors=True)
+        except OSError:  # alive (another user's pid: not ours to judge)
+            continue
+
+
 def find_real(programs: Iterable[str], path_env: str, skip: Sequence[str] = ()) -> dict:
     """Every real file of each program on ``path_env`` (realpaths, in PATH order), with
     its versioned siblings (``kubectl.1.33`` next to ``kubectl``) and, for a pyenv shim,
     the programs it runs (``<root>/versions/*/bin/aws``, listed before the shim)."""
     found: dict[str, list[str]] = {}
-    dirs = [d for d in path_env.split(os.pathsep) if d and d not in skip]
+    ours = f"{state_dir()}{os.sep}"  # launcher folders of any of this user's processes
+    dirs = [
+        d
+        for d in path_env.split(os.pathsep)
+        if d and d not in skip and not os.path.realpath(d).startswith(ours)
+    ]
     for program in programs:
         reals: list[str] = []
         candidates = [os.path.join(d, program) for d in dirs]
