@@ -163,6 +163,8 @@ class Layout:
         for path in [*self.writable, self.cwd]:
             if path.exists():
                 args += ["--bind", str(path), str(path)]
+        for path in self._exposed():
+            args += ["--tmpfs", str(path)]
         args += ["--ro-bind", str(self.guard_dir), GUARD_MOUNT]
         args += ["--ro-bind", str(self.launcher_dir), LAUNCHER_MOUNT]
         for program, reals in sorted(self.reals.items()):
@@ -176,6 +178,20 @@ class Layout:
         args += ["--unshare-pid", "--die-with-parent", "--cap-drop", "ALL"]
         args += ["--chdir", chdir or str(self.cwd), *extra, "--"]
         return args
+
+    def _exposed(self) -> list[Path]:
+        """The guard's own host folders that a writable bind would expose (TMPDIR under
+        the session's folder, a session in /tmp): hidden, or a command could rewrite an
+        approved plan's private copy while its question waits, or a launcher."""
+        binds = [Path(os.path.realpath(p)) for p in [*self.writable, self.cwd]]
+        own = [state_dir(), self.guard_dir, self.launcher_dir, self.tmp_dir]
+        found: list[Path] = []
+        for path in sorted({Path(os.path.realpath(p)) for p in own}, key=lambda p: len(p.parts)):
+            if any(path.is_relative_to(f) for f in found):
+                continue
+            if any(path.is_relative_to(b) for b in binds):
+                found.append(path)
+        return found
 
     def host_path(self, path: str) -> str:
         """The host path behind a path seen inside the sandbox."""
