@@ -224,6 +224,8 @@ class ApprovalServer:
         if review.after is not None and outcome not in ("rejected", "cancelled"):
             with contextlib.suppress(Exception):
                 record.update(await asyncio.to_thread(review.after))
+        if review.scrub is not None:
+            record = review.scrub(record)
         try:
             await asyncio.to_thread(self.audit, record)
         except Exception:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -166,6 +166,19 @@ def resolve(
         error = error or f"invalid flags before the subcommand: {' '.join(rest[:at])}"
     line.error = error or _parse(line)
     return line
+
+
+def var_assignments(words: Iterable[str]) -> list[str]:
+    """Every ``NAME=VALUE`` given to ``-var`` among ``words`` (``-var X``, ``-var=X``,
+    ``--var``), read without parsing the rest: also for a line terraform rejects."""
+    found: list[str] = []
+    words = list(words)
+    for i, word in enumerate(words):
+        if word in ("-var", "--var") and i + 1 < len(words):
+            found.append(words[i + 1])
+        elif word.startswith(("-var=", "--var=")):
+            found.append(word.partition("=")[2])
+    return found
 
 
 def _chdir(args: list[str]) -> tuple[str | None, list[str], str | None]:

@@ -29,8 +29,8 @@ from typing import Any
 from iac_kernel.guard import reviews
 from iac_kernel.guard.reviews import ExecInfo, Review
 from iac_kernel.terraform import cli
-from iac_kernel.terraform.apply_args import ApplyLine, resolve
-from iac_kernel.terraform.audit import plan_fields, state_mark
+from iac_kernel.terraform.apply_args import ApplyLine, resolve, var_assignments
+from iac_kernel.terraform.audit import plan_fields, state_mark, var_scrubber
 from iac_kernel.terraform.review import NO_PLAN_WARNING, counts_line, review_plan_file
 from iac_kernel.terraform.summary import question_text
 from iac_kernel.terraform.workspace import is_plan_file, remember
@@ -52,6 +52,14 @@ def review_exec(info: ExecInfo) -> Review | None:
     line = resolve(list(info.argv), info.env, info.program)
     if line is None:
         return None
+    review = _review(info, line)
+    if review.audit is not None:  # no -var value in the record, even on a rejected line
+        words = [w for value in line.env_args.values() for w in value.split()]
+        review.scrub = var_scrubber(var_assignments([*info.argv, *line.args, *words]))
+    return review
+
+
+def _review(info: ExecInfo, line: ApplyLine) -> Review:
     cwd = Path(info.cwd)
     workdir = line.workdir(cwd)
     if line.chdir and os.path.isabs(line.chdir):

@@ -1,0 +1,148 @@
+"""Red-team corpus of the one-question apply (issue 23, points 1 and 3), by category:
+real terraform, the real guard and sandbox, a scripted model, every question answered
+"allow once" unless a test says otherwise.
+
+Workspace (stage 2 of tests/terraform): ``p.tfplan`` is the stage 2 plan (2 to add, 1 to
+change, 2 to destroy), ``other.tfplan`` a destroy plan of the same state.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from apply_support import run_call
+from iac_kernel.guard.sandbox import unusable_reason
+from terraform_support import (
+    addresses,
+    applied_fixture,  # noqa: F401 (the applied fixture)
+    needs_terraform,
+    no_checkov_by_default,  # noqa: F401 (autouse fixture)
+    stage2_copy,
+)
+
+pytestmark = needs_terraform
+needs_sandbox = pytest.mark.skipif(unusable_reason() is not None, reason="no bubblewrap")
+
+STAGE1 = {
+    "terraform_data.db",
+    "terraform_data.app",
+    "terraform_data.cache",
+    "terraform_data.old[0]",
+}
+STAGE2 = {
+    "terraform_data.db",
+    "terraform_data.app",
+    "terraform_data.cache",
+    "terraform_data.new[0]",
+}
+
+
+@pytest.fixture
+def ws(applied: Path, tmp_path: Path) -> Path:
+    return stage2_copy(applied, tmp_path / "ws", plan="p.tfplan", destroy_plan="other.tfplan")
+
+
+def allow(_request) -> str:
+    return "allow_once"
+
+
+def reject(_request) -> str:
+    return "reject_once"
+
+
+def bash(ws: Path, command: str, answer=allow, mode: str = "bypass"):
+    return run_call(ws, "bash", {"command": command}, answer, mode=mode)
+
+
+def wait_for(path: Path, answer: str = "allow_once", limit: float = 30.0):
+    """Answer once ``path`` exists (the sandboxed command's attack has run)."""
+
+    def answering(_request) -> str:
+        deadline = time.monotonic() + limit
+        while not path.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return answer
+
+    return answering
+
+
+# -- the private copy of the approved plan -------------------------------------------
+
+
+@needs_sandbox
+def test_the_approved_copy_cannot_be_rewritten_when_the_guard_folder_is_in_the_workspace(
+    applied: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # TMPDIR (the guard's host folder) under the session's folder, e.g. a session in /tmp
+    # or in $HOME with TMPDIR=$HOME/tmp: the writable bind of the folder must not expose
+    # the approved copy, the launchers or other calls' folders.
+    short = Path(tempfile.mkdtemp(prefix="rt"))  # the guard's socket path must stay short
+    try:
+        ws = stage2_copy(applied, short / "ws", plan="p.tfplan", destroy_plan="other.tfplan")
+        (ws / ".t").mkdir()
+        monkeypatch.setattr(tempfile, "tempdir", str(ws / ".t"))
+        swap_copy_during_question(ws)
+    finally:
+        shutil.rmtree(short, ignore_errors=True)
+
+
+def swap_copy_during_question(ws: Path) -> None:
+    swap = (
+        "for i in $(seq 30); do for f in .t/*/call-*/approved-plan-*/approved.tfplan; do "
+        '[ -e "$f" ] && rm -f "$f" && cp other.tfplan "$f" && echo swapped; done; '
+        "sleep 0.1; done; touch tried"
+    )
+    command = f"({swap}) & terraform apply -input=false -no-color p.tfplan; wait"
+    run = bash(ws, command, wait_for(ws / "tried"))
+    (question,) = run.exec_questions
+    assert "Plan: 2 to add, 1 to change, 2 to destroy" in question.reason
+    assert "swapped" not in run.result.output
+    assert run.result.status == "completed", run.result.output
+    assert addresses(ws) == STAGE2
+
+
+# -- secrets on the command line: the audit record ------------------------------------
+
+SECRET_VAR = "Expanded-Secret-4471"
+
+
+def audit_bytes() -> bytes:
+    """The audit log of this test's session store."""
+    from iac_kernel.config import Settings
+
+    path = Path(Settings.from_env().sessions_dir) / "audit.jsonl"
+    return path.read_bytes() if path.exists() else b""
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        'terraform apply -var "db_password=$(cat pw.txt)" -auto-approve -input=false -no-color',
+        'terraform apply -var="db_password=$(cat pw.txt) x" -auto-approve -input=false -no-color',
+        'export TF_CLI_ARGS_apply="-var=db_password=$(cat pw.txt)"; '
+        "terraform apply -auto-approve -input=false -no-color",
+        'terraform apply -var "db_password=$(cat pw.txt)" -destroy=yes -no-color',
+    ],
+    ids=["var", "var-equals-quoted", "tf-cli-args", "refused-line"],
+)
+def test_a_var_value_expanded_at_exec_time_is_not_in_the_audit_record(ws: Path, command: str):
+    # The session log only holds `$(cat pw.txt)`; the guard sees the expanded value.
+    (ws / "pw.txt").write_text(SECRET_VAR + "\n")
+    run = bash(ws, command, reject)
+    assert run.records, "no audit record"
+    assert SECRET_VAR.encode() not in audit_bytes()
+    assert "db_password=(sensitive)" in run.records[-1]["command"]
+    assert addresses(ws) == STAGE1
+
+
+def test_a_short_var_value_is_not_in_the_audit_record_either(ws: Path):
+    (ws / "pw.txt").write_text("Zq9\n")
+    run = bash(ws, 'terraform apply -var "db_password=$(cat pw.txt)" -auto-approve', reject)
+    record = run.records[-1]
+    assert "Zq9" not in str(record)
+    assert record["command"].startswith("terraform apply -var db_password=(sensitive)")
