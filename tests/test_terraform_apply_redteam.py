@@ -146,3 +146,38 @@ def test_a_short_var_value_is_not_in_the_audit_record_either(ws: Path):
     record = run.records[-1]
     assert "Zq9" not in str(record)
     assert record["command"].startswith("terraform apply -var db_password=(sensitive)")
+
+
+# -- aliases: `terraform refresh` is `apply -refresh-only -auto-approve` -----------------
+
+
+@needs_sandbox
+@pytest.mark.parametrize("mode", ["default", "bypass"])
+def test_refresh_is_asked_once_at_exec_time_as_a_refresh_only_apply_and_recorded(
+    ws: Path, mode: str
+):
+    run = bash(ws, "terraform refresh -input=false -no-color", allow, mode=mode)
+    (question,) = run.asked
+    assert "argv" in question.input
+    assert "Refresh only" in question.reason and "without asking" in question.reason
+    assert run.result.status == "completed", run.result.output
+    (record,) = run.records
+    assert record["kind"] == "terraform_apply" and record["outcome"] == "applied"
+    assert record["flags"]["refresh_only"] and record["flags"]["auto_approve"]
+    assert not record["flags"]["destroy"]
+
+
+def test_refresh_with_destroy_is_not_called_a_destroy_terraform_ignores_it(ws: Path):
+    run = bash(ws, "TF_CLI_ARGS_refresh=-destroy terraform refresh -input=false -no-color")
+    (question,) = run.exec_questions
+    assert "DESTROY" not in question.reason and "Refresh only" in question.reason
+    assert "TF_CLI_ARGS_refresh='-destroy'" in question.reason
+    assert addresses(ws) == STAGE1  # terraform did refresh only
+    assert run.records[-1]["outcome"] == "applied"
+
+
+def test_refresh_with_a_plan_file_is_refused_as_terraform_would(ws: Path):
+    run = bash(ws, "terraform refresh -input=false -no-color p.tfplan")
+    assert run.exec_questions == []
+    assert "would reject this command line" in run.result.output
+    assert run.records[-1]["outcome"] == "refused"

@@ -152,18 +152,25 @@ def flags_text(line: ApplyLine, workdir: Path, cwd: Path) -> str:
             "Refresh only: writes the real infrastructure's attributes into the state; "
             "changes no resource. No reviewed plan backs it."
         ]
+        if line.subcommand == "refresh":
+            lines[0] += (
+                f" `{program} refresh` is `{program} apply -refresh-only -auto-approve`: "
+                "it writes the state without asking."
+            )
     else:
         lines = [NO_PLAN_WARNING.format(program=program)]
     targets = line.option("target")
     if targets:
         lines.append(f"-target: only {', '.join(targets)} (and what they depend on).")
-    replace = line.option("replace")
+    replace = line.option("replace") if line.subcommand != "refresh" else []
     if replace:
         lines.append(f"-replace: destroys and re-creates {', '.join(replace)}.")
-    if line.auto_approve:
-        lines.append("-auto-approve: terraform applies without showing its plan or asking again.")
-    else:
-        lines.append('No -auto-approve: terraform shows its plan and waits for "yes" on its input.')
+    if line.subcommand != "refresh":  # its first line says it does not ask
+        lines.append(
+            "-auto-approve: terraform applies without showing its plan or asking again."
+            if line.auto_approve
+            else 'No -auto-approve: terraform shows its plan and waits for "yes" on its input.'
+        )
     lines.append(f"Terraform reads: `{line.shown()}`.")
     return "\n".join(lines + _env_lines(line))
 
