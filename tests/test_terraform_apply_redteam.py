@@ -23,6 +23,7 @@ from terraform_support import (
     needs_terraform,
     no_checkov_by_default,  # noqa: F401 (autouse fixture)
     stage2_copy,
+    tf,
 )
 
 pytestmark = needs_terraform
@@ -181,3 +182,58 @@ def test_refresh_with_a_plan_file_is_refused_as_terraform_would(ws: Path):
     assert run.exec_questions == []
     assert "would reject this command line" in run.result.output
     assert run.records[-1]["outcome"] == "refused"
+
+
+# -- workspace and state: the question says which -------------------------------------
+
+
+@pytest.fixture
+def two_workspaces(ws: Path) -> Path:
+    tf(ws, "workspace", "new", "other")
+    tf(ws, "workspace", "select", "default")
+    return ws
+
+
+def test_a_workspace_selected_in_the_same_call_is_named_in_the_question(two_workspaces: Path):
+    ws = two_workspaces
+    command = (
+        "terraform workspace select other && terraform apply -auto-approve -input=false -no-color"
+    )
+    run = bash(ws, command, reject)
+    (question,) = run.exec_questions
+    assert "State: terraform.tfstate.d/other/terraform.tfstate (workspace other; no state yet)" in (
+        question.reason
+    )
+    assert run.records[-1]["state_before"]["workspace"] == "other"
+
+
+def test_tf_workspace_and_a_data_dir_in_the_sandboxs_tmp_are_read_where_terraform_reads(
+    two_workspaces: Path,
+):
+    ws = two_workspaces
+    command = (
+        "mkdir /tmp/dd && cp -r .terraform/. /tmp/dd/ && echo other > /tmp/dd/environment && "
+        "TF_DATA_DIR=/tmp/dd terraform apply -input=false -no-color p.tfplan"
+    )
+    run = bash(ws, command, reject)
+    (question,) = run.exec_questions
+    assert "(workspace other; no state yet)" in question.reason
+    run = bash(ws, "TF_WORKSPACE=other terraform apply -input=false -no-color p.tfplan", reject)
+    assert "(workspace other; no state yet)" in run.exec_questions[0].reason
+
+
+def test_the_state_of_the_default_workspace_is_named_with_its_serial(ws: Path):
+    run = bash(ws, "terraform apply -input=false -no-color p.tfplan", reject)
+    (question,) = run.exec_questions
+    serial = run.records[-1]["state_before"]["serial"]
+    assert f"State: terraform.tfstate (workspace default; serial {serial}, lineage" in (
+        question.reason
+    )
+
+
+def test_state_out_is_where_the_record_reads_the_state_after(ws: Path):
+    run = bash(ws, "terraform apply -input=false -no-color -state-out=out.tfstate p.tfplan")
+    assert run.result.status == "completed", run.result.output
+    record = run.records[-1]
+    assert record["state_after"]["path"] == "out.tfstate"
+    assert record["state_after"]["serial"] > record["state_before"]["serial"]

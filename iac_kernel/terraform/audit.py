@@ -60,8 +60,8 @@ def state_path(workdir: Path, env: Mapping[str, str], state_flag: str | None) ->
     if kind != "local":
         return None
     config = backend.get("config") or {}
-    workspace = env.get("TF_WORKSPACE") or _selected_workspace(data_dir)
-    if workspace and workspace != "default":
+    workspace = workspace_name(workdir, env)
+    if workspace != "default":
         root = config.get("workspace_dir") or "terraform.tfstate.d"
         return workdir / root / workspace / "terraform.tfstate"
     return workdir / (config.get("path") or "terraform.tfstate")
@@ -74,8 +74,33 @@ def _selected_workspace(data_dir: Path) -> str:
         return ""
 
 
+def workspace_name(workdir: Path, env: Mapping[str, str]) -> str:
+    """The workspace terraform selects in ``workdir`` (``TF_WORKSPACE`` first)."""
+    data_dir = workdir / env.get("TF_DATA_DIR", ".terraform")
+    return env.get("TF_WORKSPACE") or _selected_workspace(data_dir) or "default"
+
+
 def state_mark(workdir: Path, env: Mapping[str, str], state_flag: str | None = None) -> dict:
-    """``{"path", "lineage", "serial"}`` of the state now (no state yet: both None)."""
+    """``{"path", "lineage", "serial", "workspace"}`` of the state now (no state yet:
+    lineage and serial None)."""
+    mark = _state_mark(workdir, env, state_flag)
+    return {**mark, "workspace": workspace_name(workdir, env)}
+
+
+def state_line(mark: Mapping[str, Any]) -> str:
+    """The state an apply will read and write, for its question."""
+    where = f"workspace {mark.get('workspace') or 'default'}"
+    if mark.get("path") is None:
+        return f"State: a remote backend's ({where}), not read here."
+    if mark.get("note"):
+        return f"State: {mark['path']} ({where}; {mark['note']})."
+    if mark.get("serial") is None:
+        return f"State: {mark['path']} ({where}; no state yet)."
+    lineage = str(mark.get("lineage") or "")[:8]
+    return f"State: {mark['path']} ({where}; serial {mark['serial']}, lineage {lineage})."
+
+
+def _state_mark(workdir: Path, env: Mapping[str, str], state_flag: str | None) -> dict:
     path = state_path(workdir, env, state_flag)
     if path is None:
         return {"path": None, "note": "remote backend: its state was not read"}

@@ -30,7 +30,7 @@ from iac_kernel.guard import reviews
 from iac_kernel.guard.reviews import ExecInfo, Review
 from iac_kernel.terraform import cli
 from iac_kernel.terraform.apply_args import ApplyLine, resolve, var_assignments
-from iac_kernel.terraform.audit import plan_fields, state_mark, var_scrubber
+from iac_kernel.terraform.audit import plan_fields, state_line, state_mark, var_scrubber
 from iac_kernel.terraform.review import NO_PLAN_WARNING, counts_line, review_plan_file
 from iac_kernel.terraform.summary import question_text
 from iac_kernel.terraform.workspace import is_plan_file, remember
@@ -67,6 +67,12 @@ def _review(info: ExecInfo, line: ApplyLine) -> Review:
     state_flag = (line.option("state") or [None])[-1]
     if state_flag and os.path.isabs(state_flag):
         state_flag = info.host_path(state_flag)
+    state_out = (line.option("state-out") or [state_flag])[-1]
+    if state_out and os.path.isabs(state_out):
+        state_out = info.host_path(state_out)
+    env = dict(info.env)  # where terraform reads its workspace, as the host sees it
+    if os.path.isabs(env.get("TF_DATA_DIR", "")):
+        env["TF_DATA_DIR"] = info.host_path(env["TF_DATA_DIR"])
     audit: dict[str, Any] = {
         "kind": "terraform_destroy" if line.destroy else "terraform_apply",
         "form": "bash",
@@ -74,11 +80,11 @@ def _review(info: ExecInfo, line: ApplyLine) -> Review:
         "command": line.shown(),
         "env_args": dict(line.env_args),
         "workdir": str(workdir),
-        "state_before": state_mark(workdir, info.env, state_flag),
+        "state_before": state_mark(workdir, env, state_flag),
     }
 
     def after() -> dict[str, Any]:
-        return {"state_after": state_mark(workdir, info.env, state_flag)}
+        return {"state_after": state_mark(workdir, env, state_out)}
 
     if line.error:
         why = REJECTED_LINE.format(program=line.program, why=line.error, shown=line.shown())
@@ -87,7 +93,7 @@ def _review(info: ExecInfo, line: ApplyLine) -> Review:
         text = f"`{line.shown()}` prints terraform's {line.no_op}; it applies nothing."
         return Review(text=text, summary={"kind": "terraform_apply", "text": text, "plan": None})
     if line.plan is None:
-        text = flags_text(line, workdir, cwd)
+        text = flags_text(line, workdir, cwd) + "\n" + state_line(audit["state_before"])
         summary = {"kind": audit["kind"], "text": text, "plan": None, "flags": flags(line)}
         audit.update(plan_file=None, summary="no saved plan", flags=flags(line))
         return Review(text=text, summary=summary, audit=audit, after=after)
@@ -106,7 +112,7 @@ def _review(info: ExecInfo, line: ApplyLine) -> Review:
         info.sandbox_private_dir, os.path.relpath(approved.copy, Path(info.private_dir))
     )
     head = [counts_line(approved.plan, shown), f"Terraform reads: `{line.shown()}`."]
-    head += _env_lines(line)
+    head += [*_env_lines(line), state_line(audit["state_before"])]
     ignored = line.ignored_with_plan()
     if ignored:
         head.append(
@@ -116,12 +122,11 @@ def _review(info: ExecInfo, line: ApplyLine) -> Review:
     text = "\n".join([*head, question_text(approved.plan)])
     summary = {**approved.summary(), "text": text}
     audit.update(plan_fields(approved.plan))
-    env = {k: v for k, v in info.env.items() if k not in line.env_names()}
     return Review(
         text=text,
         summary=summary,
         argv=line.run_argv(inside),
-        env=env,
+        env={k: v for k, v in info.env.items() if k not in line.env_names()},
         recheck=approved.recheck,
         audit=audit,
         after=after,
