@@ -237,3 +237,60 @@ def test_state_out_is_where_the_record_reads_the_state_after(ws: Path):
     record = run.records[-1]
     assert record["state_after"]["path"] == "out.tfstate"
     assert record["state_after"]["serial"] > record["state_before"]["serial"]
+
+
+# -- one question in default mode ------------------------------------------------------
+
+
+@needs_sandbox
+def test_default_mode_an_apply_after_variable_assignments_is_asked_once(ws: Path):
+    command = "TF_IN_AUTOMATION=1 TF_CLI_ARGS_apply=-lock=true terraform apply -no-color p.tfplan"
+    run = bash(ws, command, allow, mode="default")
+    (question,) = run.asked
+    assert "argv" in question.input and "Plan: 2 to add" in question.reason
+    assert run.result.status == "completed", run.result.output
+
+
+@needs_sandbox
+def test_default_mode_allow_always_never_names_the_apply_and_then_one_question(ws: Path):
+    plan = "terraform plan -input=false -no-color -out=z.tfplan"
+    command = f"{plan} && terraform apply -input=false -no-color z.tfplan"
+    answers = iter(["allow_always", "allow_once", "allow_once"])
+
+    def answer(request) -> str:
+        if "argv" not in request.input:
+            assert "terraform apply" not in request.labels.get("allow_always", "")
+        return next(answers)
+
+    run = run_call(
+        ws,
+        "bash",
+        {"command": command},
+        answer,
+        mode="default",
+        before=[("bash", {"command": command})],
+    )
+    text, first_apply, second_apply = run.asked
+    assert (
+        "argv" not in text.input and text.labels["allow_always"] == "Allow always: `terraform plan`"
+    )
+    assert "argv" in first_apply.input and "argv" in second_apply.input
+    assert run.result.status == "completed", run.result.output
+
+
+def test_default_mode_an_apply_the_guard_does_not_review_is_asked_before_the_call(
+    ws: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("IAC_KERNEL_GUARDED_PROGRAMS", "git")
+    plan = "terraform plan -input=false -no-color -out=z.tfplan"
+    command = f"{plan} && terraform apply -input=false -no-color z.tfplan"
+    run = run_call(
+        ws,
+        "bash",
+        {"command": command},
+        reject,
+        mode="default",
+        before=[("bash", {"command": plan})],
+    )
+    assert "terraform apply: applies infrastructure changes" in run.asked[-1].reason
+    assert "allow_always" not in run.asked[-1].options

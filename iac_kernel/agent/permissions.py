@@ -162,7 +162,7 @@ class PermissionGate:
         outside = [p for p in tool.paths(args, ctx) if not is_inside(p, ctx.cwd)]
         dangerous, per_call_reason = tool.gate_reason(args, ctx)
         per_call = bool(outside) or dangerous
-        prefixes = tool.command_prefixes(args) if tool.remembers_prefixes else None
+        prefixes = tool.command_prefixes(args, ctx) if tool.remembers_prefixes else None
         rules = self.prefix_rules.get(tool.name, {})
 
         if self.remembered.get(tool.name) == "reject" or (
