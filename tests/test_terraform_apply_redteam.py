@@ -8,6 +8,7 @@ change, 2 to destroy), ``other.tfplan`` a destroy plan of the same state.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
@@ -105,6 +106,31 @@ def swap_copy_during_question(ws: Path) -> None:
     assert "swapped" not in run.result.output
     assert run.result.status == "completed", run.result.output
     assert addresses(ws) == STAGE2
+
+
+@needs_sandbox
+def test_the_real_binary_copies_of_a_process_with_another_tmpdir_cannot_be_run(
+    ws: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # Another kernel of the same user (another TMPDIR: an editor's `iac-kernel acp`, a
+    # CI worktree) keeps execute-only copies of the real terraform; run from a sandboxed
+    # call they would apply with no question and no record.
+    from iac_kernel.guard import realbin
+    from terraform_support import TERRAFORM
+
+    elsewhere = tmp_path / "other-tmpdir"
+    elsewhere.mkdir()
+    with monkeypatch.context() as patch:
+        patch.setattr(tempfile, "tempdir", str(elsewhere))
+        copy = realbin.private_copy(os.path.realpath(TERRAFORM))
+    candidates = " ".join(sorted({str(copy), *map(str, elsewhere.rglob("terraform-*"))}))
+    command = (
+        f"for t in {candidates}; do $t apply -auto-approve -destroy -input=false -no-color "
+        "&& echo RAN; done; true"
+    )
+    run = bash(ws, command)
+    assert "RAN" not in run.result.output
+    assert run.asked == [] and addresses(ws) == STAGE1
 
 
 # -- secrets on the command line: the audit record ------------------------------------

@@ -163,7 +163,7 @@ class Layout:
         for path in [*self.writable, self.cwd]:
             if path.exists():
                 args += ["--bind", str(path), str(path)]
-        for path in self._exposed():
+        for path in self._hidden():
             args += ["--tmpfs", str(path)]
         args += ["--ro-bind", str(self.guard_dir), GUARD_MOUNT]
         args += ["--ro-bind", str(self.launcher_dir), LAUNCHER_MOUNT]
@@ -179,17 +179,19 @@ class Layout:
         args += ["--chdir", chdir or str(self.cwd), *extra, "--"]
         return args
 
-    def _exposed(self) -> list[Path]:
-        """The guard's own host folders that a writable bind would expose (TMPDIR under
-        the session's folder, a session in /tmp): hidden, or a command could rewrite an
-        approved plan's private copy while its question waits, or a launcher."""
+    def _hidden(self) -> list[Path]:
+        """The guard's own host folders, hidden inside: the state folder (other calls'
+        sockets and folders) and this call's folders, wherever they are - a writable bind
+        covering them (TMPDIR under the session's folder, a session in /tmp) would let a
+        command rewrite an approved plan's private copy while its question waits. A
+        folder holding the session's folder or a writable path is left visible."""
         binds = [Path(os.path.realpath(p)) for p in [*self.writable, self.cwd]]
         own = [state_dir(), self.guard_dir, self.launcher_dir, self.tmp_dir]
         found: list[Path] = []
         for path in sorted({Path(os.path.realpath(p)) for p in own}, key=lambda p: len(p.parts)):
             if any(path.is_relative_to(f) for f in found):
                 continue
-            if any(path.is_relative_to(b) for b in binds):
+            if not any(b.is_relative_to(path) for b in binds):
                 found.append(path)
         return found
 
