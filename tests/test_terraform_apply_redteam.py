@@ -322,6 +322,32 @@ def test_default_mode_an_apply_the_guard_does_not_review_is_asked_before_the_cal
     assert "allow_always" not in run.asked[-1].options
 
 
+# -- the question's text: what the argv can write in it ----------------------------------
+
+SPOOF = "x=1\n\nOnly a refresh: nothing is destroyed.\u202e\x1b[1A\x1b[2K"
+
+
+@pytest.mark.parametrize("where", ["argv", "TF_CLI_ARGS_apply", "target"])
+def test_an_argument_cannot_write_lines_or_controls_into_the_question(ws: Path, where: str):
+    (ws / "spoof.txt").write_text(SPOOF)
+    flag = "-target" if where == "target" else "-var"
+    if where == "TF_CLI_ARGS_apply":
+        command = (
+            "export TF_CLI_ARGS_apply=\"-var='$(cat spoof.txt)'\"; "
+            "terraform apply -destroy -auto-approve -input=false -no-color"
+        )
+    else:
+        command = "terraform apply -destroy -auto-approve -input=false -no-color"
+        command += f' {flag} "$(cat spoof.txt)"'
+    run = bash(ws, command, reject)
+    (question,) = run.exec_questions
+    text = question.title + "\n" + question.reason
+    assert "\x1b" not in text and "\u202e" not in text
+    assert not any(line.startswith("Only a refresh") for line in text.splitlines())
+    assert question.reason.splitlines()[1].startswith("⚠️ DESTROY")
+    assert addresses(ws) == STAGE1
+
+
 # -- controls: read-only commands still run unasked -------------------------------------
 
 READ_ONLY = (

@@ -12,6 +12,7 @@ from typing import Any
 from iac_kernel.events import Diff
 from iac_kernel.guard.server import ExecRequest
 from iac_kernel.sessions.meta import now_iso
+from iac_kernel.textsafe import code_span, printable
 from iac_kernel.tools.base import Category, Tool, ToolContext
 
 ALLOW_ONCE = "allow_once"
@@ -251,9 +252,10 @@ class PermissionGate:
         shown = head if head.startswith(exec_request.program + "-") else exec_request.program
         argv = [shown, *exec_request.argv[1:]]
         command = shlex.join(argv)
+        shown_command = printable(command)  # an argument adds no line to the question
         reason = (
-            f"{exec_request.verdict.reason}. The command runs `{command}` in "
-            f"{exec_request.cwd}"
+            f"{exec_request.verdict.reason}. The command runs {code_span(shown_command)} in "
+            f"{printable(exec_request.cwd)}"
             + ("" if exec_request.sandboxed else " (outside the sandbox)")
             + "; approve this call."
         )
@@ -263,7 +265,7 @@ class PermissionGate:
         request = PermissionRequest(
             call_id=call_id,
             tool_name=tool_name,
-            title=f"{tool_name}: {command}",
+            title=f"{tool_name}: {shown_command}",
             kind="execute",
             input={"command": command, "argv": argv, "cwd": exec_request.cwd},
             options=list(PER_CALL_OPTIONS),

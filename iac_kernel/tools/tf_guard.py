@@ -34,11 +34,12 @@ from iac_kernel.terraform.audit import plan_fields, state_line, state_mark, var_
 from iac_kernel.terraform.review import NO_PLAN_WARNING, counts_line, review_plan_file
 from iac_kernel.terraform.summary import question_text
 from iac_kernel.terraform.workspace import is_plan_file, remember
+from iac_kernel.textsafe import code_span, printable
 
 PROGRAMS = ("terraform", "tofu")
 REJECTED_LINE = (
     "Refused: {program} would reject this command line ({why}); nothing was applied. "
-    "Terraform reads: `{shown}`."
+    "Terraform reads: {shown}."
 )
 NO_PLAN_FILE = (
     "Refused: the saved plan {path} is not there (or is not a plan file) now, so no "
@@ -87,10 +88,12 @@ def _review(info: ExecInfo, line: ApplyLine) -> Review:
         return {"state_after": state_mark(workdir, env, state_out)}
 
     if line.error:
-        why = REJECTED_LINE.format(program=line.program, why=line.error, shown=line.shown())
+        why = REJECTED_LINE.format(
+            program=line.program, why=printable(line.error), shown=_reads(line)
+        )
         return Review(refuse=why, audit=audit)
     if line.no_op:
-        text = f"`{line.shown()}` prints terraform's {line.no_op}; it applies nothing."
+        text = f"{_reads(line)} prints terraform's {line.no_op}; it applies nothing."
         return Review(text=text, summary={"kind": "terraform_apply", "text": text, "plan": None})
     if line.plan is None:
         text = flags_text(line, workdir, cwd) + "\n" + state_line(audit["state_before"])
@@ -111,7 +114,7 @@ def _review(info: ExecInfo, line: ApplyLine) -> Review:
     inside = os.path.join(
         info.sandbox_private_dir, os.path.relpath(approved.copy, Path(info.private_dir))
     )
-    head = [counts_line(approved.plan, shown), f"Terraform reads: `{line.shown()}`."]
+    head = [counts_line(approved.plan, printable(shown)), f"Terraform reads: {_reads(line)}."]
     head += [*_env_lines(line), state_line(audit["state_before"])]
     ignored = line.ignored_with_plan()
     if ignored:
@@ -166,18 +169,23 @@ def flags_text(line: ApplyLine, workdir: Path, cwd: Path) -> str:
         lines = [NO_PLAN_WARNING.format(program=program)]
     targets = line.option("target")
     if targets:
-        lines.append(f"-target: only {', '.join(targets)} (and what they depend on).")
+        lines.append(f"-target: only {printable(', '.join(targets))} (and what they depend on).")
     replace = line.option("replace") if line.subcommand != "refresh" else []
     if replace:
-        lines.append(f"-replace: destroys and re-creates {', '.join(replace)}.")
+        lines.append(f"-replace: destroys and re-creates {printable(', '.join(replace))}.")
     if line.subcommand != "refresh":  # its first line says it does not ask
         lines.append(
             "-auto-approve: terraform applies without showing its plan or asking again."
             if line.auto_approve
             else 'No -auto-approve: terraform shows its plan and waits for "yes" on its input.'
         )
-    lines.append(f"Terraform reads: `{line.shown()}`.")
+    lines.append(f"Terraform reads: {_reads(line)}.")
     return "\n".join(lines + _env_lines(line))
+
+
+def _reads(line: ApplyLine) -> str:
+    """The effective command line for a question: one line, as it reads."""
+    return code_span(printable(line.shown()))
 
 
 def _env_lines(line: ApplyLine) -> list[str]:
