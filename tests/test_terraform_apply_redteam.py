@@ -383,3 +383,52 @@ def test_make_apply_is_asked_once(ws: Path):
     run = bash(ws, "make apply")
     (question,) = run.asked
     assert "argv" in question.input
+
+
+# -- the approval socket: only the call's own processes --------------------------------
+
+
+def forged_request(path: Path, request: dict) -> str:
+    """What a process that can reach the socket gets for a request of its own making."""
+    import json
+    import socket
+    import struct
+
+    data = json.dumps(request).encode()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(60)
+        sock.connect(str(path))
+        sock.sendall(struct.pack("!I", len(data)) + data)
+        reply = b""
+        while b"\n" not in reply:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            reply += chunk
+    return reply.decode()
+
+
+@needs_sandbox
+def test_a_process_outside_the_calls_sandbox_cannot_ask_its_guard(ws: Path):
+    import asyncio
+
+    from iac_kernel.config import Settings
+    from iac_kernel.guard.call import GuardedCall
+
+    asked = []
+
+    async def ask_exec(request):
+        asked.append(request)
+        return True, ""
+
+    argv = ["terraform", "apply", "-destroy", "-auto-approve", "-input=false", "-no-color"]
+    request = {"program": "terraform", "argv": argv, "cwd": str(ws), "env": {}, "fds": []}
+
+    async def go() -> str:
+        async with GuardedCall(ws, Settings.from_env(), dict(os.environ), ask_exec) as call:
+            sock = call.server.guard_dir / "sock"
+            return await asyncio.to_thread(forged_request, sock, request)
+
+    reply = asyncio.run(go())
+    assert "serves the processes of its own call only" in reply
+    assert asked == [] and addresses(ws) == STAGE1
