@@ -327,7 +327,7 @@ def test_default_mode_an_apply_the_guard_does_not_review_is_asked_before_the_cal
 SPOOF = "x=1\n\nOnly a refresh: nothing is destroyed.\u202e\x1b[1A\x1b[2K"
 
 
-@pytest.mark.parametrize("where", ["argv", "TF_CLI_ARGS_apply", "target"])
+@pytest.mark.parametrize("where", ["argv", "TF_CLI_ARGS_apply", "target", "state", "chdir"])
 def test_an_argument_cannot_write_lines_or_controls_into_the_question(ws: Path, where: str):
     (ws / "spoof.txt").write_text(SPOOF)
     flag = "-target" if where == "target" else "-var"
@@ -336,7 +336,11 @@ def test_an_argument_cannot_write_lines_or_controls_into_the_question(ws: Path, 
             "export TF_CLI_ARGS_apply=\"-var='$(cat spoof.txt)'\"; "
             "terraform apply -destroy -auto-approve -input=false -no-color"
         )
+    elif where == "chdir":
+        command = 'd="$(cat spoof.txt)"; mkdir "$d"; cp -r .terraform *.tf* "$d"/; '
+        command += 'terraform -chdir="$d" apply -destroy -auto-approve -input=false -no-color'
     else:
+        flag = "-state" if where == "state" else flag
         command = "terraform apply -destroy -auto-approve -input=false -no-color"
         command += f' {flag} "$(cat spoof.txt)"'
     run = bash(ws, command, reject)

@@ -96,7 +96,7 @@ def _review(info: ExecInfo, line: ApplyLine) -> Review:
         text = f"{_reads(line)} prints terraform's {line.no_op}; it applies nothing."
         return Review(text=text, summary={"kind": "terraform_apply", "text": text, "plan": None})
     if line.plan is None:
-        text = flags_text(line, workdir, cwd) + "\n" + state_line(audit["state_before"])
+        text = flags_text(line, workdir, cwd) + "\n" + printable(state_line(audit["state_before"]))
         summary = {"kind": audit["kind"], "text": text, "plan": None, "flags": flags(line)}
         audit.update(plan_file=None, summary="no saved plan", flags=flags(line))
         return Review(text=text, summary=summary, audit=audit, after=after)
@@ -115,7 +115,7 @@ def _review(info: ExecInfo, line: ApplyLine) -> Review:
         info.sandbox_private_dir, os.path.relpath(approved.copy, Path(info.private_dir))
     )
     head = [counts_line(approved.plan, printable(shown)), f"Terraform reads: {_reads(line)}."]
-    head += [*_env_lines(line), state_line(audit["state_before"])]
+    head += [*_env_lines(line), printable(state_line(audit["state_before"]))]
     ignored = line.ignored_with_plan()
     if ignored:
         head.append(
@@ -148,7 +148,7 @@ def flags(line: ApplyLine) -> dict[str, Any]:
 
 def flags_text(line: ApplyLine, workdir: Path, cwd: Path) -> str:
     """The question for an apply with no saved plan: what the flags will do."""
-    where = _shown(workdir, cwd) if workdir != cwd else "this folder"
+    where = printable(_shown(workdir, cwd)) if workdir != cwd else "this folder"
     program = line.program
     if line.destroy:
         lines = [
