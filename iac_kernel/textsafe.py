@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from typing import Any
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -66,3 +67,29 @@ def json_line(record: Any) -> bytes:
     if _SURROGATE.search(text):
         text = _SURROGATE.sub(_escape, text)
     return text.encode("utf-8") + b"\n"
+
+
+def printable(text: str) -> str:
+    """``text`` on one line, as it reads: line breaks, control characters (terminal
+    escapes) and invisible format characters (bidirectional overrides, zero-width) shown
+    as ``\\n``, ``\\x1b``, ``\\u202e``. For text a command's arguments put into a question:
+    an argument must not add lines to it, reorder it or hide parts of it."""
+    return "".join(_printable_char(c) for c in readable(text))
+
+
+def _printable_char(char: str) -> str:
+    if unicodedata.category(char) not in ("Cc", "Cf", "Zl", "Zp"):
+        return char
+    escaped = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(char)
+    if escaped:
+        return escaped
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def code_span(text: str) -> str:
+    """``text`` as a Markdown code span that its own backquotes cannot close."""
+    longest = max((len(run) for run in re.findall("`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or longest else ""
+    return f"{fence}{pad}{text}{pad}{fence}"

@@ -41,12 +41,16 @@ def run_call(
     answer: Callable[[PermissionRequest], str],
     *,
     mode: str = "bypass",
+    before: list[tuple[str, dict[str, Any]]] = (),
 ) -> Run:
     """One ``tool`` call in a new session in ``ws``; ``answer`` answers each question
-    (it may change files while "the user reads")."""
+    (it may change files while "the user reads"). ``before``: calls made first, in the
+    same session (their questions are in ``asked`` too)."""
+    calls = [*before, (tool, tool_input)]
+    turns = [{"tool_use": [{"name": name, "input": args}]} for name, args in calls]
     script = write_script(
         ws.parent / f"script-{len(list(ws.parent.glob('script-*')))}.json",
-        [{"turns": [{"tool_use": [{"name": tool, "input": tool_input}]}, {"text": "done"}]}],
+        [{"turns": [*turns, {"text": "done"}]}],
     )
     settings = Settings.from_env()
     settings.model = f"scripted:{script}"

@@ -193,7 +193,8 @@ def test_policy_results_and_a_remote_state_are_recorded(tmp_path: Path):
     backend = {"backend": {"type": "local", "config": {"path": "prod.state"}}}
     (tmp_path / ".terraform" / "terraform.tfstate").write_text(json.dumps(backend))
     (tmp_path / "prod.state").write_text('{"lineage": "L", "serial": 7}')
-    assert state_mark(tmp_path, {}) == {"path": "prod.state", "lineage": "L", "serial": 7}
+    mark = {"path": "prod.state", "lineage": "L", "serial": 7, "workspace": "default"}
+    assert state_mark(tmp_path, {}) == mark
     (tmp_path / "terraform.tfstate.d" / "blue").mkdir(parents=True)
     (tmp_path / "terraform.tfstate.d" / "blue" / "terraform.tfstate").write_text('{"serial": 2}')
     assert state_mark(tmp_path, {"TF_WORKSPACE": "blue"})["serial"] == 2

@@ -36,12 +36,13 @@ def test_apply_of_a_plan_file_shows_its_summary_and_runs_a_private_copy(ws: Path
     private = tmp_path / "private"
     review = review_exec(info(ws, private, "terraform", "apply", "-input=false", "p.tfplan"))
     assert review is not None and review.refuse is None
-    first, command, plan, _identity, row = review.text.splitlines()[:5]
+    first, command, state, plan, _identity, row = review.text.splitlines()[:6]
     assert first == (
         "⚠️ Apply of the saved plan p.tfplan: 2 to destroy (1 of them replaced), "
         "1 to change, 2 to add."
     )
     assert command == "Terraform reads: `terraform apply -input=false p.tfplan`."
+    assert state.startswith("State: terraform.tfstate (workspace default; serial ")
     assert plan.startswith("Plan: 2 to add, 1 to change, 2 to destroy")
     assert row.startswith("- delete terraform_data.old[0]")
     assert review.summary["plan"]["file"]["path"] == "p.tfplan"

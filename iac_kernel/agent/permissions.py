@@ -12,6 +12,7 @@ from typing import Any
 from iac_kernel.events import Diff
 from iac_kernel.guard.server import ExecRequest
 from iac_kernel.sessions.meta import now_iso
+from iac_kernel.textsafe import code_span, printable
 from iac_kernel.tools.base import Category, Tool, ToolContext
 
 ALLOW_ONCE = "allow_once"
@@ -162,7 +163,7 @@ class PermissionGate:
         outside = [p for p in tool.paths(args, ctx) if not is_inside(p, ctx.cwd)]
         dangerous, per_call_reason = tool.gate_reason(args, ctx)
         per_call = bool(outside) or dangerous
-        prefixes = tool.command_prefixes(args) if tool.remembers_prefixes else None
+        prefixes = tool.command_prefixes(args, ctx) if tool.remembers_prefixes else None
         rules = self.prefix_rules.get(tool.name, {})
 
         if self.remembered.get(tool.name) == "reject" or (
@@ -255,9 +256,10 @@ class PermissionGate:
         shown = head if head.startswith(exec_request.program + "-") else exec_request.program
         argv = [shown, *exec_request.argv[1:]]
         command = shlex.join(argv)
+        shown_command = printable(command)  # an argument adds no line to the question
         reason = (
-            f"{exec_request.verdict.reason}. The command runs `{command}` in "
-            f"{exec_request.cwd}"
+            f"{exec_request.verdict.reason}. The command runs {code_span(shown_command)} in "
+            f"{printable(exec_request.cwd)}"
             + ("" if exec_request.sandboxed else " (outside the sandbox)")
             + "; approve this call."
         )
@@ -269,7 +271,7 @@ class PermissionGate:
         request = PermissionRequest(
             call_id=call_id,
             tool_name=tool_name,
-            title=f"{tool_name}: {command}",
+            title=f"{tool_name}: {shown_command}",
             kind="execute",
             input={
                 "command": command,

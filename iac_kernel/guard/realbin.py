@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pwd
 import shutil
 from pathlib import Path
 
@@ -18,8 +19,17 @@ from iac_kernel.guard.sandbox import state_dir
 
 
 def copies_dir() -> Path:
-    path = state_dir() / "real"
-    path.mkdir(mode=0o700, exist_ok=True)
+    """One folder per user, the same for every process whatever its TMPDIR, hidden in
+    every sandbox (``Layout.masks``): copies under a TMPDIR would be visible - and
+    runnable, with no question - from the sandbox of a process with another TMPDIR.
+    Under the state folder when the home folder cannot hold it."""
+    try:
+        home = Path(pwd.getpwuid(os.getuid()).pw_dir)
+        path = home / ".cache" / "iac-kernel" / f"guard-real-{os.getuid()}"
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except (KeyError, OSError):
+        path = state_dir() / "real"
+        path.mkdir(mode=0o700, exist_ok=True)
     return path
 
 

@@ -63,6 +63,9 @@ class Review:
     #: ``after()`` (e.g. the state after the run).
     audit: dict[str, Any] | None = None
     after: Callable[[], dict[str, Any]] | None = None
+    #: Applied to the finished record before it is written (e.g. removes ``-var``
+    #: values the question and the command line hold).
+    scrub: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
 
 ReviewFn = Callable[[ExecInfo], Review | None]

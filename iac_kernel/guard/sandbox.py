@@ -241,6 +241,8 @@ class Layout:
         for path in [*self.writable, self.cwd]:
             if path.exists():
                 args += ["--bind", str(path), str(path)]
+        for path in self._hidden():
+            args += ["--tmpfs", str(path)]
         args += ["--ro-bind", str(self.guard_dir), GUARD_MOUNT]
         args += ["--ro-bind", str(self.launcher_dir), LAUNCHER_MOUNT]
         for program, reals in sorted(self.reals.items()):
@@ -285,6 +287,22 @@ class Layout:
             elif os.path.lexists(path) and not path.is_symlink():
                 args += ["--ro-bind", str(empty_file()), text]
         return args
+
+    def _hidden(self) -> list[Path]:
+        """The guard's own host folders, hidden inside: the state folder (other calls'
+        sockets and folders) and this call's folders, wherever they are - a writable bind
+        covering them (TMPDIR under the session's folder, a session in /tmp) would let a
+        command rewrite an approved plan's private copy while its question waits. A
+        folder holding the session's folder or a writable path is left visible."""
+        binds = [Path(os.path.realpath(p)) for p in [*self.writable, self.cwd]]
+        own = [state_dir(), self.guard_dir, self.launcher_dir, self.tmp_dir]
+        found: list[Path] = []
+        for path in sorted({Path(os.path.realpath(p)) for p in own}, key=lambda p: len(p.parts)):
+            if any(path.is_relative_to(f) for f in found):
+                continue
+            if not any(b.is_relative_to(path) for b in binds):
+                found.append(path)
+        return found
 
     def host_path(self, path: str) -> str:
         """The host path behind a path seen inside the sandbox."""

@@ -194,6 +194,8 @@ class ApprovalServer:
         return request, list(fds)
 
     async def _handle(self, request: dict, fds: list[int], conn: socket.socket) -> int:
+        if not await asyncio.to_thread(self._own_process, conn):
+            raise Refused("this guard serves the processes of its own call only")
         program = str(request["program"])
         argv, cwd = request["argv"], request["cwd"]
         env = {**self.secret_env, **request["env"]}
@@ -252,6 +254,20 @@ class ApprovalServer:
         await self._record(trail, "applied" if code == 0 else "failed", code, None)
         return code
 
+    def _own_process(self, conn: socket.socket) -> bool:
+        """True when the peer runs in this call's sandbox (or a sibling the server
+        started): it sees this call's guard folder at GUARD_MOUNT. Another session's
+        sandbox that can see this call's socket (another TMPDIR) sees its own there."""
+        if self.layout is None:
+            return True
+        pid = peer_pid(conn)
+        try:
+            seen = os.stat(f"/proc/{pid}/root{GUARD_MOUNT}") if pid else None
+            own = os.stat(self.guard_dir)
+        except OSError:
+            return False
+        return seen is not None and (seen.st_dev, seen.st_ino) == (own.st_dev, own.st_ino)
+
     async def _record(
         self, trail: dict[str, Any], outcome: str, code: int | None, message: str | None
     ) -> None:
@@ -268,6 +284,8 @@ class ApprovalServer:
         if review.after is not None and outcome not in ("rejected", "cancelled"):
             with contextlib.suppress(Exception):
                 record.update(await asyncio.to_thread(review.after))
+        if review.scrub is not None:
+            record = review.scrub(record)
         try:
             await asyncio.to_thread(self.audit, record)
         except Exception:

@@ -15,19 +15,21 @@ Terraform builds its arguments in steps, and each is replayed here:
 
 ``apply`` takes at most one positional argument, the saved plan file; with a plan file
 the planning options (``-destroy``, ``-target``, ``-replace``, ``-refresh-only``) are
-ignored: terraform applies the plan as saved. ``destroy`` takes none.
+ignored: terraform applies the plan as saved. ``destroy`` takes none. ``refresh`` is
+``apply -refresh-only -auto-approve`` (terraform's documentation): it takes no plan and
+no ``-auto-approve``, and ignores ``-destroy`` and ``-replace``.
 """
 
 from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 PROGRAMS = ("terraform", "tofu")
-SUBCOMMANDS = ("apply", "destroy")
+SUBCOMMANDS = ("apply", "destroy", "refresh")
 BOOL_FLAGS = {"destroy", "refresh-only", "refresh", "lock", "auto-approve", "input", "json"}
 BOOL_FLAGS |= {"allow-deferral"}
 VALUE_FLAGS = {"lock-timeout", "state", "state-out", "backup", "parallelism", "target"}
@@ -82,15 +84,17 @@ class ApplyLine:
     @property
     def destroy(self) -> bool:
         """True when this destroys (``destroy``, or ``apply -destroy`` without a plan)."""
-        return self.subcommand == "destroy" or (self.plan is None and self._bool("destroy"))
+        if self.subcommand == "destroy":
+            return True
+        return self.subcommand == "apply" and self.plan is None and self._bool("destroy")
 
     @property
     def auto_approve(self) -> bool:
-        return self._bool("auto-approve")
+        return self.subcommand == "refresh" or self._bool("auto-approve")
 
     @property
     def refresh_only(self) -> bool:
-        return self.plan is None and self._bool("refresh-only")
+        return self.subcommand == "refresh" or (self.plan is None and self._bool("refresh-only"))
 
     def option(self, name: str) -> list[str]:
         return list(self.values.get(name, []))
@@ -168,6 +172,19 @@ def resolve(
     return line
 
 
+def var_assignments(words: Iterable[str]) -> list[str]:
+    """Every ``NAME=VALUE`` given to ``-var`` among ``words`` (``-var X``, ``-var=X``,
+    ``--var``), read without parsing the rest: also for a line terraform rejects."""
+    found: list[str] = []
+    words = list(words)
+    for i, word in enumerate(words):
+        if word in ("-var", "--var") and i + 1 < len(words):
+            found.append(words[i + 1])
+        elif word.startswith(("-var=", "--var=")):
+            found.append(word.partition("=")[2])
+    return found
+
+
 def _chdir(args: list[str]) -> tuple[str | None, list[str], str | None]:
     chdir = None
     kept = []
@@ -208,6 +225,8 @@ def _parse(line: ApplyLine) -> str | None:
     args = [a for a in line.args if a not in views]
     line.flag_tokens = [a for a in line.args if a in views]
     bools = BOOL_FLAGS | (TOFU_BOOL_FLAGS if line.program == "tofu" else set())
+    if line.subcommand == "refresh":
+        bools = bools - {"auto-approve"}
     valued = VALUE_FLAGS | (TOFU_VALUE_FLAGS if line.program == "tofu" else set())
     i = 0
     while i < len(args):
@@ -240,8 +259,10 @@ def _parse(line: ApplyLine) -> str | None:
             return f"flag provided but not defined: -{name}"
         i += 1
     line.positionals = args[i:]
-    if line.subcommand == "destroy" and line.positionals:
-        return "destroy takes no positional argument (a saved plan is applied with apply)"
+    if line.subcommand in ("destroy", "refresh") and line.positionals:
+        return (
+            f"{line.subcommand} takes no positional argument (a saved plan is applied with apply)"
+        )
     if len(line.positionals) > 1:
         return "too many command line arguments (apply takes at most one saved plan)"
     return None

@@ -9,13 +9,14 @@ secrets and every sensitive value the workspace holds.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import shlex
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from iac_kernel.redact import redact_value
 from iac_kernel.terraform.plan import Plan
-from iac_kernel.terraform.sensitive import mask_value
+from iac_kernel.terraform.sensitive import MASK, keep, mask_value
 from iac_kernel.terraform.workspace import sensitive_values
 
 #: The largest state file read for its lineage and serial.
@@ -59,8 +60,8 @@ def state_path(workdir: Path, env: Mapping[str, str], state_flag: str | None) ->
     if kind != "local":
         return None
     config = backend.get("config") or {}
-    workspace = env.get("TF_WORKSPACE") or _selected_workspace(data_dir)
-    if workspace and workspace != "default":
+    workspace = workspace_name(workdir, env)
+    if workspace != "default":
         root = config.get("workspace_dir") or "terraform.tfstate.d"
         return workdir / root / workspace / "terraform.tfstate"
     return workdir / (config.get("path") or "terraform.tfstate")
@@ -73,8 +74,33 @@ def _selected_workspace(data_dir: Path) -> str:
         return ""
 
 
+def workspace_name(workdir: Path, env: Mapping[str, str]) -> str:
+    """The workspace terraform selects in ``workdir`` (``TF_WORKSPACE`` first)."""
+    data_dir = workdir / env.get("TF_DATA_DIR", ".terraform")
+    return env.get("TF_WORKSPACE") or _selected_workspace(data_dir) or "default"
+
+
 def state_mark(workdir: Path, env: Mapping[str, str], state_flag: str | None = None) -> dict:
-    """``{"path", "lineage", "serial"}`` of the state now (no state yet: both None)."""
+    """``{"path", "lineage", "serial", "workspace"}`` of the state now (no state yet:
+    lineage and serial None)."""
+    mark = _state_mark(workdir, env, state_flag)
+    return {**mark, "workspace": workspace_name(workdir, env)}
+
+
+def state_line(mark: Mapping[str, Any]) -> str:
+    """The state an apply will read and write, for its question."""
+    where = f"workspace {mark.get('workspace') or 'default'}"
+    if mark.get("path") is None:
+        return f"State: a remote backend's ({where}), not read here."
+    if mark.get("note"):
+        return f"State: {mark['path']} ({where}; {mark['note']})."
+    if mark.get("serial") is None:
+        return f"State: {mark['path']} ({where}; no state yet)."
+    lineage = str(mark.get("lineage") or "")[:8]
+    return f"State: {mark['path']} ({where}; serial {mark['serial']}, lineage {lineage})."
+
+
+def _state_mark(workdir: Path, env: Mapping[str, str], state_flag: str | None) -> dict:
     path = state_path(workdir, env, state_flag)
     if path is None:
         return {"path": None, "note": "remote backend: its state was not read"}
@@ -97,6 +123,49 @@ def _shown(path: Path, workdir: Path) -> str:
         return str(path.relative_to(workdir))
     except ValueError:
         return str(path)
+
+
+def var_scrubber(assignments: Iterable[str]) -> Callable[[Any], Any] | None:
+    """What removes the values of ``-var NAME=VALUE`` from a record: ``NAME=(sensitive)``
+    in command lines (quoted or not), the bare value wherever it is long enough to mask.
+    A value expanded at exec time (``-var "pw=$(cat f)"``) is in no file the workspace
+    scan reads, and a variable given on the command line may be a secret whatever its
+    declaration says."""
+    swaps: dict[str, str] = {}
+    values: set[str] = set()
+    for assignment in assignments:
+        name, eq, value = assignment.partition("=")
+        if not eq or not value:
+            continue
+        values.add(value)
+        for prefix in ("", "-var=", "--var="):
+            shown = f"{prefix}{name}={MASK}"
+            swaps[shlex.quote(prefix + assignment)] = shown
+            swaps[prefix + assignment] = shown
+    if not swaps:
+        return None
+    order = sorted(swaps, key=len, reverse=True)
+    kept = keep(values)
+
+    def text(value: str) -> str:
+        for form in order:
+            value = value.replace(form, swaps[form])
+        return value
+
+    def scrub(record: Any) -> Any:
+        return mask_value(_strings(record, text), kept)
+
+    return scrub
+
+
+def _strings(value: Any, fn: Callable[[str], str]) -> Any:
+    if isinstance(value, str):
+        return fn(value)
+    if isinstance(value, dict):
+        return {k: _strings(v, fn) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_strings(v, fn) for v in value]
+    return value
 
 
 def masked(record: dict[str, Any], cwd: Path, extra: set[str] | None = None) -> dict[str, Any]:

@@ -119,7 +119,9 @@ class Tool:
     #: True when "Allow always" remembers command prefixes rather than the whole tool.
     remembers_prefixes: bool = False
 
-    def command_prefixes(self, args: dict[str, Any]) -> list[str] | None:
+    def command_prefixes(
+        self, args: dict[str, Any], ctx: ToolContext | None = None
+    ) -> list[str] | None:
         """For prefix tools: what "Allow always" would remember for this call
         (``["terraform plan"]``); None when no "always" answer can be offered."""
         return None

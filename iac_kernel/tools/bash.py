@@ -17,6 +17,7 @@ from iac_kernel.guard.sandbox import unusable_reason
 from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError, ToolResult
 from iac_kernel.tools.danger import (
     REVIEWED_PROGRAMS,
+    after_assignments,
     command_prefixes,
     dangerous_reason,
     left_to_exec,
@@ -177,22 +178,25 @@ class BashTool(Tool):
         if not isinstance(command, str) or args.get("sandbox") is False:
             return False
         reviewed = exec_reviewed(ctx.settings, sandboxed_only=False)
-        commands = literal_commands(command)
+        commands = [after_assignments(words) for words in literal_commands(command)]
         return (
             bool(commands)
-            and all(left_to_exec(words[0], words, reviewed) for words in commands)
+            and all(words and left_to_exec(words[0], words, reviewed) for words in commands)
             and dangerous_reason(command, reviewed) is None
         )
 
     remembers_prefixes = True
 
-    def command_prefixes(self, args: dict[str, Any]) -> list[str] | None:
+    def command_prefixes(
+        self, args: dict[str, Any], ctx: ToolContext | None = None
+    ) -> list[str] | None:
         command = args.get("command") if isinstance(args, dict) else None
         if not isinstance(command, str) or args.get("sandbox") is False:
             return None
+        left = exec_reviewed(ctx.settings) if ctx is not None else frozenset()
         # No clear program + subcommand (expansions, nested shells, runners): "always"
         # remembers this exact command text only.
-        return command_prefixes(command) or [" ".join(command.split())]
+        return command_prefixes(command, left) or [" ".join(command.split())]
 
     def literal_commands(self, args: dict[str, Any]) -> list[list[str]]:
         command = args.get("command") if isinstance(args, dict) else None

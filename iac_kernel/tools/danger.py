@@ -116,6 +116,19 @@ def left_to_exec(token: str, words: list[str], exec_reviewed: frozenset[str]) ->
     )
 
 
+def after_assignments(words: list[str]) -> list[str]:
+    """A simple command's words from its program on (``TF_LOG=1 terraform apply`` ->
+    ``terraform apply``): the shell gives the assignments to the program's environment,
+    where the exec-time guard reads them."""
+    i = 0
+    while i < len(words) and _ASSIGNMENT.match(words[i]):
+        i += 1
+    return words[i:]
+
+
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+
+
 def _check(command: str, depth: int, exec_reviewed: frozenset[str]) -> str | None:
     if depth > _MAX_DEPTH or not command.strip():
         return None
@@ -261,17 +274,20 @@ def literal_commands(command: str) -> list[list[str]]:
     return [list(segment) for segment in _segments(command)]
 
 
-def command_prefixes(command: str) -> list[str] | None:
+def command_prefixes(command: str, exec_reviewed: frozenset[str] = frozenset()) -> list[str] | None:
     """What "Allow always" remembers for ``command``: the program and its subcommand of
     each simple command (``terraform plan -out=x && terraform show`` ->
     ``["terraform plan", "terraform show"]``). None when the command has expansions,
     nested shells or interpreters running code, or variable assignments: then no
-    "always" answer is offered."""
+    "always" answer is offered. Applies left to the exec-time question
+    (:func:`left_to_exec`) are no part of it: they are asked each time, with their plan."""
     if not command.strip() or _has_expansions(command):
         return None
     prefixes: list[str] = []
     for segment in _segments(command):
         program = segment[0]
+        if left_to_exec(program, segment, exec_reviewed):
+            continue
         if "=" in program or os.path.basename(program) in _NO_PREFIX:
             return None
         if any(_SCRIPT_FLAG.match(a) or a in ("-e", "--eval", "-m") for a in segment[1:]):

@@ -29,16 +29,17 @@ from typing import Any
 from iac_kernel.guard import reviews
 from iac_kernel.guard.reviews import ExecInfo, Review
 from iac_kernel.terraform import cli
-from iac_kernel.terraform.apply_args import ApplyLine, resolve
-from iac_kernel.terraform.audit import plan_fields, state_mark
+from iac_kernel.terraform.apply_args import ApplyLine, resolve, var_assignments
+from iac_kernel.terraform.audit import plan_fields, state_line, state_mark, var_scrubber
 from iac_kernel.terraform.review import NO_PLAN_WARNING, counts_line, review_plan_file
 from iac_kernel.terraform.summary import question_text
 from iac_kernel.terraform.workspace import is_plan_file, remember
+from iac_kernel.textsafe import code_span, printable
 
 PROGRAMS = ("terraform", "tofu")
 REJECTED_LINE = (
     "Refused: {program} would reject this command line ({why}); nothing was applied. "
-    "Terraform reads: `{shown}`."
+    "Terraform reads: {shown}."
 )
 NO_PLAN_FILE = (
     "Refused: the saved plan {path} is not there (or is not a plan file) now, so no "
@@ -52,6 +53,14 @@ def review_exec(info: ExecInfo) -> Review | None:
     line = resolve(list(info.argv), info.env, info.program)
     if line is None:
         return None
+    review = _review(info, line)
+    if review.audit is not None:  # no -var value in the record, even on a rejected line
+        words = [w for value in line.env_args.values() for w in value.split()]
+        review.scrub = var_scrubber(var_assignments([*info.argv, *line.args, *words]))
+    return review
+
+
+def _review(info: ExecInfo, line: ApplyLine) -> Review:
     cwd = Path(info.cwd)
     workdir = line.workdir(cwd)
     if line.chdir and os.path.isabs(line.chdir):
@@ -59,6 +68,12 @@ def review_exec(info: ExecInfo) -> Review | None:
     state_flag = (line.option("state") or [None])[-1]
     if state_flag and os.path.isabs(state_flag):
         state_flag = info.host_path(state_flag)
+    state_out = (line.option("state-out") or [state_flag])[-1]
+    if state_out and os.path.isabs(state_out):
+        state_out = info.host_path(state_out)
+    env = dict(info.env)  # where terraform reads its workspace, as the host sees it
+    if os.path.isabs(env.get("TF_DATA_DIR", "")):
+        env["TF_DATA_DIR"] = info.host_path(env["TF_DATA_DIR"])
     audit: dict[str, Any] = {
         "kind": "terraform_destroy" if line.destroy else "terraform_apply",
         "form": "bash",
@@ -66,20 +81,22 @@ def review_exec(info: ExecInfo) -> Review | None:
         "command": line.shown(),
         "env_args": dict(line.env_args),
         "workdir": str(workdir),
-        "state_before": state_mark(workdir, info.env, state_flag),
+        "state_before": state_mark(workdir, env, state_flag),
     }
 
     def after() -> dict[str, Any]:
-        return {"state_after": state_mark(workdir, info.env, state_flag)}
+        return {"state_after": state_mark(workdir, env, state_out)}
 
     if line.error:
-        why = REJECTED_LINE.format(program=line.program, why=line.error, shown=line.shown())
+        why = REJECTED_LINE.format(
+            program=line.program, why=printable(line.error), shown=_reads(line)
+        )
         return Review(refuse=why, audit=audit)
     if line.no_op:
-        text = f"`{line.shown()}` prints terraform's {line.no_op}; it applies nothing."
+        text = f"{_reads(line)} prints terraform's {line.no_op}; it applies nothing."
         return Review(text=text, summary={"kind": "terraform_apply", "text": text, "plan": None})
     if line.plan is None:
-        text = flags_text(line, workdir, cwd)
+        text = flags_text(line, workdir, cwd) + "\n" + printable(state_line(audit["state_before"]))
         summary = {"kind": audit["kind"], "text": text, "plan": None, "flags": flags(line)}
         audit.update(plan_file=None, summary="no saved plan", flags=flags(line))
         return Review(text=text, summary=summary, audit=audit, after=after)
@@ -97,8 +114,8 @@ def review_exec(info: ExecInfo) -> Review | None:
     inside = os.path.join(
         info.sandbox_private_dir, os.path.relpath(approved.copy, Path(info.private_dir))
     )
-    head = [counts_line(approved.plan, shown), f"Terraform reads: `{line.shown()}`."]
-    head += _env_lines(line)
+    head = [counts_line(approved.plan, printable(shown)), f"Terraform reads: {_reads(line)}."]
+    head += [*_env_lines(line), printable(state_line(audit["state_before"]))]
     ignored = line.ignored_with_plan()
     if ignored:
         head.append(
@@ -108,12 +125,11 @@ def review_exec(info: ExecInfo) -> Review | None:
     text = "\n".join([*head, question_text(approved.plan)])
     summary = {**approved.summary(), "text": text}
     audit.update(plan_fields(approved.plan))
-    env = {k: v for k, v in info.env.items() if k not in line.env_names()}
     return Review(
         text=text,
         summary=summary,
         argv=line.run_argv(inside),
-        env=env,
+        env={k: v for k, v in info.env.items() if k not in line.env_names()},
         recheck=approved.recheck,
         audit=audit,
         after=after,
@@ -132,7 +148,7 @@ def flags(line: ApplyLine) -> dict[str, Any]:
 
 def flags_text(line: ApplyLine, workdir: Path, cwd: Path) -> str:
     """The question for an apply with no saved plan: what the flags will do."""
-    where = _shown(workdir, cwd) if workdir != cwd else "this folder"
+    where = printable(_shown(workdir, cwd)) if workdir != cwd else "this folder"
     program = line.program
     if line.destroy:
         lines = [
@@ -144,20 +160,32 @@ def flags_text(line: ApplyLine, workdir: Path, cwd: Path) -> str:
             "Refresh only: writes the real infrastructure's attributes into the state; "
             "changes no resource. No reviewed plan backs it."
         ]
+        if line.subcommand == "refresh":
+            lines[0] += (
+                f" `{program} refresh` is `{program} apply -refresh-only -auto-approve`: "
+                "it writes the state without asking."
+            )
     else:
         lines = [NO_PLAN_WARNING.format(program=program)]
     targets = line.option("target")
     if targets:
-        lines.append(f"-target: only {', '.join(targets)} (and what they depend on).")
-    replace = line.option("replace")
+        lines.append(f"-target: only {printable(', '.join(targets))} (and what they depend on).")
+    replace = line.option("replace") if line.subcommand != "refresh" else []
     if replace:
-        lines.append(f"-replace: destroys and re-creates {', '.join(replace)}.")
-    if line.auto_approve:
-        lines.append("-auto-approve: terraform applies without showing its plan or asking again.")
-    else:
-        lines.append('No -auto-approve: terraform shows its plan and waits for "yes" on its input.')
-    lines.append(f"Terraform reads: `{line.shown()}`.")
+        lines.append(f"-replace: destroys and re-creates {printable(', '.join(replace))}.")
+    if line.subcommand != "refresh":  # its first line says it does not ask
+        lines.append(
+            "-auto-approve: terraform applies without showing its plan or asking again."
+            if line.auto_approve
+            else 'No -auto-approve: terraform shows its plan and waits for "yes" on its input.'
+        )
+    lines.append(f"Terraform reads: {_reads(line)}.")
     return "\n".join(lines + _env_lines(line))
+
+
+def _reads(line: ApplyLine) -> str:
+    """The effective command line for a question: one line, as it reads."""
+    return code_span(printable(line.shown()))
 
 
 def _env_lines(line: ApplyLine) -> list[str]:
