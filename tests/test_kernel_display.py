@@ -4,6 +4,7 @@ paragraph splits, live card output, pending questions and the console helpers.""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from typing import Any
 
@@ -96,6 +97,99 @@ def test_a_long_stretch_is_split_at_blank_lines_and_plain_is_sent_once() -> None
             i for i, (_t, c) in enumerate(sink.sent) if c["transient"]["display_id"] == display_id
         ]
         assert "text/plain" in sink.sent[sends[-1]][1]["data"]
+
+
+def _live(text: str, seconds: float) -> tuple[Recorder, TextStream, list[float]]:
+    """``text`` streamed as deltas, word by word over ``seconds`` of fake time; also the
+    fake time of every message sent."""
+    sink, clock = Recorder(), FakeClock()
+    times: list[float] = []
+
+    def send(msg_type: str, content: dict[str, Any]) -> None:
+        times.append(clock.now)
+        sink(msg_type, content)
+
+    stream = TextStream(
+        Publisher(send), ByteBudget.live(), clock=clock, schedule=clock.schedule, deltas=True
+    )
+    words = _words(text)
+    for word in words:
+        stream.add(word)
+        clock.advance(seconds / len(words))
+    stream.finish()
+    return sink, stream, times
+
+
+def _short(size: int) -> str:
+    return " ".join(f"w{i}" for i in range(size // 3))[:size]
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [(LONG, 7.0), (LONG, 0.0), (LONG, 60.0), (_short(700), 5.0), (_short(3000), 30.0)],
+    ids=["fast-long", "at-once", "slow-long", "slow-short", "slower-short"],
+)
+def test_deltas_stay_within_three_times_the_text(text: str, seconds: float) -> None:
+    sink, stream, _times = _live(text, seconds)
+    assert stream.whole == text
+    assert sink.bytes() <= 3 * len(text.encode()) + display.LIVE_ALLOWANCE
+    updates = [c["data"][display.DELTA_MIME] for _t, c in sink.sent[:-1]]
+    # Each update carries only the new text, at its offset; together they are a prefix.
+    joined = ""
+    for update in updates:
+        assert update["offset"] == len(joined)
+        joined += update["text"]
+    assert text.startswith(joined)
+    final = sink.sent[-1][1]["data"]
+    assert final == {"text/markdown": text}, "the last update carries the whole Markdown"
+    assert len({c["transient"]["display_id"] for _t, c in sink.sent}) == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [(LONG, 7.0), (_short(700), 5.0)], ids=["fast-long", "slow-short"]
+)
+def test_deltas_never_stall_a_second_while_the_model_writes(text: str, seconds: float) -> None:
+    _sink, _stream, times = _live(text, seconds)
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert max(gaps) <= 1.0, gaps
+    if len(text) > 10_000:  # a fast model's text moves every few hundred ms
+        assert sum(gaps) / len(gaps) <= 0.3
+
+
+def test_thinking_deltas_say_so() -> None:
+    sink, clock = Recorder(), FakeClock()
+    stream = TextStream(Publisher(sink), ByteBudget.live(), "thinking", clock=clock, deltas=True)
+    stream.add("Let me look.")
+    stream.finish()
+    assert sink.sent[0][1]["data"][display.DELTA_MIME]["kind"] == "thinking"
+    assert "iac-thinking" in sink.sent[-1][1]["data"]["text/markdown"]
+
+
+def test_status_comms_say_what_they_render() -> None:
+    from iac_kernel.kernel.status import StatusChannel
+
+    class Comm:
+        def __init__(self) -> None:
+            self.sent: list[Any] = []
+            self.closers: list[Any] = []
+
+        def send(self, data: Any) -> None:
+            self.sent.append(data)
+
+        def on_msg(self, _callback: Any) -> None:
+            pass
+
+        def on_close(self, callback: Any) -> None:
+            self.closers.append(callback)
+
+    channel = StatusChannel(dict, lambda _c: (None, None), lambda *_a: None)
+    old, new = Comm(), Comm()
+    channel._opened(old, {"content": {"data": {}}})
+    assert not channel.renders(display.DELTA_MIME)
+    channel._opened(new, {"content": {"data": {"renders": [display.DELTA_MIME, 3]}}})
+    assert channel.renders(display.DELTA_MIME)
+    new.closers[0]({})
+    assert not channel.renders(display.DELTA_MIME) and channel.comms == [old]
 
 
 def test_split_point_keeps_code_fences_whole() -> None:

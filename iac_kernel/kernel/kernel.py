@@ -61,6 +61,7 @@ from iac_kernel.kernel.cell_history import CellHistory
 from iac_kernel.kernel.cell_history import page as help_page
 from iac_kernel.kernel.channels import input_request, iopub_sender
 from iac_kernel.kernel.console import ConsoleMixin
+from iac_kernel.kernel.display import DELTA_MIME
 from iac_kernel.kernel.editor_turns import summary_markdown, summary_plain
 from iac_kernel.kernel.endpoint_hookup import EditorLink
 from iac_kernel.kernel.logs import route_to_original_stderr
@@ -337,7 +338,13 @@ class IacKernel(ConsoleMixin, IPythonKernel):
         notice = reduced_notice(session.session_id)  # guard (issue 11): said once per session
         if notice:
             out.markdown(f"⚠️ {notice}")
-        view = TurnView(out, session.session_id, end_metadata=end_metadata, on_card=on_card)
+        view = TurnView(
+            out,
+            session.session_id,
+            end_metadata=end_metadata,
+            on_card=on_card,
+            deltas=self.status.renders(DELTA_MIME),
+        )
         ui = PermissionUI(
             out,
             ui=self.state.permission_ui,

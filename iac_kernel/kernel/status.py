@@ -10,6 +10,10 @@ waiting for an answer) and ``busy``; before the first prompt there is no session
 ``kernel_info_reply`` carries the same info under ``"iac_kernel"`` (clients ask for it at
 start, after a restart and when they reconnect).
 
+A client that renders some of the kernel's MIME types itself says so when it opens the
+comm: ``{"renders": [MIME, ...]}``. While such a comm is open, turns stream their text as
+deltas for it (``kernel/display.py``).
+
 Requests a client may send on the comm:
 
 * ``{"request": "session_info"}``: the info again;
@@ -105,16 +109,31 @@ class StatusChannel:
         self.full_output = full_output
         self.answer = answer
         self.comms: list[Any] = []
+        #: What each open comm said it renders (``{"renders": [...]}`` in its open message).
+        self._renders: dict[int, frozenset[str]] = {}
         self._last: dict[str, Any] | None = None
 
     def register(self, comm_manager: Any) -> None:
         comm_manager.register_target(STATUS_TARGET, self._opened)
 
-    def _opened(self, comm: Any, _msg: dict[str, Any]) -> None:
+    def renders(self, mime: str) -> bool:
+        """Whether an open comm's client renders ``mime`` itself."""
+        return any(mime in self._renders.get(id(comm), ()) for comm in self.comms)
+
+    def _opened(self, comm: Any, msg: dict[str, Any]) -> None:
         self.comms.append(comm)
+        data = msg.get("content", {}).get("data") if isinstance(msg, dict) else None
+        renders = data.get("renders") if isinstance(data, dict) else None
+        if isinstance(renders, list):
+            self._renders[id(comm)] = frozenset(r for r in renders if isinstance(r, str))
         comm.on_msg(lambda msg: self._received(comm, msg))
-        comm.on_close(lambda _msg: self.comms.remove(comm) if comm in self.comms else None)
+        comm.on_close(lambda _msg: self._closed(comm))
         _send(comm, {"type": "session_info", "info": self.info()})
+
+    def _closed(self, comm: Any) -> None:
+        if comm in self.comms:
+            self.comms.remove(comm)
+        self._renders.pop(id(comm), None)
 
     def _received(self, comm: Any, msg: dict[str, Any]) -> None:
         data = msg.get("content", {}).get("data") or {}

@@ -65,6 +65,7 @@ class TurnView:
         clock: Callable[[], float] = time.monotonic,
         schedule: Schedule | None = None,
         on_card: Callable[[ToolCard, str], None] | None = None,
+        deltas: bool = False,
     ):
         self.out = out
         self.session_id = session_id
@@ -74,7 +75,9 @@ class TurnView:
         self._schedule = schedule
         #: Called with each card and its display id whenever it is (re)sent.
         self.on_card = on_card or (lambda _card, _display_id: None)
-        self.budget = ByteBudget()
+        #: Stream text as deltas for the extension's renderer (kernel/display.py).
+        self.deltas = deltas
+        self.budget = ByteBudget.live() if deltas else ByteBudget()
         self.streams: list[TextStream] = []
         self.cards: dict[str, ToolCard] = {}
         self.display_ids: dict[str, str] = {}
@@ -171,7 +174,12 @@ class TurnView:
             self._close()
         if self._open is None:
             self._open = TextStream(
-                self.out, self.budget, kind, clock=self.clock, schedule=self._schedule
+                self.out,
+                self.budget,
+                kind,
+                clock=self.clock,
+                schedule=self._schedule,
+                deltas=self.deltas,
             )
             self.streams.append(self._open)
         return self._open

@@ -7,11 +7,16 @@
  * both work mid-turn. The same session info also rides in every kernel_info_reply under
  * `iac_kernel`, which JupyterLab requests at start, restart and reconnect.
  *
+ * Opening the comm also tells the kernel which of its MIME types this page renders (text
+ * deltas: the answer as it is written).
+ *
  * Without the comm (an older kernel), the full output falls back to running the
  * `%output CALL` magic silently and reading its output.
  */
 
 import type { Kernel, KernelMessage } from '@jupyterlab/services';
+
+import { TEXT_DELTA_MIME } from './deltatext';
 
 export const STATUS_TARGET = 'iac-kernel.status';
 
@@ -69,7 +74,8 @@ export class KernelChannel {
           this._failAll('the kernel closed the status channel');
         }
       };
-      comm.open({});
+      // The kernel streams the agent's text as deltas to a client that renders them.
+      comm.open({ renders: [TEXT_DELTA_MIME] });
       this._comm = comm;
     } catch (error) {
       console.warn('iac-kernel: cannot open the status comm', error);
