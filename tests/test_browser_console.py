@@ -11,7 +11,8 @@ so each gets its own kernel. Checked:
 * a per-call question (``terraform force-unlock`` through bash, with a fake terraform) is
   drawn in the danger style, command and why first, Reject first and Allow not focused;
 * after a page reload mid-question, the page still shows the question and can answer it
-  (a rejection with a note), and the command never runs.
+  (a rejection with a note), the command never runs, and the rest of the turn (the
+  answer's record, the agent's text) appears in the cell it belongs to.
 
 Marked ``browser``; skipped only when /usr/bin/chromium is missing (CI installs it).
 """
@@ -237,6 +238,13 @@ def test_danger_question_survives_a_reload(server: Server, page) -> None:
         expect(restored).to_have_attribute("data-status", "denied")
         expect(restored.locator(".iac-toolcard-note-text")).to_have_text("not on a Friday")
         expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_have_count(1)
+        # The rest of the turn went into its cell: the answer's record in place of the
+        # saved buttons (no "model not found" later), and the agent's following text.
+        first = page.locator(".jp-Notebook .jp-Cell").first
+        expect(first).to_contain_text("You rejected the unlock, so the lock is still held.")
+        expect(first).to_contain_text("Rejected with a note")
+        expect(first.locator(".jupyter-widgets button")).to_have_count(0)
+        assert "model not found" not in first.inner_text()
 
         # A rejected edit: its diff folds, and the scripted answer says it was rejected.
         run_prompt(page, "Please write the notes file", cell=1)

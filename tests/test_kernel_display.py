@@ -411,3 +411,39 @@ def test_a_pending_destructive_question_marks_the_card() -> None:
     assert "iac-danger" not in card.bundle()["text/html"]
     card.question = {"id": "q", "state": "answered", "danger": True}
     assert "iac-danger" not in card.bundle()["text/html"]
+
+
+def test_call_outcome_reads_the_history_of_a_saved_call() -> None:
+    from types import SimpleNamespace
+
+    from iac_kernel.kernel.console import history_outcome
+
+    def use(call_id: str) -> dict[str, Any]:
+        return {"role": "assistant", "content": [{"type": "tool_use", "id": call_id}]}
+
+    def result(call_id: str, text: str, error: bool = False) -> dict[str, Any]:
+        block = {"type": "tool_result", "tool_use_id": call_id, "content": text}
+        return {"role": "user", "content": [{**block, "is_error": error}]}
+
+    messages = [
+        use("ok"),
+        result("ok", "fine"),
+        use("no"),
+        result("no", "Permission denied. not on Friday", True),
+        use("bad"),
+        result("bad", "exit 1", True),
+        use("open"),
+    ]
+    session = SimpleNamespace(session_id="s1", conversation=SimpleNamespace(messages=messages))
+
+    class Store:
+        def read(self, session_id: str) -> Any:
+            raise ValueError(f"no session {session_id}")
+
+    state = SimpleNamespace(current=session, manager=SimpleNamespace(store=Store()))
+    assert history_outcome(state, "ok", "s1") == "done"
+    assert history_outcome(state, "no", "s1") == "denied"
+    assert history_outcome(state, "bad", "s1") == "failed"
+    assert history_outcome(state, "open", "s1") == "not_run"
+    assert history_outcome(state, "never", "s1") is None
+    assert history_outcome(state, "ok", "../../etc/passwd") is None

@@ -66,7 +66,7 @@ from iac_kernel.kernel.editor_turns import summary_markdown, summary_plain
 from iac_kernel.kernel.endpoint_hookup import EditorLink
 from iac_kernel.kernel.logs import route_to_original_stderr
 from iac_kernel.kernel.magics import MagicError, Magics, split_cell
-from iac_kernel.kernel.permission_ui import PermissionUI
+from iac_kernel.kernel.permission_ui import DISPLAY_ID_KEY, PermissionUI
 from iac_kernel.kernel.publish import Publisher, error_content
 from iac_kernel.kernel.questions import PendingQuestions
 from iac_kernel.kernel.session_info import SESSION_MIME
@@ -90,6 +90,9 @@ class _RunningTurn:
     session: AgentSession
     loop: asyncio.AbstractEventLoop
     interrupted: bool = False
+    #: The execute_request running the turn, and the notebook cell it came from.
+    msg_id: str = ""
+    cell_id: str | None = None
 
     def cancel(self) -> None:
         self.interrupted = True
@@ -134,7 +137,9 @@ class IacKernel(ConsoleMixin, IPythonKernel):
         self.questions = PendingQuestions()
         #: Every tool card shown by this kernel (for %output and the status comm).
         self.tool_cards: dict[str, ToolCard] = {}
-        self.status = StatusChannel(self.session_info, self.full_output, self.questions.answer)
+        self.status = StatusChannel(
+            self.session_info, self.full_output, self.questions.answer, self.call_outcome
+        )
         self.questions.listeners.append(self.status.push)
         self.state.listeners.append(lambda _session: self.status.push())
         self._running: set[_RunningTurn] = set()
@@ -289,7 +294,7 @@ class IacKernel(ConsoleMixin, IPythonKernel):
                 out.display(bundle, metadata=info)
                 # e.g. %permissions: the pending question's buttons, under its display id.
                 for extra, display_id in result.displays:
-                    out.display(extra, display_id)
+                    out.display(extra, display_id, metadata={DISPLAY_ID_KEY: display_id})
         if magics:
             self.status.push()  # %mode, %model, %new… change what the status bar shows
         if not prompt or silent:
@@ -355,7 +360,12 @@ class IacKernel(ConsoleMixin, IPythonKernel):
             questions=self.questions,
             on_question=view.set_question,
         )
-        running = _RunningTurn(session, asyncio.get_running_loop())
+        running = _RunningTurn(
+            session,
+            asyncio.get_running_loop(),
+            msg_id=str(parent.get("header", {}).get("msg_id", "")),
+            cell_id=cell_id,
+        )
         with self._lock:
             self._running.add(running)
         self.status.push()

@@ -50,6 +50,10 @@ from iac_kernel.kernel.publish import Publisher, plain_text
 from iac_kernel.kernel.questions import PendingQuestions, Question
 
 PERMISSION_UIS = ("auto", "widgets", "stdin", "policy")
+#: Output metadata naming a question's display id: display ids are not saved with a
+#: notebook, so a page loaded later finds the saved buttons by this key to replace them
+#: with the answer's record.
+DISPLAY_ID_KEY = "iac_display_id"
 NOTE_BUTTON = "Reject with note"
 
 #: ``ask_stdin(prompt) -> answer``: an input_request on the cell's stdin channel.
@@ -321,7 +325,8 @@ class PermissionUI:
             prompt.danger,
             prompt.bundle,
         )
-        self.out.display(prompt.bundle(), display_id)
+        marker = {DISPLAY_ID_KEY: display_id}
+        self.out.display(prompt.bundle(), display_id, metadata=marker)
         self.on_question(request.call_id, question_state(question_id, request, "pending"))
         self.questions.add(question)
         outcome = "⏹ **Cancelled** while waiting for approval"
@@ -347,6 +352,7 @@ class PermissionUI:
                 },
                 display_id,
                 update=True,
+                metadata=marker,
             )
 
     async def _ask_stdin(self, request: PermissionRequest) -> str:

@@ -5,7 +5,9 @@ a console). The kernel answers at once with ``{"type": "session_info", "info": {
 and sends the same message again on every change (a turn starts or ends, a question
 waits or is answered, ``%mode``/``%model``/``%new``/``%load``…), to every open comm. The
 info is the :mod:`~iac_kernel.kernel.session_info` shape plus ``pending`` (questions
-waiting for an answer) and ``busy``; before the first prompt there is no session yet:
+waiting for an answer), ``busy`` and ``turns`` (each running turn's execute_request
+``msgId`` and notebook ``cellId``: a page loaded while a turn runs puts the rest of the
+turn's output into that cell); before the first prompt there is no session yet:
 ``sessionId`` is ``null`` and ``model``/``mode`` are the kernel's defaults. Every
 ``kernel_info_reply`` carries the same info under ``"iac_kernel"`` (clients ask for it at
 start, after a restart and when they reconnect).
@@ -21,6 +23,11 @@ Requests a client may send on the comm:
   "output": str | null, "error": str | null}``: everything a tool call printed;
 * ``{"request": "answer", "questionId": ID, "option": OPTION, "note": str?}``: answers a
   pending permission question; ``{"type": "answer", "ok": bool, "error": str | null}``.
+
+* ``{"request": "call_outcome", "callId": ID, "sessionId": ID}``: ``{"type":
+  "call_outcome", "callId", "card": <payload> | null, "outcome": str | null}``: what became
+  of a call whose card a notebook saved while it asked (``done``, ``failed``, ``denied``,
+  ``not_run``, ``awaiting_permission`` when it still asks, null when nobody knows).
 
 The kernel also sends ``{"type": "card", "card": <toolcall+json payload>}`` on every tool
 card change, so a client can update a card it restored from a saved notebook.
@@ -46,6 +53,8 @@ log = logging.getLogger(__name__)
 FullOutput = Callable[[str], tuple[str | None, str | None]]
 #: ``answer(question_id, option, note) -> error or None``.
 Answer = Callable[[str, str, str], str | None]
+#: ``call_outcome(call_id, session_id) -> {"card", "outcome"}``.
+CallOutcome = Callable[[str, str], dict[str, Any]]
 
 
 def _send(comm: Any, data: dict[str, Any]) -> None:
@@ -54,9 +63,13 @@ def _send(comm: Any, data: dict[str, Any]) -> None:
 
 
 def kernel_session_info(
-    state: KernelState, questions: PendingQuestions, busy: bool
+    state: KernelState,
+    questions: PendingQuestions,
+    busy: bool,
+    turns: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The info of the current session, or of the defaults before there is one."""
+    """The info of the current session, or of the defaults before there is one; ``turns``
+    are the running turns' execute_request ids and cells (``{"msgId", "cellId"}``)."""
     session = state.current
     if session is not None and not session.closed:
         info = session_info(session)
@@ -87,6 +100,7 @@ def kernel_session_info(
         for q in list(questions.questions.values())
     ]
     info["busy"] = busy
+    info["turns"] = turns or []
     return info
 
 
@@ -104,10 +118,12 @@ class StatusChannel:
         info: Callable[[], dict[str, Any]],
         full_output: FullOutput,
         answer: Answer,
+        call_outcome: CallOutcome | None = None,
     ):
         self.info = info
         self.full_output = full_output
         self.answer = answer
+        self.call_outcome = call_outcome
         self.comms: list[Any] = []
         #: What each open comm said it renders (``{"renders": [...]}`` in its open message).
         self._renders: dict[int, frozenset[str]] = {}
@@ -154,6 +170,10 @@ class StatusChannel:
                     str(data.get("note") or ""),
                 )
                 _send(comm, {"type": "answer", "ok": error is None, "error": error})
+            elif request == "call_outcome" and self.call_outcome is not None:
+                call_id = str(data.get("callId", ""))
+                found = self.call_outcome(call_id, str(data.get("sessionId", "")))
+                _send(comm, {"type": "call_outcome", "callId": call_id, **found})
             else:
                 _send(comm, {"type": "error", "error": f"unknown request {request!r}"})
         except Exception as exc:  # a bad request must not break the comm

@@ -200,6 +200,11 @@ export class SessionActivity {
     }
   }
 
+  /** Whether this page sent the execute_request `msgId`. */
+  isOwnRequest(msgId: string): boolean {
+    return this._ownRequests.has(msgId);
+  }
+
   /**
    * Whether the call's card is kept current by JupyterLab itself: its turn ran from this
    * page's own request. A turn started before a reload still sends its updates to every

@@ -103,6 +103,21 @@ export class KernelChannel {
     return this._fullOutputByMagic(callId);
   }
 
+  /** What became of a call whose card was saved while it asked (see kernel/status.py). */
+  async callOutcome(
+    callId: string,
+    sessionId: string
+  ): Promise<{ card: unknown; outcome: string | null }> {
+    const reply = await this._request(
+      { request: 'call_outcome', callId, sessionId },
+      data => data.type === 'call_outcome' && data.callId === callId
+    );
+    return {
+      card: isRecord(reply.card) ? reply.card : null,
+      outcome: typeof reply.outcome === 'string' ? reply.outcome : null
+    };
+  }
+
   /** Answer a pending permission question; rejects with the kernel's reason if stale. */
   async answer(questionId: string, option: string, note?: string): Promise<void> {
     if (!this._comm) {

@@ -7,11 +7,14 @@ import { ICardOptions, el, section } from './cardbase';
 import { outputSection, startClock, stopClock } from './cardoutput';
 import { renderDiff } from './diffview';
 import { IToolCall, TOOL_STATUSES, formatElapsed } from './payload';
+import { SAVED_LABELS } from './stale';
+
 
 export type { ICardOptions, ISectionState } from './cardbase';
 export { renderDiff } from './diffview';
 
 const STATUS_LABELS: Record<string, string> = {
+  ...SAVED_LABELS,
   running: 'Running',
   awaiting_permission: 'Awaiting permission',
   done: 'Done',
@@ -67,6 +70,11 @@ function questionBlock(call: IToolCall): HTMLElement | null {
   const question = call.question;
   if (question === null) {
     return null;
+  }
+  if (question.state === 'saved') {
+    const box = el('div', 'iac-toolcard-saved-note', question.note ?? '');
+    box.setAttribute('role', 'note');
+    return box;
   }
   const waiting = call.status === 'awaiting_permission' && question.state !== 'cancelled';
   if (!waiting) {
