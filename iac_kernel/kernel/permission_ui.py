@@ -50,6 +50,11 @@ from iac_kernel.kernel.publish import Publisher, plain_text
 from iac_kernel.kernel.questions import PendingQuestions, Question
 
 PERMISSION_UIS = ("auto", "widgets", "stdin", "policy")
+DANGER_RED = "var(--jp-error-color1, #cf222e)"
+TEXT = "var(--jp-content-font-color1, #1f2328)"
+DANGER_TINT = (
+    "color-mix(in srgb, var(--jp-error-color1, #cf222e) 10%, var(--jp-layout-color1, #fff))"
+)
 #: Output metadata naming a question's display id: display ids are not saved with a
 #: notebook, so a page loaded later finds the saved buttons by this key to replace them
 #: with the answer's record.
@@ -237,11 +242,14 @@ def _label_html(request: PermissionRequest, danger: bool = False) -> str:
         return f"✋ <b>{title}</b> needs your approval: {reason}"
     command = request.input.get("command") if isinstance(request.input, dict) else None
     shown = html.escape(str(command)) if command else title
+    # Theme variables (fallbacks for pages without them); the tint is mixed into the
+    # theme's background so light text stays readable in dark themes.
     return (
-        '<div class="iac-danger" style="border:2px solid #cf222e;border-radius:6px;'
-        'padding:6px 10px;background:#fff5f5">'
-        f'<div style="font-weight:700;color:#cf222e">⚠️ Destructive: approve this one call?</div>'
-        f'<pre style="margin:4px 0;white-space:pre-wrap">{shown}</pre>'
+        f'<div class="iac-danger" style="border:2px solid {DANGER_RED};border-radius:6px;'
+        f"padding:6px 10px;color:{TEXT};background:{DANGER_TINT}\">"
+        f'<div style="font-weight:700;color:{DANGER_RED}">⚠️ Destructive: approve this one call?</div>'
+        f'<pre style="margin:4px 0;white-space:pre-wrap;color:{TEXT};background:transparent">'
+        f"{shown}</pre>"
         # pre-wrap: a review (terraform_apply's plan summary) is several lines.
         f'<div style="white-space:pre-wrap">{reason}</div></div>'
     )
