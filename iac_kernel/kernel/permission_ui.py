@@ -246,7 +246,7 @@ def _label_html(request: PermissionRequest, danger: bool = False) -> str:
     # theme's background so light text stays readable in dark themes.
     return (
         f'<div class="iac-danger" style="border:2px solid {DANGER_RED};border-radius:6px;'
-        f"padding:6px 10px;color:{TEXT};background:{DANGER_TINT}\">"
+        f'padding:6px 10px;color:{TEXT};background:{DANGER_TINT}">'
         f'<div style="font-weight:700;color:{DANGER_RED}">'
         "⚠️ Destructive: approve this one call?</div>"
         f'<pre style="margin:4px 0;white-space:pre-wrap;color:{TEXT};background:transparent">'
