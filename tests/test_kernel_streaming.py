@@ -34,11 +34,25 @@ def kernel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KernelHarness]:
     work = root / "work"
     work.mkdir()
     script = root / "script.json"
+    (work / "notes.txt").write_text("hello\n")
     exchanges = [
         {"match": f"{who} {prompt}", "turns": [{"text": text, "delay": delay}]}
         for who in ("plain", "live")
         for prompt, (text, delay) in PACES.items()
     ]
+    exchanges.append(
+        {
+            "match": "read the notes",
+            "turns": [
+                {
+                    "text": "Reading.",
+                    "tool_use": [{"name": "read_file", "input": {"path": "notes.txt"}}],
+                    "usage": {"input_tokens": 100, "output_tokens": 10},
+                },
+                {"text": "It says hello.", "usage": {"input_tokens": 200, "output_tokens": 20}},
+            ],
+        }
+    )
     script.write_text(json.dumps({"name": "streaming", "exchanges": exchanges}))
     harness = scripted_kernel(root, Path(os.path.realpath(work)), script)
     try:
@@ -101,3 +115,23 @@ def test_after_the_extension_closes_its_comm_updates_resend_the_text(
     )
     result = kernel.execute("plain slow short.")
     assert not any(DELTA_MIME in b for b in _text_bundles(result))
+
+
+def test_tokens_reach_the_status_comm_after_each_model_call(kernel: KernelHarness) -> None:
+    comm_id = kernel.open_comm(STATUS_TARGET, {})
+    try:
+        result = kernel.execute("Please read the notes")
+    finally:
+        kernel.kc.shell_channel.send(
+            kernel.kc.session.msg("comm_close", {"comm_id": comm_id, "data": {}})
+        )
+    assert result.status == "ok" and "It says hello." in result.answer()
+    infos = [
+        m["content"]["data"]["info"]
+        for m in result.of_type("comm_msg")
+        if m["content"]["comm_id"] == comm_id and m["content"]["data"].get("type") == "session_info"
+    ]
+    mid_turn = [i["turnUsage"] for i in infos if i["busy"] and i["turnUsage"]]
+    # The first model call's tokens are on the status comm while the turn still runs.
+    assert {"input_tokens": 100, "output_tokens": 10}.items() <= mid_turn[0].items()
+    assert any(i["turns"] and i["turns"][0]["msgId"] == result.msg_id for i in infos)

@@ -25,6 +25,7 @@ from typing import Any
 
 from iac_kernel.agent.loop import CANCELLED_RESULT
 from iac_kernel.agent.permissions import DENIED_MESSAGE
+from iac_kernel.events import Usage
 from iac_kernel.kernel import completion
 from iac_kernel.kernel.status import kernel_session_info
 
@@ -113,12 +114,19 @@ class ConsoleMixin:
     def session_info(self) -> dict[str, Any]:
         """What the status bar shows (see :mod:`~iac_kernel.kernel.status`)."""
         with self._lock:
-            turns = [
-                {"msgId": turn.msg_id, "cellId": turn.cell_id}
-                for turn in self._running
-                if turn.msg_id
-            ]
-        return kernel_session_info(self.state, self.questions, bool(turns), turns)
+            running = list(self._running)
+        turns = [{"msgId": t.msg_id, "cellId": t.cell_id} for t in running if t.msg_id]
+        info = kernel_session_info(self.state, self.questions, bool(running), turns)
+        live = [t.usage for t in running if getattr(t, "usage", None) is not None]
+        if live and info.get("sessionId") is not None:
+            # Mid-turn: the session's total so far includes the turn's finished model calls.
+            total, turn = Usage(), Usage()
+            for usage in live:
+                turn.add(usage)
+            total.add(self.state.current.usage)
+            total.add(turn)
+            info["usage"], info["turnUsage"] = total.to_dict(), turn.to_dict()
+        return info
 
     def call_outcome(self, call_id: str, session_id: str) -> dict[str, Any]:
         """What became of a call whose card a notebook saved while it asked: this kernel's

@@ -93,6 +93,8 @@ class _RunningTurn:
     #: The execute_request running the turn, and the notebook cell it came from.
     msg_id: str = ""
     cell_id: str | None = None
+    #: The turn's usage so far (after each model call).
+    usage: Usage | None = None
 
     def cancel(self) -> None:
         self.interrupted = True
@@ -349,6 +351,7 @@ class IacKernel(ConsoleMixin, IPythonKernel):
             end_metadata=end_metadata,
             on_card=on_card,
             deltas=self.status.renders(DELTA_MIME),
+            on_usage=lambda usage: self._turn_usage(running, usage),
         )
         ui = PermissionUI(
             out,
@@ -391,6 +394,10 @@ class IacKernel(ConsoleMixin, IPythonKernel):
         if view.failed:
             return error_content("ModelError", view.errors[0])
         return {"status": "ok"}
+
+    def _turn_usage(self, running: _RunningTurn, usage: Usage) -> None:
+        running.usage = usage
+        self.status.push()  # the status bar's tokens move call by call
 
     def do_shutdown(self, restart: bool) -> dict[str, Any]:  # type: ignore[override]
         """Close the ACP endpoint and release the session locks (this runs on the control

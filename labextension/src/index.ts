@@ -25,6 +25,14 @@ import { AgentStatusItem } from './statusitem';
 
 const GOTO_PENDING = 'iac-kernel:go-to-permission-request';
 
+/** The page title's marker while questions wait ("(1 waiting) agent.ipynb - JupyterLab"). */
+const TITLE_MARK = /^\(\d+ waiting\) /;
+
+export function markedTitle(title: string, waiting: number): string {
+  const bare = title.replace(TITLE_MARK, '');
+  return waiting > 0 ? `(${waiting} waiting) ${bare}` : bare;
+}
+
 /** A notebook panel or a console panel: anything with a kernel session. */
 type AgentWidget = Widget & { sessionContext: ISessionContext };
 
@@ -258,10 +266,25 @@ const plugin: JupyterFrontEndPlugin<void> = {
         void app.commands.execute(GOTO_PENDING);
       }
     });
+    // The page title shows a marker while any question waits; JupyterLab rewrites the
+    // title when the current tab changes, so the marker is put back after it.
+    const waitingCount = () =>
+      [...tracked.values()].reduce((sum, entry) => sum + entry.activity.pendingCount, 0);
+    const markTitle = () => {
+      const next = markedTitle(document.title, waitingCount());
+      if (next !== document.title) {
+        document.title = next;
+      }
+    };
+    const titleNode = document.querySelector('title');
+    if (titleNode) {
+      new MutationObserver(markTitle).observe(titleNode, { childList: true, characterData: true, subtree: true });
+    }
     const refresh = () => {
       const now = current();
       item.render(now?.activity ?? null, isAgentKernel(now?.widget ?? null));
       app.commands.notifyCommandChanged(GOTO_PENDING);
+      markTitle();
     };
 
     const track = (widget: AgentWidget): void => {
@@ -282,10 +305,25 @@ const plugin: JupyterFrontEndPlugin<void> = {
       const entry: ITracked = { widget, activity, channel };
       tracked.set(widget, entry);
       const checked = new Set<string>();
+      // Without a status bar (Notebook 7), each notebook gets the item in its toolbar.
+      let own: AgentStatusItem | null = null;
+      if (!statusBar && widget instanceof NotebookPanel) {
+        own = new AgentStatusItem(() => {
+          if (app.commands.isEnabled(GOTO_PENDING)) {
+            void app.commands.execute(GOTO_PENDING);
+          }
+        });
+        own.addClass('iac-status-toolbar');
+        widget.toolbar.insertItem(10, 'iac-agent-status', own);
+        own.render(activity, isAgentKernel(widget));
+      }
       const unsubscribe = activity.subscribe(() => {
         if (current() === entry) {
           refresh();
+        } else {
+          markTitle();
         }
+        own?.render(activity, isAgentKernel(widget));
         void settleSavedCards(entry, checked);
       });
       const context = widget.sessionContext;
