@@ -227,7 +227,7 @@ def test_danger_question_survives_a_reload(server: Server, page) -> None:
         dialog = page.locator(".jp-Dialog")
         expect(dialog).to_contain_text(f"force-unlock -force {LOCK_ID}")
         dialog_buttons = dialog.locator(".jp-Dialog-footer button")
-        expect(dialog_buttons.first).to_have_text("Reject")
+        expect(dialog_buttons.first).to_have_text("Reject once")
         assert "Allow" not in page.evaluate("() => document.activeElement?.textContent ?? ''")
         dialog.locator("input.iac-answer-note").fill("not on a Friday")
         shot(page, "reload-question")

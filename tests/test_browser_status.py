@@ -1,7 +1,8 @@
 """The agent's state, as the kernel knows it, in a real browser (headless Chromium):
 JupyterLab's status bar item and Notebook 7's toolbar item say idle, running while the
 model writes, and waiting for you while a question waits (the page title then carries a
-marker); then idle again once the question is answered.
+marker); the question takes the focus when it arrives, is announced in an aria-live
+region and is answered with the `r` key; then idle again.
 
 Waits are for conditions on the page, never a sleep followed by an assertion.
 """

@@ -447,3 +447,44 @@ def test_call_outcome_reads_the_history_of_a_saved_call() -> None:
     assert history_outcome(state, "open", "s1") == "not_run"
     assert history_outcome(state, "never", "s1") is None
     assert history_outcome(state, "ok", "../../etc/passwd") is None
+
+
+def test_questions_say_what_always_covers_and_name_the_command() -> None:
+    from iac_kernel.agent.permissions import ALLOW_ALWAYS, REJECT_ALWAYS
+    from iac_kernel.kernel.permission_ui import button_label, reason_text
+
+    bash = PermissionRequest(
+        "c1",
+        "bash",
+        "bash: terraform plan",
+        "execute",
+        {"command": "terraform plan -out tfplan"},
+        ALL_OPTIONS,
+        "It runs a command or a sub-agent.",
+    )
+    bash.labels[ALLOW_ALWAYS] = "Allow always: `terraform plan`"
+    bash.labels[REJECT_ALWAYS] = "Reject always: `terraform plan`"
+    assert button_label(bash, ALLOW_ALWAYS) == "Always allow `terraform plan` …"
+    assert button_label(bash, REJECT_ALWAYS) == "Always reject `terraform plan` …"
+    assert reason_text(bash) == "It runs `terraform plan -out tfplan` in this folder."
+    edit = PermissionRequest(
+        "c2", "write_file", "w", "edit", {"path": "main.tf"}, ALL_OPTIONS, "It changes files."
+    )
+    assert button_label(edit, ALLOW_ALWAYS) == "Always allow edits in this folder"
+    assert reason_text(edit) == "It changes `main.tf`."
+    # A reason the gate wrote for this call is kept as it is.
+    edit.reason = "It touches a path outside the working directory: /etc/hosts"
+    assert reason_text(edit) == edit.reason
+
+
+async def test_buttons_without_a_copy_of_the_question_when_the_card_shows_it() -> None:
+    from iac_kernel.kernel.permission_ui import WidgetPrompt
+
+    request = PermissionRequest(
+        "c1", "bash", "bash: x", "execute", {"command": "x"}, ALL_OPTIONS, "r", danger=True
+    )
+    prompt = WidgetPrompt(request, asyncio.get_running_loop(), card_shown=True)
+    assert prompt.label not in prompt.box.children
+    assert "iac-question" in prompt.box._dom_classes
+    assert all(b.layout.width == "auto" for b in prompt.buttons[:-1])
+    prompt.close()

@@ -55,8 +55,8 @@ from iac_kernel.agent.session import AgentSession, SessionBusyError, SessionClos
 from iac_kernel.config import Settings
 from iac_kernel.events import TurnEnded, Usage
 from iac_kernel.guard.sandbox import reduced_notice
-from iac_kernel.kernel import paths
-from iac_kernel.kernel.cards import ToolCard
+from iac_kernel.kernel import parameters, paths
+from iac_kernel.kernel.cards import CARD_MIME, ToolCard
 from iac_kernel.kernel.cell_history import CellHistory
 from iac_kernel.kernel.cell_history import page as help_page
 from iac_kernel.kernel.channels import input_request, iopub_sender
@@ -299,6 +299,13 @@ class IacKernel(ConsoleMixin, IPythonKernel):
                     out.display(extra, display_id, metadata={DISPLAY_ID_KEY: display_id})
         if magics:
             self.status.push()  # %mode, %model, %new… change what the status bar shows
+        values = parameters.parse(prompt) if prompt else None
+        if values is not None:  # a runbook's parameters cell: no model call
+            self.state.parameters.update(values)
+            self.state.parameters_unsent = True
+            if not silent:
+                out.markdown(parameters.markdown(values))
+            return {"status": "ok"}
         if not prompt or silent:
             return {"status": "ok"}
         return await self._turn(prompt, out, allow_stdin, cell_id, parent, ident)
@@ -362,6 +369,7 @@ class IacKernel(ConsoleMixin, IPythonKernel):
             on_status=view.set_status,
             questions=self.questions,
             on_question=view.set_question,
+            card_shown=self.status.renders(CARD_MIME),
         )
         running = _RunningTurn(
             session,
@@ -374,6 +382,9 @@ class IacKernel(ConsoleMixin, IPythonKernel):
         self.status.push()
         view.start()
         try:
+            if self.state.parameters_unsent:  # the runbook's parameters, read with this prompt
+                prompt = f"{prompt}\n\n{parameters.block(self.state.parameters)}"
+                self.state.parameters_unsent = False
             ended = await session.prompt([{"type": "text", "text": prompt}], view.emit, ui.ask)
         except (SessionBusyError, SessionClosedError) as exc:
             view.finish(TurnEnded("end_turn", Usage()))

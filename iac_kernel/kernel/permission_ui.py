@@ -40,6 +40,7 @@ from typing import Any
 from iac_kernel.agent.permissions import (
     ALLOW_ALWAYS,
     ALLOW_ONCE,
+    CATEGORY_REASONS,
     OPTION_NAMES,
     REJECT_ALWAYS,
     REJECT_ONCE,
@@ -148,6 +149,39 @@ def is_danger(request: PermissionRequest) -> bool:
     return bool(getattr(request, "danger", False))
 
 
+def reason_text(request: PermissionRequest) -> str:
+    """The reason, naming the command or the file when the gate gave only its category's
+    generic words ("It runs a command or a sub-agent.")."""
+    if request.reason not in CATEGORY_REASONS.values():
+        return request.reason
+    args = request.input if isinstance(request.input, dict) else {}
+    command, path = args.get("command"), args.get("path") or args.get("file_path")
+    if isinstance(command, str) and command.strip():
+        return f"It runs `{_short(command)}` in this folder."
+    if isinstance(path, str) and path.strip():
+        return f"It changes `{path}`."
+    return request.reason
+
+
+def _short(text: str, limit: int = 120) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def button_label(request: PermissionRequest, option: str) -> str:
+    """A button's label that says what "always" covers: "Always allow `terraform plan`",
+    "Always allow edits in this folder"."""
+    custom = request.labels.get(option, "")
+    if option not in (ALLOW_ALWAYS, REJECT_ALWAYS):
+        return request.label(option)
+    verb = "Always allow" if option == ALLOW_ALWAYS else "Always reject"
+    if ":" in custom:  # the gate's "Allow always: `terraform plan`" (a command prefix)
+        return f"{verb} {custom.split(':', 1)[1].strip()} …"
+    if request.kind == "edit":
+        return f"{verb} edits in this folder"
+    return f"{verb} {request.tool_name} (this session)"
+
+
 def button_order(request: PermissionRequest) -> list[str]:
     """Danger questions put Reject first; routine ones keep the gate's order."""
     if not is_danger(request):
@@ -159,23 +193,33 @@ class WidgetPrompt:
     """The buttons under a tool card (Reject first for danger questions), a "Reject with
     a note" field, and the future a click resolves."""
 
-    def __init__(self, request: PermissionRequest, loop: asyncio.AbstractEventLoop):
+    def __init__(
+        self,
+        request: PermissionRequest,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        card_shown: bool = False,
+    ):
+        """``card_shown``: the frontend draws the question on the tool card (the
+        JupyterLab extension), so the buttons come without a second copy of it."""
         import ipywidgets as widgets
 
         self.request = request
         self.loop = loop
         self.danger = is_danger(request)
         self.future: asyncio.Future[str] = loop.create_future()
-        self.label = widgets.HTML(_label_html(request, self.danger))
+        self.label = widgets.HTML("" if card_shown else _label_html(request, self.danger))
         self.buttons = []
         for option in button_order(request):
             style = BUTTON_STYLES.get(option, "")
             if self.danger:
                 style = "danger" if option == ALLOW_ONCE else ""
+            label = button_label(request, option)
             button = widgets.Button(
-                description=request.label(option),
+                description=label,
                 button_style=style,
-                tooltip=f"{request.label(option)}: {request.title}",
+                tooltip=f"{label}: {request.title}",
+                layout=widgets.Layout(width="auto"),  # never a label cut to "Allow al…"
             )
             button.on_click(self._handler(option))
             self.buttons.append(button)
@@ -185,9 +229,12 @@ class WidgetPrompt:
         )
         note_button.on_click(self._note_handler())
         self.buttons.append(note_button)
-        self.box = widgets.VBox(
-            [self.label, widgets.HBox(self.buttons[:-1]), widgets.HBox([self.note, note_button])]
-        )
+        rows = [widgets.HBox(self.buttons[:-1]), widgets.HBox([self.note, note_button])]
+        self.box = widgets.VBox(rows if card_shown else [self.label, *rows])
+        # The extension answers keys a / r in a box with this class (labextension/keys.ts).
+        self.box.add_class("iac-question")
+        if self.danger:
+            self.box.add_class("iac-question-danger")
 
     def _handler(self, option: str) -> Callable[[Any], None]:
         def clicked(_button: Any) -> None:
@@ -237,7 +284,7 @@ def _close_tree(widget: Any) -> None:
 def _label_html(request: PermissionRequest, danger: bool = False) -> str:
     import html
 
-    title, reason = html.escape(request.title), html.escape(request.reason)
+    title, reason = html.escape(request.title), html.escape(reason_text(request))
     if not danger:
         return f"✋ <b>{title}</b> needs your approval: {reason}"
     command = request.input.get("command") if isinstance(request.input, dict) else None
@@ -264,7 +311,7 @@ def question_state(
         "id": question_id,
         "state": state,
         "danger": is_danger(request),
-        "reason": request.reason,
+        "reason": reason_text(request),
         "options": button_order(request),
         "answer": str(answer) if answer is not None else None,
         "note": getattr(answer, "note", None) or None,
@@ -285,8 +332,11 @@ class PermissionUI:
         on_status: OnStatus | None = None,
         questions: PendingQuestions | None = None,
         on_question: OnQuestion | None = None,
+        card_shown: bool = False,
     ):
         self.out = out
+        #: The frontend draws the question on the card: buttons without a second copy.
+        self.card_shown = card_shown
         self.ui = ui
         self.allow_stdin = allow_stdin
         self.policy = policy
@@ -308,7 +358,9 @@ class PermissionUI:
         self.on_status(request.call_id, "awaiting_permission")
         if how == "widgets":
             try:
-                prompt = WidgetPrompt(request, asyncio.get_running_loop())
+                prompt = WidgetPrompt(
+                    request, asyncio.get_running_loop(), card_shown=self.card_shown
+                )
             except Exception as exc:  # no ipywidgets / no comm manager: nobody can click
                 answer, note = policy_answer(policy, request, False)
                 self.out.markdown(f"Permission buttons are unavailable ({exc}). {note}")

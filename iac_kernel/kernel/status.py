@@ -40,7 +40,7 @@ from collections.abc import Callable
 from typing import Any
 
 from iac_kernel.kernel.paths import sanitize
-from iac_kernel.kernel.permission_ui import button_order
+from iac_kernel.kernel.permission_ui import button_label, button_order, reason_text
 from iac_kernel.kernel.questions import PendingQuestions
 from iac_kernel.kernel.session_info import session_info
 from iac_kernel.kernel.state import KernelState
@@ -91,8 +91,9 @@ def kernel_session_info(
             "callId": q.request.call_id,
             "title": q.request.title,
             "danger": q.danger,
-            "reason": q.request.reason,
+            "reason": reason_text(q.request),
             "options": button_order(q.request),
+            "labels": {o: button_label(q.request, o) for o in q.request.options},
             "command": (q.request.input or {}).get("command")
             if isinstance(q.request.input, dict)
             else None,

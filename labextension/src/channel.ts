@@ -8,7 +8,8 @@
  * `iac_kernel`, which JupyterLab requests at start, restart and reconnect.
  *
  * Opening the comm also tells the kernel which of its MIME types this page renders (text
- * deltas: the answer as it is written).
+ * deltas: the answer as it is written; tool cards: the kernel then leaves the question's
+ * text off its buttons, the card shows it).
  *
  * Without the comm (an older kernel), the full output falls back to running the
  * `%output CALL` magic silently and reading its output.
@@ -17,6 +18,7 @@
 import type { Kernel, KernelMessage } from '@jupyterlab/services';
 
 import { TEXT_DELTA_MIME } from './deltatext';
+import { TOOLCALL_MIME } from './payload';
 
 export const STATUS_TARGET = 'iac-kernel.status';
 
@@ -75,7 +77,7 @@ export class KernelChannel {
         }
       };
       // The kernel streams the agent's text as deltas to a client that renders them.
-      comm.open({ renders: [TEXT_DELTA_MIME] });
+      comm.open({ renders: [TEXT_DELTA_MIME, TOOLCALL_MIME] });
       this._comm = comm;
     } catch (error) {
       console.warn('iac-kernel: cannot open the status comm', error);

@@ -17,6 +17,7 @@ import { Widget } from '@lumino/widgets';
 import { IIOPubMessageLike, SessionActivity } from './activity';
 import { askQuestion } from './answer';
 import { KernelChannel } from './channel';
+import { installQuestionKeys } from './keys';
 import { appHooks } from './hooks';
 import { TOOLCALL_MIME, parseToolCall } from './payload';
 import { DISPLAY_ID_KEY, ForeignTurns, IOutputList } from './reroute';
@@ -243,6 +244,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     palette: ICommandPalette | null
   ) => {
     const tracked = new Map<Widget, ITracked>();
+    installQuestionKeys(document);
     let lastAgent: ITracked | null = null;
 
     const current = (): ITracked | null => {

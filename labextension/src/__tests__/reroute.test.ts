@@ -77,3 +77,14 @@ test('a card saved mid-question says so and what became of the call', async () =
   assert.match(unknown.question.note, /does not know/);
   assert.equal(staleCard(card, 'weird').status, SAVED_ASKING);
 });
+
+test('keys a, r and digits pick the matching button', async () => {
+  const { buttonForKey } = await import('../keys');
+  const labels = ['Reject once', 'Allow once', 'Always allow `terraform plan` …'];
+  assert.equal(buttonForKey('a', labels), 1);
+  assert.equal(buttonForKey('r', labels), 0);
+  assert.equal(buttonForKey('3', labels), 2);
+  assert.equal(buttonForKey('4', labels), null);
+  assert.equal(buttonForKey('x', labels), null);
+  assert.equal(buttonForKey('a', ['Reject once']), null);
+});
