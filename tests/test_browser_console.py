@@ -128,6 +128,10 @@ def test_status_bar_before_the_first_answer_and_full_output(server: Server, page
         expect(note).to_have_text(
             re.compile(r"^lines \d+–\d+ of 200 hidden; the agent saw all of it\.$")
         )
+        # Head, marker and tail scroll in one box, not one box each.
+        expect(output.locator(".iac-toolcard-scroll")).to_have_count(1)
+        inner = output.locator(".iac-toolcard-scroll pre").first
+        assert inner.evaluate("n => getComputedStyle(n).overflowY") == "visible"
         first, last = map(int, re.findall(r"\d+", note.inner_text())[:2])
         shown = "".join(output.locator("pre.iac-toolcard-output-text").all_inner_texts())
         numbers = [int(n) for n in shown.split()]
@@ -154,6 +158,16 @@ def test_status_bar_before_the_first_answer_and_full_output(server: Server, page
         expect(live.locator(".iac-toolcard-elapsed")).to_have_text(re.compile(r"^\d+\.\d s$"))
         expect(live).to_have_attribute("data-status", "done")
         expect(live.locator(".iac-toolcard-output-text")).to_have_text("line 1\nline 2\nline 3\n")
+
+        # Longer output the reader watched stays open after the command ends (it is
+        # more than a short output, which is shown open anyway).
+        run_prompt(page, "stream many lines", cell=3)
+        fourth = page.locator(".jp-Notebook .jp-Cell").nth(3)
+        many = fourth.locator(".iac-toolcard[data-kind='execute']")
+        expect(many.locator(".iac-toolcard-output-text")).to_contain_text("line 1")
+        expect(many).to_have_attribute("data-status", "done")
+        expect(fourth).to_contain_text("All sixteen lines arrived.")
+        expect(many.locator("details.iac-toolcard-output")).to_have_attribute("open", "")
         expect(third).to_contain_text("All three lines arrived.")
     except Exception:
         shot(page, "status-failure")
