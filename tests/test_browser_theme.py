@@ -8,6 +8,7 @@ browser computes them) is at least 4.5:1 (WCAG AA).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -112,6 +113,14 @@ def test_the_danger_question_is_readable(tmp_path: Path, page, theme: str) -> No
             page.screenshot(path=str(ARTIFACTS / f"browser-theme-{name}.png"))
             low = {what: round(r, 2) for what, r in ratios.items() if r < MINIMUM}
             assert not low, f"{theme}: contrast below {MINIMUM}:1: {low}"
+
+            # Allowed with the `a` key on the focused question, the call ran: the card
+            # shows the success state, not the destructive question's red border.
+            expect(cell.locator(".iac-question button:focus")).to_have_count(1)
+            page.keyboard.press("a")
+            expect(card).to_have_attribute("data-status", "done")
+            expect(card).to_have_class(re.compile(r"\biac-toolcard-is-done\b"))
+            expect(card).not_to_have_class(re.compile(r"\biac-toolcard-danger\b"))
         except Exception:
             ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / f"browser-theme-{name}-failure.png"))

@@ -3,13 +3,15 @@
  *
  * The kernel's buttons come in a box with the class `iac-question` (permission_ui.py).
  * When one appears on this page, the focus moves to its first button (Reject first for a
- * danger question), unless the user is typing in an editor or a text field or a dialog is
- * open, and an
+ * danger question), unless the user is writing in an editor or a text field (typed a
+ * character in the last seconds) or a dialog is open, and an
  * `aria-live` region announces it. With the focus in the box, `a` answers Allow once and
  * `r` Reject once (1, 2, 3... press the n-th button).
  */
 
 const BOX = '.iac-question';
+/** The user is writing when they typed a character this recently (ms). */
+const TYPING_MS = 3000;
 
 /** The button a key presses in a question box, or null. */
 export function buttonForKey(key: string, labels: string[]): number | null {
@@ -52,11 +54,24 @@ export function installQuestionKeys(doc: Document): void {
   live.setAttribute('role', 'status');
   doc.body.appendChild(live);
 
+  // When the user last typed a character (not Shift+Enter that ran the cell): the focus
+  // stays in an editor they are writing in.
+  let lastTyped = 0;
   // Capture on window: before JupyterLab's command-mode shortcuts (`a` inserts a cell).
   doc.defaultView?.addEventListener(
     'keydown',
     event => {
-      if (event.ctrlKey || event.metaKey || event.altKey || typing(event.target as Element)) {
+      if (event.key === 'Enter' && (event.shiftKey || event.ctrlKey || event.metaKey)) {
+        lastTyped = 0; // the cell runs: the user is done writing it
+        return;
+      }
+      if (event.ctrlKey || event.metaKey || event.altKey) {
+        return;
+      }
+      if (typing(event.target as Element)) {
+        if (event.key.length === 1 || event.key === 'Backspace') {
+          lastTyped = Date.now();
+        }
         return;
       }
       const box = (event.target as Element | null)?.closest?.(BOX);
@@ -91,8 +106,9 @@ export function installQuestionKeys(doc: Document): void {
     live.textContent =
       `${danger ? 'Destructive question' : 'Question'} from the agent: approve ${what}? ` +
       'Press a to allow once, r to reject once.';
-    // Never from a field the user types in, nor out of an open dialog.
-    if (!typing(doc.activeElement) && !doc.querySelector('.jp-Dialog')) {
+    // Never from a field the user is writing in, nor out of an open dialog.
+    const writing = typing(doc.activeElement) && Date.now() - lastTyped < TYPING_MS;
+    if (!writing && !doc.querySelector('.jp-Dialog')) {
       buttons[0].focus();
     }
   };

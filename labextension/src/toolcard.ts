@@ -183,7 +183,9 @@ export function renderToolCard(host: HTMLElement, call: IToolCall, options: ICar
   stopClock(host);
   host.replaceChildren();
   host.classList.add('iac-toolcard');
-  host.classList.toggle('iac-toolcard-danger', call.question?.danger === true);
+  // A destructive call is drawn as one until it ran: after a successful apply the card
+  // shows the success state, not the red border of the question.
+  host.classList.toggle('iac-toolcard-danger', call.question?.danger === true && call.status !== 'done');
   for (const name of [...host.classList]) {
     if (name.startsWith('iac-toolcard-is-')) {
       host.classList.remove(name);
