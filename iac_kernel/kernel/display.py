@@ -55,7 +55,7 @@ RATIO = 0.6
 #: Bytes a display message costs besides its text (header, parent header, signature).
 MESSAGE_OVERHEAD = 700
 #: A stretch longer than this is split at its last blank line into a finished display.
-SPLIT_CHARS = 1500
+SPLIT_CHARS = 3000
 CURSOR = " ▍"
 #: Streaming updates for the extension's renderer: ``{"v", "kind", "offset", "text"}``,
 #: ``offset`` in code points from the start of the display's text.
