@@ -451,7 +451,7 @@ def test_call_outcome_reads_the_history_of_a_saved_call() -> None:
 
 def test_questions_say_what_always_covers_and_name_the_command() -> None:
     from iac_kernel.agent.permissions import ALLOW_ALWAYS, REJECT_ALWAYS
-    from iac_kernel.kernel.permission_ui import button_label, reason_text
+    from iac_kernel.kernel.question_text import button_label, reason_text
 
     bash = PermissionRequest(
         "c1",

@@ -40,7 +40,8 @@ from collections.abc import Callable
 from typing import Any
 
 from iac_kernel.kernel.paths import sanitize
-from iac_kernel.kernel.permission_ui import button_label, button_order, reason_text
+from iac_kernel.kernel.permission_ui import button_order
+from iac_kernel.kernel.question_text import button_label, reason_text
 from iac_kernel.kernel.questions import PendingQuestions
 from iac_kernel.kernel.session_info import session_info
 from iac_kernel.kernel.state import KernelState
