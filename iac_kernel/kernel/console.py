@@ -71,6 +71,8 @@ def tool_output(messages: list[dict[str, Any]], call_id: str) -> str | None:
 def history_outcome(state: Any, call_id: str, session_id: str) -> str | None:
     """``done``/``failed``/``denied``/``not_run`` for a call in a stored session's history,
     or ``None`` when the session or the call is not there."""
+    if not re.fullmatch(r"[A-Za-z0-9-]{1,64}", session_id):
+        return None  # not a session id: never a path into the store
     session = state.current
     try:
         if session is not None and session.session_id == session_id:
