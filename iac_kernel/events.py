@@ -143,6 +143,14 @@ class ErrorNotice:
 
 
 @dataclass
+class ModelCallDone:
+    """A model call of the turn finished; ``usage`` is the turn's usage so far (status bars
+    follow the tokens call by call, not only at the end of the turn)."""
+
+    usage: Usage
+
+
+@dataclass
 class TurnEnded:
     stop_reason: StopReason
     usage: Usage
@@ -158,6 +166,7 @@ AgentEvent = (
     | ToolCallResult
     | Compacted
     | ErrorNotice
+    | ModelCallDone
     | TurnEnded
 )
 

@@ -6,9 +6,11 @@ iac-kernel cell is a prompt, so the injected cell is one too::
     Runbook parameters (injected by papermill):
     - environment = "staging"
 
-The agent reads it like any prompt (the scripted model picks values out of it with its
-``vars``); the values are JSON, and every line starts with ``- ``, so a value can never
-turn into a ``%`` magic.
+The kernel reads such a cell (and the runbook's own ``parameters`` cell, which has the
+same shape) as parameters, not as a prompt: no model call, and the values go to the agent
+with the next prompt, where a scripted model's ``vars`` find them too (see
+:mod:`iac_kernel.kernel.parameters`). The values are JSON, and every line starts with
+``- ``, so a value can never turn into a ``%`` magic.
 
 papermill finds translators by kernel name, but loads only *engines* from entry points.
 Importing this module registers the translator and :class:`IacKernelEngine` (which tells
@@ -55,7 +57,8 @@ PARAMETER_LINE = re.compile(r"^\s*[-*]\s*(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<value>
 
 
 class IacKernelTranslator(Translator):
-    """Renders papermill parameters as a Markdown list the agent reads as a prompt."""
+    """Renders papermill parameters as the ``- name = value`` list the kernel reads as
+    parameters."""
 
     @classmethod
     def translate(cls, val: Any) -> str:

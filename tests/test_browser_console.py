@@ -11,7 +11,8 @@ so each gets its own kernel. Checked:
 * a per-call question (``terraform force-unlock`` through bash, with a fake terraform) is
   drawn in the danger style, command and why first, Reject first and Allow not focused;
 * after a page reload mid-question, the page still shows the question and can answer it
-  (a rejection with a note), and the command never runs.
+  (a rejection with a note), the command never runs, and the rest of the turn (the
+  answer's record, the agent's text) appears in the cell it belongs to.
 
 Marked ``browser``; skipped only when /usr/bin/chromium is missing (CI installs it).
 """
@@ -127,6 +128,10 @@ def test_status_bar_before_the_first_answer_and_full_output(server: Server, page
         expect(note).to_have_text(
             re.compile(r"^lines \d+–\d+ of 200 hidden; the agent saw all of it\.$")
         )
+        # Head, marker and tail scroll in one box, not one box each.
+        expect(output.locator(".iac-toolcard-scroll")).to_have_count(1)
+        inner = output.locator(".iac-toolcard-scroll pre").first
+        assert inner.evaluate("n => getComputedStyle(n).overflowY") == "visible"
         first, last = map(int, re.findall(r"\d+", note.inner_text())[:2])
         shown = "".join(output.locator("pre.iac-toolcard-output-text").all_inner_texts())
         numbers = [int(n) for n in shown.split()]
@@ -153,6 +158,16 @@ def test_status_bar_before_the_first_answer_and_full_output(server: Server, page
         expect(live.locator(".iac-toolcard-elapsed")).to_have_text(re.compile(r"^\d+\.\d s$"))
         expect(live).to_have_attribute("data-status", "done")
         expect(live.locator(".iac-toolcard-output-text")).to_have_text("line 1\nline 2\nline 3\n")
+
+        # Longer output the reader watched stays open after the command ends (it is
+        # more than a short output, which is shown open anyway).
+        run_prompt(page, "stream many lines", cell=3)
+        fourth = page.locator(".jp-Notebook .jp-Cell").nth(3)
+        many = fourth.locator(".iac-toolcard[data-kind='execute']")
+        expect(many.locator(".iac-toolcard-output-text")).to_contain_text("line 1")
+        expect(many).to_have_attribute("data-status", "done")
+        expect(fourth).to_contain_text("All sixteen lines arrived.")
+        expect(many.locator("details.iac-toolcard-output")).to_have_attribute("open", "")
         expect(third).to_contain_text("All three lines arrived.")
     except Exception:
         shot(page, "status-failure")
@@ -226,7 +241,7 @@ def test_danger_question_survives_a_reload(server: Server, page) -> None:
         dialog = page.locator(".jp-Dialog")
         expect(dialog).to_contain_text(f"force-unlock -force {LOCK_ID}")
         dialog_buttons = dialog.locator(".jp-Dialog-footer button")
-        expect(dialog_buttons.first).to_have_text("Reject")
+        expect(dialog_buttons.first).to_have_text("Reject once")
         assert "Allow" not in page.evaluate("() => document.activeElement?.textContent ?? ''")
         dialog.locator("input.iac-answer-note").fill("not on a Friday")
         shot(page, "reload-question")
@@ -237,6 +252,13 @@ def test_danger_question_survives_a_reload(server: Server, page) -> None:
         expect(restored).to_have_attribute("data-status", "denied")
         expect(restored.locator(".iac-toolcard-note-text")).to_have_text("not on a Friday")
         expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_have_count(1)
+        # The rest of the turn went into its cell: the answer's record in place of the
+        # saved buttons (no "model not found" later), and the agent's following text.
+        first = page.locator(".jp-Notebook .jp-Cell").first
+        expect(first).to_contain_text("You rejected the unlock, so the lock is still held.")
+        expect(first).to_contain_text("Rejected with a note")
+        expect(first.locator(".jupyter-widgets button")).to_have_count(0)
+        assert "model not found" not in first.inner_text()
 
         # A rejected edit: its diff folds, and the scripted answer says it was rejected.
         run_prompt(page, "Please write the notes file", cell=1)

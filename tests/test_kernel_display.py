@@ -4,6 +4,7 @@ paragraph splits, live card output, pending questions and the console helpers.""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from typing import Any
 
@@ -96,6 +97,99 @@ def test_a_long_stretch_is_split_at_blank_lines_and_plain_is_sent_once() -> None
             i for i, (_t, c) in enumerate(sink.sent) if c["transient"]["display_id"] == display_id
         ]
         assert "text/plain" in sink.sent[sends[-1]][1]["data"]
+
+
+def _live(text: str, seconds: float) -> tuple[Recorder, TextStream, list[float]]:
+    """``text`` streamed as deltas, word by word over ``seconds`` of fake time; also the
+    fake time of every message sent."""
+    sink, clock = Recorder(), FakeClock()
+    times: list[float] = []
+
+    def send(msg_type: str, content: dict[str, Any]) -> None:
+        times.append(clock.now)
+        sink(msg_type, content)
+
+    stream = TextStream(
+        Publisher(send), ByteBudget.live(), clock=clock, schedule=clock.schedule, deltas=True
+    )
+    words = _words(text)
+    for word in words:
+        stream.add(word)
+        clock.advance(seconds / len(words))
+    stream.finish()
+    return sink, stream, times
+
+
+def _short(size: int) -> str:
+    return " ".join(f"w{i}" for i in range(size // 3))[:size]
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [(LONG, 7.0), (LONG, 0.0), (LONG, 60.0), (_short(700), 5.0), (_short(3000), 30.0)],
+    ids=["fast-long", "at-once", "slow-long", "slow-short", "slower-short"],
+)
+def test_deltas_stay_within_three_times_the_text(text: str, seconds: float) -> None:
+    sink, stream, _times = _live(text, seconds)
+    assert stream.whole == text
+    assert sink.bytes() <= 3 * len(text.encode()) + display.LIVE_ALLOWANCE
+    updates = [c["data"][display.DELTA_MIME] for _t, c in sink.sent[:-1]]
+    # Each update carries only the new text, at its offset; together they are a prefix.
+    joined = ""
+    for update in updates:
+        assert update["offset"] == len(joined)
+        joined += update["text"]
+    assert text.startswith(joined)
+    final = sink.sent[-1][1]["data"]
+    assert final == {"text/markdown": text}, "the last update carries the whole Markdown"
+    assert len({c["transient"]["display_id"] for _t, c in sink.sent}) == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [(LONG, 7.0), (_short(700), 5.0)], ids=["fast-long", "slow-short"]
+)
+def test_deltas_never_stall_a_second_while_the_model_writes(text: str, seconds: float) -> None:
+    _sink, _stream, times = _live(text, seconds)
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert max(gaps) <= 1.0, gaps
+    if len(text) > 10_000:  # a fast model's text moves every few hundred ms
+        assert sum(gaps) / len(gaps) <= 0.3
+
+
+def test_thinking_deltas_say_so() -> None:
+    sink, clock = Recorder(), FakeClock()
+    stream = TextStream(Publisher(sink), ByteBudget.live(), "thinking", clock=clock, deltas=True)
+    stream.add("Let me look.")
+    stream.finish()
+    assert sink.sent[0][1]["data"][display.DELTA_MIME]["kind"] == "thinking"
+    assert "iac-thinking" in sink.sent[-1][1]["data"]["text/markdown"]
+
+
+def test_status_comms_say_what_they_render() -> None:
+    from iac_kernel.kernel.status import StatusChannel
+
+    class Comm:
+        def __init__(self) -> None:
+            self.sent: list[Any] = []
+            self.closers: list[Any] = []
+
+        def send(self, data: Any) -> None:
+            self.sent.append(data)
+
+        def on_msg(self, _callback: Any) -> None:
+            pass
+
+        def on_close(self, callback: Any) -> None:
+            self.closers.append(callback)
+
+    channel = StatusChannel(dict, lambda _c: (None, None), lambda *_a: None)
+    old, new = Comm(), Comm()
+    channel._opened(old, {"content": {"data": {}}})
+    assert not channel.renders(display.DELTA_MIME)
+    channel._opened(new, {"content": {"data": {"renders": [display.DELTA_MIME, 3]}}})
+    assert channel.renders(display.DELTA_MIME)
+    new.closers[0]({})
+    assert not channel.renders(display.DELTA_MIME) and channel.comms == [old]
 
 
 def test_split_point_keeps_code_fences_whole() -> None:
@@ -317,3 +411,80 @@ def test_a_pending_destructive_question_marks_the_card() -> None:
     assert "iac-danger" not in card.bundle()["text/html"]
     card.question = {"id": "q", "state": "answered", "danger": True}
     assert "iac-danger" not in card.bundle()["text/html"]
+
+
+def test_call_outcome_reads_the_history_of_a_saved_call() -> None:
+    from types import SimpleNamespace
+
+    from iac_kernel.kernel.console import history_outcome
+
+    def use(call_id: str) -> dict[str, Any]:
+        return {"role": "assistant", "content": [{"type": "tool_use", "id": call_id}]}
+
+    def result(call_id: str, text: str, error: bool = False) -> dict[str, Any]:
+        block = {"type": "tool_result", "tool_use_id": call_id, "content": text}
+        return {"role": "user", "content": [{**block, "is_error": error}]}
+
+    messages = [
+        use("ok"),
+        result("ok", "fine"),
+        use("no"),
+        result("no", "Permission denied. not on Friday", True),
+        use("bad"),
+        result("bad", "exit 1", True),
+        use("open"),
+    ]
+    session = SimpleNamespace(session_id="s1", conversation=SimpleNamespace(messages=messages))
+
+    class Store:
+        def read(self, session_id: str) -> Any:
+            raise ValueError(f"no session {session_id}")
+
+    state = SimpleNamespace(current=session, manager=SimpleNamespace(store=Store()))
+    assert history_outcome(state, "ok", "s1") == "done"
+    assert history_outcome(state, "no", "s1") == "denied"
+    assert history_outcome(state, "bad", "s1") == "failed"
+    assert history_outcome(state, "open", "s1") == "not_run"
+    assert history_outcome(state, "never", "s1") is None
+    assert history_outcome(state, "ok", "../../etc/passwd") is None
+
+
+def test_questions_say_what_always_covers_and_name_the_command() -> None:
+    from iac_kernel.agent.permissions import ALLOW_ALWAYS, REJECT_ALWAYS
+    from iac_kernel.kernel.question_text import button_label, reason_text
+
+    bash = PermissionRequest(
+        "c1",
+        "bash",
+        "bash: terraform plan",
+        "execute",
+        {"command": "terraform plan -out tfplan"},
+        ALL_OPTIONS,
+        "It runs a command or a sub-agent.",
+    )
+    bash.labels[ALLOW_ALWAYS] = "Allow always: `terraform plan`"
+    bash.labels[REJECT_ALWAYS] = "Reject always: `terraform plan`"
+    assert button_label(bash, ALLOW_ALWAYS) == "Always allow `terraform plan` …"
+    assert button_label(bash, REJECT_ALWAYS) == "Always reject `terraform plan` …"
+    assert reason_text(bash) == "It runs `terraform plan -out tfplan` in this folder."
+    edit = PermissionRequest(
+        "c2", "write_file", "w", "edit", {"path": "main.tf"}, ALL_OPTIONS, "It changes files."
+    )
+    assert button_label(edit, ALLOW_ALWAYS) == "Always allow edits in this folder"
+    assert reason_text(edit) == "It changes `main.tf`."
+    # A reason the gate wrote for this call is kept as it is.
+    edit.reason = "It touches a path outside the working directory: /etc/hosts"
+    assert reason_text(edit) == edit.reason
+
+
+async def test_buttons_without_a_copy_of_the_question_when_the_card_shows_it() -> None:
+    from iac_kernel.kernel.permission_ui import WidgetPrompt
+
+    request = PermissionRequest(
+        "c1", "bash", "bash: x", "execute", {"command": "x"}, ALL_OPTIONS, "r", danger=True
+    )
+    prompt = WidgetPrompt(request, asyncio.get_running_loop(), card_shown=True)
+    assert prompt.label not in prompt.box.children
+    assert "iac-question" in prompt.box._dom_classes
+    assert all(b.layout.width == "auto" for b in prompt.buttons[:-1])
+    prompt.close()

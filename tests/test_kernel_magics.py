@@ -262,3 +262,31 @@ def test_silent_execution_shows_nothing_and_runs_no_turn(kernel: KernelHarness) 
     assert result.status == "ok"
     assert result.messages == []
     assert messages() == before
+
+
+def test_a_script_path_is_the_notebooks_and_an_edited_script_is_read_again(
+    kernel: KernelHarness, work: Path
+) -> None:
+    import json
+
+    scripts = work / "own-scripts"
+    scripts.mkdir(exist_ok=True)
+    (work / "elsewhere").mkdir(exist_ok=True)
+    script = scripts / "mine.json"
+
+    def write(text: str) -> None:
+        exchanges = [{"match": "which script", "turns": [{"text": text}]}]
+        script.write_text(json.dumps({"name": "mine", "exchanges": exchanges}))
+
+    write("the first script")
+    ok(kernel, "%new")
+    ok(kernel, "%cwd elsewhere")
+    try:
+        ok(kernel, "%model scripted:own-scripts/mine.json")  # from the notebook's folder
+        assert ok(kernel, "which script?").answer() == "the first script"
+        write("the edited script")
+        ok(kernel, "%model scripted:own-scripts/mine.json")
+        assert ok(kernel, "which script now?").answer() == "the edited script"
+    finally:
+        ok(kernel, f"%model scripted:{SCRIPT}")
+        ok(kernel, f"%cwd {work}")

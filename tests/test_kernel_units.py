@@ -335,7 +335,13 @@ async def test_a_click_on_another_thread_resolves_the_wait() -> None:
 
     prompt = WidgetPrompt(_request(ALL_OPTIONS), asyncio.get_running_loop())
     labels = [b.description for b in prompt.buttons]
-    assert labels == ["Allow once", "Allow always", "Reject once", "Reject always", NOTE_BUTTON]
+    assert labels == [
+        "Allow once",
+        "Always allow edits in this folder",
+        "Reject once",
+        "Always reject edits in this folder",
+        NOTE_BUTTON,
+    ]
     assert not prompt.danger
     thread = threading.Thread(target=prompt.buttons[2].click)  # as a subshell would
     thread.start()

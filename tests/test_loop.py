@@ -14,6 +14,7 @@ from iac_kernel.config import Settings
 from iac_kernel.events import (
     Compacted,
     ErrorNotice,
+    ModelCallDone,
     TextDelta,
     ToolCallInput,
     ToolCallResult,
@@ -93,7 +94,17 @@ async def test_end_turn_streams_text_and_sums_usage(tmp_path: Path):
     text = "".join(e.text for e in events if isinstance(e, TextDelta))
     assert text == "Reading.All done here."
     kinds = [type(e) for e in events if not isinstance(e, TextDelta)]
-    assert kinds == [ToolCallStarted, ToolCallInput, ToolCallResult, TurnEnded]
+    assert kinds == [
+        ToolCallStarted,
+        ToolCallInput,
+        ModelCallDone,
+        ToolCallResult,
+        ModelCallDone,
+        TurnEnded,
+    ]
+    # The turn's usage so far, after each model call.
+    calls = [e.usage for e in events if isinstance(e, ModelCallDone)]
+    assert [(u.input_tokens, u.output_tokens) for u in calls] == [(10, 3), (30, 8)]
     result = next(e for e in events if isinstance(e, ToolCallResult))
     assert (result.status, result.output) == ("completed", "hi")
     assert [m["role"] for m in persist.messages] == ["user", "assistant", "user", "assistant"]

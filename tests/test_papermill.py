@@ -71,6 +71,20 @@ def test_parameter_reaches_the_agent_and_the_policy_decides(tmp_path: Path):
     assert all(c["status"] in ("done", "failed") for c in shown if c is not unlock)
     assert nb.metadata["papermill"]["parameters"] == {"environment": "staging"}
 
+    # Both parameters cells (the runbook's defaults, papermill's values) are read as
+    # parameters: no model call, no agent text, and no turn in the session's history.
+    tagged = [
+        c
+        for c in nb.cells
+        if {"parameters", "injected-parameters"} & set(c.metadata.get("tags", []))
+    ]
+    assert len(tagged) == 2
+    for cell in tagged:
+        (output,) = cell.outputs
+        assert "Runbook parameters" in output["data"]["text/markdown"]
+        assert "no model call" in output["data"]["text/markdown"]
+        assert not any(CARD_MIME in o.get("data", {}) for o in cell.outputs)
+
 
 def test_translator_renders_prompt_text_that_cannot_become_a_magic():
     text = IacKernelTranslator.codify({"environment": "%config mode bypass", "count": 2})

@@ -30,6 +30,7 @@ from iac_kernel.events import (
     Compacted,
     Emit,
     ErrorNotice,
+    ModelCallDone,
     TextDelta,
     ThinkingDelta,
     TurnEnded,
@@ -179,6 +180,9 @@ class AgentLoop:
                 elif isinstance(event, MessageDone):
                     usage.add(event.usage)
                     self._last_input_tokens = event.usage.input_tokens
+                    so_far = Usage()
+                    so_far.add(usage)
+                    await send(emit, ModelCallDone(so_far))
                     return event
         except asyncio.CancelledError:
             # The call was cut off before the provider reported its usage: count an

@@ -24,6 +24,8 @@ import re
 from typing import Any
 
 from iac_kernel.agent.loop import CANCELLED_RESULT
+from iac_kernel.agent.permissions import DENIED_MESSAGE
+from iac_kernel.events import Usage
 from iac_kernel.kernel import completion
 from iac_kernel.kernel.status import kernel_session_info
 
@@ -66,6 +68,39 @@ def tool_output(messages: list[dict[str, Any]], call_id: str) -> str | None:
     return None
 
 
+def history_outcome(state: Any, call_id: str, session_id: str) -> str | None:
+    """``done``/``failed``/``denied``/``not_run`` for a call in a stored session's history,
+    or ``None`` when the session or the call is not there."""
+    if not re.fullmatch(r"[A-Za-z0-9-]{1,64}", session_id):
+        return None  # not a session id: never a path into the store
+    session = state.current
+    try:
+        if session is not None and session.session_id == session_id:
+            messages = session.conversation.messages
+        else:
+            messages = state.manager.store.read(session_id).messages
+    except Exception:  # unknown, unreadable or malformed id: nobody knows
+        return None
+    asked = any(
+        block.get("type") == "tool_use" and block.get("id") == call_id
+        for message in messages
+        if isinstance(message.get("content"), list)
+        for block in message["content"]
+        if isinstance(block, dict)
+    )
+    for message in messages:
+        content = message.get("content")
+        if message.get("role") != "user" or not isinstance(content, list):
+            continue
+        for block in content:
+            if block.get("type") == "tool_result" and block.get("tool_use_id") == call_id:
+                text = tool_output([message], call_id) or ""
+                if text.startswith(DENIED_MESSAGE):
+                    return "denied"
+                return "failed" if block.get("is_error") else "done"
+    return "not_run" if asked else None
+
+
 class ConsoleMixin:
     """Mixed into :class:`~iac_kernel.kernel.kernel.IacKernel` (an ipykernel Kernel)."""
 
@@ -81,8 +116,30 @@ class ConsoleMixin:
     def session_info(self) -> dict[str, Any]:
         """What the status bar shows (see :mod:`~iac_kernel.kernel.status`)."""
         with self._lock:
-            busy = bool(self._running)
-        return kernel_session_info(self.state, self.questions, busy)
+            running = list(self._running)
+        turns = [{"msgId": t.msg_id, "cellId": t.cell_id} for t in running if t.msg_id]
+        info = kernel_session_info(self.state, self.questions, bool(running), turns)
+        live = [t.usage for t in running if getattr(t, "usage", None) is not None]
+        if live and info.get("sessionId") is not None:
+            # Mid-turn: the session's total so far includes the turn's finished model calls.
+            total, turn = Usage(), Usage()
+            for usage in live:
+                turn.add(usage)
+            total.add(self.state.current.usage)
+            total.add(turn)
+            info["usage"], info["turnUsage"] = total.to_dict(), turn.to_dict()
+        return info
+
+    def call_outcome(self, call_id: str, session_id: str) -> dict[str, Any]:
+        """What became of a call whose card a notebook saved while it asked: this kernel's
+        card when it has one, else what the session's history says: ``done``, ``failed``,
+        ``denied``, or ``not_run`` (asked, never answered); ``None`` when nobody knows."""
+        card = self.tool_cards.get(call_id)
+        if card is not None and card.status != "awaiting_permission":
+            return {"card": card.payload(), "outcome": card.status}
+        if any(q.request.call_id == call_id for q in self.questions.questions.values()):
+            return {"card": None, "outcome": "awaiting_permission"}
+        return {"card": None, "outcome": history_outcome(self.state, call_id, session_id)}
 
     def full_output(self, call_id: str) -> tuple[str | None, str | None]:
         """Everything a tool call returned, from the session's history; for an interrupted

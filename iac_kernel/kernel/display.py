@@ -19,14 +19,26 @@ IOPub bytes stay linear in the answer, whatever the pace:
   answer costs at most about ``(2 + RATIO) ×`` its size plus a constant, at any pace.
   ``bench/bench_iopub.py`` measures it.
 
-The price of that bound is the pace of updates for a slow model: the budget grows with the
-text, so a 20 KB answer gets about a dozen streaming updates however long it takes.
+That is the path for frontends without the JupyterLab extension (nbclient, papermill, VS
+Code): coarse updates, since every one resends the open display's text.
+
+**Deltas** (``deltas=True``: a client with the extension's renderer is connected, see
+:mod:`~iac_kernel.kernel.status`): each streaming update carries only the new text and its
+offset under :data:`DELTA_MIME`; the extension's renderer appends it. The final update
+carries the whole Markdown (no ``text/plain``), for other frontends and the saved file. So
+the text travels twice (deltas, final) and the third share of the 3× bound pays the
+messages: the budget allows :data:`LIVE_ALLOWANCE` + :data:`LIVE_RATIO` × the text shown,
+deltas' text included. Updates go out every :data:`LIVE_INTERVAL` while the budget has
+room for a few more, every :data:`LIVE_SLOW_INTERVAL` when it runs low, so a slow model's
+text still moves at least about once a second while the model writes; a long stretch is
+never split.
 """
 
 from __future__ import annotations
 
 import asyncio
 import html
+import json
 import re
 import time
 import uuid
@@ -45,6 +57,18 @@ MESSAGE_OVERHEAD = 700
 #: A stretch longer than this is split at its last blank line into a finished display.
 SPLIT_CHARS = 3000
 CURSOR = " ▍"
+#: Streaming updates for the extension's renderer: ``{"v", "kind", "offset", "text"}``,
+#: ``offset`` in code points from the start of the display's text.
+DELTA_MIME = "application/vnd.iac-kernel.text-delta+json"
+#: Bytes a delta update costs besides its bundle: the message, and the content's metadata
+#: and display id around the bundle.
+DELTA_OVERHEAD = MESSAGE_OVERHEAD + 100
+#: Deltas may cost this many bytes plus LIVE_RATIO × the text shown (their own text included).
+LIVE_ALLOWANCE = 7000
+LIVE_RATIO = 2.0
+#: Seconds between delta updates: at the least, and at the most while the budget lasts.
+LIVE_INTERVAL = 0.15
+LIVE_SLOW_INTERVAL = 0.75
 EMPTY_ANSWER = "_(no text in this answer)_"
 FENCE = re.compile(r"^\s*(```|~~~)")
 
@@ -62,6 +86,11 @@ Schedule = Callable[[float, Callable[[], None]], Handle]
 class ByteBudget:
     """How many bytes the streaming updates of one turn may still spend."""
 
+    @classmethod
+    def live(cls) -> ByteBudget:
+        """The budget of a turn streamed as deltas."""
+        return cls(LIVE_ALLOWANCE, LIVE_RATIO)
+
     def __init__(self, allowance: int = ALLOWANCE, ratio: float = RATIO):
         self.allowance = allowance
         self.ratio = ratio
@@ -78,8 +107,25 @@ class ByteBudget:
         self.spent += cost
 
 
-def render(kind: Kind, text: str, *, streaming: bool) -> dict[str, Any]:
-    """The bundle of one display: Markdown while streaming, Markdown and plain at the end."""
+def live_interval(rate: float) -> float:
+    """Seconds between delta updates for text written at ``rate`` bytes a second: the pace
+    the text pays for (each update's message out of the budget's ``LIVE_RATIO - 1`` share),
+    at least LIVE_INTERVAL, and at most LIVE_SLOW_INTERVAL (a slow model's updates draw on
+    the allowance: the text never stands still for long while the budget lasts)."""
+    if rate <= 0:
+        return LIVE_SLOW_INTERVAL
+    paid = DELTA_OVERHEAD / ((LIVE_RATIO - 1) * rate)
+    return min(max(LIVE_INTERVAL, paid), LIVE_SLOW_INTERVAL)
+
+
+def delta_bundle(kind: Kind, offset: int, text: str) -> dict[str, Any]:
+    """A streaming update for the extension: ``text`` goes at code point ``offset``."""
+    return {DELTA_MIME: {"v": 1, "kind": kind, "offset": offset, "text": text}}
+
+
+def render(kind: Kind, text: str, *, streaming: bool, with_plain: bool = True) -> dict[str, Any]:
+    """The bundle of one display: Markdown while streaming, Markdown and plain at the end
+    (without ``with_plain``, Markdown only)."""
     if kind == "thinking":
         body = html.escape(text.strip()).replace("\n", "<br>\n")
         label = "💭 Thinking…" if streaming else "💭 Thinking"
@@ -88,13 +134,13 @@ def render(kind: Kind, text: str, *, streaming: bool) -> dict[str, Any]:
             f'<blockquote style="color:#6e7781;font-style:italic">{body}</blockquote>\n'
             "</details>"
         )
-        plain = "(thinking) " + text.strip()
+        plain_form = "(thinking) " + text.strip()
     else:
         markdown = text + (CURSOR if streaming else "")
-        plain = text
-    if streaming:
+        plain_form = text
+    if streaming or not with_plain:
         return {"text/markdown": markdown}
-    return {"text/markdown": markdown, "text/plain": plain}
+    return {"text/markdown": markdown, "text/plain": plain_form}
 
 
 def split_point(text: str, minimum: int) -> int | None:
@@ -125,18 +171,21 @@ class TextStream:
         budget: ByteBudget,
         kind: Kind = "text",
         *,
-        interval: float = UPDATE_INTERVAL,
+        interval: float | None = None,
         clock: Callable[[], float] = time.monotonic,
         schedule: Schedule | None = None,
         split_chars: int = SPLIT_CHARS,
+        deltas: bool = False,
     ):
         self.out = out
         self.budget = budget
         self.kind: Kind = kind
-        self.interval = interval
+        self.interval = interval or (LIVE_INTERVAL if deltas else UPDATE_INTERVAL)
         self.clock = clock
         self._schedule = schedule
         self.split_chars = split_chars
+        #: Stream as deltas for the extension's renderer (see the module docstring).
+        self.deltas = deltas
         #: Text of the displays already finished, in order.
         self.finished: list[str] = []
         #: Display ids used, in order of creation.
@@ -148,6 +197,7 @@ class TextStream:
         self._last_sent = float("-inf")
         self._pending: Handle | None = None
         self._closed = False
+        self._started: float | None = None
 
     @property
     def whole(self) -> str:
@@ -157,6 +207,8 @@ class TextStream:
     def add(self, delta: str) -> None:
         if self._closed or not delta:
             return
+        if self._started is None:
+            self._started = self.clock()
         self.text += delta
         self.budget.grow(delta)
         self._maybe_send()
@@ -180,6 +232,9 @@ class TextStream:
         if wait > 0:
             self._pending = self._later(wait, self._on_timer)
             return
+        if self.deltas:
+            self._send_delta()
+            return
         self._split()
         if not self.text or self.text == self._sent:
             return
@@ -187,6 +242,26 @@ class TextStream:
         cost = len(bundle["text/markdown"].encode()) + MESSAGE_OVERHEAD
         if not self.budget.affords(cost):
             return  # the next delta tries again; the end always sends the whole text
+        self.budget.spend(cost)
+        self._send(bundle)
+        self._sent = self.text
+
+    def _send_delta(self) -> None:
+        new = self.text[len(self._sent) :]
+        if not new:
+            return
+        bundle = delta_bundle(self.kind, len(self._sent), new)
+        cost = len(json.dumps(bundle, ensure_ascii=False).encode()) + DELTA_OVERHEAD
+        # Room is kept for the final update's message (its text is not charged).
+        if not self.budget.affords(cost + DELTA_OVERHEAD):
+            return  # the next delta tries again; the end always sends the whole text
+        started = self.clock() if self._started is None else self._started
+        elapsed = max(self.clock() - started, 0.25)
+        rate = len(self.text.encode()) / elapsed
+        wait = self._last_sent + live_interval(rate) - self.clock()
+        if wait > 0:  # slow text: space the updates out rather than stall later
+            self._pending = self._later(wait, self._on_timer)
+            return
         self.budget.spend(cost)
         self._send(bundle)
         self._sent = self.text
@@ -210,7 +285,7 @@ class TextStream:
         self._sent = ""
 
     def _finalize(self, text: str, metadata: dict[str, Any] | None) -> None:
-        bundle = render(self.kind, text, streaming=False)
+        bundle = render(self.kind, text, streaming=False, with_plain=not self.deltas)
         update = self._display_id is not None
         if self._display_id is None:
             self._display_id = self._new_id()

@@ -55,17 +55,18 @@ from iac_kernel.agent.session import AgentSession, SessionBusyError, SessionClos
 from iac_kernel.config import Settings
 from iac_kernel.events import TurnEnded, Usage
 from iac_kernel.guard.sandbox import reduced_notice
-from iac_kernel.kernel import paths
-from iac_kernel.kernel.cards import ToolCard
+from iac_kernel.kernel import parameters, paths
+from iac_kernel.kernel.cards import CARD_MIME, ToolCard
 from iac_kernel.kernel.cell_history import CellHistory
 from iac_kernel.kernel.cell_history import page as help_page
 from iac_kernel.kernel.channels import input_request, iopub_sender
 from iac_kernel.kernel.console import ConsoleMixin
+from iac_kernel.kernel.display import DELTA_MIME
 from iac_kernel.kernel.editor_turns import summary_markdown, summary_plain
 from iac_kernel.kernel.endpoint_hookup import EditorLink
 from iac_kernel.kernel.logs import route_to_original_stderr
 from iac_kernel.kernel.magics import MagicError, Magics, split_cell
-from iac_kernel.kernel.permission_ui import PermissionUI
+from iac_kernel.kernel.permission_ui import DISPLAY_ID_KEY, PermissionUI
 from iac_kernel.kernel.publish import Publisher, error_content
 from iac_kernel.kernel.questions import PendingQuestions
 from iac_kernel.kernel.session_info import SESSION_MIME
@@ -89,6 +90,11 @@ class _RunningTurn:
     session: AgentSession
     loop: asyncio.AbstractEventLoop
     interrupted: bool = False
+    #: The execute_request running the turn, and the notebook cell it came from.
+    msg_id: str = ""
+    cell_id: str | None = None
+    #: The turn's usage so far (after each model call).
+    usage: Usage | None = None
 
     def cancel(self) -> None:
         self.interrupted = True
@@ -133,7 +139,9 @@ class IacKernel(ConsoleMixin, IPythonKernel):
         self.questions = PendingQuestions()
         #: Every tool card shown by this kernel (for %output and the status comm).
         self.tool_cards: dict[str, ToolCard] = {}
-        self.status = StatusChannel(self.session_info, self.full_output, self.questions.answer)
+        self.status = StatusChannel(
+            self.session_info, self.full_output, self.questions.answer, self.call_outcome
+        )
         self.questions.listeners.append(self.status.push)
         self.state.listeners.append(lambda _session: self.status.push())
         self._running: set[_RunningTurn] = set()
@@ -288,9 +296,16 @@ class IacKernel(ConsoleMixin, IPythonKernel):
                 out.display(bundle, metadata=info)
                 # e.g. %permissions: the pending question's buttons, under its display id.
                 for extra, display_id in result.displays:
-                    out.display(extra, display_id)
+                    out.display(extra, display_id, metadata={DISPLAY_ID_KEY: display_id})
         if magics:
             self.status.push()  # %mode, %model, %new… change what the status bar shows
+        values = parameters.parse(prompt) if prompt else None
+        if values is not None:  # a runbook's parameters cell: no model call
+            self.state.parameters.update(values)
+            self.state.parameters_unsent = True
+            if not silent:
+                out.markdown(parameters.markdown(values))
+            return {"status": "ok"}
         if not prompt or silent:
             return {"status": "ok"}
         return await self._turn(prompt, out, allow_stdin, cell_id, parent, ident)
@@ -337,7 +352,14 @@ class IacKernel(ConsoleMixin, IPythonKernel):
         notice = reduced_notice(session.session_id)  # guard (issue 11): said once per session
         if notice:
             out.markdown(f"⚠️ {notice}")
-        view = TurnView(out, session.session_id, end_metadata=end_metadata, on_card=on_card)
+        view = TurnView(
+            out,
+            session.session_id,
+            end_metadata=end_metadata,
+            on_card=on_card,
+            deltas=self.status.renders(DELTA_MIME),
+            on_usage=lambda usage: self._turn_usage(running, usage),
+        )
         ui = PermissionUI(
             out,
             ui=self.state.permission_ui,
@@ -347,13 +369,22 @@ class IacKernel(ConsoleMixin, IPythonKernel):
             on_status=view.set_status,
             questions=self.questions,
             on_question=view.set_question,
+            card_shown=self.status.renders(CARD_MIME),
         )
-        running = _RunningTurn(session, asyncio.get_running_loop())
+        running = _RunningTurn(
+            session,
+            asyncio.get_running_loop(),
+            msg_id=str(parent.get("header", {}).get("msg_id", "")),
+            cell_id=cell_id,
+        )
         with self._lock:
             self._running.add(running)
         self.status.push()
         view.start()
         try:
+            if self.state.parameters_unsent:  # the runbook's parameters, read with this prompt
+                prompt = f"{prompt}\n\n{parameters.block(self.state.parameters)}"
+                self.state.parameters_unsent = False
             ended = await session.prompt([{"type": "text", "text": prompt}], view.emit, ui.ask)
         except (SessionBusyError, SessionClosedError) as exc:
             view.finish(TurnEnded("end_turn", Usage()))
@@ -374,6 +405,10 @@ class IacKernel(ConsoleMixin, IPythonKernel):
         if view.failed:
             return error_content("ModelError", view.errors[0])
         return {"status": "ok"}
+
+    def _turn_usage(self, running: _RunningTurn, usage: Usage) -> None:
+        running.usage = usage
+        self.status.push()  # the status bar's tokens move call by call
 
     def do_shutdown(self, restart: bool) -> dict[str, Any]:  # type: ignore[override]
         """Close the ACP endpoint and release the session locks (this runs on the control

@@ -128,7 +128,8 @@ class Magics:
                 "of a provider (openai, dashscope, deepseek, ollama, ...; see docs/providers.md)."
             )
             return MagicOutput(text, f"model: {active}; available: {', '.join(available_models())}")
-        model_id = _absolute_script(args, self.state.cwd)
+        # A script path is the notebook's own file: taken from its folder, not from %cwd.
+        model_id = _absolute_script(args, self.state.notebook_dir)
         try:
             create_model(model_id, self.state.settings.script)
         except (ScriptError, ModelError, ValueError) as exc:
@@ -285,7 +286,8 @@ def _directory(base: str, raw: str) -> str:
 
 
 def _absolute_script(model_id: str, cwd: str) -> str:
-    """``scripted:PATH`` with a relative PATH taken from ``cwd`` (sessions store it so)."""
+    """``scripted:PATH`` with a relative PATH taken from ``cwd`` (the notebook's folder;
+    sessions store it absolute)."""
     name, sep, path = model_id.partition(":")
     if sep and name == "scripted" and path and not Path(path).expanduser().is_absolute():
         return f"scripted:{Path(cwd) / path}"

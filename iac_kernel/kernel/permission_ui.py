@@ -47,12 +47,23 @@ from iac_kernel.agent.permissions import (
     PermissionRequest,
 )
 from iac_kernel.kernel.publish import Publisher, plain_text
+from iac_kernel.kernel.question_text import (
+    _label_html,
+    button_label,
+    is_danger,
+    reason_text,
+)
 from iac_kernel.kernel.questions import PendingQuestions, Question
 
 PERMISSION_UIS = ("auto", "widgets", "stdin", "policy")
 #: Who answered, by how the question was asked (for audit records).
 APPROVERS = {"widgets": "notebook (buttons)", "stdin": "notebook (stdin prompt)"}
+#: Output metadata naming a question's display id: display ids are not saved with a
+#: notebook, so a page loaded later finds the saved buttons by this key to replace them
+#: with the answer's record.
+DISPLAY_ID_KEY = "iac_display_id"
 NOTE_BUTTON = "Reject with note"
+
 
 #: ``ask_stdin(prompt) -> answer``: an input_request on the cell's stdin channel.
 AskStdin = Callable[[str], Awaitable[str]]
@@ -135,12 +146,6 @@ def parse_stdin_answer(text: str, options: list[str]) -> str | None:
     return None
 
 
-def is_danger(request: PermissionRequest) -> bool:
-    """A per-call question (apply, destroy, force-unlock, a write outside the folder), as
-    the permission gate marks it (``PermissionRequest.danger``)."""
-    return bool(getattr(request, "danger", False))
-
-
 def button_order(request: PermissionRequest) -> list[str]:
     """Danger questions put Reject first; routine ones keep the gate's order."""
     if not is_danger(request):
@@ -152,23 +157,33 @@ class WidgetPrompt:
     """The buttons under a tool card (Reject first for danger questions), a "Reject with
     a note" field, and the future a click resolves."""
 
-    def __init__(self, request: PermissionRequest, loop: asyncio.AbstractEventLoop):
+    def __init__(
+        self,
+        request: PermissionRequest,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        card_shown: bool = False,
+    ):
+        """``card_shown``: the frontend draws the question on the tool card (the
+        JupyterLab extension), so the buttons come without a second copy of it."""
         import ipywidgets as widgets
 
         self.request = request
         self.loop = loop
         self.danger = is_danger(request)
         self.future: asyncio.Future[str] = loop.create_future()
-        self.label = widgets.HTML(_label_html(request, self.danger))
+        self.label = widgets.HTML("" if card_shown else _label_html(request, self.danger))
         self.buttons = []
         for option in button_order(request):
             style = BUTTON_STYLES.get(option, "")
             if self.danger:
                 style = "danger" if option == ALLOW_ONCE else ""
+            label = button_label(request, option)
             button = widgets.Button(
-                description=request.label(option),
+                description=label,
                 button_style=style,
-                tooltip=f"{request.label(option)}: {request.title}",
+                tooltip=f"{label}: {request.title}",
+                layout=widgets.Layout(width="auto"),  # never a label cut to "Allow al…"
             )
             button.on_click(self._handler(option))
             self.buttons.append(button)
@@ -178,9 +193,12 @@ class WidgetPrompt:
         )
         note_button.on_click(self._note_handler())
         self.buttons.append(note_button)
-        self.box = widgets.VBox(
-            [self.label, widgets.HBox(self.buttons[:-1]), widgets.HBox([self.note, note_button])]
-        )
+        rows = [widgets.HBox(self.buttons[:-1]), widgets.HBox([self.note, note_button])]
+        self.box = widgets.VBox(rows if card_shown else [self.label, *rows])
+        # The extension answers keys a / r in a box with this class (labextension/keys.ts).
+        self.box.add_class("iac-question")
+        if self.danger:
+            self.box.add_class("iac-question-danger")
 
     def _handler(self, option: str) -> Callable[[Any], None]:
         def clicked(_button: Any) -> None:
@@ -227,24 +245,6 @@ def _close_tree(widget: Any) -> None:
     widget.close()
 
 
-def _label_html(request: PermissionRequest, danger: bool = False) -> str:
-    import html
-
-    title, reason = html.escape(request.title), html.escape(request.reason)
-    if not danger:
-        return f"✋ <b>{title}</b> needs your approval: {reason}"
-    command = request.input.get("command") if isinstance(request.input, dict) else None
-    shown = html.escape(str(command)) if command else title
-    return (
-        '<div class="iac-danger" style="border:2px solid #cf222e;border-radius:6px;'
-        'padding:6px 10px;background:#fff5f5">'
-        f'<div style="font-weight:700;color:#cf222e">⚠️ Destructive: approve this one call?</div>'
-        f'<pre style="margin:4px 0;white-space:pre-wrap">{shown}</pre>'
-        # pre-wrap: a review (terraform_apply's plan summary) is several lines.
-        f'<div style="white-space:pre-wrap">{reason}</div></div>'
-    )
-
-
 def question_state(
     question_id: str, request: PermissionRequest, state: str, answer: str | None = None
 ) -> dict[str, Any]:
@@ -253,7 +253,7 @@ def question_state(
         "id": question_id,
         "state": state,
         "danger": is_danger(request),
-        "reason": request.reason,
+        "reason": reason_text(request),
         "options": button_order(request),
         "answer": str(answer) if answer is not None else None,
         "note": getattr(answer, "note", None) or None,
@@ -274,8 +274,11 @@ class PermissionUI:
         on_status: OnStatus | None = None,
         questions: PendingQuestions | None = None,
         on_question: OnQuestion | None = None,
+        card_shown: bool = False,
     ):
         self.out = out
+        #: The frontend draws the question on the card: buttons without a second copy.
+        self.card_shown = card_shown
         self.ui = ui
         self.allow_stdin = allow_stdin
         self.policy = policy
@@ -306,7 +309,9 @@ class PermissionUI:
         self.on_status(request.call_id, "awaiting_permission")
         if how == "widgets":
             try:
-                prompt = WidgetPrompt(request, asyncio.get_running_loop())
+                prompt = WidgetPrompt(
+                    request, asyncio.get_running_loop(), card_shown=self.card_shown
+                )
             except Exception as exc:  # no ipywidgets / no comm manager: nobody can click
                 answer, note = policy_answer(policy, request, False)
                 self.out.markdown(f"Permission buttons are unavailable ({exc}). {note}")
@@ -332,7 +337,8 @@ class PermissionUI:
             prompt.danger,
             prompt.bundle,
         )
-        self.out.display(prompt.bundle(), display_id)
+        marker = {DISPLAY_ID_KEY: display_id}
+        self.out.display(prompt.bundle(), display_id, metadata=marker)
         self.on_question(request.call_id, question_state(question_id, request, "pending"))
         self.questions.add(question)
         outcome = "⏹ **Cancelled** while waiting for approval"
@@ -358,6 +364,7 @@ class PermissionUI:
                 },
                 display_id,
                 update=True,
+                metadata=marker,
             )
 
     async def _ask_stdin(self, request: PermissionRequest) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from iac_kernel.agent.session import AgentSession
 from iac_kernel.config import Settings
@@ -41,6 +42,12 @@ class KernelState:
         permission_ui: str = "auto",
     ):
         self.cwd = os.path.realpath(cwd)
+        #: The notebook's folder (where Jupyter started the kernel): ``%cwd`` leaves it.
+        self.notebook_dir = self.cwd
+        #: Runbook parameters from parameters cells (kernel/parameters.py), and whether
+        #: the agent has yet to see them (they go with the next prompt).
+        self.parameters: dict[str, Any] = {}
+        self.parameters_unsent = False
         self.notebook = notebook
         holder = f"iac-kernel Jupyter kernel (pid {os.getpid()}"
         holder += f", notebook {notebook})" if notebook else ")"

@@ -5,10 +5,16 @@ a console). The kernel answers at once with ``{"type": "session_info", "info": {
 and sends the same message again on every change (a turn starts or ends, a question
 waits or is answered, ``%mode``/``%model``/``%new``/``%load``…), to every open comm. The
 info is the :mod:`~iac_kernel.kernel.session_info` shape plus ``pending`` (questions
-waiting for an answer) and ``busy``; before the first prompt there is no session yet:
+waiting for an answer), ``busy`` and ``turns`` (each running turn's execute_request
+``msgId`` and notebook ``cellId``: a page loaded while a turn runs puts the rest of the
+turn's output into that cell); before the first prompt there is no session yet:
 ``sessionId`` is ``null`` and ``model``/``mode`` are the kernel's defaults. Every
 ``kernel_info_reply`` carries the same info under ``"iac_kernel"`` (clients ask for it at
 start, after a restart and when they reconnect).
+
+A client that renders some of the kernel's MIME types itself says so when it opens the
+comm: ``{"renders": [MIME, ...]}``. While such a comm is open, turns stream their text as
+deltas for it (``kernel/display.py``).
 
 Requests a client may send on the comm:
 
@@ -17,6 +23,11 @@ Requests a client may send on the comm:
   "output": str | null, "error": str | null}``: everything a tool call printed;
 * ``{"request": "answer", "questionId": ID, "option": OPTION, "note": str?}``: answers a
   pending permission question; ``{"type": "answer", "ok": bool, "error": str | null}``.
+
+* ``{"request": "call_outcome", "callId": ID, "sessionId": ID}``: ``{"type":
+  "call_outcome", "callId", "card": <payload> | null, "outcome": str | null}``: what became
+  of a call whose card a notebook saved while it asked (``done``, ``failed``, ``denied``,
+  ``not_run``, ``awaiting_permission`` when it still asks, null when nobody knows).
 
 The kernel also sends ``{"type": "card", "card": <toolcall+json payload>}`` on every tool
 card change, so a client can update a card it restored from a saved notebook.
@@ -30,6 +41,7 @@ from typing import Any
 
 from iac_kernel.kernel.paths import sanitize, shown_model
 from iac_kernel.kernel.permission_ui import button_order
+from iac_kernel.kernel.question_text import button_label, reason_text
 from iac_kernel.kernel.questions import PendingQuestions
 from iac_kernel.kernel.session_info import session_info
 from iac_kernel.kernel.state import KernelState
@@ -42,6 +54,8 @@ log = logging.getLogger(__name__)
 FullOutput = Callable[[str], tuple[str | None, str | None]]
 #: ``answer(question_id, option, note) -> error or None``.
 Answer = Callable[[str, str, str], str | None]
+#: ``call_outcome(call_id, session_id) -> {"card", "outcome"}``.
+CallOutcome = Callable[[str, str], dict[str, Any]]
 
 
 def _send(comm: Any, data: dict[str, Any]) -> None:
@@ -50,9 +64,13 @@ def _send(comm: Any, data: dict[str, Any]) -> None:
 
 
 def kernel_session_info(
-    state: KernelState, questions: PendingQuestions, busy: bool
+    state: KernelState,
+    questions: PendingQuestions,
+    busy: bool,
+    turns: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The info of the current session, or of the defaults before there is one."""
+    """The info of the current session, or of the defaults before there is one; ``turns``
+    are the running turns' execute_request ids and cells (``{"msgId", "cellId"}``)."""
     session = state.current
     if session is not None and not session.closed:
         info = session_info(session)
@@ -74,8 +92,9 @@ def kernel_session_info(
             "callId": q.request.call_id,
             "title": q.request.title,
             "danger": q.danger,
-            "reason": q.request.reason,
+            "reason": reason_text(q.request),
             "options": button_order(q.request),
+            "labels": {o: button_label(q.request, o) for o in q.request.options},
             "command": (q.request.input or {}).get("command")
             if isinstance(q.request.input, dict)
             else None,
@@ -83,6 +102,7 @@ def kernel_session_info(
         for q in list(questions.questions.values())
     ]
     info["busy"] = busy
+    info["turns"] = turns or []
     return info
 
 
@@ -100,21 +120,38 @@ class StatusChannel:
         info: Callable[[], dict[str, Any]],
         full_output: FullOutput,
         answer: Answer,
+        call_outcome: CallOutcome | None = None,
     ):
         self.info = info
         self.full_output = full_output
         self.answer = answer
+        self.call_outcome = call_outcome
         self.comms: list[Any] = []
+        #: What each open comm said it renders (``{"renders": [...]}`` in its open message).
+        self._renders: dict[int, frozenset[str]] = {}
         self._last: dict[str, Any] | None = None
 
     def register(self, comm_manager: Any) -> None:
         comm_manager.register_target(STATUS_TARGET, self._opened)
 
-    def _opened(self, comm: Any, _msg: dict[str, Any]) -> None:
+    def renders(self, mime: str) -> bool:
+        """Whether an open comm's client renders ``mime`` itself."""
+        return any(mime in self._renders.get(id(comm), ()) for comm in self.comms)
+
+    def _opened(self, comm: Any, msg: dict[str, Any]) -> None:
         self.comms.append(comm)
+        data = msg.get("content", {}).get("data") if isinstance(msg, dict) else None
+        renders = data.get("renders") if isinstance(data, dict) else None
+        if isinstance(renders, list):
+            self._renders[id(comm)] = frozenset(r for r in renders if isinstance(r, str))
         comm.on_msg(lambda msg: self._received(comm, msg))
-        comm.on_close(lambda _msg: self.comms.remove(comm) if comm in self.comms else None)
+        comm.on_close(lambda _msg: self._closed(comm))
         _send(comm, {"type": "session_info", "info": self.info()})
+
+    def _closed(self, comm: Any) -> None:
+        if comm in self.comms:
+            self.comms.remove(comm)
+        self._renders.pop(id(comm), None)
 
     def _received(self, comm: Any, msg: dict[str, Any]) -> None:
         data = msg.get("content", {}).get("data") or {}
@@ -135,6 +172,10 @@ class StatusChannel:
                     str(data.get("note") or ""),
                 )
                 _send(comm, {"type": "answer", "ok": error is None, "error": error})
+            elif request == "call_outcome" and self.call_outcome is not None:
+                call_id = str(data.get("callId", ""))
+                found = self.call_outcome(call_id, str(data.get("sessionId", "")))
+                _send(comm, {"type": "call_outcome", "callId": call_id, **found})
             else:
                 _send(comm, {"type": "error", "error": f"unknown request {request!r}"})
         except Exception as exc:  # a bad request must not break the comm

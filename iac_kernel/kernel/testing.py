@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import queue
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,8 @@ class CellResult:
     stdin_prompts: list[str] = field(default_factory=list)
     #: The cell's status messages (busy, idle), kept apart from ``messages``.
     statuses: list[dict[str, Any]] = field(default_factory=list)
+    #: ``time.monotonic()`` when each of ``messages`` was received.
+    arrivals: list[float] = field(default_factory=list)
 
     @property
     def status(self) -> str:
@@ -69,8 +72,10 @@ class CellResult:
         return [d for d in self.created() if d.startswith("iac-text-")]
 
     def answer(self) -> str:
-        """The turn's text: the final text/plain of every text display, in order."""
-        texts = [self.final(d).get("text/plain") for d in self.text_ids()]
+        """The turn's text: the final text/plain (or, streamed as deltas, Markdown) of
+        every text display, in order."""
+        finals = [self.final(d) for d in self.text_ids()]
+        texts = [f.get("text/plain", f.get("text/markdown")) for f in finals]
         assert all(t is not None for t in texts), "a text display never got its final form"
         return "\n\n".join(t.strip("\n") for t in texts if t and t.strip())
 
@@ -185,6 +190,7 @@ class KernelHarness:
                 idle = message["content"]["execution_state"] == "idle"
                 continue
             result.messages.append(message)
+            result.arrivals.append(time.monotonic())
             if on_message is not None:
                 on_message(message, self)
         result.reply = self._reply(msg_id, deadline)
@@ -205,6 +211,14 @@ class KernelHarness:
         msg = self.kc.session.msg(msg_type, content)
         self.kc.shell_channel.send(msg)
         return self._reply(msg["header"]["msg_id"], time.monotonic() + 30)
+
+    def open_comm(self, target: str, data: dict[str, Any]) -> str:
+        """Open a comm to ``target`` as a frontend does (e.g. the extension's status comm
+        with ``{"renders": [...]}``); returns its id."""
+        comm_id = uuid.uuid4().hex
+        content = {"comm_id": comm_id, "target_name": target, "data": data}
+        self.kc.shell_channel.send(self.kc.session.msg("comm_open", content))
+        return comm_id
 
     def send_comm_msg(self, comm_id: str, data: dict[str, Any]) -> None:
         """What a browser sends when a widget is used (e.g. a button click)."""

@@ -25,6 +25,7 @@ from iac_kernel.events import (
     AgentEvent,
     Compacted,
     ErrorNotice,
+    ModelCallDone,
     TextDelta,
     ThinkingDelta,
     ToolCallInput,
@@ -32,6 +33,7 @@ from iac_kernel.events import (
     ToolCallResult,
     ToolCallStarted,
     TurnEnded,
+    Usage,
 )
 from iac_kernel.kernel import plan_card
 from iac_kernel.kernel.cards import ToolCard
@@ -65,6 +67,8 @@ class TurnView:
         clock: Callable[[], float] = time.monotonic,
         schedule: Schedule | None = None,
         on_card: Callable[[ToolCard, str], None] | None = None,
+        deltas: bool = False,
+        on_usage: Callable[[Usage], None] | None = None,
     ):
         self.out = out
         self.session_id = session_id
@@ -74,7 +78,11 @@ class TurnView:
         self._schedule = schedule
         #: Called with each card and its display id whenever it is (re)sent.
         self.on_card = on_card or (lambda _card, _display_id: None)
-        self.budget = ByteBudget()
+        #: Stream text as deltas for the extension's renderer (kernel/display.py).
+        self.deltas = deltas
+        #: Called with the turn's usage so far after each model call.
+        self.on_usage = on_usage or (lambda _usage: None)
+        self.budget = ByteBudget.live() if deltas else ByteBudget()
         self.streams: list[TextStream] = []
         self.cards: dict[str, ToolCard] = {}
         self.display_ids: dict[str, str] = {}
@@ -122,6 +130,8 @@ class TurnView:
             self._close()
             self.errors.append(event.message)
             self.out.stream(event.message.rstrip("\n") + "\n", "stderr")
+        elif isinstance(event, ModelCallDone):
+            self.on_usage(event.usage)
         elif isinstance(event, TurnEnded):
             self.finish(event, self.end_metadata(event))
 
@@ -171,7 +181,12 @@ class TurnView:
             self._close()
         if self._open is None:
             self._open = TextStream(
-                self.out, self.budget, kind, clock=self.clock, schedule=self._schedule
+                self.out,
+                self.budget,
+                kind,
+                clock=self.clock,
+                schedule=self._schedule,
+                deltas=self.deltas,
             )
             self.streams.append(self._open)
         return self._open

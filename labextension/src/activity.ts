@@ -50,6 +50,8 @@ export interface IPendingQuestion {
   reason: string;
   options: string[];
   command: string | null;
+  /** Button labels that say what "always" covers, by option (from the kernel). */
+  labels: Record<string, string>;
 }
 
 export const OPTION_LABELS: Record<string, string> = {
@@ -85,7 +87,12 @@ export function parseQuestions(value: unknown): IPendingQuestion[] {
       options: Array.isArray(item.options)
         ? item.options.filter((o): o is string => typeof o === 'string')
         : [],
-      command: typeof item.command === 'string' ? item.command : null
+      command: typeof item.command === 'string' ? item.command : null,
+      labels: isRecord(item.labels)
+        ? Object.fromEntries(
+            Object.entries(item.labels).filter((e): e is [string, string] => typeof e[1] === 'string')
+          )
+        : {}
     });
   }
   return questions;
@@ -198,6 +205,11 @@ export class SessionActivity {
     if (this._ownRequests.size > MAX_CALLS) {
       this._ownRequests.delete(this._ownRequests.values().next().value as string);
     }
+  }
+
+  /** Whether this page sent the execute_request `msgId`. */
+  isOwnRequest(msgId: string): boolean {
+    return this._ownRequests.has(msgId);
   }
 
   /**

@@ -42,11 +42,20 @@ export async function askQuestion(
   send: (option: string, note?: string) => Promise<void>
 ): Promise<void> {
   const order = answerOrder(question);
-  const buttons = order.map(option =>
-    option.startsWith('reject')
-      ? Dialog.warnButton({ label: OPTION_LABELS[option] ?? option, caption: option })
-      : Dialog.okButton({ label: OPTION_LABELS[option] ?? option, caption: option })
-  );
+  const label = (option: string) => question.labels[option] ?? OPTION_LABELS[option] ?? option;
+  // A danger question's primary (blue) button is Reject and Allow is the red one; for
+  // other questions Allow is primary and Reject a plain button.
+  const buttons = order.map(option => {
+    const reject = option.startsWith('reject');
+    if (question.danger) {
+      return reject
+        ? Dialog.okButton({ label: label(option), caption: option })
+        : Dialog.warnButton({ label: label(option), caption: option });
+    }
+    return reject
+      ? Dialog.createButton({ label: label(option), caption: option, accept: true })
+      : Dialog.okButton({ label: label(option), caption: option });
+  });
   buttons.push(Dialog.cancelButton({ label: 'Later' }));
   const rejectIndex = order.findIndex(option => option.startsWith('reject'));
   const result = await showDialog<string>({

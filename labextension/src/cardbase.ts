@@ -10,6 +10,8 @@ export interface ISectionState {
   diff?: boolean;
   /** The whole output, once the user asked for it. */
   fullText?: string;
+  /** The output was shown open while the command ran: it stays open when it ends. */
+  shownLive?: boolean;
 }
 
 export interface ICardOptions {

@@ -54,12 +54,20 @@ export function outputSection(call: IToolCall, options: ICardOptions): HTMLEleme
   // The kernel counts the whole output; without its count, count what we have.
   const lines = full !== undefined ? countLines(full) : call.outputLines ?? countLines(call.output);
   const running = call.status === 'running';
+  if (running) {
+    // What the reader watched stays open after the command ends (until they fold it).
+    options.sections.shownLive = true;
+  }
   const label = running ? 'Output so far' : 'Output';
   const summary = `${label} (${formatCount(lines)} line${lines === 1 ? '' : 's'}${cut ? ', part hidden' : ''})`;
   const { details, body } = section(
     'output',
     summary,
-    call.status === 'failed' || call.status === 'denied' || running || lines <= SHORT_OUTPUT_LINES,
+    call.status === 'failed' ||
+      call.status === 'denied' ||
+      running ||
+      options.sections.shownLive === true ||
+      lines <= SHORT_OUTPUT_LINES,
     options
   );
   const errorClass = call.status === 'failed' ? ' iac-toolcard-error' : '';
@@ -71,9 +79,12 @@ export function outputSection(call: IToolCall, options: ICardOptions): HTMLEleme
   }
   const note = hiddenNote(call);
   if (cut && call.outputHead !== null && call.outputTail !== null) {
-    body.appendChild(pre(call.outputHead));
-    body.appendChild(el('div', 'iac-toolcard-hidden-marker', `⋯ ${note ?? 'part hidden'} ⋯`));
-    body.appendChild(pre(call.outputTail));
+    // One scroll box for head, marker and tail (not one per part).
+    const scroll = el('div', 'iac-toolcard-scroll');
+    scroll.appendChild(pre(call.outputHead));
+    scroll.appendChild(el('div', 'iac-toolcard-hidden-marker', `⋯ ${note ?? 'part hidden'} ⋯`));
+    scroll.appendChild(pre(call.outputTail));
+    body.appendChild(scroll);
   } else {
     body.appendChild(pre(call.output));
   }

@@ -7,11 +7,18 @@
  * both work mid-turn. The same session info also rides in every kernel_info_reply under
  * `iac_kernel`, which JupyterLab requests at start, restart and reconnect.
  *
+ * Opening the comm also tells the kernel which of its MIME types this page renders (text
+ * deltas: the answer as it is written; tool cards: the kernel then leaves the question's
+ * text off its buttons, the card shows it).
+ *
  * Without the comm (an older kernel), the full output falls back to running the
  * `%output CALL` magic silently and reading its output.
  */
 
 import type { Kernel, KernelMessage } from '@jupyterlab/services';
+
+import { TEXT_DELTA_MIME } from './deltatext';
+import { TOOLCALL_MIME } from './payload';
 
 export const STATUS_TARGET = 'iac-kernel.status';
 
@@ -69,7 +76,8 @@ export class KernelChannel {
           this._failAll('the kernel closed the status channel');
         }
       };
-      comm.open({});
+      // The kernel streams the agent's text as deltas to a client that renders them.
+      comm.open({ renders: [TEXT_DELTA_MIME, TOOLCALL_MIME] });
       this._comm = comm;
     } catch (error) {
       console.warn('iac-kernel: cannot open the status comm', error);
@@ -95,6 +103,21 @@ export class KernelChannel {
       throw new Error(typeof reply.error === 'string' ? reply.error : 'no output stored');
     }
     return this._fullOutputByMagic(callId);
+  }
+
+  /** What became of a call whose card was saved while it asked (see kernel/status.py). */
+  async callOutcome(
+    callId: string,
+    sessionId: string
+  ): Promise<{ card: unknown; outcome: string | null }> {
+    const reply = await this._request(
+      { request: 'call_outcome', callId, sessionId },
+      data => data.type === 'call_outcome' && data.callId === callId
+    );
+    return {
+      card: isRecord(reply.card) ? reply.card : null,
+      outcome: typeof reply.outcome === 'string' ? reply.outcome : null
+    };
   }
 
   /** Answer a pending permission question; rejects with the kernel's reason if stale. */

@@ -17,11 +17,22 @@ import { Widget } from '@lumino/widgets';
 import { IIOPubMessageLike, SessionActivity } from './activity';
 import { askQuestion } from './answer';
 import { KernelChannel } from './channel';
+import { installQuestionKeys } from './keys';
 import { appHooks } from './hooks';
 import { TOOLCALL_MIME, parseToolCall } from './payload';
+import { DISPLAY_ID_KEY, ForeignTurns, IOutputList } from './reroute';
+import { staleCard } from './stale';
 import { AgentStatusItem } from './statusitem';
 
 const GOTO_PENDING = 'iac-kernel:go-to-permission-request';
+
+/** The page title's marker while questions wait ("(1 waiting) agent.ipynb - JupyterLab"). */
+const TITLE_MARK = /^\(\d+ waiting\) /;
+
+export function markedTitle(title: string, waiting: number): string {
+  const bare = title.replace(TITLE_MARK, '');
+  return waiting > 0 ? `(${waiting} waiting) ${bare}` : bare;
+}
 
 /** A notebook panel or a console panel: anything with a kernel session. */
 type AgentWidget = Widget & { sessionContext: ISessionContext };
@@ -115,6 +126,83 @@ function updateCard(widget: AgentWidget, activity: SessionActivity, card: unknow
   found.outputs.set(found.o, { ...json, data: { ...json.data, [TOOLCALL_MIME]: card } });
 }
 
+/** Outputs of the notebook cell with this id (cells keep their id in the saved file). */
+function cellOutputs(widget: AgentWidget, cellId: string): IOutputList | null {
+  if (!(widget instanceof NotebookPanel)) {
+    return null;
+  }
+  for (const cell of widget.content.widgets) {
+    if (cell.model.id === cellId && cell.model.type === 'code') {
+      return (cell.model as any).outputs as IOutputList;
+    }
+  }
+  return null;
+}
+
+const NO_OUTPUTS: IOutputList = { length: 0, get: () => ({ toJSON: () => ({}) }), add: () => 0, set: () => undefined };
+
+const WIDGET_VIEW = 'application/vnd.jupyter.widget-view+json';
+const SAVED_BUTTONS_NOTE = {
+  'text/markdown': '_(The buttons of a question that waited when this notebook was saved; it is no longer asked: the card above says what became of the call.)_',
+  'text/plain': '(buttons of a question saved while it waited; no longer asked)'
+};
+
+/** A question's buttons (ipywidgets) saved in the notebook, as the kernel marks them. */
+function isSavedButtons(output: Record<string, any>): boolean {
+  const id = output.metadata?.[DISPLAY_ID_KEY];
+  return typeof id === 'string' && id.startsWith('iac-permission-') && WIDGET_VIEW in (output.data ?? {});
+}
+
+/**
+ * Cards saved while their question waited: when the kernel runs no turn, no question can
+ * wait, so each such card asks the kernel what became of its call and says so.
+ */
+async function settleSavedCards(entry: ITracked, checked: Set<string>): Promise<void> {
+  const { widget, activity, channel } = entry;
+  if (!(widget instanceof NotebookPanel) || !channel.open || activity.busy !== false) {
+    return;
+  }
+  const asking = new Set(activity.questions.map(q => q.callId));
+  const stale: { callId: string; sessionId: string }[] = [];
+  for (const { outputs } of outputLists(widget)) {
+    for (let o = 0; o < (outputs?.length ?? 0); o++) {
+      const saved = outputs.get(o).toJSON();
+      if (isSavedButtons(saved)) {
+        // Buttons of a question nobody asks any more: their widgets are gone with it.
+        outputs.set(o, { ...saved, data: SAVED_BUTTONS_NOTE });
+        continue;
+      }
+      const card = outputs.get(o).data?.[TOOLCALL_MIME] as Record<string, unknown> | undefined;
+      const callId = typeof card?.callId === 'string' ? card.callId : '';
+      if (card?.status === 'awaiting_permission' && callId && !asking.has(callId) && !checked.has(callId)) {
+        checked.add(callId);
+        stale.push({ callId, sessionId: typeof card.sessionId === 'string' ? card.sessionId : '' });
+      }
+    }
+  }
+  for (const { callId, sessionId } of stale) {
+    let reply: { card: unknown; outcome: string | null };
+    try {
+      reply = await channel.callOutcome(callId, sessionId);
+    } catch {
+      checked.delete(callId);
+      continue;
+    }
+    const found = findCall(widget, callId);
+    if (!found || reply.outcome === 'awaiting_permission') {
+      checked.delete(callId);
+      continue;
+    }
+    const json = found.outputs.get(found.o).toJSON();
+    const saved = json.data?.[TOOLCALL_MIME];
+    if (!saved || saved.status !== 'awaiting_permission') {
+      continue;
+    }
+    const card = reply.card ?? staleCard(saved, reply.outcome);
+    found.outputs.set(found.o, { ...json, data: { ...json.data, [TOOLCALL_MIME]: card } });
+  }
+}
+
 /** Scroll to a call's card and flash it, leaving the notebook in command mode. */
 async function revealCall(widget: AgentWidget, callId: string): Promise<boolean> {
   const found = findCall(widget, callId);
@@ -156,6 +244,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     palette: ICommandPalette | null
   ) => {
     const tracked = new Map<Widget, ITracked>();
+    installQuestionKeys(document);
     let lastAgent: ITracked | null = null;
 
     const current = (): ITracked | null => {
@@ -179,10 +268,25 @@ const plugin: JupyterFrontEndPlugin<void> = {
         void app.commands.execute(GOTO_PENDING);
       }
     });
+    // The page title shows a marker while any question waits; JupyterLab rewrites the
+    // title when the current tab changes, so the marker is put back after it.
+    const waitingCount = () =>
+      [...tracked.values()].reduce((sum, entry) => sum + entry.activity.pendingCount, 0);
+    const markTitle = () => {
+      const next = markedTitle(document.title, waitingCount());
+      if (next !== document.title) {
+        document.title = next;
+      }
+    };
+    const titleNode = document.querySelector('title');
+    if (titleNode) {
+      new MutationObserver(markTitle).observe(titleNode, { childList: true, characterData: true, subtree: true });
+    }
     const refresh = () => {
       const now = current();
       item.render(now?.activity ?? null, isAgentKernel(now?.widget ?? null));
       app.commands.notifyCommandChanged(GOTO_PENDING);
+      markTitle();
     };
 
     const track = (widget: AgentWidget): void => {
@@ -190,20 +294,48 @@ const plugin: JupyterFrontEndPlugin<void> = {
         return;
       }
       const activity = new SessionActivity();
+      // Turns started before this page loaded: their output goes into their cells.
+      const foreign = new ForeignTurns();
+      const learn = (info: unknown) => foreign.learn(info, id => activity.isOwnRequest(id));
       const channel = new KernelChannel({
-        onInfo: info => activity.setKernelInfo(info),
+        onInfo: info => {
+          learn(info);
+          activity.setKernelInfo(info);
+        },
         onCard: card => updateCard(widget, activity, card)
       });
       const entry: ITracked = { widget, activity, channel };
       tracked.set(widget, entry);
+      const checked = new Set<string>();
+      // Without a status bar (Notebook 7), each notebook gets the item in its toolbar.
+      let own: AgentStatusItem | null = null;
+      if (!statusBar && widget instanceof NotebookPanel) {
+        own = new AgentStatusItem(() => {
+          if (app.commands.isEnabled(GOTO_PENDING)) {
+            void app.commands.execute(GOTO_PENDING);
+          }
+        });
+        own.addClass('iac-status-toolbar');
+        widget.toolbar.insertItem(10, 'iac-agent-status', own);
+        own.render(activity, isAgentKernel(widget));
+      }
       const unsubscribe = activity.subscribe(() => {
         if (current() === entry) {
           refresh();
+        } else {
+          markTitle();
         }
+        own?.render(activity, isAgentKernel(widget));
+        void settleSavedCards(entry, checked);
       });
       const context = widget.sessionContext;
       const onIOPub = (_: unknown, msg: unknown) => {
         activity.handle(msg as IIOPubMessageLike);
+        const message = msg as any;
+        const cellId = foreign.size ? foreign.cellOf(message) : null;
+        if (cellId) {
+          foreign.route(message, cellOutputs(widget, cellId) ?? NO_OUTPUTS);
+        }
       };
       let restarted = false;
       const onStatus = (_: unknown, status: string) => {

@@ -16,6 +16,7 @@ import {
   parseToolCall
 } from './payload';
 import { planExtension } from './plan';
+import { textDeltaExtension } from './textdelta';
 import { renderInvalid, renderToolCard } from './toolcard';
 
 /**
@@ -116,7 +117,8 @@ const extensions: IRenderMime.IExtension[] = [
     rank: 20,
     dataType: 'json'
   },
-  planExtension
+  planExtension,
+  textDeltaExtension
 ];
 
 export default extensions;

@@ -9,6 +9,24 @@ import { Widget } from '@lumino/widgets';
 import { SessionActivity } from './activity';
 import { formatTokens } from './payload';
 
+/** The agent's state from the kernel's own info: a question waits, a turn runs, or idle. */
+export function agentState(activity: SessionActivity): 'waiting' | 'running' | 'idle' | 'unknown' {
+  if (activity.pendingCount > 0) {
+    return 'waiting';
+  }
+  if (activity.busy === true || activity.running.length > 0) {
+    return 'running';
+  }
+  return activity.busy === false ? 'idle' : 'unknown';
+}
+
+export const STATE_LABELS: Record<string, string> = {
+  waiting: 'waiting for you',
+  running: 'running',
+  idle: 'idle',
+  unknown: ''
+};
+
 function span(className: string, text: string): HTMLSpanElement {
   const node = document.createElement('span');
   node.className = className;
@@ -63,6 +81,11 @@ export class AgentStatusItem extends Widget {
     const running = activity.running.length;
     this.node.classList.toggle('iac-status-has-pending', pending > 0);
     this.node.dataset.mode = info?.mode ?? '';
+    const state = agentState(activity);
+    this.node.dataset.state = state;
+    if (STATE_LABELS[state]) {
+      this.node.appendChild(span(`iac-status-state iac-state-${state}`, STATE_LABELS[state]));
+    }
     if (pending > 0) {
       this.node.appendChild(
         span('iac-status-pending', `⚠ ${pending} awaiting permission`)
@@ -84,9 +107,7 @@ export class AgentStatusItem extends Widget {
       );
     }
     if (running > 0) {
-      this.node.appendChild(span('iac-status-running', `${running} running`));
-    } else if (activity.busy && pending === 0) {
-      this.node.appendChild(span('iac-status-busy', 'working'));
+      this.node.appendChild(span('iac-status-running', `${running} tool${running > 1 ? 's' : ''}`));
     }
     const lines = [
       `Agent session: ${activity.sessionId || 'not started yet'}`,
@@ -104,7 +125,12 @@ export class AgentStatusItem extends Widget {
     ];
     this.node.setAttribute(
       'aria-label',
-      [pending > 0 ? `${pending} awaiting permission` : '', info?.model ?? '', info?.mode ?? '']
+      [
+        `Agent ${STATE_LABELS[state] || 'status'}`,
+        pending > 0 ? `${pending} awaiting permission` : '',
+        info?.model ?? '',
+        info?.mode ?? ''
+      ]
         .filter(Boolean)
         .join(', ')
     );

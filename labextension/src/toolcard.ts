@@ -7,11 +7,14 @@ import { ICardOptions, el, section } from './cardbase';
 import { outputSection, startClock, stopClock } from './cardoutput';
 import { renderDiff } from './diffview';
 import { IToolCall, TOOL_STATUSES, formatElapsed } from './payload';
+import { SAVED_LABELS } from './stale';
+
 
 export type { ICardOptions, ISectionState } from './cardbase';
 export { renderDiff } from './diffview';
 
 const STATUS_LABELS: Record<string, string> = {
+  ...SAVED_LABELS,
   running: 'Running',
   awaiting_permission: 'Awaiting permission',
   done: 'Done',
@@ -67,6 +70,11 @@ function questionBlock(call: IToolCall): HTMLElement | null {
   const question = call.question;
   if (question === null) {
     return null;
+  }
+  if (question.state === 'saved') {
+    const box = el('div', 'iac-toolcard-saved-note', question.note ?? '');
+    box.setAttribute('role', 'note');
+    return box;
   }
   const waiting = call.status === 'awaiting_permission' && question.state !== 'cancelled';
   if (!waiting) {
@@ -175,7 +183,9 @@ export function renderToolCard(host: HTMLElement, call: IToolCall, options: ICar
   stopClock(host);
   host.replaceChildren();
   host.classList.add('iac-toolcard');
-  host.classList.toggle('iac-toolcard-danger', call.question?.danger === true);
+  // A destructive call is drawn as one until it ran: after a successful apply the card
+  // shows the success state, not the red border of the question.
+  host.classList.toggle('iac-toolcard-danger', call.question?.danger === true && call.status !== 'done');
   for (const name of [...host.classList]) {
     if (name.startsWith('iac-toolcard-is-')) {
       host.classList.remove(name);

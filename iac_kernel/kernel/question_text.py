@@ -1,0 +1,79 @@
+"""The words of a permission question: the reason naming the command or file, button
+labels that say what "always" covers, and the kernel's own HTML box for a destructive
+question (theme variables, so it reads in light and dark themes)."""
+
+from __future__ import annotations
+
+from iac_kernel.agent.permissions import (
+    ALLOW_ALWAYS,
+    CATEGORY_REASONS,
+    REJECT_ALWAYS,
+    PermissionRequest,
+)
+
+DANGER_RED = "var(--jp-error-color1, #cf222e)"
+TEXT = "var(--jp-content-font-color1, #1f2328)"
+DANGER_TINT = (
+    "color-mix(in srgb, var(--jp-error-color1, #cf222e) 10%, var(--jp-layout-color1, #fff))"
+)
+
+
+def is_danger(request: PermissionRequest) -> bool:
+    """A per-call question (apply, destroy, force-unlock, a write outside the folder), as
+    the permission gate marks it (``PermissionRequest.danger``)."""
+    return bool(getattr(request, "danger", False))
+
+
+def reason_text(request: PermissionRequest) -> str:
+    """The reason, naming the command or the file when the gate gave only its category's
+    generic words ("It runs a command or a sub-agent.")."""
+    if request.reason not in CATEGORY_REASONS.values():
+        return request.reason
+    args = request.input if isinstance(request.input, dict) else {}
+    command, path = args.get("command"), args.get("path") or args.get("file_path")
+    if isinstance(command, str) and command.strip():
+        return f"It runs `{_short(command)}` in this folder."
+    if isinstance(path, str) and path.strip():
+        return f"It changes `{path}`."
+    return request.reason
+
+
+def _short(text: str, limit: int = 120) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def button_label(request: PermissionRequest, option: str) -> str:
+    """A button's label that says what "always" covers: "Always allow `terraform plan`",
+    "Always allow edits in this folder"."""
+    custom = request.labels.get(option, "")
+    if option not in (ALLOW_ALWAYS, REJECT_ALWAYS):
+        return request.label(option)
+    verb = "Always allow" if option == ALLOW_ALWAYS else "Always reject"
+    if ":" in custom:  # the gate's "Allow always: `terraform plan`" (a command prefix)
+        return f"{verb} {custom.split(':', 1)[1].strip()} …"
+    if request.kind == "edit":
+        return f"{verb} edits in this folder"
+    return f"{verb} {request.tool_name} (this session)"
+
+
+def _label_html(request: PermissionRequest, danger: bool = False) -> str:
+    import html
+
+    title, reason = html.escape(request.title), html.escape(reason_text(request))
+    if not danger:
+        return f"✋ <b>{title}</b> needs your approval: {reason}"
+    command = request.input.get("command") if isinstance(request.input, dict) else None
+    shown = html.escape(str(command)) if command else title
+    # Theme variables (fallbacks for pages without them); the tint is mixed into the
+    # theme's background so light text stays readable in dark themes.
+    return (
+        f'<div class="iac-danger" style="border:2px solid {DANGER_RED};border-radius:6px;'
+        f'padding:6px 10px;color:{TEXT};background:{DANGER_TINT}">'
+        f'<div style="font-weight:700;color:{DANGER_RED}">'
+        "⚠️ Destructive: approve this one call?</div>"
+        f'<pre style="margin:4px 0;white-space:pre-wrap;color:{TEXT};background:transparent">'
+        f"{shown}</pre>"
+        # pre-wrap: a review (terraform_apply's plan summary) is several lines.
+        f'<div style="white-space:pre-wrap">{reason}</div></div>'
+    )

@@ -1,0 +1,90 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+
+import { ForeignTurns, IMessage, IOutputList } from '../reroute';
+
+class Outputs implements IOutputList {
+  items: Record<string, any>[] = [];
+  get length(): number {
+    return this.items.length;
+  }
+  get(index: number) {
+    const item = this.items[index];
+    return { toJSON: () => item };
+  }
+  add(output: Record<string, any>): number {
+    this.items.push(output);
+    return this.items.length;
+  }
+  set(index: number, output: Record<string, any>): void {
+    this.items[index] = output;
+  }
+}
+
+function msg(type: string, content: Record<string, any>, parent = 'req-1'): IMessage {
+  return { header: { msg_type: type }, parent_header: { msg_id: parent }, content };
+}
+
+test('a foreign turn writes into its cell: records replace saved buttons, text is added', () => {
+  const turns = new ForeignTurns();
+  turns.learn({ turns: [{ msgId: 'req-1', cellId: 'cell-a' }, { msgId: 'own', cellId: 'cell-b' }] }, id => id === 'own');
+  assert.equal(turns.cellOf(msg('stream', {})), 'cell-a');
+  assert.equal(turns.cellOf(msg('stream', {}, 'own')), null);
+
+  const outputs = new Outputs();
+  outputs.add({ output_type: 'display_data', data: { 'application/vnd.jupyter.widget-view+json': {} }, metadata: { iac_display_id: 'iac-permission-q1' } });
+  const record = { 'text/markdown': 'Rejected once' };
+  turns.route(msg('update_display_data', { data: record, metadata: { iac_display_id: 'iac-permission-q1' }, transient: { display_id: 'iac-permission-q1' } }), outputs);
+  assert.deepEqual(outputs.items[0].data, record);
+
+  turns.route(msg('display_data', { data: { x: 1 }, metadata: {}, transient: { display_id: 'iac-text-1' } }), outputs);
+  turns.route(msg('update_display_data', { data: { 'text/markdown': 'done' }, metadata: {}, transient: { display_id: 'iac-text-1' } }), outputs);
+  assert.equal(outputs.length, 2);
+  assert.deepEqual(outputs.items[1].data, { 'text/markdown': 'done' });
+
+  // An update for text that started before the reload is added; an unknown card is not.
+  turns.route(msg('update_display_data', { data: { 'text/markdown': 'late' }, transient: { display_id: 'iac-text-0' } }), outputs);
+  assert.equal(outputs.length, 3);
+  assert.equal(turns.route(msg('update_display_data', { data: {}, transient: { display_id: 'iac-tool-9' } }), outputs), false);
+
+  turns.route(msg('status', { execution_state: 'idle' }), outputs);
+  assert.equal(turns.cellOf(msg('stream', {})), null);
+  assert.equal(turns.size, 0);
+});
+
+test('a saved card is found by its call id; junk info is ignored', () => {
+  const turns = new ForeignTurns();
+  turns.learn({ turns: [null, { msgId: 3 }, { msgId: 'r', cellId: 'c' }] }, () => false);
+  turns.learn('junk', () => false);
+  assert.equal(turns.size, 1);
+  const outputs = new Outputs();
+  const card = (status: string) => ({ 'application/vnd.iac-kernel.toolcall+json': { callId: 'call-1', status } });
+  outputs.add({ output_type: 'display_data', data: card('awaiting_permission'), metadata: {} });
+  turns.route(msg('update_display_data', { data: card('denied'), transient: { display_id: 'iac-tool-x' } }, 'r'), outputs);
+  assert.equal(outputs.items[0].data['application/vnd.iac-kernel.toolcall+json'].status, 'denied');
+});
+
+test('a card saved mid-question says so and what became of the call', async () => {
+  const { staleCard, SAVED_ASKING } = await import('../stale');
+  const card = { callId: 'c', status: 'awaiting_permission', live: true, question: { id: 'q', state: 'pending', danger: true } };
+  const denied = staleCard(card, 'denied');
+  assert.equal(denied.status, 'denied');
+  assert.equal(denied.question.state, 'saved');
+  assert.match(denied.question.note, /saved while this question waited/i);
+  assert.match(denied.question.note, /rejected/);
+  const unknown = staleCard(card, null);
+  assert.equal(unknown.status, SAVED_ASKING);
+  assert.match(unknown.question.note, /does not know/);
+  assert.equal(staleCard(card, 'weird').status, SAVED_ASKING);
+});
+
+test('keys a, r and digits pick the matching button', async () => {
+  const { buttonForKey } = await import('../keys');
+  const labels = ['Reject once', 'Allow once', 'Always allow `terraform plan` …'];
+  assert.equal(buttonForKey('a', labels), 1);
+  assert.equal(buttonForKey('r', labels), 0);
+  assert.equal(buttonForKey('3', labels), 2);
+  assert.equal(buttonForKey('4', labels), null);
+  assert.equal(buttonForKey('x', labels), null);
+  assert.equal(buttonForKey('a', ['Reject once']), null);
+});

@@ -1,0 +1,160 @@
+/**
+ * The rest of a turn that started before this page loaded.
+ *
+ * JupyterLab puts a cell's output where the execute_request that this page sent it is
+ * waiting; a turn started before a reload (or in another tab) still sends its output to
+ * every client, but JupyterLab routes it to no cell. The kernel's session info names each
+ * running turn's request and cell (`turns: [{msgId, cellId}]`); this module writes that
+ * turn's output into that cell's outputs: new displays are added, updates replace the
+ * output they belong to (found by display id for displays seen here, by the kernel's
+ * `iac_display_id` output metadata for a saved question, by call id for a saved card).
+ */
+
+import { TOOLCALL_MIME } from './payload';
+
+export const DISPLAY_ID_KEY = 'iac_display_id';
+
+/** The subset of JupyterLab's IOutputAreaModel used here. */
+export interface IOutputList {
+  readonly length: number;
+  get(index: number): { toJSON(): Record<string, any> };
+  add(output: Record<string, any>): number;
+  set(index: number, output: Record<string, any>): void;
+}
+
+export interface IMessage {
+  header: { msg_type: string; msg_id?: string };
+  parent_header?: { msg_id?: string; msg_type?: string } | Record<string, never>;
+  content: Record<string, any>;
+}
+
+function isRecord(value: unknown): value is Record<string, any> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Running turns this page did not start, by execute_request id, with their cells. */
+export class ForeignTurns {
+  /** Learn the kernel's running turns (session info `turns`); own requests are skipped. */
+  learn(info: unknown, own: (msgId: string) => boolean): void {
+    const turns = isRecord(info) && Array.isArray(info.turns) ? info.turns : [];
+    for (const turn of turns) {
+      if (isRecord(turn) && typeof turn.msgId === 'string' && typeof turn.cellId === 'string') {
+        if (turn.msgId && turn.cellId && !own(turn.msgId) && !this._cells.has(turn.msgId)) {
+          this._cells.set(turn.msgId, turn.cellId);
+          this._displays.set(turn.msgId, new Map());
+        }
+      }
+    }
+  }
+
+  /** The cell a message of a foreign turn belongs to, or null. */
+  cellOf(msg: IMessage): string | null {
+    const id = msg.parent_header?.msg_id;
+    return typeof id === 'string' ? (this._cells.get(id) ?? null) : null;
+  }
+
+  /**
+   * Put one IOPub message of a foreign turn into its cell's outputs; returns whether it
+   * changed them. The turn is forgotten when its request goes idle.
+   */
+  route(msg: IMessage, outputs: IOutputList): boolean {
+    const id = msg.parent_header?.msg_id;
+    const displays = typeof id === 'string' ? this._displays.get(id) : undefined;
+    if (!id || !displays) {
+      return false;
+    }
+    const type = msg.header.msg_type;
+    if (type === 'status') {
+      if (msg.content.execution_state === 'idle') {
+        this._cells.delete(id);
+        this._displays.delete(id);
+      }
+      return false;
+    }
+    return routeOutput(msg, outputs, displays);
+  }
+
+  get size(): number {
+    return this._cells.size;
+  }
+
+  private _cells = new Map<string, string>();
+  private _displays = new Map<string, Map<string, number>>();
+}
+
+/** One message into `outputs`; `displays` maps display ids created here to indexes. */
+export function routeOutput(
+  msg: IMessage,
+  outputs: IOutputList,
+  displays: Map<string, number>
+): boolean {
+  const type = msg.header.msg_type;
+  const content = msg.content;
+  const data = isRecord(content.data) ? content.data : {};
+  const metadata = isRecord(content.metadata) ? content.metadata : {};
+  const displayId = isRecord(content.transient) ? content.transient.display_id : undefined;
+  if (type === 'display_data' || type === 'execute_result') {
+    const output: Record<string, any> = { output_type: type, data, metadata };
+    if (type === 'execute_result') {
+      output.execution_count = content.execution_count ?? null;
+    }
+    outputs.add(output);
+    if (typeof displayId === 'string') {
+      displays.set(displayId, outputs.length - 1);
+    }
+    return true;
+  }
+  if (type === 'update_display_data' && typeof displayId === 'string') {
+    const index = findDisplay(outputs, displays, displayId, data);
+    const output = { output_type: 'display_data', data, metadata };
+    if (index !== null) {
+      outputs.set(index, output);
+      return true;
+    }
+    // Text that began before this page loaded: its final form (or the rest) is added.
+    if (displayId.startsWith('iac-text-')) {
+      outputs.add(output);
+      displays.set(displayId, outputs.length - 1);
+      return true;
+    }
+    return false;
+  }
+  if (type === 'stream' && typeof content.text === 'string') {
+    outputs.add({ output_type: 'stream', name: content.name ?? 'stdout', text: content.text });
+    return true;
+  }
+  if (type === 'error') {
+    outputs.add({
+      output_type: 'error',
+      ename: String(content.ename ?? ''),
+      evalue: String(content.evalue ?? ''),
+      traceback: Array.isArray(content.traceback) ? content.traceback : []
+    });
+    return true;
+  }
+  return false;
+}
+
+function findDisplay(
+  outputs: IOutputList,
+  displays: Map<string, number>,
+  displayId: string,
+  data: Record<string, any>
+): number | null {
+  const known = displays.get(displayId);
+  if (known !== undefined && known < outputs.length) {
+    return known;
+  }
+  const callId = isRecord(data[TOOLCALL_MIME]) ? data[TOOLCALL_MIME].callId : undefined;
+  for (let index = outputs.length - 1; index >= 0; index--) {
+    const saved = outputs.get(index).toJSON();
+    if (isRecord(saved.metadata) && saved.metadata[DISPLAY_ID_KEY] === displayId) {
+      return index;
+    }
+    const card = isRecord(saved.data) ? saved.data[TOOLCALL_MIME] : undefined;
+    if (callId !== undefined && isRecord(card) && card.callId === callId) {
+      return index;
+    }
+  }
+  return null;
+}

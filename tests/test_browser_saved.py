@@ -1,0 +1,108 @@
+"""A notebook saved while a question waited, opened later in JupyterLab (headless Chromium):
+the card does not say "awaiting permission" forever but that it was saved mid-question and
+what became of the call (here nobody knows: its session is not in this store), and the
+saved buttons never show "Error displaying widget: model not found".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from browser.jupyter import BROWSER_MARKS, jupyter_server, write_notebook
+from browser.lab import chromium, lab_page, our_errors, server_env, wait_kernel_idle
+
+pytestmark = BROWSER_MARKS
+
+REPO = Path(__file__).resolve().parents[1]
+ARTIFACTS = REPO / "test-artifacts"
+SCRIPT = REPO / "tests" / "scripts" / "browser_stream.json"
+CARD = {
+    "version": 1,
+    "callId": "toolu_saved_1",
+    "name": "bash",
+    "title": "bash: terraform apply",
+    "kind": "execute",
+    "status": "awaiting_permission",
+    "input": {"command": "terraform apply"},
+    "output": None,
+    "outputTruncated": False,
+    "locations": [],
+    "sessionId": "00000000-0000-0000-0000-000000000000",
+    "question": {
+        "id": "q1",
+        "state": "pending",
+        "danger": True,
+        "reason": "It changes real infrastructure.",
+        "options": ["reject_once", "allow_once"],
+        "answer": None,
+        "note": None,
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    with chromium() as browser:
+        yield browser
+
+
+@pytest.fixture
+def page(browser) -> Iterator[object]:
+    with lab_page(browser) as page:
+        yield page
+
+
+def saved_mid_question(path: Path) -> None:
+    write_notebook(path, "Apply the plan")
+    nb = nbformat.read(path, as_version=4)
+    nb.cells[0].outputs = [
+        nbformat.v4.new_output(
+            "display_data",
+            data={
+                "application/vnd.iac-kernel.toolcall+json": CARD,
+                "text/plain": "bash: terraform apply (awaiting permission)",
+            },
+        ),
+        nbformat.v4.new_output(
+            "display_data",
+            data={
+                "application/vnd.jupyter.widget-view+json": {
+                    "model_id": "0123456789abcdef",
+                    "version_major": 2,
+                    "version_minor": 0,
+                },
+                "text/plain": "Permission needed",
+            },
+            metadata={"iac_display_id": "iac-permission-q1"},
+        ),
+    ]
+    nbformat.write(nb, path)
+
+
+def test_a_card_saved_mid_question_says_so(tmp_path: Path, page) -> None:
+    from playwright.sync_api import expect
+
+    with jupyter_server("jupyterlab", tmp_path, server_env(tmp_path, SCRIPT)) as server:
+        saved_mid_question(server.root / "saved.ipynb")
+        page.goto(server.page_url("lab/tree/saved.ipynb"))
+        try:
+            wait_kernel_idle(page)
+            card = page.locator(".iac-toolcard").first
+            expect(card.locator(".iac-toolcard-status")).to_have_text("Saved mid-question")
+            expect(card.locator(".iac-toolcard-saved-note")).to_contain_text(
+                "Saved while this question waited"
+            )
+            cell = page.locator(".jp-Notebook .jp-Cell").first
+            expect(cell).to_contain_text("no longer asked")
+            assert "model not found" not in cell.inner_text()
+            assert "Awaiting permission" not in cell.inner_text()
+        except Exception:
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "browser-saved-failure.png"))
+            print(server.log_tail())
+            raise
+        assert our_errors(page) == []

@@ -1,0 +1,84 @@
+"""The agent's state, as the kernel knows it, in a real browser (headless Chromium):
+JupyterLab's status bar item and Notebook 7's toolbar item say idle, running while the
+model writes, and waiting for you while a question waits (the page title then carries a
+marker); the question takes the focus when it arrives, is announced in an aria-live
+region and is answered with the `r` key; then idle again.
+
+Waits are for conditions on the page, never a sleep followed by an assertion.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from browser.jupyter import BROWSER_MARKS, jupyter_server, write_notebook
+from browser.lab import chromium, lab_page, our_errors, run_prompt, server_env, wait_kernel_idle
+
+pytestmark = BROWSER_MARKS
+
+REPO = Path(__file__).resolve().parents[1]
+ARTIFACTS = REPO / "test-artifacts"
+SCRIPT = REPO / "tests" / "scripts" / "browser_status.json"
+FAKE_TERRAFORM = "#!/bin/sh\necho unlocked\n"
+ITEM = {
+    "jupyterlab": "#jp-main-statusbar .iac-status-item",
+    "notebook": ".jp-NotebookPanel-toolbar .iac-status-item",
+}
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    with chromium() as browser:
+        yield browser
+
+
+@pytest.fixture
+def page(browser) -> Iterator[object]:
+    with lab_page(browser) as page:
+        yield page
+
+
+@pytest.mark.parametrize("app", ["jupyterlab", "notebook"])
+def test_status_says_running_waiting_and_idle(tmp_path: Path, page, app: str) -> None:
+    from playwright.sync_api import expect
+
+    with jupyter_server(app, tmp_path, server_env(tmp_path, SCRIPT)) as server:
+        terraform = server.root / "bin" / "terraform"
+        terraform.parent.mkdir()
+        terraform.write_text(FAKE_TERRAFORM)
+        terraform.chmod(0o755)
+        write_notebook(server.root / "status.ipynb")
+        path = "lab/tree/status.ipynb" if app == "jupyterlab" else "notebooks/status.ipynb"
+        page.goto(server.page_url(path))
+        item = page.locator(ITEM[app])
+        try:
+            wait_kernel_idle(page)
+            expect(item).to_have_attribute("data-state", "idle")
+
+            run_prompt(page, "Please stream slowly")
+            expect(item).to_have_attribute("data-state", "running")
+            expect(item.locator(".iac-status-state")).to_have_text("running")
+            expect(item).to_have_attribute("data-state", "idle")
+            expect(item.locator(".iac-status-tokens")).to_contain_text("tokens")
+
+            run_prompt(page, "Please release the lock", cell=1)
+            expect(item).to_have_attribute("data-state", "waiting")
+            expect(item.locator(".iac-status-state")).to_have_text("waiting for you")
+            expect(page).to_have_title(re.compile(r"^\(1 waiting\) "))
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / f"browser-status-{app}.png"))
+
+            second = page.locator(".jp-Notebook .jp-Cell").nth(1)
+            second.get_by_role("button", name="Reject once").click()
+            expect(item).to_have_attribute("data-state", "idle")
+            expect(page).not_to_have_title(re.compile(r"waiting"))
+        except Exception:
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / f"browser-status-{app}-failure.png"))
+            print(server.log_tail())
+            raise
+        assert our_errors(page) == []

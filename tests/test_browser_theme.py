@@ -1,0 +1,129 @@
+"""The destructive question is readable in every theme: JupyterLab Light, Dark and Dark
+High Contrast, in headless Chromium. For the command and the reason on the card (the
+question is shown once: the buttons carry no copy) and the first button, the text's
+contrast against the background it is drawn on (the page's backgrounds blended, as the
+browser computes them) is at least 4.5:1 (WCAG AA).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from browser.jupyter import BROWSER_MARKS, jupyter_server, write_notebook
+from browser.lab import chromium, lab_page, our_errors, run_prompt, server_env, wait_kernel_idle
+
+pytestmark = BROWSER_MARKS
+
+REPO = Path(__file__).resolve().parents[1]
+ARTIFACTS = REPO / "test-artifacts"
+SCRIPT = REPO / "tests" / "scripts" / "browser_console.json"
+FAKE_TERRAFORM = "#!/bin/sh\necho unlocked\n"
+THEMES = ["JupyterLab Light", "JupyterLab Dark", "JupyterLab Dark High Contrast"]
+#: WCAG AA for normal text.
+MINIMUM = 4.5
+
+CONTRAST = """node => {
+  const parse = value => {
+    let m = value.match(/rgba?\\(([^)]+)\\)/);
+    if (m) {
+      const p = m[1].split(/[ ,/]+/).filter(Boolean).map(Number);
+      return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1];
+    }
+    m = value.match(/color\\(srgb ([^)]+)\\)/);
+    if (m) {
+      const p = m[1].split(/[ /]+/).filter(Boolean).map(Number);
+      return [p[0] * 255, p[1] * 255, p[2] * 255, p.length > 3 ? p[3] : 1];
+    }
+    return null;
+  };
+  const chain = [];
+  for (let n = node; n; n = n.parentElement) chain.unshift(n);
+  let bg = [255, 255, 255];
+  for (const n of chain) {
+    const c = parse(getComputedStyle(n).backgroundColor);
+    if (c && c[3] > 0) bg = [0, 1, 2].map(i => c[i] * c[3] + bg[i] * (1 - c[3]));
+  }
+  const f = parse(getComputedStyle(node).color);
+  const fg = [0, 1, 2].map(i => f[i] * f[3] + bg[i] * (1 - f[3]));
+  const lum = c => {
+    const [r, g, b] = c.map(v => {
+      v /= 255;
+      return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4);
+    });
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  };
+  const [hi, lo] = [lum(fg), lum(bg)].sort((a, b) => b - a);
+  return (hi + 0.05) / (lo + 0.05);
+}"""
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    with chromium() as browser:
+        yield browser
+
+
+@pytest.fixture
+def page(browser) -> Iterator[object]:
+    with lab_page(browser) as page:
+        yield page
+
+
+@pytest.mark.parametrize("theme", THEMES)
+def test_the_danger_question_is_readable(tmp_path: Path, page, theme: str) -> None:
+    from playwright.sync_api import expect
+
+    with jupyter_server("jupyterlab", tmp_path, server_env(tmp_path, SCRIPT)) as server:
+        themes = tmp_path / "lab-settings" / "@jupyterlab" / "apputils-extension"
+        themes.mkdir(parents=True, exist_ok=True)
+        (themes / "themes.jupyterlab-settings").write_text(json.dumps({"theme": theme}))
+        terraform = server.root / "bin" / "terraform"
+        terraform.parent.mkdir()
+        terraform.write_text(FAKE_TERRAFORM)
+        terraform.chmod(0o755)
+        write_notebook(server.root / "theme.ipynb")
+        page.goto(server.page_url("lab/tree/theme.ipynb"))
+        name = theme.split()[-1].lower() if "Contrast" not in theme else "contrast"
+        try:
+            expect(page.locator("body")).to_have_attribute("data-jp-theme-name", theme)
+            wait_kernel_idle(page)
+            run_prompt(page, "Please release the lock")
+            cell = page.locator(".jp-Notebook .jp-Cell").first
+            card = cell.locator(".iac-toolcard[data-kind='execute']")
+            expect(card).to_have_attribute("data-status", "awaiting_permission")
+            question = card.locator(".iac-toolcard-question-danger")
+            expect(question.locator(".iac-toolcard-question-command")).to_contain_text(
+                "force-unlock"
+            )
+            # The question is shown once: on the card; the buttons below carry no copy.
+            expect(cell.locator(".iac-question button").first).to_be_visible()
+            expect(cell.locator(".iac-danger")).to_have_count(0)
+            texts = {
+                "card command": question.locator(".iac-toolcard-question-command"),
+                "card reason": question.locator(".iac-toolcard-question-why"),
+                "Reject button": cell.locator(".iac-question button").first,
+            }
+            ratios = {what: node.evaluate(CONTRAST) for what, node in texts.items()}
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / f"browser-theme-{name}.png"))
+            low = {what: round(r, 2) for what, r in ratios.items() if r < MINIMUM}
+            assert not low, f"{theme}: contrast below {MINIMUM}:1: {low}"
+
+            # Allowed with the `a` key on the focused question, the call ran: the card
+            # shows the success state, not the destructive question's red border.
+            expect(cell.locator(".iac-question button:focus")).to_have_count(1)
+            page.keyboard.press("a")
+            expect(card).to_have_attribute("data-status", "done")
+            expect(card).to_have_class(re.compile(r"\biac-toolcard-is-done\b"))
+            expect(card).not_to_have_class(re.compile(r"\biac-toolcard-danger\b"))
+        except Exception:
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / f"browser-theme-{name}-failure.png"))
+            print(server.log_tail())
+            raise
+        assert our_errors(page) == []
