@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from iac_kernel.guard.hidden import is_secret
+from iac_kernel.textsafe import printable
 
 #: Variables that change what a guarded program acts on (exact names).
 RETARGETING = (
@@ -124,7 +125,8 @@ def describe(program: str, argv: Sequence[str], cwd: str, env: Mapping[str, str]
     lines = []
     shown = retargeting_env(env)
     if shown:
-        lines.append("Environment: " + ", ".join(f"{k}={v}" for k, v in shown.items()))
+        pairs = ", ".join(f"{k}={v}" for k, v in shown.items())
+        lines.append("Environment: " + printable(pairs))  # no lines or controls of its own
     for key, value in resolved(program, argv, cwd, env).items():
-        lines.append(f"Target: {key} {value}")
+        lines.append(printable(f"Target: {key} {value}"))
     return lines
