@@ -64,3 +64,16 @@ def isolated_runtime_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: 
     run = tmp_path_factory.mktemp("run")
     monkeypatch.setenv("IAC_KERNEL_RUNTIME_DIR", str(run))
     return run
+
+
+@pytest.fixture
+def outside_tmp() -> Iterator[Path]:
+    """A folder outside /tmp, whatever TMPDIR says: a bash call's sandbox has a private
+    /tmp, so a fake HOME or store under /tmp would be invisible inside for that reason
+    alone, and a test of what the sandbox hides or shows would prove nothing."""
+    import shutil
+    import tempfile
+
+    path = Path(os.path.realpath(tempfile.mkdtemp(prefix="iac-test-", dir="/var/tmp")))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)

@@ -105,8 +105,12 @@ except OSError as exc:
 
 @pytest.mark.skipif(unusable_reason() is not None, reason="bubblewrap unusable")
 def test_a_bash_call_in_a_live_kernel_cannot_reach_the_endpoint(
-    tmp_path: Path, isolated_runtime_dir: Path
+    outside_tmp: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    tmp_path = outside_tmp  # not under /tmp: the empty mounts are what is checked
+    isolated_runtime_dir = tmp_path / "run"
+    isolated_runtime_dir.mkdir()
+    monkeypatch.setenv("IAC_KERNEL_RUNTIME_DIR", str(isolated_runtime_dir))
     work = tmp_path / "work"
     work.mkdir()
     work = Path(os.path.realpath(work))

@@ -156,8 +156,8 @@ def _fakes(root: Path) -> tuple[Path, Path]:
 
 
 @pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
+def home(outside_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = outside_tmp / "home"
     for rel in (".aws/credentials", ".ssh/id_rsa", ".kube/config"):
         (home / rel).parent.mkdir(parents=True, exist_ok=True)
         (home / rel).write_text(f"secret {SECRET}\n")

@@ -48,8 +48,8 @@ PLAIN_ENV = {"AWS_REGION": "eu-west-1", "MY_SETTING": "hello world", "AWS_PROFIL
 
 
 @pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
+def home(outside_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = outside_tmp / "home"
     for rel, text in STORES.items():
         path = home / rel
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -208,8 +208,8 @@ async def test_git_remote_commands_running_what_the_call_wrote_are_asked(
 
 
 @sandboxed
-async def test_a_clean_remote_git_command_runs_unasked(tmp_path: Path, home: Path):
-    harness = _real_git_harness(tmp_path, home)
+async def test_a_clean_remote_git_command_runs_unasked(outside_tmp: Path, home: Path):
+    harness = _real_git_harness(outside_tmp, home)  # the remote: outside the private /tmp
     ask = Asker()
     result = await harness.run("git ls-remote ../remote.git; echo rc=$?", ask, timeout=60)
     assert result is not None and "rc=0" in result.content, result.content
