@@ -4,6 +4,7 @@
  */
 
 import { ICardOptions, el, section } from './cardbase';
+import { copyButton } from './copy';
 import { IToolCall, countLines, formatCount, formatElapsed, hiddenNote } from './payload';
 
 /** Output shown open by default up to this many lines. */
@@ -70,6 +71,10 @@ export function outputSection(call: IToolCall, options: ICardOptions): HTMLEleme
       lines <= SHORT_OUTPUT_LINES,
     options
   );
+  body.classList.add('iac-copyable');
+  body.appendChild(
+    copyButton(() => options.sections.fullText ?? call.output ?? '', 'the output (as shown)')
+  );
   const errorClass = call.status === 'failed' ? ' iac-toolcard-error' : '';
   const pre = (text: string) => el('pre', `iac-toolcard-pre iac-toolcard-output-text${errorClass}`, text);
   if (full !== undefined) {
@@ -112,6 +117,7 @@ function fullOutputButton(call: IToolCall, options: ICardOptions, body: HTMLElem
         options.sections.output = true;
         const errorClass = call.status === 'failed' ? ' iac-toolcard-error' : '';
         body.replaceChildren(
+          copyButton(() => text, 'the whole output'),
           el('pre', `iac-toolcard-pre iac-toolcard-output-text${errorClass}`, text),
           el('div', 'iac-toolcard-note iac-toolcard-full-note', fullOutputNote(text))
         );

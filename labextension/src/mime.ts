@@ -15,6 +15,7 @@ import {
   parseSessionInfo,
   parseToolCall
 } from './payload';
+import { footerExtension } from './footer';
 import { planExtension } from './plan';
 import { textDeltaExtension } from './textdelta';
 import { renderInvalid, renderToolCard } from './toolcard';
@@ -118,6 +119,7 @@ const extensions: IRenderMime.IExtension[] = [
     dataType: 'json'
   },
   planExtension,
+  footerExtension,
   textDeltaExtension
 ];
 

@@ -7,6 +7,7 @@
  * renderer only sets textContent, so it is safe in untrusted notebooks.
  */
 
+import { tableText, withCopy } from './copy';
 import type { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { Widget } from '@lumino/widgets';
 
@@ -109,7 +110,7 @@ export function renderPlan(node: HTMLElement, plan: IPlan): void {
         table.appendChild(resourceRow(action, resource, checks));
       }
     }
-    card.appendChild(table);
+    card.appendChild(withCopy(table, () => tableText(table), 'the plan table'));
   }
   const outputs = (plan.outputs ?? []).filter(o => o.action !== 'no-op');
   if (outputs.length) {
@@ -128,7 +129,7 @@ export function renderPlan(node: HTMLElement, plan: IPlan): void {
     for (const resource of drift) {
       table.appendChild(resourceRow('update', resource, []));
     }
-    box.appendChild(table);
+    box.appendChild(withCopy(table, () => tableText(table), 'the drift table'));
     card.appendChild(box);
   }
   if (checks.length) {
