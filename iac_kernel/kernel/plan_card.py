@@ -169,7 +169,8 @@ def _row_html(action: str, resource: dict[str, Any], checks: list[dict[str, Any]
         f'<td style="color:{fg};{weight}white-space:nowrap">{esc(SYMBOLS.get(action, "?"))} '
         f"{esc(action)}</td><td><details><summary><code>{esc(resource.get('address', ''))}"
         f"</code>{flags}</summary>"
-        f'<pre style="margin:2px 0">{esc(diff or "(no attribute changes)")}</pre></details></td>'
+        f'<pre style="margin:2px 0;font-family:monospace">'
+        f"{esc(diff or '(no attribute changes)')}</pre></details></td>"
         f'<td style="color:#57606a">{esc(why)}</td></tr>'
     )
 
@@ -225,7 +226,8 @@ def render_html(plan: dict[str, Any]) -> str:
             f"{o['name']}: {_value(o.get('before'))} -> {_value(o.get('after'))}" for o in outputs
         )
         parts.append(
-            f"<details><summary>Outputs ({len(outputs)})</summary><pre>{esc(rows)}</pre></details>"
+            f"<details><summary>Outputs ({len(outputs)})</summary>"
+            f'<pre style="font-family:monospace">{esc(rows)}</pre></details>'
         )
     drift = plan.get("drift") or []
     if drift:
