@@ -1,6 +1,7 @@
 """The per-turn footer in a real browser (headless Chromium, JupyterLab): it renders
 under the turn with the model, tokens and time; the command's copy button puts the
-command on the clipboard; the fold button hides the turn's cards and shows them again.
+command on the clipboard; the fold button hides the turn's cards and shows them again; an
+output the reader watched live folds when the next card of the turn starts.
 
 Waits are for conditions on the page, never a sleep followed by an assertion.
 """
@@ -78,6 +79,17 @@ def test_footer_renders_and_copy_and_fold_work(tmp_path: Path, page) -> None:
             page.screenshot(path=str(ARTIFACTS / "browser-footer-folded.png"))
             unfold.click()
             expect(card).to_be_visible()
+
+            # Output the reader watched live stays open after its command ends, and folds
+            # when the next card of the turn starts.
+            run_prompt(page, "watch then read", cell=1)
+            second = page.locator(".jp-Notebook .jp-Cell").nth(1)
+            watched = second.locator(".iac-toolcard[data-kind='execute']")
+            second.get_by_role("button", name="Allow once").click()
+            expect(watched.locator(".iac-toolcard-output-text")).to_contain_text("line 1")
+            expect(second).to_contain_text("Both done.")
+            expect(second.locator(".iac-toolcard-widget")).to_have_count(2)
+            expect(watched.locator("details.iac-toolcard-output")).not_to_have_attribute("open", "")
         except Exception:
             ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / "browser-footer-failure.png"))

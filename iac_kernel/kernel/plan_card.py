@@ -231,9 +231,14 @@ def render_html(plan: dict[str, Any]) -> str:
         )
     drift = plan.get("drift") or []
     if drift:
+        heading = (
+            ""  # a drift check's summary line above already says it
+            if title(plan).startswith("Drift:")
+            else f"<strong>Drift: {len(drift)} resource{'s' if len(drift) != 1 else ''} "
+            "changed outside Terraform</strong>"
+        )
         parts.append(
-            f'<div class="iac-plan-drift"><strong>Drift: {len(drift)} resource'
-            f"{'s' if len(drift) != 1 else ''} changed outside Terraform</strong>"
+            f'<div class="iac-plan-drift">{heading}'
             '<table style="border-collapse:collapse;width:100%">'
         )
         parts += [_row_html("update", r, []) for r in drift[:MAX_ROWS]]

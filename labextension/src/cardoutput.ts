@@ -3,7 +3,7 @@
  * of a long output with an honest note, and the "Show full output" button.
  */
 
-import { ICardOptions, el, section } from './cardbase';
+import { ICardOptions, ISectionState, el, section } from './cardbase';
 import { copyButton } from './copy';
 import { IToolCall, countLines, formatCount, formatElapsed, hiddenNote } from './payload';
 
@@ -39,6 +39,28 @@ export function startClock(host: HTMLElement, call: IToolCall): void {
       clock.textContent = formatElapsed(base + (Date.now() - since) / 1000);
     }, 1000)
   );
+}
+
+/**
+ * A new card started below: outputs left open only because the reader watched them live
+ * fold now (an output the reader opened or closed keeps the reader's choice).
+ */
+export function foldWatchedOutputs(
+  cards: Iterable<HTMLElement>,
+  state: (callId: string) => ISectionState
+): void {
+  for (const card of cards) {
+    const callId = card.dataset.callId;
+    const sections = callId ? state(callId) : undefined;
+    if (!sections?.shownLive || sections.output !== undefined || card.dataset.status === 'running') {
+      continue;
+    }
+    sections.shownLive = false;
+    const details = card.querySelector<HTMLDetailsElement>('details[data-section="output"]');
+    if (details) {
+      details.open = false;
+    }
+  }
 }
 
 function fullOutputNote(text: string): string {

@@ -76,6 +76,17 @@ function resourceRow(action: string, resource: IPlanResource, checks: IPlanCheck
   return row;
 }
 
+/** A resource table with fixed columns: expanding a row's diff never moves them. */
+function planTable(): HTMLTableElement {
+  const table = el('table', 'iac-plan-table');
+  const cols = el('colgroup', '');
+  for (const name of ['action', 'address', 'reason']) {
+    cols.appendChild(el('col', `iac-plan-col-${name}`));
+  }
+  table.appendChild(cols);
+  return table;
+}
+
 /** Fill `node` with the plan card. */
 export function renderPlan(node: HTMLElement, plan: IPlan): void {
   node.textContent = '';
@@ -104,7 +115,7 @@ export function renderPlan(node: HTMLElement, plan: IPlan): void {
   }
   const checks = plan.checks ?? [];
   if (groups.length) {
-    const table = el('table', 'iac-plan-table');
+    const table = planTable();
     for (const [action, resources] of groups) {
       for (const resource of resources) {
         table.appendChild(resourceRow(action, resource, checks));
@@ -124,8 +135,11 @@ export function renderPlan(node: HTMLElement, plan: IPlan): void {
   if (drift.length) {
     const box = el('div', 'iac-plan-drift');
     const s = drift.length === 1 ? '' : 's';
-    box.appendChild(el('strong', '', `Drift: ${drift.length} resource${s} changed outside Terraform`));
-    const table = el('table', 'iac-plan-table');
+    // A drift check's summary line above already says it: no second copy.
+    if (!plan.summary.startsWith('Drift:')) {
+      box.appendChild(el('strong', '', `Drift: ${drift.length} resource${s} changed outside Terraform`));
+    }
+    const table = planTable();
     for (const resource of drift) {
       table.appendChild(resourceRow('update', resource, []));
     }
