@@ -84,6 +84,22 @@ async def test_usage_is_summed_over_the_turn(tmp_path, workspace):
     assert answer.usage.total_tokens == 38
 
 
+async def test_usage_update_follows_each_model_call(tmp_path, workspace):
+    """ModelCallDone -> usage_update: a client's context meter moves during the turn."""
+    (workspace / "out.txt").write_text("old\n")
+    async with acp_server(tmp_path) as (conn, _p, _c, wire):
+        sid = (await conn.new_session(cwd=str(workspace))).session_id
+        await conn.prompt(session_id=sid, prompt=[text_block("write the file")])
+    kinds = [u["sessionUpdate"] for _i, u in wire.updates_of(sid)]
+    # Two model calls (the write, then the text after it), then the turn's own update.
+    assert kinds.count("usage_update") == 3
+    first = kinds.index("usage_update")
+    result = max(i for i, k in enumerate(kinds) if k == "tool_call_update")
+    assert kinds.index("tool_call") < first < result, "the first call's usage before the tool ran"
+    sizes = [u for _i, u in wire.updates_of(sid) if u["sessionUpdate"] == "usage_update"]
+    assert all(u["size"] > 0 and u["used"] >= 0 for u in sizes)
+
+
 async def test_write_tool_call_has_title_kind_input_locations_and_diff(tmp_path, workspace):
     (workspace / "out.txt").write_text("old content\n")
     async with acp_server(tmp_path) as (conn, _p, client, _w):

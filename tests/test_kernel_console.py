@@ -18,6 +18,7 @@ import pytest
 from jupyter_client.session import Session
 
 from iac_kernel.kernel.cards import CARD_MIME
+from iac_kernel.kernel.footer import FOOTER_MIME
 from iac_kernel.kernel.status import STATUS_TARGET
 from iac_kernel.kernel.testing import KernelHarness, scripted_kernel, wire_bytes
 
@@ -143,7 +144,7 @@ def test_text_and_cards_in_the_order_they_happened(kernel: KernelHarness) -> Non
     result = kernel.execute("order please")
     assert result.status == "ok"
     created = result.created()
-    assert [d.split("-")[1] for d in created] == ["text", "tool", "text", "tool", "text"]
+    assert [d.split("-")[1] for d in created] == ["text", "tool", "text", "tool", "text", "footer"]
     texts = [result.final(d)["text/plain"] for d in created if d.startswith("iac-text-")]
     assert texts == [
         "Reading the rule first:",
@@ -178,7 +179,11 @@ def test_a_long_answer_costs_at_most_three_times_its_size(kernel: KernelHarness)
     ]
     assert len(streaming) >= 3
     # text/plain is sent once per text display, at its end.
-    plains = [m for m in result.messages if "text/plain" in m["content"].get("data", {})]
+    plains = [
+        m
+        for m in result.messages
+        if "text/plain" in m["content"].get("data", {}) and FOOTER_MIME not in m["content"]["data"]
+    ]
     assert len(plains) == len(result.text_ids())
 
 

@@ -13,6 +13,7 @@ from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 
 from iac_kernel.kernel.cards import CARD_MIME
+from iac_kernel.kernel.footer import FOOTER_MIME
 from iac_kernel.kernel.install import KERNEL_NAME, write_spec
 from iac_kernel.kernel.testing import CREDENTIAL_ENV
 
@@ -45,7 +46,8 @@ def test_nbclient_runs_a_notebook_headless(
     client.execute()
 
     stream_cell, read_cell, write_cell = nb.cells[1:]
-    [answer] = stream_cell.outputs
+    answer, footer_output = stream_cell.outputs  # the answer, then the turn's footer
+    assert FOOTER_MIME in footer_output.data and " out · " in footer_output.data["text/plain"]
     assert answer.data["text/plain"].endswith("The end.")
     assert "▍" not in answer.data["text/markdown"]
     cards = [o for o in read_cell.outputs if CARD_MIME in o.get("data", {})]

@@ -100,7 +100,7 @@ def test_answer_streams_into_one_display_with_coalesced_updates(kernel: KernelHa
 def test_thinking_is_its_own_display_styled_as_thinking(kernel: KernelHarness) -> None:
     result = kernel.execute("think first")
     created = result.created()
-    assert [d.split("-")[1] for d in created] == ["thinking", "text"]
+    assert [d.split("-")[1] for d in created] == ["thinking", "text", "footer"]
     thinking = result.final(created[0])
     assert '<details class="iac-thinking">' in thinking["text/markdown"]
     assert "<blockquote" in thinking["text/markdown"]
@@ -132,12 +132,12 @@ def test_read_tool_card_goes_from_running_to_done(kernel: KernelHarness) -> None
     assert result.answer() == "I will read the notes.\n\nThe notes say hello."
     # Text, then the card where the call happened, then the text written after it.
     created = result.created()
-    assert [d.split("-")[1] for d in created] == ["text", "tool", "text"]
+    assert [d.split("-")[1] for d in created] == ["text", "tool", "text", "footer"]
     # The turn's last text display carries the session info for the extension's status bar.
     final = [
         m
         for m in result.of_type("display_data", "update_display_data")
-        if m["content"]["transient"]["display_id"] == created[-1]
+        if m["content"]["transient"]["display_id"] == result.text_ids()[-1]
     ][-1]
     info = final["content"]["metadata"][SESSION_MIME]
     assert info["sessionId"] == last["sessionId"] and info["model"] == "scripted"

@@ -244,7 +244,10 @@ class IacAgent:
         if command is not None:
             return await self._command(session, *command)
         sid = session.session_id
-        relay = TurnRelay(self._channel(), sid, session.cwd)
+        channel = self._channel()
+        relay = TurnRelay(
+            channel, sid, session.cwd, on_model_call=lambda: notify.call_usage(channel, session)
+        )
         title = session.title
         self._turns[sid] = relay
         try:

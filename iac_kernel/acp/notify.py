@@ -1,4 +1,5 @@
-"""Session-level notifications: title, usage, options, mode, commands, MCP status.
+"""Session-level notifications: title, usage (after each model call and at turn end), options,
+mode, commands, MCP status.
 
 Each helper sends one ``session/update``; the caller decides when (a turn's usage and
 title before its ``session/prompt`` answer; a load's title before its answer; a new
@@ -7,8 +8,10 @@ session's commands after its answer, once the client knows the id).
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from acp import RequestError
 from acp.schema import (
     ConfigOptionUpdate,
     CurrentModeUpdate,
@@ -23,6 +26,7 @@ from iac_kernel.agent.session import AgentSession
 from iac_kernel.models.scripted import estimate_tokens
 
 DEFAULT_CONTEXT_WINDOW = 200_000
+log = logging.getLogger(__name__)
 
 
 async def send_info(
@@ -62,6 +66,15 @@ async def send_usage(channel: ClientChannel, session: AgentSession) -> None:
     used, size = context_usage(session)
     update = UsageUpdate(session_update="usage_update", used=used, size=size)
     await channel.update(session.session_id, update)
+
+
+async def call_usage(channel: ClientChannel, session: AgentSession) -> None:
+    """A model call of a running turn finished: the usage so far. A client that went away
+    does not stop the turn (its answer reports the failure, if any)."""
+    try:
+        await send_usage(channel, session)
+    except (ConnectionError, RequestError) as exc:
+        log.info("usage update not sent: %s", exc)
 
 
 def context_usage(session: AgentSession) -> tuple[int, int]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from acp.schema import PromptResponse, Usage
@@ -11,7 +12,7 @@ from acp.schema import PromptResponse, Usage
 from iac_kernel.acp.channel import ClientChannel
 from iac_kernel.acp.locations import grep_locations
 from iac_kernel.acp.updates import ToolCallTracker, chunk_kind, chunk_update, to_update
-from iac_kernel.events import AgentEvent, ToolCallResult, TurnEnded
+from iac_kernel.events import AgentEvent, ModelCallDone, ToolCallResult, TurnEnded
 from iac_kernel.events import Usage as CoreUsage
 
 log = logging.getLogger(__name__)
@@ -27,8 +28,16 @@ class TurnRelay:
     before its ``session/prompt`` answer, in the order of the events.
     """
 
-    def __init__(self, channel: ClientChannel, session_id: str, cwd: Any = None) -> None:
+    def __init__(
+        self,
+        channel: ClientChannel,
+        session_id: str,
+        cwd: Any = None,
+        on_model_call: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         self.channel = channel
+        #: Sends a ``usage_update`` after each model call (the context filled so far).
+        self.on_model_call = on_model_call
         self.session_id = session_id
         #: The session's folder: grep's relative match paths become absolute locations.
         self.cwd = cwd
@@ -59,6 +68,10 @@ class TurnRelay:
                 sender.add_done_callback(self._senders.discard)
             return
         await self.send_held()
+        if isinstance(event, ModelCallDone):
+            if self.on_model_call is not None:
+                await self.on_model_call()
+            return
         self.tracker.see(event)
         update = to_update(event)
         if update is None:

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from iac_kernel.events import Diff
+from iac_kernel.kernel.html_output import PRE_STYLE, output_html
 from iac_kernel.kernel.paths import shown
 from iac_kernel.redact import redact
 
@@ -311,9 +312,8 @@ def _diff_html(diff: Diff) -> str:
     if not diff_lines:
         rows.append("<em>(no change)</em>")
     return (
-        '<pre class="iac-diff" style="margin:4px 0;padding:4px;overflow-x:auto">'
-        + "\n".join(rows)
-        + "</pre>"
+        '<pre class="iac-diff" style="margin:4px 0;padding:4px;overflow-x:auto;'
+        'font-family:var(--jp-code-font-family,monospace)">' + "\n".join(rows) + "</pre>"
     )
 
 
@@ -350,7 +350,7 @@ def render_html(card: ToolCard) -> str:
     if card.input:
         parts.append(
             "<details><summary>Input</summary>"
-            f'<pre style="margin:4px 0">{esc(_input_json(card))}</pre></details>'
+            f'<pre style="{PRE_STYLE}">{esc(_input_json(card))}</pre></details>'
         )
     if card.diff is not None:
         # A rejected or cancelled change is collapsed: it did not happen.
@@ -370,7 +370,7 @@ def render_html(card: ToolCard) -> str:
         summary = "Output so far" if live else "Output"
         parts.append(
             f"<details{opened}><summary>{summary}</summary>"
-            f'<pre style="margin:4px 0;max-height:24em;overflow:auto">{esc(output)}</pre>'
+            + output_html(output)
             + (
                 f'<div class="iac-note" style="color:#6e7781"><em>{esc(note)}</em> '
                 f"(<code>%output {esc(card.call_id)}</code> shows all of it)</div>"

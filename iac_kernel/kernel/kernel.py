@@ -359,6 +359,7 @@ class IacKernel(ConsoleMixin, IPythonKernel):
             on_card=on_card,
             deltas=self.status.renders(DELTA_MIME),
             on_usage=lambda usage: self._turn_usage(running, usage),
+            model=paths.shown_model(session.model_id),
         )
         ui = PermissionUI(
             out,

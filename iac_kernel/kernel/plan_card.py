@@ -169,7 +169,8 @@ def _row_html(action: str, resource: dict[str, Any], checks: list[dict[str, Any]
         f'<td style="color:{fg};{weight}white-space:nowrap">{esc(SYMBOLS.get(action, "?"))} '
         f"{esc(action)}</td><td><details><summary><code>{esc(resource.get('address', ''))}"
         f"</code>{flags}</summary>"
-        f'<pre style="margin:2px 0">{esc(diff or "(no attribute changes)")}</pre></details></td>'
+        f'<pre style="margin:2px 0;font-family:monospace">'
+        f"{esc(diff or '(no attribute changes)')}</pre></details></td>"
         f'<td style="color:#57606a">{esc(why)}</td></tr>'
     )
 
@@ -225,13 +226,19 @@ def render_html(plan: dict[str, Any]) -> str:
             f"{o['name']}: {_value(o.get('before'))} -> {_value(o.get('after'))}" for o in outputs
         )
         parts.append(
-            f"<details><summary>Outputs ({len(outputs)})</summary><pre>{esc(rows)}</pre></details>"
+            f"<details><summary>Outputs ({len(outputs)})</summary>"
+            f'<pre style="font-family:monospace">{esc(rows)}</pre></details>'
         )
     drift = plan.get("drift") or []
     if drift:
+        heading = (
+            ""  # a drift check's summary line above already says it
+            if title(plan).startswith("Drift:")
+            else f"<strong>Drift: {len(drift)} resource{'s' if len(drift) != 1 else ''} "
+            "changed outside Terraform</strong>"
+        )
         parts.append(
-            f'<div class="iac-plan-drift"><strong>Drift: {len(drift)} resource'
-            f"{'s' if len(drift) != 1 else ''} changed outside Terraform</strong>"
+            f'<div class="iac-plan-drift">{heading}'
             '<table style="border-collapse:collapse;width:100%">'
         )
         parts += [_row_html("update", r, []) for r in drift[:MAX_ROWS]]

@@ -35,7 +35,7 @@ from iac_kernel.events import (
     TurnEnded,
     Usage,
 )
-from iac_kernel.kernel import plan_card
+from iac_kernel.kernel import footer, plan_card
 from iac_kernel.kernel.cards import ToolCard
 from iac_kernel.kernel.display import EMPTY_ANSWER, ByteBudget, Handle, Kind, Schedule, TextStream
 from iac_kernel.kernel.publish import Publisher
@@ -69,6 +69,7 @@ class TurnView:
         on_card: Callable[[ToolCard, str], None] | None = None,
         deltas: bool = False,
         on_usage: Callable[[Usage], None] | None = None,
+        model: str | None = None,
     ):
         self.out = out
         self.session_id = session_id
@@ -82,6 +83,9 @@ class TurnView:
         self.deltas = deltas
         #: Called with the turn's usage so far after each model call.
         self.on_usage = on_usage or (lambda _usage: None)
+        #: The model as the user reads it; with it, the turn ends with a footer display.
+        self.model = model
+        self.started = clock()
         self.budget = ByteBudget.live() if deltas else ByteBudget()
         self.streams: list[TextStream] = []
         self.cards: dict[str, ToolCard] = {}
@@ -168,6 +172,10 @@ class TurnView:
         note = STOP_NOTES.get(ended.stop_reason)
         if note:
             self.out.markdown(note)
+        if self.model is not None and not self.failed:
+            elapsed = max(self.clock() - self.started, 0.0)
+            data = footer.bundle(self.model, ended.usage, elapsed, ended.stop_reason)
+            self.out.display(data, f"iac-footer-{uuid.uuid4().hex[:16]}")
 
     @property
     def failed(self) -> bool:

@@ -17,8 +17,9 @@ A script is a JSON file::
 
 A turn may instead give ``content`` (Messages API blocks). Optional per turn:
 ``stop_reason`` (default ``tool_use`` when it calls tools, else ``end_turn``), ``usage``
-({"input_tokens", "output_tokens"}; estimated when absent), ``delay`` (seconds between
-streamed chunks) and ``error`` (raise a model error instead of answering).
+({"input_tokens", "output_tokens", "cache_read_tokens"}; estimated when absent),
+``delay`` (seconds between streamed chunks) and ``error`` (raise a model error instead
+of answering).
 
 Optional ``vars`` make a script follow values given in the prompts (notebook parameters
 injected by papermill, say)::
@@ -257,6 +258,7 @@ class ScriptedModel:
         usage = Usage(
             input_tokens=int(usage_spec.get("input_tokens", estimate_tokens(request.messages))),
             output_tokens=int(usage_spec.get("output_tokens", estimate_tokens(done))),
+            cache_read_tokens=int(usage_spec.get("cache_read_tokens", 0)),
         )
         yield MessageDone(content=done, stop_reason=stop_reason, usage=usage)
 

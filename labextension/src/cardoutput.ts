@@ -3,7 +3,8 @@
  * of a long output with an honest note, and the "Show full output" button.
  */
 
-import { ICardOptions, el, section } from './cardbase';
+import { ICardOptions, ISectionState, el, section } from './cardbase';
+import { copyButton } from './copy';
 import { IToolCall, countLines, formatCount, formatElapsed, hiddenNote } from './payload';
 
 /** Output shown open by default up to this many lines. */
@@ -40,6 +41,28 @@ export function startClock(host: HTMLElement, call: IToolCall): void {
   );
 }
 
+/**
+ * A new card started below: outputs left open only because the reader watched them live
+ * fold now (an output the reader opened or closed keeps the reader's choice).
+ */
+export function foldWatchedOutputs(
+  cards: Iterable<HTMLElement>,
+  state: (callId: string) => ISectionState
+): void {
+  for (const card of cards) {
+    const callId = card.dataset.callId;
+    const sections = callId ? state(callId) : undefined;
+    if (!sections?.shownLive || sections.output !== undefined || card.dataset.status === 'running') {
+      continue;
+    }
+    sections.shownLive = false;
+    const details = card.querySelector<HTMLDetailsElement>('details[data-section="output"]');
+    if (details) {
+      details.open = false;
+    }
+  }
+}
+
 function fullOutputNote(text: string): string {
   const lines = countLines(text);
   return `Full output: ${formatCount(lines)} line${lines === 1 ? '' : 's'}, as the agent saw it.`;
@@ -69,6 +92,10 @@ export function outputSection(call: IToolCall, options: ICardOptions): HTMLEleme
       options.sections.shownLive === true ||
       lines <= SHORT_OUTPUT_LINES,
     options
+  );
+  body.classList.add('iac-copyable');
+  body.appendChild(
+    copyButton(() => options.sections.fullText ?? call.output ?? '', 'the output (as shown)')
   );
   const errorClass = call.status === 'failed' ? ' iac-toolcard-error' : '';
   const pre = (text: string) => el('pre', `iac-toolcard-pre iac-toolcard-output-text${errorClass}`, text);
@@ -112,6 +139,7 @@ function fullOutputButton(call: IToolCall, options: ICardOptions, body: HTMLElem
         options.sections.output = true;
         const errorClass = call.status === 'failed' ? ' iac-toolcard-error' : '';
         body.replaceChildren(
+          copyButton(() => text, 'the whole output'),
           el('pre', `iac-toolcard-pre iac-toolcard-output-text${errorClass}`, text),
           el('div', 'iac-toolcard-note iac-toolcard-full-note', fullOutputNote(text))
         );

@@ -2,6 +2,7 @@
  * The diff view of an edit card: unified hunks with line numbers on both sides.
  */
 
+import { copyButton } from './copy';
 import { el } from './cardbase';
 import { diffLines, hunkHeader, IDiffOp, toHunks } from './diff';
 import { IFileDiff } from './payload';
@@ -29,6 +30,7 @@ export function renderDiff(diff: IFileDiff): HTMLDivElement {
   }
   head.appendChild(el('span', 'iac-diff-added', `+${result.added}`));
   head.appendChild(el('span', 'iac-diff-removed', `−${result.removed}`));
+  head.appendChild(copyButton(() => diff.newText, `the new text of ${diff.path}`));
   view.appendChild(head);
 
   if (result.added === 0 && result.removed === 0) {

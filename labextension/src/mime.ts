@@ -4,7 +4,10 @@
  */
 
 import type { IRenderMime } from '@jupyterlab/rendermime-interfaces';
+import type { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
+
+import { foldWatchedOutputs } from './cardoutput';
 
 import { appHooks, sectionState } from './hooks';
 import {
@@ -15,6 +18,7 @@ import {
   parseSessionInfo,
   parseToolCall
 } from './payload';
+import { footerExtension } from './footer';
 import { planExtension } from './plan';
 import { textDeltaExtension } from './textdelta';
 import { renderInvalid, renderToolCard } from './toolcard';
@@ -45,6 +49,18 @@ export class ToolCallRenderer extends Widget implements IRenderMime.IRenderer {
         ? callId => appHooks.fullOutput!(callId, this.node)
         : undefined
     });
+  }
+
+  /** A card that starts folds the outputs earlier cards of the cell kept open. */
+  protected onAfterAttach(msg: Message): void {
+    super.onAfterAttach(msg);
+    const area = this.node.closest('.jp-OutputArea');
+    if (area) {
+      const earlier = [...area.querySelectorAll<HTMLElement>('.iac-toolcard-widget')].filter(
+        card => card.compareDocumentPosition(this.node) & Node.DOCUMENT_POSITION_FOLLOWING
+      );
+      foldWatchedOutputs(earlier, sectionState);
+    }
   }
 
   private _mimeType: string;
@@ -118,6 +134,7 @@ const extensions: IRenderMime.IExtension[] = [
     dataType: 'json'
   },
   planExtension,
+  footerExtension,
   textDeltaExtension
 ];
 

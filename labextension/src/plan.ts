@@ -7,6 +7,7 @@
  * renderer only sets textContent, so it is safe in untrusted notebooks.
  */
 
+import { tableText, withCopy } from './copy';
 import type { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { Widget } from '@lumino/widgets';
 
@@ -75,6 +76,17 @@ function resourceRow(action: string, resource: IPlanResource, checks: IPlanCheck
   return row;
 }
 
+/** A resource table with fixed columns: expanding a row's diff never moves them. */
+function planTable(): HTMLTableElement {
+  const table = el('table', 'iac-plan-table');
+  const cols = el('colgroup', '');
+  for (const name of ['action', 'address', 'reason']) {
+    cols.appendChild(el('col', `iac-plan-col-${name}`));
+  }
+  table.appendChild(cols);
+  return table;
+}
+
 /** Fill `node` with the plan card. */
 export function renderPlan(node: HTMLElement, plan: IPlan): void {
   node.textContent = '';
@@ -103,13 +115,13 @@ export function renderPlan(node: HTMLElement, plan: IPlan): void {
   }
   const checks = plan.checks ?? [];
   if (groups.length) {
-    const table = el('table', 'iac-plan-table');
+    const table = planTable();
     for (const [action, resources] of groups) {
       for (const resource of resources) {
         table.appendChild(resourceRow(action, resource, checks));
       }
     }
-    card.appendChild(table);
+    card.appendChild(withCopy(table, () => tableText(table), 'the plan table'));
   }
   const outputs = (plan.outputs ?? []).filter(o => o.action !== 'no-op');
   if (outputs.length) {
@@ -123,12 +135,15 @@ export function renderPlan(node: HTMLElement, plan: IPlan): void {
   if (drift.length) {
     const box = el('div', 'iac-plan-drift');
     const s = drift.length === 1 ? '' : 's';
-    box.appendChild(el('strong', '', `Drift: ${drift.length} resource${s} changed outside Terraform`));
-    const table = el('table', 'iac-plan-table');
+    // A drift check's summary line above already says it: no second copy.
+    if (!plan.summary.startsWith('Drift:')) {
+      box.appendChild(el('strong', '', `Drift: ${drift.length} resource${s} changed outside Terraform`));
+    }
+    const table = planTable();
     for (const resource of drift) {
       table.appendChild(resourceRow('update', resource, []));
     }
-    box.appendChild(table);
+    box.appendChild(withCopy(table, () => tableText(table), 'the drift table'));
     card.appendChild(box);
   }
   if (checks.length) {

@@ -6,6 +6,7 @@
 import { ICardOptions, el, section } from './cardbase';
 import { outputSection, startClock, stopClock } from './cardoutput';
 import { renderDiff } from './diffview';
+import { withCopy } from './copy';
 import { IToolCall, TOOL_STATUSES, formatElapsed } from './payload';
 import { SAVED_LABELS } from './stale';
 
@@ -145,7 +146,9 @@ function inputSection(call: IToolCall, options: ICardOptions): HTMLElement | nul
   );
   const command = call.input.command;
   if (typeof command === 'string') {
-    body.appendChild(el('pre', 'iac-toolcard-command', `$ ${command}`));
+    body.appendChild(
+      withCopy(el('pre', 'iac-toolcard-command', `$ ${command}`), () => command, 'the command')
+    );
   }
   // One row per argument; strings verbatim (a file's content reads as a file, not as JSON).
   const table = el('table', 'iac-toolcard-args');

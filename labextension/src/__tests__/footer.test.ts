@@ -1,0 +1,30 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+
+import { footerLine, parseFooter } from '../footermodel';
+
+test('a footer payload reads back, with bad counts as 0', () => {
+  const footer = parseFooter({
+    v: 1,
+    model: 'anthropic:claude-sonnet-4-6',
+    input: 1000,
+    cacheRead: 3000,
+    output: -5,
+    elapsed: 2.25,
+    stopReason: 'end_turn'
+  });
+  assert.ok(footer);
+  assert.equal(footer.output, 0);
+  assert.equal(
+    footerLine(footer),
+    'anthropic:claude-sonnet-4-6 · 4.0k in (75% cached) · 0 out · 2.3 s'
+  );
+});
+
+test('no cache reads: no cached share; not a footer: null', () => {
+  const footer = parseFooter({ model: 'scripted', input: 40, output: 7, elapsed: 0 });
+  assert.ok(footer);
+  assert.equal(footerLine(footer), 'scripted · 40 in · 7 out · 0.0 s');
+  assert.equal(parseFooter(null), null);
+  assert.equal(parseFooter({ input: 1 }), null);
+});
