@@ -156,6 +156,27 @@ def test_deltas_never_stall_a_second_while_the_model_writes(text: str, seconds: 
         assert sum(gaps) / len(gaps) <= 0.3
 
 
+def test_without_deltas_slow_text_still_moves_regularly() -> None:
+    """The plain path spreads its budget over the answer: no burst and then a long stall."""
+    text, seconds = _short(700), 5.0
+    sink, clock = Recorder(), FakeClock()
+    times: list[float] = []
+
+    def send(msg_type: str, content: dict[str, Any]) -> None:
+        times.append(clock.now)
+        sink(msg_type, content)
+
+    stream = TextStream(Publisher(send), ByteBudget(), clock=clock, schedule=clock.schedule)
+    words = _words(text)
+    for word in words:
+        stream.add(word)
+        clock.advance(seconds / len(words))
+    stream.finish()
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert len(times) >= 4 and max(gaps) <= display.SLOW_INTERVAL + 0.1, gaps
+    assert sink.bytes() <= 3 * len(text.encode()) + display.ALLOWANCE + display.MESSAGE_OVERHEAD
+
+
 def test_thinking_deltas_say_so() -> None:
     sink, clock = Recorder(), FakeClock()
     stream = TextStream(Publisher(sink), ByteBudget.live(), "thinking", clock=clock, deltas=True)

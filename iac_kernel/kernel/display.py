@@ -20,7 +20,9 @@ IOPub bytes stay linear in the answer, whatever the pace:
   ``bench/bench_iopub.py`` measures it.
 
 That is the path for frontends without the JupyterLab extension (nbclient, papermill, VS
-Code): coarse updates, since every one resends the open display's text.
+Code): coarse updates, since every one resends the open display's text. They are paced
+(:func:`paced_interval`) so the budget lasts: regular updates, at most
+:data:`SLOW_INTERVAL` apart while the budget has room, instead of a burst and a stall.
 
 **Deltas** (``deltas=True``: a client with the extension's renderer is connected, see
 :mod:`~iac_kernel.kernel.status`): each streaming update carries only the new text and its
@@ -50,8 +52,10 @@ from iac_kernel.kernel.publish import Publisher
 #: Seconds between two updates of the open display (<= 10 updates per second).
 UPDATE_INTERVAL = 0.1
 #: Streaming updates may cost this many bytes, plus RATIO × the text shown so far.
-ALLOWANCE = 2000
-RATIO = 0.6
+ALLOWANCE = 4000
+RATIO = 0.35
+#: Seconds between two plain updates at the most, while the budget has room.
+SLOW_INTERVAL = 1.25
 #: Bytes a display message costs besides its text (header, parent header, signature).
 MESSAGE_OVERHEAD = 700
 #: A stretch longer than this is split at its last blank line into a finished display.
@@ -64,11 +68,11 @@ DELTA_MIME = "application/vnd.iac-kernel.text-delta+json"
 #: and display id around the bundle.
 DELTA_OVERHEAD = MESSAGE_OVERHEAD + 100
 #: Deltas may cost this many bytes plus LIVE_RATIO × the text shown (their own text included).
-LIVE_ALLOWANCE = 7000
+LIVE_ALLOWANCE = 6000
 LIVE_RATIO = 2.0
 #: Seconds between delta updates: at the least, and at the most while the budget lasts.
 LIVE_INTERVAL = 0.15
-LIVE_SLOW_INTERVAL = 0.75
+LIVE_SLOW_INTERVAL = 0.9
 EMPTY_ANSWER = "_(no text in this answer)_"
 FENCE = re.compile(r"^\s*(```|~~~)")
 
@@ -107,15 +111,17 @@ class ByteBudget:
         self.spent += cost
 
 
-def live_interval(rate: float) -> float:
-    """Seconds between delta updates for text written at ``rate`` bytes a second: the pace
-    the text pays for (each update's message out of the budget's ``LIVE_RATIO - 1`` share),
-    at least LIVE_INTERVAL, and at most LIVE_SLOW_INTERVAL (a slow model's updates draw on
-    the allowance: the text never stands still for long while the budget lasts)."""
+def paced_interval(cost: int, share: float, rate: float, *, deltas: bool) -> float:
+    """Seconds between updates costing ``cost`` bytes each, for text written at ``rate``
+    bytes a second of which ``share`` goes to the budget: the pace the text pays for, within
+    the path's fastest and slowest interval (a slow model's updates draw on the allowance:
+    the text never stands still for long while the budget lasts)."""
+    fastest, slowest = (
+        (LIVE_INTERVAL, LIVE_SLOW_INTERVAL) if deltas else (UPDATE_INTERVAL, SLOW_INTERVAL)
+    )
     if rate <= 0:
-        return LIVE_SLOW_INTERVAL
-    paid = DELTA_OVERHEAD / ((LIVE_RATIO - 1) * rate)
-    return min(max(LIVE_INTERVAL, paid), LIVE_SLOW_INTERVAL)
+        return slowest
+    return min(max(fastest, cost / (share * rate)), slowest)
 
 
 def delta_bundle(kind: Kind, offset: int, text: str) -> dict[str, Any]:
@@ -240,7 +246,7 @@ class TextStream:
             return
         bundle = render(self.kind, self.text, streaming=True)
         cost = len(bundle["text/markdown"].encode()) + MESSAGE_OVERHEAD
-        if not self.budget.affords(cost):
+        if not self.budget.affords(cost) or self._wait_for_pace(cost, RATIO):
             return  # the next delta tries again; the end always sends the whole text
         self.budget.spend(cost)
         self._send(bundle)
@@ -255,16 +261,23 @@ class TextStream:
         # Room is kept for the final update's message (its text is not charged).
         if not self.budget.affords(cost + DELTA_OVERHEAD):
             return  # the next delta tries again; the end always sends the whole text
-        started = self.clock() if self._started is None else self._started
-        elapsed = max(self.clock() - started, 0.25)
-        rate = len(self.text.encode()) / elapsed
-        wait = self._last_sent + live_interval(rate) - self.clock()
-        if wait > 0:  # slow text: space the updates out rather than stall later
-            self._pending = self._later(wait, self._on_timer)
+        if self._wait_for_pace(DELTA_OVERHEAD, LIVE_RATIO - 1):
             return
         self.budget.spend(cost)
         self._send(bundle)
         self._sent = self.text
+
+    def _wait_for_pace(self, cost: int, share: float) -> bool:
+        """Schedule the next try when the text's pace does not pay for an update yet; slow
+        text gets its updates spaced out rather than a burst and then a stall."""
+        now = self.clock()
+        elapsed = max(now - (now if self._started is None else self._started), 0.25)
+        rate = len(self.whole.encode()) / elapsed
+        wait = self._last_sent + paced_interval(cost, share, rate, deltas=self.deltas) - now
+        if wait <= 0:
+            return False
+        self._pending = self._later(wait, self._on_timer)
+        return True
 
     def _on_timer(self) -> None:
         self._pending = None
