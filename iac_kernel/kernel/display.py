@@ -20,9 +20,9 @@ IOPub bytes stay linear in the answer, whatever the pace:
   ``bench/bench_iopub.py`` measures it.
 
 That is the path for frontends without the JupyterLab extension (nbclient, papermill, VS
-Code): coarse updates, since every one resends the open display's text. They are paced
-(:func:`paced_interval`) so the budget lasts: regular updates, at most
-:data:`SLOW_INTERVAL` apart while the budget has room, instead of a burst and a stall.
+Code): coarse updates, since every one resends the open display's text. The allowance is
+released over the turn's first :data:`RELEASE_SECONDS` (a quarter at once), so a slow
+model's text gets regular updates instead of a burst and then a stall.
 
 **Deltas** (``deltas=True``: a client with the extension's renderer is connected, see
 :mod:`~iac_kernel.kernel.status`): each streaming update carries only the new text and its
@@ -52,10 +52,11 @@ from iac_kernel.kernel.publish import Publisher
 #: Seconds between two updates of the open display (<= 10 updates per second).
 UPDATE_INTERVAL = 0.1
 #: Streaming updates may cost this many bytes, plus RATIO × the text shown so far.
-ALLOWANCE = 4000
-RATIO = 0.35
-#: Seconds between two plain updates at the most, while the budget has room.
-SLOW_INTERVAL = 1.25
+ALLOWANCE = 6000
+RATIO = 0.3
+#: The plain allowance is released over this many seconds (FIRST_SHARE of it at once).
+RELEASE_SECONDS = 6.0
+FIRST_SHARE = 0.25
 #: Bytes a display message costs besides its text (header, parent header, signature).
 MESSAGE_OVERHEAD = 700
 #: A stretch longer than this is split at its last blank line into a finished display.
@@ -92,36 +93,51 @@ class ByteBudget:
 
     @classmethod
     def live(cls) -> ByteBudget:
-        """The budget of a turn streamed as deltas."""
-        return cls(LIVE_ALLOWANCE, LIVE_RATIO)
+        """The budget of a turn streamed as deltas (paced by :func:`live_interval`)."""
+        return cls(LIVE_ALLOWANCE, LIVE_RATIO, release=0.0)
 
-    def __init__(self, allowance: int = ALLOWANCE, ratio: float = RATIO):
+    def __init__(
+        self,
+        allowance: int = ALLOWANCE,
+        ratio: float = RATIO,
+        *,
+        release: float = RELEASE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.allowance = allowance
         self.ratio = ratio
+        self.release = release
+        self.clock = clock
+        self.started = clock()
         self.shown = 0
         self.spent = 0
+
+    def released(self) -> float:
+        """The part of the allowance available now."""
+        if self.release <= 0:
+            return self.allowance
+        share = FIRST_SHARE + (1 - FIRST_SHARE) * (self.clock() - self.started) / self.release
+        return self.allowance * min(1.0, share)
 
     def grow(self, text: str) -> None:
         self.shown += len(text.encode())
 
     def affords(self, cost: int) -> bool:
-        return self.spent + cost <= self.allowance + self.ratio * self.shown
+        return self.spent + cost <= self.released() + self.ratio * self.shown
 
     def spend(self, cost: int) -> None:
         self.spent += cost
 
 
-def paced_interval(cost: int, share: float, rate: float, *, deltas: bool) -> float:
-    """Seconds between updates costing ``cost`` bytes each, for text written at ``rate``
-    bytes a second of which ``share`` goes to the budget: the pace the text pays for, within
-    the path's fastest and slowest interval (a slow model's updates draw on the allowance:
-    the text never stands still for long while the budget lasts)."""
-    fastest, slowest = (
-        (LIVE_INTERVAL, LIVE_SLOW_INTERVAL) if deltas else (UPDATE_INTERVAL, SLOW_INTERVAL)
-    )
+def live_interval(rate: float) -> float:
+    """Seconds between delta updates for text written at ``rate`` bytes a second: the pace
+    the text pays for (each update's message out of the budget's ``LIVE_RATIO - 1`` share),
+    at least LIVE_INTERVAL, and at most LIVE_SLOW_INTERVAL (a slow model's updates draw on
+    the allowance: the text never stands still for long while the budget lasts)."""
     if rate <= 0:
-        return slowest
-    return min(max(fastest, cost / (share * rate)), slowest)
+        return LIVE_SLOW_INTERVAL
+    paid = DELTA_OVERHEAD / ((LIVE_RATIO - 1) * rate)
+    return min(max(LIVE_INTERVAL, paid), LIVE_SLOW_INTERVAL)
 
 
 def delta_bundle(kind: Kind, offset: int, text: str) -> dict[str, Any]:
@@ -246,7 +262,7 @@ class TextStream:
             return
         bundle = render(self.kind, self.text, streaming=True)
         cost = len(bundle["text/markdown"].encode()) + MESSAGE_OVERHEAD
-        if not self.budget.affords(cost) or self._wait_for_pace(cost, RATIO):
+        if not self.budget.affords(cost):
             return  # the next delta tries again; the end always sends the whole text
         self.budget.spend(cost)
         self._send(bundle)
@@ -261,23 +277,16 @@ class TextStream:
         # Room is kept for the final update's message (its text is not charged).
         if not self.budget.affords(cost + DELTA_OVERHEAD):
             return  # the next delta tries again; the end always sends the whole text
-        if self._wait_for_pace(DELTA_OVERHEAD, LIVE_RATIO - 1):
+        started = self.clock() if self._started is None else self._started
+        elapsed = max(self.clock() - started, 0.25)
+        rate = len(self.text.encode()) / elapsed
+        wait = self._last_sent + live_interval(rate) - self.clock()
+        if wait > 0:  # slow text: space the updates out rather than stall later
+            self._pending = self._later(wait, self._on_timer)
             return
         self.budget.spend(cost)
         self._send(bundle)
         self._sent = self.text
-
-    def _wait_for_pace(self, cost: int, share: float) -> bool:
-        """Schedule the next try when the text's pace does not pay for an update yet; slow
-        text gets its updates spaced out rather than a burst and then a stall."""
-        now = self.clock()
-        elapsed = max(now - (now if self._started is None else self._started), 0.25)
-        rate = len(self.whole.encode()) / elapsed
-        wait = self._last_sent + paced_interval(cost, share, rate, deltas=self.deltas) - now
-        if wait <= 0:
-            return False
-        self._pending = self._later(wait, self._on_timer)
-        return True
 
     def _on_timer(self) -> None:
         self._pending = None
