@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from iac_kernel.guard import hidden
+from iac_kernel.guard.exec_request import AskExec, AuditSink
 from iac_kernel.guard.launcher import SOCKET_ENV, write_launchers
 from iac_kernel.guard.realbin import copies_dir
 from iac_kernel.guard.rules import DEFAULT_PROGRAMS
@@ -31,7 +32,7 @@ from iac_kernel.guard.sandbox import (
     state_dir,
     unusable_reason,
 )
-from iac_kernel.guard.server import ApprovalServer, AskExec, AuditSink
+from iac_kernel.guard.server import ApprovalServer
 
 
 class SandboxRequired(Exception):
