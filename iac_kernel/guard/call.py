@@ -25,6 +25,7 @@ from iac_kernel.guard.realbin import copies_dir
 from iac_kernel.guard.rules import DEFAULT_PROGRAMS
 from iac_kernel.guard.sandbox import (
     LAUNCHER_MOUNT,
+    SANDBOX_ENV,
     Layout,
     bwrap_path,
     find_real,
@@ -137,9 +138,7 @@ class GuardedCall:
             assert bwrap is not None
             self._prefix = layout.bwrap_args(bwrap)
             self.env["PATH"] = f"{LAUNCHER_MOUNT}{os.pathsep}{path}"
-            # The call's private /tmp is its temp folder: a TMPDIR of the host is
-            # read-only in here (mktemp, terraform and Python's tempfile would fail).
-            self.env["TMPDIR"] = "/tmp"
+            self.env.update(SANDBOX_ENV)
             self.env.pop(SOCKET_ENV, None)
             self.server = ApprovalServer(
                 reals, self.ask_exec, guard_dir, layout, bwrap, audit=self.audit

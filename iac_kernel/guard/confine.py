@@ -32,6 +32,7 @@ from iac_kernel.guard.realbin import copies_dir, exec_fd
 from iac_kernel.guard.sandbox import (
     GUARD_MOUNT,
     LAUNCHER_MOUNT,
+    SANDBOX_ENV,
     Layout,
     bwrap_path,
     find_real,
@@ -115,5 +116,5 @@ def confine(
     argv += [os.path.basename(executable), *args]
     inner = {k: v for k, v in env.items() if k != SOCKET_ENV}
     inner["PATH"] = f"{LAUNCHER_MOUNT}{os.pathsep}{path}"
-    inner["TMPDIR"] = "/tmp"  # the private /tmp: the host's TMPDIR is read-only in here
+    inner.update(SANDBOX_ENV)
     return Confined(argv, inner, (fd,), GUARD_MOUNT, dirs)
