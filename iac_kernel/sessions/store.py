@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import uuid
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -148,17 +149,10 @@ class SessionStore:
     def read_meta(self, session_id: str) -> SessionMeta:
         path = self.path(session_id, ".json")
         try:
-            data = json.loads(files.read(path))
-        except FileNotFoundError:
+            with _reading(session_id):
+                data = json.loads(files.read(path))
+        except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
             raise SessionNotFoundError(session_id) from None
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise SessionNotFoundError(session_id) from None
-        except StoreOpenError:
-            raise
-        except OSError as exc:
-            raise StoreOpenError(
-                exc.errno, f"cannot read session {session_id}: {files.describe(exc)}"
-            ) from None
         meta = SessionMeta.from_dict(data)
         entry = self.index.entry(meta.cwd, session_id)
         if entry is not None and str(entry.get("updated_at", "")) >= meta.updated_at:
@@ -217,15 +211,10 @@ class SessionStore:
 
     def _scan(self, session_id: str) -> records.LogScan:
         try:  # line by line: a big log is never held whole
-            return records.scan(files.read_lines(self.path(session_id, ".jsonl")))
+            with _reading(session_id):
+                return records.scan(files.read_lines(self.path(session_id, ".jsonl")))
         except FileNotFoundError:
             return records.scan(b"")
-        except StoreOpenError:
-            raise
-        except OSError as exc:
-            raise StoreOpenError(
-                exc.errno, f"cannot read session {session_id}: {files.describe(exc)}"
-            ) from None
 
     def read(self, session_id: str) -> StoredSession:
         """Read a session without writing (for a non-owner's replay); the history is
@@ -292,6 +281,20 @@ class SessionStore:
         return ToolOutput(
             call_id, name, text, bool(block.get("is_error")), full or text, raw_output=raw
         )
+
+
+@contextlib.contextmanager
+def _reading(session_id: str) -> Iterator[None]:
+    """An OSError reading a session's file becomes a StoreOpenError naming the session
+    (a missing file stays FileNotFoundError: the caller decides what it means)."""
+    try:
+        yield
+    except (FileNotFoundError, StoreOpenError):
+        raise
+    except OSError as exc:
+        raise StoreOpenError(
+            exc.errno, f"cannot read session {session_id}: {files.describe(exc)}"
+        ) from None
 
 
 def _stored(meta: SessionMeta, recs: list[dict[str, Any]], repairs: list[str]) -> StoredSession:
