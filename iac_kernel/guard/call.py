@@ -74,6 +74,21 @@ def _launchers(programs: tuple[str, ...], python: str) -> Path:
     return directory
 
 
+def launchers_and_reals(settings: Any, path: str) -> tuple[Path, dict[str, list[str]]]:
+    """This process's launcher directory for the guarded programs, and their real files
+    on ``path`` (each program's copies, launchers left out)."""
+    programs = guarded_programs(settings)
+    launchers = _launchers(tuple(sorted(programs)), sys.executable)
+    return launchers, find_real(programs, path, skip=(str(launchers), LAUNCHER_MOUNT))
+
+
+def private_tmp() -> Path:
+    """A new host directory behind a sandbox's /tmp (sticky and world-writable)."""
+    tmp_dir = Path(tempfile.mkdtemp(prefix="tmp-", dir=state_dir()))
+    os.chmod(tmp_dir, 0o1777)
+    return tmp_dir
+
+
 class GuardedCall:
     """The guard around one bash call (sandboxed, or reduced: launchers first on PATH)."""
 
@@ -107,11 +122,8 @@ class GuardedCall:
                 "the sandbox setting is 'required' but "
                 + (reason or "this call asked to run outside the sandbox")
             )
-        programs = guarded_programs(self.settings)
-        launchers = _launchers(tuple(sorted(programs)), sys.executable)
         path = self.env.get("PATH", os.defpath)
-        skip = (str(launchers), LAUNCHER_MOUNT)
-        reals = find_real(programs, path, skip=skip)
+        launchers, reals = launchers_and_reals(self.settings, path)
         # The shell sees no secret-bearing variable; guarded programs get them back.
         self.env, secret_env = hidden.split_env(self.env)
         guard_dir = Path(tempfile.mkdtemp(prefix="call-", dir=state_dir()))
@@ -119,9 +131,8 @@ class GuardedCall:
         os.chmod(guard_dir, 0o755)
         self.sandboxed = self.want_sandbox and reason is None
         if self.sandboxed:
-            tmp_dir = Path(tempfile.mkdtemp(prefix="tmp-", dir=state_dir()))
+            tmp_dir = private_tmp()
             self._dirs.append(tmp_dir)
-            os.chmod(tmp_dir, 0o1777)
             layout = Layout(
                 cwd=self.cwd,
                 tmp_dir=tmp_dir,

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from iac_kernel.guard.call import _launchers, guarded_programs, writable_paths
+from iac_kernel.guard.call import launchers_and_reals, private_tmp, writable_paths
 from iac_kernel.guard.hidden import control_plane
 from iac_kernel.guard.launcher import SOCKET_ENV
 from iac_kernel.guard.realbin import copies_dir, exec_fd
@@ -35,7 +35,6 @@ from iac_kernel.guard.sandbox import (
     SANDBOX_ENV,
     Layout,
     bwrap_path,
-    find_real,
     state_dir,
     unusable_reason,
 )
@@ -81,16 +80,13 @@ def confine(
     if bwrap is None or unusable_reason() is not None:
         return None
     cwd = Path(os.path.realpath(cwd))
-    programs = guarded_programs(settings)
-    launchers = _launchers(tuple(sorted(programs)), sys.executable)
     path = env.get("PATH") or os.environ.get("PATH", os.defpath)
-    reals = find_real(programs, path, skip=(str(launchers), LAUNCHER_MOUNT))
+    launchers, reals = launchers_and_reals(settings, path)
     real = os.path.realpath(executable)
     dirs: list[Path] = []
     try:
-        tmp_dir = Path(tempfile.mkdtemp(prefix="tmp-", dir=state_dir()))
+        tmp_dir = private_tmp()
         dirs.append(tmp_dir)
-        os.chmod(tmp_dir, 0o1777)
         if share is None:
             share = Path(tempfile.mkdtemp(prefix="share-", dir=state_dir()))
             dirs.append(share)
