@@ -16,13 +16,13 @@ back what the server received in :attr:`FakeAnthropicServer.requests`::
 
 from __future__ import annotations
 
-import collections
 import json
 import socket
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from fake_http import FakeHandler, Recorded, ScriptedServer, pieces
 
 #: How long a held stream waits for :meth:`StreamedMessage.release` before going on anyway,
 #: so a test that never releases fails instead of hanging.
@@ -150,13 +150,13 @@ class StreamedMessage:
             start: dict[str, Any] = {"type": "text", "text": ""}
             deltas = [
                 {"type": "text_delta", "text": part}
-                for part in _chunks(block["text"], self.chunk_size)
+                for part in pieces(block["text"], self.chunk_size)
             ]
         elif kind == "thinking":
             start = {"type": "thinking", "thinking": "", "signature": ""}
             deltas = [
                 {"type": "thinking_delta", "thinking": part}
-                for part in _chunks(block["thinking"], self.chunk_size)
+                for part in pieces(block["thinking"], self.chunk_size)
             ]
             deltas.append({"type": "signature_delta", "signature": block["signature"]})
         elif kind == "tool_use":
@@ -164,7 +164,7 @@ class StreamedMessage:
             parts = block.get("partial_json")
             if parts is None:
                 encoded = json.dumps(block["input"]) if block["input"] else ""
-                parts = _chunks(encoded, self.chunk_size)
+                parts = pieces(encoded, self.chunk_size)
             deltas = [{"type": "input_json_delta", "partial_json": part} for part in parts]
         else:
             # redacted_thinking and anything else arrive whole in content_block_start.
@@ -204,90 +204,7 @@ class ErrorResponse:
         return cls(529, "overloaded_error", "Overloaded")
 
 
-@dataclass
-class RecordedRequest:
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: Any
-
-
-class FakeAnthropicServer:
-    """The fake Messages API server; use as a context manager or call start()/stop()."""
-
-    def __init__(self) -> None:
-        self._queue: collections.deque[StreamedMessage | ErrorResponse] = collections.deque()
-        self._lock = threading.Lock()
-        self.requests: list[RecordedRequest] = []
-        self._served: list[StreamedMessage | ErrorResponse] = []
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-        #: Served whenever the queue is empty (benchmarks); None: a 500 "no response left".
-        self.repeat: StreamedMessage | None = None
-        #: TCP_NODELAY as read back from each accepted connection.
-        self.nodelay: list[bool] = []
-
-    @property
-    def url(self) -> str:
-        """Base URL to give the SDK (``http://127.0.0.1:PORT``)."""
-        if self._httpd is None:
-            raise RuntimeError("server not started")
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def enqueue(self, *responses: StreamedMessage | ErrorResponse) -> None:
-        """Add scripted responses; each request takes the next one."""
-        with self._lock:
-            self._queue.extend(responses)
-
-    @property
-    def pending(self) -> int:
-        """Scripted responses not yet used."""
-        with self._lock:
-            return len(self._queue)
-
-    def start(self) -> FakeAnthropicServer:
-        handler = type("Handler", (_Handler,), {"fake": self})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        with self._lock:
-            # Unblock any stream still held, so its handler thread can finish.
-            for item in [*self._queue, *self._served]:
-                if isinstance(item, StreamedMessage):
-                    item.release()
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-
-    def __enter__(self) -> FakeAnthropicServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def _next(self, request: RecordedRequest) -> StreamedMessage | ErrorResponse | None:
-        with self._lock:
-            self.requests.append(request)
-            if not self._queue:
-                return self.repeat
-            item = self._queue.popleft()
-            self._served.append(item)
-            return item
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    #: TCP_NODELAY: without it Nagle's algorithm and the client's delayed ACK add ~40 ms
-    #: to each response on a kept-alive connection.
-    disable_nagle_algorithm = True
+class _Handler(FakeHandler):
     fake: FakeAnthropicServer
 
     def setup(self) -> None:
@@ -295,19 +212,9 @@ class _Handler(BaseHTTPRequestHandler):
         nodelay = self.connection.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
         self.fake.nodelay.append(bool(nodelay))
 
-    def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
-        pass
-
     def do_POST(self) -> None:
-        length = int(self.headers.get("content-length") or 0)
-        raw = self.rfile.read(length)
-        try:
-            body: Any = json.loads(raw)
-        except ValueError:
-            body = raw.decode("utf-8", "replace")
-        request = RecordedRequest(
-            "POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body
-        )
+        request = self._read("POST")
+        body = request.body
         if self.path.split("?")[0] != "/v1/messages":
             self._send_error(ErrorResponse(404, "not_found_error", f"no route {self.path}"))
             return
@@ -332,31 +239,16 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_stream(scripted)
 
     def _send_error(self, error: ErrorResponse) -> None:
-        payload = json.dumps(
-            {
-                "type": "error",
-                "error": {"type": error.error_type, "message": error.message},
-                "request_id": "req_fake",
-            }
-        ).encode()
-        self.send_response(error.status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(payload)))
-        self.send_header("request-id", "req_fake")
-        for name, value in error.headers.items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(payload)
-        self.wfile.flush()
+        payload = {
+            "type": "error",
+            "error": {"type": error.error_type, "message": error.message},
+            "request_id": "req_fake",
+        }
+        self._json(error.status, payload, {"request-id": "req_fake", **error.headers})
 
     def _send_stream(self, message: StreamedMessage) -> None:
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream; charset=utf-8")
-        self.send_header("cache-control", "no-cache")
-        self.send_header("transfer-encoding", "chunked")
-        self.send_header("request-id", "req_fake")
-        self.end_headers()
-        self.wfile.flush()
+        headers = {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"}
+        self._start_stream({**headers, "request-id": "req_fake"})
         try:
             self._write_events(message)
         except (BrokenPipeError, ConnectionResetError):
@@ -377,13 +269,10 @@ class _Handler(BaseHTTPRequestHandler):
                 break
             self._write_event(name, data)
             message.events_sent = position + 1
-        self.wfile.write(b"0\r\n\r\n")
-        self.wfile.flush()
+        self._end_chunks()
 
     def _write_event(self, name: str, data: dict[str, Any]) -> None:
-        frame = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
-        self.wfile.write(f"{len(frame):x}\r\n".encode() + frame + b"\r\n")
-        self.wfile.flush()
+        self._write_chunk(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
 
     def _abort(self) -> None:
         """Cut the connection in the middle of the chunked body."""
@@ -394,12 +283,31 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
 
-def _chunks(value: str, size: int) -> list[str]:
-    size = max(1, size)
-    return [value[i : i + size] for i in range(0, len(value), size)]
+class FakeAnthropicServer(ScriptedServer[StreamedMessage | ErrorResponse]):
+    """The fake Messages API server; use as a context manager or call start()/stop()."""
+
+    handler = _Handler
+
+    def __init__(self) -> None:
+        super().__init__()
+        #: TCP_NODELAY as read back from each accepted connection.
+        self.nodelay: list[bool] = []
+
+    @property
+    def url(self) -> str:
+        """Base URL to give the SDK (``http://127.0.0.1:PORT``)."""
+        return self.root
+
+    def stop(self) -> None:
+        with self._lock:
+            # Unblock any stream still held, so its handler thread can finish.
+            for item in [*self._queue, *self._served]:
+                if isinstance(item, StreamedMessage):
+                    item.release()
+        super().stop()
 
 
-def sent_credential(request: RecordedRequest) -> str | None:
+def sent_credential(request: Recorded) -> str | None:
     """The API key or token a request carried (``x-api-key``, or a bearer ``authorization``,
     which is how SDK 2.x sends API keys)."""
     if "x-api-key" in request.headers:

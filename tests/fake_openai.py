@@ -16,12 +16,11 @@ Tests queue :class:`Chat` (a streamed answer), :class:`Failure` (a non-200 JSON 
 
 from __future__ import annotations
 
-import collections
 import json
-import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from fake_http import FakeHandler, Recorded, ScriptedServer, pieces
 
 
 @dataclass
@@ -51,9 +50,9 @@ class Chat:
 
     def chunks(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = [_chunk({"role": "assistant", "content": ""})]
-        for piece in _pieces(self.reasoning, self.chunk_size):
+        for piece in pieces(self.reasoning, self.chunk_size):
             out.append(_chunk({self.reasoning_field: piece}))
-        for piece in _pieces(self.text, self.chunk_size):
+        for piece in pieces(self.text, self.chunk_size):
             out.append(_chunk({"content": piece}))
         for index, call in enumerate(self.calls):
             first = {"index": index, "type": "function", "function": {"name": call.name}}
@@ -86,88 +85,8 @@ class Empty:
     """A 200 event stream with no chunk at all (what a wrong path on some servers gives)."""
 
 
-@dataclass
-class Recorded:
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: Any
-
-
-class FakeOpenAIServer:
-    """The fake endpoint; use as a context manager or call start()/stop()."""
-
-    def __init__(self, prefix: str = "/v1") -> None:
-        self.prefix = prefix
-        self._queue: collections.deque[Chat | Failure | Empty] = collections.deque()
-        self._lock = threading.Lock()
-        self.requests: list[Recorded] = []
-        self.models = ["fake-small", "fake-large"]
-        #: Served whenever the queue is empty (a notebook run); None: a 500.
-        self.repeat: Chat | None = None
-        self._httpd: ThreadingHTTPServer | None = None
-
-    @property
-    def root(self) -> str:
-        if self._httpd is None:
-            raise RuntimeError("server not started")
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
-
-    @property
-    def url(self) -> str:
-        """The base URL to configure (``http://127.0.0.1:PORT/v1``)."""
-        return self.root + self.prefix
-
-    def enqueue(self, *responses: Chat | Failure | Empty) -> None:
-        with self._lock:
-            self._queue.extend(responses)
-
-    @property
-    def pending(self) -> int:
-        with self._lock:
-            return len(self._queue)
-
-    def chat_requests(self) -> list[Recorded]:
-        return [r for r in self.requests if r.path.endswith("/chat/completions")]
-
-    def start(self) -> FakeOpenAIServer:
-        handler = type("Handler", (_Handler,), {"fake": self})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._httpd.daemon_threads = True
-        threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
-        ).start()
-        return self
-
-    def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-
-    def __enter__(self) -> FakeOpenAIServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def _next(self, request: Recorded) -> Chat | Failure | Empty | None:
-        with self._lock:
-            self.requests.append(request)
-            return self._queue.popleft() if self._queue else self.repeat
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True
+class _Handler(FakeHandler):
     fake: FakeOpenAIServer
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def _headers(self) -> dict[str, str]:
-        return {k.lower(): v for k, v in self.headers.items()}
 
     def do_GET(self) -> None:
         self.fake.requests.append(Recorded("GET", self.path, self._headers(), None))
@@ -178,12 +97,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._json(200, {"object": "list", "data": data})
 
     def do_POST(self) -> None:
-        raw = self.rfile.read(int(self.headers.get("content-length") or 0))
-        try:
-            body: Any = json.loads(raw)
-        except ValueError:
-            body = raw.decode("utf-8", "replace")
-        request = Recorded("POST", self.path, self._headers(), body)
+        request = self._read("POST")
         if self.path.split("?")[0] != self.fake.prefix + "/chat/completions":
             self.fake.requests.append(request)
             self._json(404, {"error": {"message": f"no route {self.path}"}})
@@ -200,34 +114,35 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._stream([] if isinstance(scripted, Empty) else scripted.chunks())
 
-    def _json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
-
     def _stream(self, chunks: list[dict[str, Any]]) -> None:
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
-        self.send_header("transfer-encoding", "chunked")
-        self.end_headers()
+        self._start_stream({"content-type": "text/event-stream"})
         try:
             for chunk in chunks:
-                self._write(f"data: {json.dumps(chunk)}\n\n".encode())
+                self._write_chunk(f"data: {json.dumps(chunk)}\n\n".encode())
             if chunks:
-                self._write(b"data: [DONE]\n\n")
-            self.wfile.write(b"0\r\n\r\n")
-            self.wfile.flush()
+                self._write_chunk(b"data: [DONE]\n\n")
+            self._end_chunks()
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
 
-    def _write(self, frame: bytes) -> None:
-        self.wfile.write(f"{len(frame):x}\r\n".encode() + frame + b"\r\n")
-        self.wfile.flush()
+
+class FakeOpenAIServer(ScriptedServer[Chat | Failure | Empty]):
+    """The fake endpoint; use as a context manager or call start()/stop()."""
+
+    handler = _Handler
+
+    def __init__(self, prefix: str = "/v1") -> None:
+        super().__init__()
+        self.prefix = prefix
+        self.models = ["fake-small", "fake-large"]
+
+    @property
+    def url(self) -> str:
+        """The base URL to configure (``http://127.0.0.1:PORT/v1``)."""
+        return self.root + self.prefix
+
+    def chat_requests(self) -> list[Recorded]:
+        return [r for r in self.requests if r.path.endswith("/chat/completions")]
 
 
 def _chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
@@ -238,7 +153,3 @@ def _chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str,
         "model": "fake",
         "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
     }
-
-
-def _pieces(text: str, size: int) -> list[str]:
-    return [text[i : i + size] for i in range(0, len(text), max(1, size))]

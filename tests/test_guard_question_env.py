@@ -8,8 +8,8 @@ from pathlib import Path
 
 from iac_kernel.agent.permissions import ALLOW_ONCE, PermissionGate, PermissionRequest
 from iac_kernel.guard import target
+from iac_kernel.guard.exec_request import ExecRequest
 from iac_kernel.guard.rules import classify
-from iac_kernel.guard.server import ExecRequest
 from iac_kernel.kernel.permission_ui import _label_html, question_state, stdin_prompt
 
 

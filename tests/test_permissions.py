@@ -225,8 +225,8 @@ async def test_sandbox_false_is_per_call_even_in_bypass(tmp_path: Path):
 
 
 def exec_request(argv: list[str], review=None):
+    from iac_kernel.guard.exec_request import ExecRequest
     from iac_kernel.guard.rules import classify
-    from iac_kernel.guard.server import ExecRequest
 
     return ExecRequest(argv[0], argv, "/work", classify(argv[0], argv), review)
 

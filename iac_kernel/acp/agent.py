@@ -10,18 +10,13 @@ A ``session/prompt`` on a session that is already running a turn is refused with
 -32602 (``{"session_id": "Session is busy: ..."}``); prompts are not queued, so there are
 never two loops on one history.
 
-A session whose lock a running Jupyter kernel holds is not loaded here: ``session/load``
-and ``resume`` attach to it through the kernel's endpoint (a
-:class:`~iac_kernel.acp.proxy.RemoteSession`), and the session's later requests are
-forwarded there by the dispatcher (:meth:`IacAgent.remote_for`), so its turns run in the
-kernel. A lock held by a process without an endpoint is an error naming the holder.
+A session whose lock a running Jupyter kernel holds runs in that kernel: load and resume
+attach to it (:mod:`~iac_kernel.acp.attached`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import socket
 from typing import Any
 
 from acp import PROTOCOL_VERSION, RequestError, update_agent_message_text
@@ -43,13 +38,12 @@ from acp.schema import (
 
 from iac_kernel import __version__
 from iac_kernel.acp import commands, errors, notify, session_config, session_state
+from iac_kernel.acp.attached import AttachedSessions
 from iac_kernel.acp.channel import ClientChannel
 from iac_kernel.acp.content import to_anthropic
 from iac_kernel.acp.lifecycle import check_cwd, delete_stored, mcp_specs, start_mcp
 from iac_kernel.acp.listing import list_page
 from iac_kernel.acp.permissions import PermissionAsker, approver
-from iac_kernel.acp.proxy import FORWARDED, AttachError, RemoteSession
-from iac_kernel.acp.runtime import find_endpoint
 from iac_kernel.acp.transport import after_answer
 from iac_kernel.acp.turn import TurnRelay, prompt_response, run_turn
 from iac_kernel.acp.updates import replay_updates
@@ -57,7 +51,7 @@ from iac_kernel.agent.session import AgentSession, SessionBusyError, SessionClos
 from iac_kernel.events import TurnEnded, Usage
 from iac_kernel.models.providers import auth_methods
 from iac_kernel.sessions.manager import SessionManager
-from iac_kernel.sessions.store import SessionLockedError, SessionNotFoundError
+from iac_kernel.sessions.store import SessionNotFoundError
 
 log = logging.getLogger(__name__)
 
@@ -85,9 +79,8 @@ class IacAgent:
         self.client_info: Any = None
         #: Turns this connection started and that are still running, by session id.
         self._turns: dict[str, TurnRelay] = {}
-        #: Sessions a kernel holds that this connection attached to, by session id.
-        self.remotes: dict[str, RemoteSession] = {}
-        self._attach_lock = asyncio.Lock()
+        #: Sessions a kernel holds that this connection attached to.
+        self.attached = AttachedSessions(manager, self._channel)
         #: MCP server states last told to the client, by session id.
         self._mcp_seen: dict[str, Any] = {}
 
@@ -140,7 +133,7 @@ class IacAgent:
         """
         check_cwd(cwd)
         specs = mcp_specs(mcp_servers, cwd)
-        session = await self._open_or_forward("session/load", cwd, session_id)
+        session = await self.attached.open_or_forward("session/load", cwd, session_id)
         if not isinstance(session, AgentSession):
             return session  # the kernel's answer; it replayed the history itself
         await start_mcp(session, specs)
@@ -157,7 +150,7 @@ class IacAgent:
         """Like load without the replay (the client already shows the history)."""
         check_cwd(cwd)
         specs = mcp_specs(mcp_servers, cwd)
-        session = await self._open_or_forward("session/resume", cwd, session_id)
+        session = await self.attached.open_or_forward("session/resume", cwd, session_id)
         if not isinstance(session, AgentSession):
             return session
         await start_mcp(session, specs)
@@ -183,10 +176,8 @@ class IacAgent:
         return session_state.new_session_answer(session)
 
     async def close_session(self, session_id: str, **_: Any) -> dict[str, Any]:
-        remote = self.remotes.pop(session_id, None) if isinstance(session_id, str) else None
-        if remote is not None:
-            await remote.close()  # detach: the kernel keeps its session
-            return {}
+        if await self.attached.detach(session_id):
+            return {}  # the kernel keeps its session
         try:
             await self.manager.close(session_id)
         except (SessionNotFoundError, TypeError):
@@ -196,7 +187,7 @@ class IacAgent:
     async def delete_session(self, session_id: str, **_: Any) -> dict[str, Any]:
         """Delete a stored session; refused while a kernel or another process holds it,
         or while this connection runs a turn on it."""
-        await delete_stored(self.manager, session_id, attached=session_id in self.remotes)
+        await delete_stored(self.manager, session_id, attached=session_id in self.attached)
         return {}
 
     async def list_sessions(
@@ -293,9 +284,7 @@ class IacAgent:
 
     async def shutdown(self) -> None:
         """The connection ended: cancel the turns it started and wait for them to end."""
-        for remote in list(self.remotes.values()):
-            await remote.close()  # the kernel cancels the turns of that connection
-        self.remotes.clear()
+        await self.attached.detach_all()
         for sid, relay in list(self._turns.items()):
             relay.cancel_requested = True
             session = self.manager.sessions.get(sid)
@@ -317,73 +306,6 @@ class IacAgent:
         if session.closed:
             raise errors.session_not_found()
         return session
-
-    def remote_for(self, method: str, params: Any) -> RemoteSession | None:
-        """The attached kernel session a request goes to, if it is for one (load and
-        resume are decided by :meth:`load_session` / :meth:`resume_session`)."""
-        if method not in FORWARDED or method in ("session/load", "session/resume"):
-            return None
-        session_id = params.get("sessionId") if isinstance(params, dict) else None
-        return self.remotes.get(session_id) if isinstance(session_id, str) else None
-
-    async def _open_or_forward(
-        self, method: str, cwd: str, session_id: str
-    ) -> AgentSession | dict[str, Any]:
-        """The session opened here, or the kernel's answer to ``method`` when a running
-        kernel holds it. If the kernel has let it go meanwhile (the notebook switched
-        sessions), open it again: its lock is free now."""
-        for attempt in (1, 2):
-            opened = await self._open(session_id)
-            if isinstance(opened, AgentSession):
-                return opened
-            params = {"cwd": cwd, "sessionId": session_id, "mcpServers": []}
-            try:
-                return await opened.forward(method, params)
-            except RequestError:
-                if not opened.released or attempt == 2:
-                    raise
-        raise AssertionError("unreachable")
-
-    async def _open(self, session_id: str) -> AgentSession | RemoteSession:
-        remote = self.remotes.get(session_id) if isinstance(session_id, str) else None
-        if remote is not None and not remote.gone:
-            return remote
-        # manager.load is synchronous on purpose: two concurrent loads of one id cannot
-        # interleave, so the second finds the first's runtime.
-        try:
-            return self.manager.load(session_id)
-        except (SessionNotFoundError, TypeError):
-            raise errors.session_not_found() from None
-        except SessionLockedError as exc:
-            remote = await self._attach(session_id, exc)
-            if remote is None:
-                raise errors.invalid_field("session_id", f"Session is in use: {exc}") from None
-            return remote
-
-    async def _attach(self, session_id: str, locked: SessionLockedError) -> RemoteSession | None:
-        """Attach to the kernel that holds ``session_id``; ``None`` if no running kernel
-        on this host advertises it (then the lock's holder is someone else)."""
-        pid, host = locked.holder.get("pid"), locked.holder.get("host")
-        if type(pid) is not int or host != socket.gethostname():
-            return None
-        info = find_endpoint(session_id, pid)
-        if info is None:
-            return None
-        async with self._attach_lock:
-            existing = self.remotes.get(session_id)
-            if existing is not None and not existing.gone:
-                return existing
-            try:
-                remote = await RemoteSession.attach(session_id, info, self._channel())
-            except AttachError as exc:
-                raise errors.invalid_field("session_id", f"Session is in use: {exc}") from None
-            remote.on_gone = self._forget
-            self.remotes[session_id] = remote
-            return remote
-
-    def _forget(self, remote: RemoteSession) -> None:
-        if self.remotes.get(remote.session_id) is remote:
-            del self.remotes[remote.session_id]
 
     def _mcp_answer(self, session: AgentSession) -> dict[str, Any]:
         """The answer's MCP ``_meta``, remembered to tell later changes."""

@@ -89,7 +89,7 @@ class Dispatcher:
                 log.warning("notification %s before initialize ignored", method)
                 return None
             raise errors.not_initialized(method)
-        remote = self.agent.remote_for(method, params)
+        remote = self.agent.attached.for_request(method, params)
         if remote is not None:
             return await _forward(remote, method, params, is_notification)
         try:

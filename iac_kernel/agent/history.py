@@ -24,6 +24,7 @@ from iac_kernel.events import (
     UserMessage,
 )
 from iac_kernel.redact import redact, redact_diff, redact_value
+from iac_kernel.sessions.records import result_text
 from iac_kernel.terraform.sensitive import mask_text
 from iac_kernel.terraform.workspace import sensitive_values
 from iac_kernel.textsafe import readable, readable_value
@@ -47,7 +48,7 @@ def replay(
             for block in blocks:
                 if block.get("type") == "tool_result":
                     call_id = block.get("tool_use_id", "")
-                    output = _result_text(block.get("content"))
+                    output = result_text(block.get("content"))
                     output = readable(mask_text(redact(output), values))
                     yield ToolCallResult(
                         call_id,
@@ -125,11 +126,3 @@ def _title(tool: Tool | None, args: dict[str, Any], default: str) -> str:
         return tool.title(args)
     except Exception:
         return default
-
-
-def _result_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(b.get("text", "") for b in content if isinstance(b, dict))
-    return ""

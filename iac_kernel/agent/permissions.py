@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from iac_kernel.events import Diff
-from iac_kernel.guard.server import ExecRequest
+from iac_kernel.guard.exec_request import ExecRequest
 from iac_kernel.sessions.meta import now_iso
 from iac_kernel.textsafe import code_span, printable
 from iac_kernel.tools.base import Category, Tool, ToolContext

@@ -19,11 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from iac_kernel.guard import hidden
+from iac_kernel.guard.exec_request import AskExec, AuditSink
 from iac_kernel.guard.launcher import SOCKET_ENV, write_launchers
 from iac_kernel.guard.realbin import copies_dir
 from iac_kernel.guard.rules import DEFAULT_PROGRAMS
 from iac_kernel.guard.sandbox import (
     LAUNCHER_MOUNT,
+    SANDBOX_ENV,
     Layout,
     bwrap_path,
     find_real,
@@ -31,7 +33,7 @@ from iac_kernel.guard.sandbox import (
     state_dir,
     unusable_reason,
 )
-from iac_kernel.guard.server import ApprovalServer, AskExec, AuditSink
+from iac_kernel.guard.server import ApprovalServer
 
 
 class SandboxRequired(Exception):
@@ -72,6 +74,21 @@ def _launchers(programs: tuple[str, ...], python: str) -> Path:
     return directory
 
 
+def launchers_and_reals(settings: Any, path: str) -> tuple[Path, dict[str, list[str]]]:
+    """This process's launcher directory for the guarded programs, and their real files
+    on ``path`` (each program's copies, launchers left out)."""
+    programs = guarded_programs(settings)
+    launchers = _launchers(tuple(sorted(programs)), sys.executable)
+    return launchers, find_real(programs, path, skip=(str(launchers), LAUNCHER_MOUNT))
+
+
+def private_tmp() -> Path:
+    """A new host directory behind a sandbox's /tmp (sticky and world-writable)."""
+    tmp_dir = Path(tempfile.mkdtemp(prefix="tmp-", dir=state_dir()))
+    os.chmod(tmp_dir, 0o1777)
+    return tmp_dir
+
+
 class GuardedCall:
     """The guard around one bash call (sandboxed, or reduced: launchers first on PATH)."""
 
@@ -105,11 +122,8 @@ class GuardedCall:
                 "the sandbox setting is 'required' but "
                 + (reason or "this call asked to run outside the sandbox")
             )
-        programs = guarded_programs(self.settings)
-        launchers = _launchers(tuple(sorted(programs)), sys.executable)
         path = self.env.get("PATH", os.defpath)
-        skip = (str(launchers), LAUNCHER_MOUNT)
-        reals = find_real(programs, path, skip=skip)
+        launchers, reals = launchers_and_reals(self.settings, path)
         # The shell sees no secret-bearing variable; guarded programs get them back.
         self.env, secret_env = hidden.split_env(self.env)
         guard_dir = Path(tempfile.mkdtemp(prefix="call-", dir=state_dir()))
@@ -117,9 +131,8 @@ class GuardedCall:
         os.chmod(guard_dir, 0o755)
         self.sandboxed = self.want_sandbox and reason is None
         if self.sandboxed:
-            tmp_dir = Path(tempfile.mkdtemp(prefix="tmp-", dir=state_dir()))
+            tmp_dir = private_tmp()
             self._dirs.append(tmp_dir)
-            os.chmod(tmp_dir, 0o1777)
             layout = Layout(
                 cwd=self.cwd,
                 tmp_dir=tmp_dir,
@@ -136,9 +149,7 @@ class GuardedCall:
             assert bwrap is not None
             self._prefix = layout.bwrap_args(bwrap)
             self.env["PATH"] = f"{LAUNCHER_MOUNT}{os.pathsep}{path}"
-            # The call's private /tmp is its temp folder: a TMPDIR of the host is
-            # read-only in here (mktemp, terraform and Python's tempfile would fail).
-            self.env["TMPDIR"] = "/tmp"
+            self.env.update(SANDBOX_ENV)
             self.env.pop(SOCKET_ENV, None)
             self.server = ApprovalServer(
                 reals, self.ask_exec, guard_dir, layout, bwrap, audit=self.audit

@@ -25,16 +25,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from iac_kernel.guard.call import _launchers, guarded_programs, writable_paths
+from iac_kernel.guard.call import launchers_and_reals, private_tmp, writable_paths
 from iac_kernel.guard.hidden import control_plane
 from iac_kernel.guard.launcher import SOCKET_ENV
 from iac_kernel.guard.realbin import copies_dir, exec_fd
 from iac_kernel.guard.sandbox import (
     GUARD_MOUNT,
     LAUNCHER_MOUNT,
+    SANDBOX_ENV,
     Layout,
     bwrap_path,
-    find_real,
     state_dir,
     unusable_reason,
 )
@@ -80,16 +80,13 @@ def confine(
     if bwrap is None or unusable_reason() is not None:
         return None
     cwd = Path(os.path.realpath(cwd))
-    programs = guarded_programs(settings)
-    launchers = _launchers(tuple(sorted(programs)), sys.executable)
     path = env.get("PATH") or os.environ.get("PATH", os.defpath)
-    reals = find_real(programs, path, skip=(str(launchers), LAUNCHER_MOUNT))
+    launchers, reals = launchers_and_reals(settings, path)
     real = os.path.realpath(executable)
     dirs: list[Path] = []
     try:
-        tmp_dir = Path(tempfile.mkdtemp(prefix="tmp-", dir=state_dir()))
+        tmp_dir = private_tmp()
         dirs.append(tmp_dir)
-        os.chmod(tmp_dir, 0o1777)
         if share is None:
             share = Path(tempfile.mkdtemp(prefix="share-", dir=state_dir()))
             dirs.append(share)
@@ -115,5 +112,5 @@ def confine(
     argv += [os.path.basename(executable), *args]
     inner = {k: v for k, v in env.items() if k != SOCKET_ENV}
     inner["PATH"] = f"{LAUNCHER_MOUNT}{os.pathsep}{path}"
-    inner["TMPDIR"] = "/tmp"  # the private /tmp: the host's TMPDIR is read-only in here
+    inner.update(SANDBOX_ENV)
     return Confined(argv, inner, (fd,), GUARD_MOUNT, dirs)

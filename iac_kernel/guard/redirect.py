@@ -39,11 +39,20 @@ FLAGS: dict[str, tuple[str, ...]] = {
     "pulumi": ("--cloud-url",),
 }
 FLAGS["oc"] = FLAGS["kubectl"]
+#: Proxies: they see the program's traffic.
+_PROXIES = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY")
+#: Programs git runs (ssh, askpass, proxy, its own commands).
+_GIT_RUNS = (
+    "GIT_SSH",
+    "GIT_SSH_COMMAND",
+    "GIT_ASKPASS",
+    "SSH_ASKPASS",
+    "GIT_PROXY_COMMAND",
+    "GIT_EXEC_PATH",
+)
 #: Variables that do the same, when the bash call set or changed them.
 VARIABLES = (
-    "HTTPS_PROXY",
-    "HTTP_PROXY",
-    "ALL_PROXY",
+    *_PROXIES,
     "KUBECONFIG",
     "AWS_CA_BUNDLE",
     "AWS_CONFIG_FILE",
@@ -69,12 +78,7 @@ VARIABLES = (
     "PYTHONUSERBASE",
     "PYTHONSTARTUP",
     "PYTHONINSPECT",
-    "GIT_SSH",
-    "GIT_SSH_COMMAND",
-    "GIT_ASKPASS",
-    "SSH_ASKPASS",
-    "GIT_PROXY_COMMAND",
-    "GIT_EXEC_PATH",
+    *_GIT_RUNS,
     "GIT_EXTERNAL_DIFF",
     "GIT_PAGER",
     "PAGER",
@@ -90,12 +94,7 @@ PREFIXES = ("AWS_ENDPOINT_URL", "CLOUDSDK_API_ENDPOINT_OVERRIDES_", "CLOUDSDK_PR
 _OWN_CODE = ("terraform", "tofu", "terragrunt")
 #: git's own: for a remote command (its configuration is checked in git_creds.py).
 GIT_VARIABLES = (
-    "GIT_SSH",
-    "GIT_SSH_COMMAND",
-    "GIT_ASKPASS",
-    "SSH_ASKPASS",
-    "GIT_PROXY_COMMAND",
-    "GIT_EXEC_PATH",
+    *_GIT_RUNS,
     "GIT_TEMPLATE_DIR",
     "GIT_SSL_CAINFO",
     "GIT_SSL_CAPATH",
@@ -105,9 +104,7 @@ GIT_VARIABLES = (
     "GIT_TRACE_REDACT",
     "GIT_TRACE_PACKET",
     "PATH",
-    "HTTPS_PROXY",
-    "HTTP_PROXY",
-    "ALL_PROXY",
+    *_PROXIES,
 )
 
 

@@ -60,13 +60,18 @@ def matches(rule: Rule, args: Sequence[str], positional: Sequence[str] | None = 
     """True when ``rule`` matches ``args`` (see :class:`Rule`)."""
     if positional is None:
         positional = positionals(args)
-    n = len(rule.words)
-    if rule.words and not any(
-        all(fnmatch.fnmatchcase(positional[j + k], w) for k, w in enumerate(rule.words))
-        for j in range(len(positional) - n + 1)
-    ):
+    if rule.words and not has_words(rule.words, positional):
         return False
     return not rule.flags or any(has_flag(args, flag) for flag in rule.flags)
+
+
+def has_words(words: Sequence[str], positional: Sequence[str]) -> bool:
+    """``words`` (fnmatch patterns) match consecutive items of ``positional``."""
+    n = len(words)
+    return any(
+        all(fnmatch.fnmatchcase(positional[j + k], w) for k, w in enumerate(words))
+        for j in range(len(positional) - n + 1)
+    )
 
 
 def has_flag(args: Sequence[str], flag: str) -> bool:

@@ -20,7 +20,15 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 
+#: Where the call's private temporary folder appears in the sandbox: its TMPDIR, the only
+#: temporary folder a call can write (a TMPDIR pointing elsewhere is read-only inside and
+#: would break mktemp, terraform and Python's tempfile).
+TMP_MOUNT = "/tmp"
+#: What every process in the sandbox finds in its environment (``--setenv``); the callers
+#: put it in the shell's environment too, so comparisons with the call's start see it.
+SANDBOX_ENV = MappingProxyType({"TMPDIR": TMP_MOUNT})
 #: Where the call's guard directory (socket, private files) appears in the sandbox.
 GUARD_MOUNT = "/tmp/.iac-guard"
 #: Where the launcher directory appears in the sandbox (first on PATH).
@@ -235,7 +243,7 @@ class Layout:
         ``guarded``: the sandbox of a guarded program the guard runs (credentials and
         the network are its own)."""
         args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-        args += ["--bind", str(self.tmp_dir), "/tmp"]
+        args += ["--bind", str(self.tmp_dir), TMP_MOUNT]
         for path in own_paths_under_tmp():  # our code and Python, if installed under /tmp
             args += ["--ro-bind", path, path]
         for path in [*self.writable, self.cwd]:
@@ -250,9 +258,8 @@ class Layout:
                 args += ["--ro-bind", str(self.launcher_dir / program), real]
         for mask in self.masks:
             args += ["--tmpfs", str(mask)]
-        # The private /tmp is the only temporary folder a call can write: a TMPDIR
-        # pointing elsewhere (read-only inside) would break mktemp and friends.
-        args += ["--setenv", "TMPDIR", "/tmp"]
+        for key, value in SANDBOX_ENV.items():
+            args += ["--setenv", key, value]
         args += self._empty_mounts([*self.hidden, *([] if guarded else self.secrets)])
         args += self._empty_mounts([state_dir()])  # last: the empty file lives there
         if not guarded and not self.network:
@@ -307,7 +314,7 @@ class Layout:
     def host_path(self, path: str) -> str:
         """The host path behind a path seen inside the sandbox."""
         norm = os.path.normpath(path)
-        for inner, outer in ((GUARD_MOUNT, self.guard_dir), ("/tmp", self.tmp_dir)):
+        for inner, outer in ((GUARD_MOUNT, self.guard_dir), (TMP_MOUNT, self.tmp_dir)):
             if norm == inner or norm.startswith(inner + "/"):
                 if any(norm == str(w) or norm.startswith(f"{w}/") for w in self._binds()):
                     return norm

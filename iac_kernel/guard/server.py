@@ -12,65 +12,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import json
 import logging
 import os
 import signal
 import socket
-import struct
 import sys
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from iac_kernel.guard import (
-    callers,
-    git_creds,
-    gitconfig,
-    hidden,
-    realbin,
-    redirect,
-    reviews,
-    target,
-    tf_init,
-)
+from iac_kernel.guard import callers, git_creds, gitconfig, realbin, reviews, target, tf_init, wire
+from iac_kernel.guard.exec_audit import Trail, record
+from iac_kernel.guard.exec_request import AskExec, AuditSink, ExecRequest
+from iac_kernel.guard.exec_verdict import exec_verdict
 from iac_kernel.guard.procs import signal_group
 from iac_kernel.guard.racers import peer_pid
-from iac_kernel.guard.rules import CHANGE, Verdict, classify, program_name
+from iac_kernel.guard.rules import Verdict, program_name
 from iac_kernel.guard.sandbox import GUARD_MOUNT, Layout, is_pyenv_shim
 
 log = logging.getLogger(__name__)
 
-MAX_REQUEST = 8 * 1024 * 1024
 HELPER = str(Path(__file__).with_name("exec_helper.py"))
-
-
-@dataclass
-class ExecRequest:
-    """A guarded program asks to run: what the permission gate decides on."""
-
-    program: str
-    argv: list[str]
-    cwd: str
-    verdict: Verdict
-    review: reviews.Review | None = None
-    sandboxed: bool = True
-    #: Filled by whoever asks: the question's exact text, the answer, who gave it, when.
-    asked: dict[str, Any] = field(default_factory=dict)
-    #: The environment that retargets the command (secret values as ``***``).
-    env: dict[str, str] = field(default_factory=dict)
-    #: What it resolves to: ``Target: terraform workspace prod``.
-    target: list[str] = field(default_factory=list)
-    #: The command changed that environment (an earlier question did not show it).
-    retargeted: bool = False
-
-
-#: ``ask_exec``: returns (allowed, message for the model when not allowed).
-AskExec = Callable[[ExecRequest], Awaitable[tuple[bool, str]]]
-#: Receives one audit record per reviewed call that asked for one (see ``Review.audit``).
-AuditSink = Callable[[dict[str, Any]], None]
 
 
 class Refused(Exception):
@@ -146,92 +108,55 @@ class ApprovalServer:
     async def _serve(self, conn: socket.socket) -> None:
         fds: list[int] = []
         try:
-            request, fds = await self._read_request(conn)
+            request, fds = await wire.read_request(conn)
             code = await self._handle(request, fds, conn)
-            await _send(conn, {"exit": code})
+            await wire.send(conn, {"exit": code})
         except Refused as exc:
             with contextlib.suppress(OSError):
-                await _send(conn, {"refused": str(exc)})
+                await wire.send(conn, {"refused": str(exc)})
         except (OSError, ValueError, KeyError, TypeError) as exc:
             log.debug("guard request failed: %s", exc)
             with contextlib.suppress(OSError):
-                await _send(conn, {"refused": f"bad request: {exc}"})
+                await wire.send(conn, {"refused": f"bad request: {exc}"})
         finally:
             for fd in fds:
                 with contextlib.suppress(OSError):
                     os.close(fd)
             conn.close()
 
-    async def _read_request(self, conn: socket.socket) -> tuple[dict, list[int]]:
-        loop = asyncio.get_running_loop()
-        ready = loop.create_future()
-        loop.add_reader(conn.fileno(), lambda: ready.done() or ready.set_result(None))
-        try:
-            await ready
-        finally:
-            loop.remove_reader(conn.fileno())
-        header, fds, _flags, _addr = socket.recv_fds(conn, 4, 3)
-        while len(header) < 4:
-            more = await loop.sock_recv(conn, 4 - len(header))
-            if not more:
-                raise ValueError("short header")
-            header += more
-        (length,) = struct.unpack("!I", header)
-        if length > MAX_REQUEST:
-            raise ValueError("request too large")
-        data = b""
-        while len(data) < length:
-            chunk = await loop.sock_recv(conn, min(65536, length - len(data)))
-            if not chunk:
-                raise ValueError("short request")
-            data += chunk
-        request = json.loads(data)
-        if not isinstance(request.get("argv"), list) or not request["argv"]:
-            raise ValueError("argv missing")
-        request["argv"] = [str(a) for a in request["argv"]]
-        request["env"] = {str(k): str(v) for k, v in dict(request.get("env") or {}).items()}
-        request["cwd"] = str(request.get("cwd") or "/")
-        return request, list(fds)
-
     async def _handle(self, request: dict, fds: list[int], conn: socket.socket) -> int:
         if not await asyncio.to_thread(self._own_process, conn):
             raise Refused("this guard serves the processes of its own call only")
         program = str(request["program"])
         argv, cwd = request["argv"], request["cwd"]
-        env = {**self.secret_env, **request["env"]}
-        env = {k: v for k, v in env.items() if not _loader_variable(k)}
+        env = _without_loader_variables({**self.secret_env, **request["env"]})
         if program not in self.reals:
             raise Refused(f"{program} is not a guarded program here")
-        verdict = classify(program, argv, env)
         # Local git commands run without credentials: the repository's own configuration
         # and hooks, which the call can write, can make git run anything (git_creds.py).
         reveal = program != "git" or git_creds.needs_credentials(argv)
-        if not reveal:
-            env = {k: v for k, v in request["env"].items() if not _loader_variable(k)}
-        if program == "git" and not verdict.changing:
-            git = gitconfig.config_git(self._pick_real(program, argv[0]), self.reals[program])
-            reader = gitconfig.GitConfigReader(git, self.layout, self.bwrap)
-            verdict = await git_creds.git_verdict(
-                argv, cwd, env, reader, self.layout, reveal, verdict, peer_pid(conn)
-            )
-        redirected = redirect.reason(program, argv, env, self.base_env)
-        if redirected:
-            shown = f"{verdict.reason}; {redirected}" if verdict.changing else redirected
-            verdict = Verdict(CHANGE, shown)
-        if not verdict.changing and self.layout is not None:
-            # Values the command set itself count too (`GIT_CONFIG_GLOBAL=~/.aws/...`).
-            words = [*argv[1:], *(v for k, v in env.items() if self.base_env.get(k) != v)]
-            named = hidden.names_a_secret(words, self.layout.host_path(cwd), self.layout.secrets)
-            if named is not None:
-                verdict = Verdict(CHANGE, f"{program} reads {named}: a credential store")
+        run_env = env if reveal else _without_loader_variables(request["env"])
+        verdict = await exec_verdict(
+            program,
+            argv,
+            cwd,
+            env,
+            run_env=run_env,
+            reveal=reveal,
+            base_env=self.base_env,
+            layout=self.layout,
+            git_reader=self._git_reader(argv[0]) if program == "git" else None,
+            peer=peer_pid(conn),
+        )
+        env = run_env
         entry = {"argv": argv, "cwd": cwd, "kind": verdict.kind, "outcome": "run"}
         self.log.append(entry)
         run_argv = argv
-        trail: dict[str, Any] = {}
+        trail = Trail()
         try:
             if verdict.changing:
                 run_argv, env = await self._approve(program, argv, cwd, env, verdict, trail)
-            if verdict.changing and _gone_or_signalled(conn):
+            if verdict.changing and wire.gone_or_signalled(conn):
                 raise Refused("the command that asked was stopped before it was approved")
             numbers = request.get("fds", [])
             if not verdict.changing and tf_init.is_init(program, argv):
@@ -244,14 +169,13 @@ class ApprovalServer:
                 code = await self._run(program, run_argv, cwd, env, numbers, fds, conn, reveal)
         except Refused as exc:
             entry["outcome"] = "refused"
-            await self._record(trail, "refused", None, str(exc))
+            await record(self.audit, trail, "refused", None, str(exc))
             raise
         except asyncio.CancelledError:
-            asked = trail.get("request") is not None and trail["request"].asked
-            outcome = "interrupted" if asked else "cancelled"
-            await self._record(trail, outcome, None, f"the call ended ({outcome})")
+            outcome = "interrupted" if trail.asked else "cancelled"
+            await record(self.audit, trail, outcome, None, f"the call ended ({outcome})")
             raise
-        await self._record(trail, "applied" if code == 0 else "failed", code, None)
+        await record(self.audit, trail, "applied" if code == 0 else "failed", code, None)
         return code
 
     def _own_process(self, conn: socket.socket) -> bool:
@@ -268,29 +192,6 @@ class ApprovalServer:
             return False
         return seen is not None and (seen.st_dev, seen.st_ino) == (own.st_dev, own.st_ino)
 
-    async def _record(
-        self, trail: dict[str, Any], outcome: str, code: int | None, message: str | None
-    ) -> None:
-        """The audit record of a reviewed call (when its review asked for one)."""
-        review = trail.get("review")
-        if self.audit is None or review is None or review.audit is None:
-            return
-        asked = trail.get("request").asked if trail.get("request") is not None else {}
-        if outcome == "refused" and asked and not asked.get("allowed"):
-            outcome = "cancelled" if asked.get("answer") == "cancelled" else "rejected"
-        record = {**review.audit, **asked, "outcome": outcome, "exit": code}
-        if message:
-            record["message"] = message
-        if review.after is not None and outcome not in ("rejected", "cancelled"):
-            with contextlib.suppress(Exception):
-                record.update(await asyncio.to_thread(review.after))
-        if review.scrub is not None:
-            record = review.scrub(record)
-        try:
-            await asyncio.to_thread(self.audit, record)
-        except Exception:
-            log.exception("could not write the audit record")
-
     async def _approve(
         self,
         program: str,
@@ -298,7 +199,7 @@ class ApprovalServer:
         cwd: str,
         env: dict,
         verdict: Verdict,
-        trail: dict[str, Any],
+        trail: Trail,
     ) -> tuple[list[str], dict]:
         shown = " ".join([program, *argv[1:]])
         host_cwd = self.layout.host_path(cwd) if self.layout else cwd
@@ -307,7 +208,7 @@ class ApprovalServer:
         if self.layout is not None:
             info = dataclasses.replace(info, host_path=self.layout.host_path)
         review = await asyncio.to_thread(reviews.review, info)
-        trail["review"] = review
+        trail.review = review
         if review is not None and review.refuse:
             raise Refused(review.refuse)
         if self.ask_exec is None:
@@ -316,7 +217,7 @@ class ApprovalServer:
                 "but no one is there to approve it"
             )
         request = ExecRequest(program, list(argv), cwd, verdict, review, self.layout is not None)
-        trail["request"] = request
+        trail.request = request
         request.env = target.retargeting_env(env)
         request.target = target.describe(program, argv, host_cwd, env)
         request.retargeted = request.env != target.retargeting_env(self.base_env)
@@ -336,6 +237,11 @@ class ApprovalServer:
         if review is None:
             return list(argv), env
         return list(review.argv or argv), dict(review.env) if review.env is not None else env
+
+    def _git_reader(self, invoked: str) -> gitconfig.GitConfigReader:
+        """Reads the configuration of the git that ``invoked`` would run."""
+        git = gitconfig.config_git(self._pick_real("git", invoked), self.reals["git"])
+        return gitconfig.GitConfigReader(git, self.layout, self.bwrap)
 
     def _pick_real(self, program: str, invoked: str) -> str:
         reals = self.reals[program]
@@ -406,7 +312,7 @@ class ApprovalServer:
         self._groups.add(proc.pid)
         callers.started(proc.pid)
         with contextlib.suppress(OSError):
-            await _send(conn, {"started": True})
+            await wire.send(conn, {"started": True})
         watcher = asyncio.create_task(self._watch(conn, proc))
         try:
             return await proc.wait()
@@ -419,23 +325,11 @@ class ApprovalServer:
 
     async def _watch(self, conn: socket.socket, proc: asyncio.subprocess.Process) -> None:
         """Relay the launcher's signals; kill the program when the launcher goes away."""
-        loop = asyncio.get_running_loop()
-        buffer = b""
-        while True:
-            try:
-                chunk = await loop.sock_recv(conn, 4096)
-            except OSError:
-                chunk = b""
-            if not chunk:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                return
-            buffer += chunk
-            while b"\n" in buffer:
-                line, buffer = buffer.split(b"\n", 1)
-                with contextlib.suppress(ValueError, TypeError, KeyError):
-                    signum = int(json.loads(line)["signal"])
-                    self._signal(proc.pid, signum)
+        async for signum in wire.relayed_signals(conn):
+            with contextlib.suppress(ValueError, TypeError, KeyError):
+                self._signal(proc.pid, signum)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
 
     def _signal(self, pgid: int, signum: int) -> None:
         """Signal the program's group, sparing bwrap and its init (they would kill it)."""
@@ -450,20 +344,5 @@ _LOADER_VARIABLES |= {"MALLOC_TRACE", "NLSPATH", "RESOLV_HOST_CONF", "RES_OPTION
 _LOADER_VARIABLES |= {"BASH_ENV", "ENV", "PYENV_HOOK_PATH"}
 
 
-def _loader_variable(name: str) -> bool:
-    return name.startswith("LD_") or name in _LOADER_VARIABLES
-
-
-def _gone_or_signalled(conn: socket.socket) -> bool:
-    """True when the launcher hung up or relayed a signal while its question was open."""
-    try:
-        conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
-    except (BlockingIOError, InterruptedError):
-        return False
-    except OSError:
-        return True
-    return True  # EOF, or a relayed signal waiting to be read
-
-
-async def _send(conn: socket.socket, message: dict) -> None:
-    await asyncio.get_running_loop().sock_sendall(conn, json.dumps(message).encode() + b"\n")
+def _without_loader_variables(env: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if not (k.startswith("LD_") or k in _LOADER_VARIABLES)}

@@ -110,13 +110,11 @@ class ConsoleMixin:
     questions: Any
     tool_cards: dict[str, Any]
     cell_history: Any
-    _lock: Any
-    _running: set[Any]
+    running: Any
 
     def session_info(self) -> dict[str, Any]:
         """What the status bar shows (see :mod:`~iac_kernel.kernel.status`)."""
-        with self._lock:
-            running = list(self._running)
+        running = self.running.snapshot()
         turns = [{"msgId": t.msg_id, "cellId": t.cell_id} for t in running if t.msg_id]
         info = kernel_session_info(self.state, self.questions, bool(running), turns)
         live = [t.usage for t in running if getattr(t, "usage", None) is not None]

@@ -17,15 +17,8 @@ new turn appended to the session; the earlier turn stays in the history and the 
 sees both. The cell says so. Nothing is rewritten: ``%new`` or ``%fork`` give a clean
 slate.
 
-Interrupt. The kernelspec uses ``interrupt_mode: signal``. ipykernel would turn SIGINT
-into a KeyboardInterrupt somewhere inside the event loop, which cannot stop an awaited
-turn and can kill the loop; this kernel installs its own SIGINT handler for its whole
-life instead. It cancels every running turn (thread-safely, on the turn's own loop): the
-session ends the turn with stop reason ``cancelled`` and keeps a valid history, open
-permission prompts close, and the cell ends with an ``error`` reply whose only output is
-one line, ``Cancelled: The turn was interrupted…``. An error (not ``ok``) matches what
-Jupyter users expect from the interrupt button: "Run all" stops at that cell. The kernel
-stays alive. A SIGINT with no turn running is ignored.
+Interrupt. SIGINT cancels the running turns and the cell ends with an ``error`` reply;
+the kernel stays alive (see :mod:`~iac_kernel.kernel.running`).
 
 Errors. A bad magic, a missing setting, a locked session or an internal failure answers
 with an ``error`` reply and one readable line (short ``ename``, the message), never a
@@ -44,14 +37,12 @@ import contextlib
 import os
 import signal
 import threading
-from dataclasses import dataclass
 from typing import Any
 
 from ipykernel.ipkernel import IPythonKernel
 from traitlets import List
 
-from iac_kernel import __version__
-from iac_kernel.agent.session import AgentSession, SessionBusyError, SessionClosedError
+from iac_kernel.agent.session import SessionBusyError, SessionClosedError
 from iac_kernel.config import Settings
 from iac_kernel.events import TurnEnded, Usage
 from iac_kernel.guard.sandbox import reduced_notice
@@ -64,12 +55,14 @@ from iac_kernel.kernel.console import ConsoleMixin
 from iac_kernel.kernel.display import DELTA_MIME
 from iac_kernel.kernel.editor_turns import summary_markdown, summary_plain
 from iac_kernel.kernel.endpoint_hookup import EditorLink
+from iac_kernel.kernel.kernel_info import KernelInfoMixin
 from iac_kernel.kernel.logs import route_to_original_stderr
 from iac_kernel.kernel.magics import MagicError, Magics, split_cell
 from iac_kernel.kernel.permission_ui import DISPLAY_ID_KEY, PermissionUI
 from iac_kernel.kernel.publish import Publisher, error_content
 from iac_kernel.kernel.questions import PendingQuestions
-from iac_kernel.kernel.session_info import SESSION_MIME
+from iac_kernel.kernel.running import RunningTurn, RunningTurns
+from iac_kernel.kernel.session_info import ending_metadata
 from iac_kernel.kernel.session_info import metadata as session_metadata
 from iac_kernel.kernel.state import KernelState, SessionError
 from iac_kernel.kernel.status import StatusChannel
@@ -85,36 +78,9 @@ RERUN_NOTE = (
 )
 
 
-@dataclass(eq=False)
-class _RunningTurn:
-    session: AgentSession
-    loop: asyncio.AbstractEventLoop
-    interrupted: bool = False
-    #: The execute_request running the turn, and the notebook cell it came from.
-    msg_id: str = ""
-    cell_id: str | None = None
-    #: The turn's usage so far (after each model call).
-    usage: Usage | None = None
-
-    def cancel(self) -> None:
-        self.interrupted = True
-        self.session.cancel()
-
-
-class IacKernel(ConsoleMixin, IPythonKernel):
+class IacKernel(KernelInfoMixin, ConsoleMixin, IPythonKernel):
     """The iac-kernel Jupyter kernel."""
 
-    implementation = "iac-kernel"
-    implementation_version = __version__
-    language_info = {
-        "name": "markdown",
-        "version": "1.0",
-        "mimetype": "text/markdown",
-        "file_extension": ".md",
-        "pygments_lexer": "markdown",
-        "codemirror_mode": "markdown",
-        "nbconvert_exporter": "markdown",
-    }
     help_links = List([]).tag(config=True)
 
     def __init__(self, **kwargs: Any):
@@ -144,42 +110,9 @@ class IacKernel(ConsoleMixin, IPythonKernel):
         )
         self.questions.listeners.append(self.status.push)
         self.state.listeners.append(lambda _session: self.status.push())
-        self._running: set[_RunningTurn] = set()
-        self._lock = threading.Lock()
+        self.running = RunningTurns()
         self._cells_run: set[tuple[str, str]] = set()
-        self.editor_link = EditorLink(self.state, self._is_notebook_turn)
-
-    # -- kernel info -----------------------------------------------------------------------
-
-    @property
-    def banner(self) -> str:  # type: ignore[override]
-        return (
-            f"iac-kernel {__version__}: an infrastructure-as-code agent. Each cell is a prompt; "
-            "%help lists the magics."
-        )
-
-    @property
-    def kernel_info(self) -> dict[str, Any]:
-        info = dict(super().kernel_info)
-        # The status bar's model, mode and session from the start (see kernel/status.py).
-        try:
-            info["iac_kernel"] = self.session_info()
-        except Exception:  # kernel_info must always answer
-            self.log.exception("session info failed")
-        # Python debugging makes no sense for prompts.
-        info["supported_features"] = [
-            f for f in info.get("supported_features", []) if f != "debugger"
-        ]
-        return info
-
-    @property
-    def execution_count(self) -> int:  # type: ignore[override]
-        # IPythonKernel reads the IPython shell's counter, which never moves here.
-        return getattr(self, "_count", 0)
-
-    @execution_count.setter
-    def execution_count(self, value: int) -> None:
-        self._count = value
+        self.editor_link = EditorLink(self.state, self.running.runs)
 
     # -- signals -------------------------------------------------------------------------------
 
@@ -200,12 +133,8 @@ class IacKernel(ConsoleMixin, IPythonKernel):
         """Nothing to restore (see :meth:`pre_handler_hook`)."""
 
     def _on_sigint(self, _signum: int, _frame: Any) -> None:
-        with self._lock:
-            running = list(self._running)
-        if not running:
+        if not self.running.interrupt():
             self.log.info("SIGINT with no turn running: ignored")
-        for turn in running:
-            turn.loop.call_soon_threadsafe(turn.cancel)
 
     # -- execution -----------------------------------------------------------------------------
 
@@ -260,10 +189,6 @@ class IacKernel(ConsoleMixin, IPythonKernel):
         turns = self.editor_link.editor_turns()
         if turns:
             out.markdown(summary_markdown(turns), summary_plain(turns))
-
-    def _is_notebook_turn(self, session: AgentSession) -> bool:
-        with self._lock:
-            return any(turn.session is session for turn in self._running)
 
     def _fail(self, out: Publisher, silent: bool, ename: str, evalue: str) -> dict[str, Any]:
         return error_content(ename, evalue) if silent else out.error(ename, evalue)
@@ -321,7 +246,7 @@ class IacKernel(ConsoleMixin, IPythonKernel):
     ) -> dict[str, Any]:
         session = self.state.session()
         if session.busy:
-            if not self._is_notebook_turn(session):
+            if not self.running.runs(session):
                 raise SessionError(
                     "an editor is running a turn in this session (through the kernel's ACP "
                     "endpoint); wait for it to finish, or cancel it in the editor"
@@ -336,15 +261,6 @@ class IacKernel(ConsoleMixin, IPythonKernel):
         async def ask_stdin(text: str) -> str:
             return await input_request(self, text, parent, ident)
 
-        def end_metadata(ended: TurnEnded) -> dict[str, Any]:
-            # The session's usage total is added after prompt() returns: count this turn.
-            total = Usage()
-            total.add(session.usage)
-            total.add(ended.usage)
-            info = session_metadata(session, ended.usage)
-            info[SESSION_MIME]["usage"] = total.to_dict()
-            return info
-
         def on_card(card: ToolCard, _display_id: str) -> None:
             self.tool_cards[card.call_id] = card
             self.status.push_card(card.payload())
@@ -355,7 +271,7 @@ class IacKernel(ConsoleMixin, IPythonKernel):
         view = TurnView(
             out,
             session.session_id,
-            end_metadata=end_metadata,
+            end_metadata=lambda ended: ending_metadata(session, ended.usage),
             on_card=on_card,
             deltas=self.status.renders(DELTA_MIME),
             on_usage=lambda usage: self._turn_usage(running, usage),
@@ -372,14 +288,13 @@ class IacKernel(ConsoleMixin, IPythonKernel):
             on_question=view.set_question,
             card_shown=self.status.renders(CARD_MIME),
         )
-        running = _RunningTurn(
+        running = RunningTurn(
             session,
             asyncio.get_running_loop(),
             msg_id=str(parent.get("header", {}).get("msg_id", "")),
             cell_id=cell_id,
         )
-        with self._lock:
-            self._running.add(running)
+        self.running.add(running)
         self.status.push()
         view.start()
         try:
@@ -397,8 +312,7 @@ class IacKernel(ConsoleMixin, IPythonKernel):
             # The turn's task was cancelled before it could start: nothing ran.
             ended = TurnEnded("cancelled", Usage())
         finally:
-            with self._lock:
-                self._running.discard(running)
+            self.running.discard(running)
             self.status.push()
         view.finish(ended, session_metadata(session, ended.usage))
         if ended.stop_reason == "cancelled":
@@ -407,7 +321,7 @@ class IacKernel(ConsoleMixin, IPythonKernel):
             return error_content("ModelError", view.errors[0])
         return {"status": "ok"}
 
-    def _turn_usage(self, running: _RunningTurn, usage: Usage) -> None:
+    def _turn_usage(self, running: RunningTurn, usage: Usage) -> None:
         running.usage = usage
         self.status.push()  # the status bar's tokens move call by call
 

@@ -40,3 +40,14 @@ def metadata(session: AgentSession | None, turn_usage: Usage | None = None) -> d
     if session is None or session.closed:
         return {}
     return {SESSION_MIME: session_info(session, turn_usage)}
+
+
+def ending_metadata(session: AgentSession, turn_usage: Usage) -> dict[str, Any]:
+    """:func:`metadata` as a turn ends: the session's total counts the turn already (it
+    is added to the session only after ``prompt()`` returns)."""
+    total = Usage()
+    total.add(session.usage)
+    total.add(turn_usage)
+    info = metadata(session, turn_usage)
+    info[SESSION_MIME]["usage"] = total.to_dict()
+    return info

@@ -180,6 +180,14 @@ def active_provider(env: Mapping[str, str] | None = None) -> str | None:
     return None
 
 
+def known_active_provider() -> str | None:
+    """:func:`active_provider`, or None when ``IAC_KERNEL_PROVIDER`` names no provider."""
+    try:
+        return active_provider()
+    except ValueError:
+        return None
+
+
 def base_url(provider: Provider, env: Mapping[str, str] | None = None) -> str | None:
     """The endpoint: ``IAC_KERNEL_BASE_URL`` for the provider ``IAC_KERNEL_PROVIDER``
     names (never another: a key goes only where it was sent), else the variable the SDK

@@ -22,7 +22,7 @@ from pathlib import Path
 from iac_kernel.models import endpoint_models
 from iac_kernel.models.base import Model, ModelError
 from iac_kernel.models.credentials import has_anthropic_credentials, provider_from_env
-from iac_kernel.models.providers import ANTHROPIC_FAMILY, PROVIDERS, active_provider, has_key
+from iac_kernel.models.providers import ANTHROPIC_FAMILY, PROVIDERS, has_key, known_active_provider
 from iac_kernel.models.scripted import SCRIPTED_MODEL_ID, Script, ScriptedModel
 
 DEFAULT_ANTHROPIC_MODEL = os.environ.get("ANTHROPIC_MODEL", "claude-sonnet-4-6")
@@ -51,7 +51,7 @@ _BEDROCK = re.compile(r"^(?:[a-z]{2,6}\.)?anthropic\.(?P<id>.+?)(?:-v\d+(?::\d+)
 
 def anthropic_available() -> bool:
     """Whether Claude itself can be reached (a Messages-compatible profile is not Claude)."""
-    active = _active()
+    active = known_active_provider()
     if (
         active is not None
         and active not in ANTHROPIC_FAMILY
@@ -61,17 +61,10 @@ def anthropic_available() -> bool:
     return has_anthropic_credentials()
 
 
-def _active() -> str | None:
-    try:
-        return active_provider()
-    except ValueError:
-        return None
-
-
 def default_model_id() -> str:
     """The active provider's default model (Claude for the Anthropic family), else the
     offline scripted model."""
-    active = _active()
+    active = known_active_provider()
     if active is None:
         return SCRIPTED_MODEL_ID
     if active in ANTHROPIC_FAMILY:
@@ -82,7 +75,7 @@ def default_model_id() -> str:
 def available_models() -> list[str]:
     """The ids a user can pick from: the active provider's first (its settings' ids, then
     what its endpoint lists), other providers with credentials, the scripted model."""
-    active = _active()
+    active = known_active_provider()
     ids: list[str] = []
     names = [active] if active else []
     names += [n for n in PROVIDERS if n != active and n not in ANTHROPIC_FAMILY]
@@ -113,7 +106,7 @@ def _has_own_key(name: str) -> bool:
 
 def _any_id_provider() -> str | None:
     """The active provider if it takes any model id (not only Claude's)."""
-    active = _active()
+    active = known_active_provider()
     if active is None:
         return None
     if active not in ANTHROPIC_FAMILY:

@@ -14,22 +14,15 @@ import threading
 import time
 
 from iac_kernel.models.credentials import has_anthropic_credentials
-from iac_kernel.models.providers import ANTHROPIC_FAMILY, PROVIDERS, active_provider
+from iac_kernel.models.providers import ANTHROPIC_FAMILY, PROVIDERS, known_active_provider
 
 log = logging.getLogger(__name__)
-
-
-def _active() -> str | None:
-    try:
-        return active_provider()
-    except ValueError:
-        return None
 
 
 def warm_anthropic() -> bool:
     """Import the provider's SDK and build Anthropic's default client (blocking); True if
     it did."""
-    active = _active()
+    active = known_active_provider()
     if active is not None and PROVIDERS[active].kind == "openai":
         try:
             import iac_kernel.models.openai_model  # noqa: F401
@@ -52,7 +45,7 @@ def warm_anthropic() -> bool:
 def start_warm_up(delay: float = 0.0) -> threading.Thread | None:
     """:func:`warm_anthropic` in a daemon thread after ``delay`` seconds (None without
     credentials)."""
-    if _active() is None and not has_anthropic_credentials():
+    if known_active_provider() is None and not has_anthropic_credentials():
         return None
 
     def run() -> None:

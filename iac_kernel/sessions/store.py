@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import uuid
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,7 @@ from iac_kernel.sessions.meta import (
     now_iso,
 )
 from iac_kernel.sessions.records import INTERRUPTED_RESULT, dangling_tool_uses
+from iac_kernel.sessions.writer import SessionWriter
 from iac_kernel.textsafe import json_line
 
 __all__ = [
@@ -79,7 +81,9 @@ class SessionStore:
         #: cwd -> (index state, sorted listing): pages of an unchanged folder reuse it.
         self._listed: dict[str, tuple[tuple[int, int], list[SessionMeta]]] = {}
 
-    def _path(self, session_id: str, suffix: str) -> Path:
+    def path(self, session_id: str, suffix: str) -> Path:
+        """A session's file (``.json``, ``.jsonl``, ``.lock``); SessionNotFoundError for a
+        malformed id."""
         if not is_valid_session_id(session_id):
             raise SessionNotFoundError(session_id)
         return self.root / f"{session_id}{suffix}"
@@ -109,7 +113,7 @@ class SessionStore:
 
     def exists(self, session_id: str) -> bool:
         try:
-            return self._path(session_id, ".json").exists()
+            return self.path(session_id, ".json").exists()
         except SessionNotFoundError:
             return False
 
@@ -126,7 +130,7 @@ class SessionStore:
             **fields,
         )
         try:
-            files.create_file(self._path(meta.session_id, ".jsonl"))
+            files.create_file(self.path(meta.session_id, ".jsonl"))
             self.write_meta(meta)
         except OSError:
             self.remove(meta.session_id)
@@ -136,26 +140,19 @@ class SessionStore:
     def remove(self, session_id: str) -> None:
         """Delete a session's files (used to undo a create that could not finish)."""
         with contextlib.suppress(OSError, ValueError, SessionNotFoundError):
-            cwd = json.loads(files.read(self._path(session_id, ".json")))["cwd"]
+            cwd = json.loads(files.read(self.path(session_id, ".json")))["cwd"]
             self.index.drop(cwd, session_id)
         for suffix in (".json", ".jsonl", ".lock"):
             with contextlib.suppress(OSError):
-                self._path(session_id, suffix).unlink()
+                self.path(session_id, suffix).unlink()
 
     def read_meta(self, session_id: str) -> SessionMeta:
-        path = self._path(session_id, ".json")
+        path = self.path(session_id, ".json")
         try:
-            data = json.loads(files.read(path))
-        except FileNotFoundError:
+            with _reading(session_id):
+                data = json.loads(files.read(path))
+        except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError):
             raise SessionNotFoundError(session_id) from None
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise SessionNotFoundError(session_id) from None
-        except StoreOpenError:
-            raise
-        except OSError as exc:
-            raise StoreOpenError(
-                exc.errno, f"cannot read session {session_id}: {files.describe(exc)}"
-            ) from None
         meta = SessionMeta.from_dict(data)
         entry = self.index.entry(meta.cwd, session_id)
         if entry is not None and str(entry.get("updated_at", "")) >= meta.updated_at:
@@ -164,7 +161,7 @@ class SessionStore:
 
     def write_meta(self, meta: SessionMeta, old_cwd: str | None = None) -> None:
         data = asdict(meta)
-        files.replace(self._path(meta.session_id, ".json"), json_line(data))
+        files.replace(self.path(meta.session_id, ".json"), json_line(data))
         self.index.put(data, old_cwd)
 
     def list(self, cwd: str | None = None) -> list[SessionMeta]:
@@ -202,27 +199,22 @@ class SessionStore:
 
     def lock_holder(self, session_id: str) -> dict[str, Any] | None:
         """Who holds the session's lock right now, or ``None``."""
-        return locks.holder(self._path(session_id, ".lock"))
+        return locks.holder(self.path(session_id, ".lock"))
 
     def open_writer(self, session_id: str, holder: str) -> SessionWriter:
         """Take the session's lock; raises SessionLockedError if someone else has it."""
         meta = self.read_meta(session_id)
-        token, other = locks.acquire(self._path(session_id, ".lock"), holder, now_iso())
+        token, other = locks.acquire(self.path(session_id, ".lock"), holder, now_iso())
         if other is not None:
             raise SessionLockedError(session_id, other)
         return SessionWriter(self, meta, token)
 
     def _scan(self, session_id: str) -> records.LogScan:
         try:  # line by line: a big log is never held whole
-            return records.scan(files.read_lines(self._path(session_id, ".jsonl")))
+            with _reading(session_id):
+                return records.scan(files.read_lines(self.path(session_id, ".jsonl")))
         except FileNotFoundError:
             return records.scan(b"")
-        except StoreOpenError:
-            raise
-        except OSError as exc:
-            raise StoreOpenError(
-                exc.errno, f"cannot read session {session_id}: {files.describe(exc)}"
-            ) from None
 
     def read(self, session_id: str) -> StoredSession:
         """Read a session without writing (for a non-owner's replay); the history is
@@ -241,7 +233,7 @@ class SessionStore:
         if repairs:
             note = {"type": "repaired", "ts": stamp, "notes": repairs}
             data = b"".join(json_line(r) for r in [*fixed, note])
-            files.replace(self._path(writer.session_id, ".jsonl"), data)
+            files.replace(self.path(writer.session_id, ".jsonl"), data)
             log.warning("session %s repaired: %s", writer.session_id, "; ".join(repairs))
         session = _stored(writer.meta, fixed, repairs)
         writer.sync_counts(fixed, len(session.messages))
@@ -261,7 +253,7 @@ class SessionStore:
         )
         try:
             data = b"".join(json_line(r) for r in fixed)
-            files.replace(self._path(meta.session_id, ".jsonl"), data)
+            files.replace(self.path(meta.session_id, ".jsonl"), data)
             meta.message_count = len(records.assemble(fixed).messages)
             self.write_meta(meta)
         except OSError:
@@ -291,104 +283,18 @@ class SessionStore:
         )
 
 
-class SessionWriter:
-    """The one writer of a session: appends records and keeps its metadata current.
-
-    It holds no file descriptor between calls. The in-memory counters change only after
-    a record is on disk.
-    """
-
-    def __init__(self, store: SessionStore, meta: SessionMeta, token: str):
-        self.store = store
-        self.session_id = meta.session_id
-        self.meta = meta
-        self._token = token
-        self._closed = False
-        self._log = store._path(meta.session_id, ".jsonl")
-        self._in_results = False
-        #: The counters changed since ``<id>.json`` was written (it is rewritten on close).
-        self._dirty = False
-
-    def _append(self, record: dict[str, Any]) -> None:
-        if self._closed:
-            raise RuntimeError(f"session {self.session_id} is closed")
-        files.append(self._log, json_line(record))
-
-    def append_message(self, message: dict[str, Any], *, kind: str = "message", **extra: Any):
-        stamp = now_iso()
-        self._append({"type": kind, "ts": stamp, "message": message, **extra})
-        self._in_results = False
-        self.meta.message_count += 1
-        self.touch(stamp)
-
-    def append_tool_result(
-        self,
-        block: dict[str, Any],
-        *,
-        name: str = "",
-        raw_output: Any = None,
-        full: str | None = None,
-    ) -> None:
-        """One finished call's result; consecutive results form one user message."""
-        stamp = now_iso()
-        record: dict[str, Any] = {"type": "tool_result", "ts": stamp, "name": name}
-        record["block"] = block
-        if raw_output is not None:
-            record["raw_output"] = raw_output
-        if full is not None and full != block.get("content"):
-            record["full"] = full
-        self._append(record)
-        if not self._in_results:
-            self.meta.message_count += 1
-        self._in_results = True
-        self.touch(stamp)
-
-    def append_compaction(self, summary: str, keep_from: int) -> None:
-        self._append(
-            {"type": "compaction", "ts": now_iso(), "summary": summary, "keep_from": keep_from}
-        )
-        self.touch()
-
-    def sync_counts(self, recs: list[dict[str, Any]], message_count: int) -> None:
-        """Set the counters from the loaded log (called by :meth:`SessionStore.load`)."""
-        last = next((r for r in reversed(recs) if r.get("type") != "repaired"), None)
-        self._in_results = bool(last and last.get("type") == "tool_result")
-        self.meta.message_count = message_count
-
-    def update(self, **fields: Any) -> None:
-        old_cwd = self.meta.cwd
-        for key, value in fields.items():
-            setattr(self.meta, key, value)
-        self.meta.updated_at = now_iso()
-        self.store.write_meta(self.meta, old_cwd)
-        self._dirty = False
-
-    def touch(self, stamp: str | None = None) -> None:
-        """New ``updated_at`` and counters, in the listing index only (no rewrite)."""
-        self.meta.updated_at = stamp or now_iso()
-        self._dirty = True
-        meta = self.meta
-        try:
-            self.store.index.bump(meta.cwd, meta.session_id, meta.updated_at, meta.message_count)
-        except OSError as exc:  # the index is a cache; the log already has the record
-            log.warning("session %s: listing index not updated: %s", self.session_id, exc)
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        if self._dirty:
-            try:
-                path = self.store._path(self.session_id, ".json")
-                files.replace(path, json_line(asdict(self.meta)))
-            except OSError as exc:
-                log.warning("session %s: metadata not saved on close: %s", self.session_id, exc)
-        with contextlib.suppress(OSError):
-            locks.release(self.store._path(self.session_id, ".lock"), self._token)
+@contextlib.contextmanager
+def _reading(session_id: str) -> Iterator[None]:
+    """An OSError reading a session's file becomes a StoreOpenError naming the session
+    (a missing file stays FileNotFoundError: the caller decides what it means)."""
+    try:
+        yield
+    except (FileNotFoundError, StoreOpenError):
+        raise
+    except OSError as exc:
+        raise StoreOpenError(
+            exc.errno, f"cannot read session {session_id}: {files.describe(exc)}"
+        ) from None
 
 
 def _stored(meta: SessionMeta, recs: list[dict[str, Any]], repairs: list[str]) -> StoredSession:

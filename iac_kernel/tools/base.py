@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from iac_kernel.events import Diff
-from iac_kernel.guard.server import AskExec
+from iac_kernel.guard.exec_request import AskExec
 
 
 class Category(enum.Enum):

@@ -14,6 +14,7 @@ import shlex
 from dataclasses import dataclass
 
 from iac_kernel.guard.rules import DEFAULT_PROGRAMS, classify
+from iac_kernel.guard.ruleset import has_words, positionals
 from iac_kernel.terraform.apply_args import resolve
 
 #: Programs the text check also judges with the exec-time rules of the guard.
@@ -173,14 +174,8 @@ def _nested_script(segment: list[str], i: int) -> str | None:
 
 
 def _matches(rule: Rule, args: list[str]) -> bool:
-    if rule.words:
-        positional = [a for a in args if not a.startswith("-")]
-        n = len(rule.words)
-        if not any(
-            all(fnmatch.fnmatchcase(positional[j + k], w) for k, w in enumerate(rule.words))
-            for j in range(len(positional) - n + 1)
-        ):
-            return False
+    if rule.words and not has_words(rule.words, positionals(args)):
+        return False
     return not rule.flags or any(_has_flag(args, flag) for flag in rule.flags)
 
 
