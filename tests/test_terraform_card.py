@@ -12,7 +12,7 @@ from iac_kernel.acp.updates import result_update
 from iac_kernel.agent.permissions import PermissionRequest
 from iac_kernel.config import Settings
 from iac_kernel.events import ToolCallResult, ToolCallStarted
-from iac_kernel.kernel import plan_card
+from iac_kernel.kernel import plan_card, theme
 from iac_kernel.kernel.publish import Publisher
 from iac_kernel.kernel.turn import TurnView
 from iac_kernel.terraform.plan import parse_plan
@@ -53,7 +53,7 @@ def test_the_card_groups_by_action_deletes_and_replaces_first(plan: dict[str, An
     order = [html.index(f'data-action="{a}"') for a in ("delete", "replace", "create", "update")]
     assert order == sorted(order)
     delete_row = html[order[0] : order[1]]
-    assert "background:#ffebe9" in delete_row and "font-weight:600" in delete_row
+    assert f"background:{theme.RED_TINT}" in delete_row and "font-weight:600" in delete_row
     assert "triggers_replace[0]: &quot;small&quot; -&gt; &quot;large&quot;" in html
     payload = bundle[plan_card.PLAN_MIME]
     assert payload["version"] == 1 and payload["plan"]["counts"] == plan["counts"]
