@@ -55,7 +55,7 @@ from iac_kernel.agent.session import AgentSession, SessionBusyError, SessionClos
 from iac_kernel.config import Settings
 from iac_kernel.events import TurnEnded, Usage
 from iac_kernel.guard.sandbox import reduced_notice
-from iac_kernel.kernel import parameters, paths
+from iac_kernel.kernel import footer, parameters, paths
 from iac_kernel.kernel.cards import CARD_MIME, ToolCard
 from iac_kernel.kernel.cell_history import CellHistory
 from iac_kernel.kernel.cell_history import page as help_page
@@ -360,6 +360,7 @@ class IacKernel(ConsoleMixin, IPythonKernel):
             deltas=self.status.renders(DELTA_MIME),
             on_usage=lambda usage: self._turn_usage(running, usage),
             model=paths.shown_model(session.model_id),
+            cost=footer.cost_of(session.model_id),
         )
         ui = PermissionUI(
             out,
