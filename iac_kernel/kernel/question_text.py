@@ -57,7 +57,8 @@ def button_label(request: PermissionRequest, option: str) -> str:
     return f"{verb} {request.tool_name} (this session)"
 
 
-def _label_html(request: PermissionRequest, danger: bool = False) -> str:
+def label_html(request: PermissionRequest, danger: bool = False) -> str:
+    """The question as the widget box shows it (HTML, all text escaped)."""
     import html
 
     title, reason = html.escape(request.title), html.escape(reason_text(request))
