@@ -22,6 +22,7 @@ import { appHooks } from './hooks';
 import { TOOLCALL_MIME, parseToolCall } from './payload';
 import { DISPLAY_ID_KEY, ForeignTurns, IOutputList } from './reroute';
 import { staleCard } from './stale';
+import { watchTables } from './tablecopy';
 import { AgentStatusItem } from './statusitem';
 
 const GOTO_PENDING = 'iac-kernel:go-to-permission-request';
@@ -307,6 +308,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       const entry: ITracked = { widget, activity, channel };
       tracked.set(widget, entry);
       const checked = new Set<string>();
+      const stopTables = watchTables(widget.node, () => isAgentKernel(widget));
       // Without a status bar (Notebook 7), each notebook gets the item in its toolbar.
       let own: AgentStatusItem | null = null;
       if (!statusBar && widget instanceof NotebookPanel) {
@@ -373,6 +375,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       });
       widget.disposed.connect(() => {
         unsubscribe();
+        stopTables();
         channel.dispose();
         context.iopubMessage.disconnect(onIOPub);
         context.statusChanged.disconnect(onStatus);
