@@ -169,12 +169,14 @@ def _row_html(action: str, resource: dict[str, Any], checks: list[dict[str, Any]
     weight = "font-weight:600;" if action in DANGER else ""
     return (
         f'<tr class="iac-plan-row" data-action="{esc(action)}" style="background:{bg}">'
-        f'<td style="color:{fg};{weight}white-space:nowrap">{esc(SYMBOLS.get(action, "?"))} '
-        f"{esc(action)}</td><td><details><summary><code>{esc(resource.get('address', ''))}"
+        f'<td style="color:{fg};{weight}white-space:nowrap;text-align:left">'
+        f"{esc(SYMBOLS.get(action, '?'))} {esc(action)}</td>"
+        f'<td style="text-align:left"><details><summary><code>{esc(resource.get("address", ""))}'
         f"</code>{flags}</summary>"
         f'<pre style="margin:2px 0;font-family:monospace">'
         f"{esc(diff or '(no attribute changes)')}</pre></details></td>"
-        f'<td style="{theme.MUTED}">{esc(why)}</td></tr>'
+        # Left-aligned: JupyterLab's HTML styles right-align table cells.
+        f'<td style="{theme.MUTED};text-align:left">{esc(why)}</td></tr>'
     )
 
 
