@@ -117,7 +117,11 @@ class ConsoleMixin:
         """What the status bar shows (see :mod:`~iac_kernel.kernel.status`)."""
         with self._lock:
             running = list(self._running)
-        turns = [{"msgId": t.msg_id, "cellId": t.cell_id} for t in running if t.msg_id]
+        turns = [
+            {"msgId": t.msg_id, "cellId": t.cell_id, "executionCount": t.execution_count}
+            for t in running
+            if t.msg_id
+        ]
         info = kernel_session_info(self.state, self.questions, bool(running), turns)
         live = [t.usage for t in running if getattr(t, "usage", None) is not None]
         if live and info.get("sessionId") is not None:

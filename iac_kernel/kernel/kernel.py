@@ -93,6 +93,8 @@ class _RunningTurn:
     #: The execute_request running the turn, and the notebook cell it came from.
     msg_id: str = ""
     cell_id: str | None = None
+    #: The cell's execution count (a page loaded mid-turn shows it when the turn ends).
+    execution_count: int = 0
     #: The turn's usage so far (after each model call).
     usage: Usage | None = None
 
@@ -378,6 +380,7 @@ class IacKernel(ConsoleMixin, IPythonKernel):
             asyncio.get_running_loop(),
             msg_id=str(parent.get("header", {}).get("msg_id", "")),
             cell_id=cell_id,
+            execution_count=self.execution_count,
         )
         with self._lock:
             self._running.add(running)

@@ -140,6 +140,26 @@ function cellOutputs(widget: AgentWidget, cellId: string): IOutputList | null {
   return null;
 }
 
+/**
+ * A cell whose turn runs from before this page loaded: `[*]` while it runs, then its
+ * execution count (the cell model's public executionState and executionCount).
+ */
+function markCell(widget: AgentWidget, cellId: string, running: boolean, count: number | null): void {
+  if (!(widget instanceof NotebookPanel)) {
+    return;
+  }
+  for (const cell of widget.content.widgets) {
+    if (cell.model.id === cellId && cell.model.type === 'code') {
+      const model = cell.model as unknown as { executionState: string; executionCount: number | null };
+      model.executionState = running ? 'running' : 'idle';
+      if (!running && count !== null) {
+        model.executionCount = count;
+      }
+      return;
+    }
+  }
+}
+
 const NO_OUTPUTS: IOutputList = { length: 0, get: () => ({ toJSON: () => ({}) }), add: () => 0, set: () => undefined };
 
 const WIDGET_VIEW = 'application/vnd.jupyter.widget-view+json';
@@ -296,7 +316,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       }
       const activity = new SessionActivity();
       // Turns started before this page loaded: their output goes into their cells.
-      const foreign = new ForeignTurns();
+      const foreign = new ForeignTurns((cellId, running, count) => markCell(widget, cellId, running, count));
       const learn = (info: unknown) => foreign.learn(info, id => activity.isOwnRequest(id));
       const channel = new KernelChannel({
         onInfo: info => {

@@ -88,3 +88,17 @@ test('keys a, r and digits pick the matching button', async () => {
   assert.equal(buttonForKey('x', labels), null);
   assert.equal(buttonForKey('a', ['Reject once']), null);
 });
+
+test('a foreign turn marks its cell running, then gives it its execution count', () => {
+  const states: [string, boolean, number | null][] = [];
+  const turns = new ForeignTurns((cell, running, count) => states.push([cell, running, count]));
+  turns.learn({ turns: [{ msgId: 'r', cellId: 'c', executionCount: 7 }] }, () => false);
+  turns.learn({ turns: [{ msgId: 'r', cellId: 'c', executionCount: 7 }] }, () => false); // once
+  turns.learn({ turns: [{ msgId: 'q', cellId: 'd', executionCount: 'x' }] }, () => false);
+  assert.deepEqual(states, [['c', true, 7], ['d', true, null]]);
+  turns.route(msg('status', { execution_state: 'busy' }, 'r'), new Outputs());
+  turns.route(msg('status', { execution_state: 'idle' }, 'r'), new Outputs());
+  assert.deepEqual(states.at(-1), ['c', false, 7]);
+  turns.route(msg('status', { execution_state: 'idle' }, 'r'), new Outputs()); // forgotten
+  assert.equal(states.length, 3);
+});
