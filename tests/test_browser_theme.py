@@ -81,7 +81,13 @@ def test_the_danger_question_is_readable(tmp_path: Path, page, theme: str) -> No
 
             # Allowed with the `a` key on the focused question, the call ran: the card
             # shows the success state, not the destructive question's red border.
-            expect(cell.locator(".iac-question button:focus")).to_have_count(1)
+            focused = cell.locator(".iac-question button:focus")
+            expect(focused).to_have_count(1)
+            # A focus ring that shows: a solid outline of at least 2 px, not 1 px light blue.
+            style, width = focused.evaluate(
+                "n => [getComputedStyle(n).outlineStyle, getComputedStyle(n).outlineWidth]"
+            )
+            assert style == "solid" and float(width.rstrip("px")) >= 2, (style, width)
             page.keyboard.press("a")
             expect(card).to_have_attribute("data-status", "done")
             expect(card).to_have_class(re.compile(r"\biac-toolcard-is-done\b"))
