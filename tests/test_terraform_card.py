@@ -138,6 +138,8 @@ def test_resource_drift_is_read_and_shown():
     assert data["drift"][0]["changes"][0]["path"] == "tags.owner"
     html = plan_card.render_html(data)
     assert "Drift: 1 resource changed outside Terraform" in html and "tags.owner" in html
+    # The summary line says it: the drift table has no heading repeating it.
+    assert html.count("changed outside Terraform") == 1
     assert html.count("changed outside Terraform") == 1, "the drift line once, not twice"
     # A plan with changes and drift keeps the drift heading (its summary is the changes).
     data["summary"] = "Plan: 1 to change."
