@@ -1,16 +1,19 @@
 """The plan card in JupyterLab (headless Chromium; the extension's renderer of a saved
-plan output): it is framed, a destructive plan has the red edge, and opening a row's
-attribute diff (a long line) leaves every column where it was.
+plan output), in the Light and the Dark theme: it is framed, a destructive plan has the
+red edge, every row's action, address and reason keep 4.5:1 contrast (WCAG AA), and
+opening a row's attribute diff (a long line) leaves every column where it was.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
 import pytest
 
+from browser.contrast import CONTRAST, MINIMUM
 from browser.jupyter import BROWSER_MARKS, jupyter_server, write_notebook
 from browser.lab import chromium, lab_page, our_errors, server_env
 from iac_kernel.kernel import plan_card
@@ -53,17 +56,25 @@ def page(browser) -> Iterator[object]:
         yield page
 
 
-def test_the_plan_card_is_framed_and_its_columns_stay(tmp_path: Path, page) -> None:
+@pytest.mark.parametrize("theme", ["JupyterLab Light", "JupyterLab Dark"])
+def test_the_plan_card_is_framed_readable_and_its_columns_stay(
+    tmp_path: Path, page, theme: str
+) -> None:
     from playwright.sync_api import expect
 
     with jupyter_server("jupyterlab", tmp_path, server_env(tmp_path, SCRIPT)) as server:
+        themes = tmp_path / "lab-settings" / "@jupyterlab" / "apputils-extension"
+        themes.mkdir(parents=True, exist_ok=True)
+        (themes / "themes.jupyterlab-settings").write_text(json.dumps({"theme": theme}))
         path = write_notebook(server.root / "plan.ipynb", "Plan the change")
         nb = nbformat.read(path, as_version=4)
         bundle = plan_card.bundle(PLAN, "toolu_plan_1", "s1")
         nb.cells[0].outputs = [nbformat.v4.new_output("display_data", data=bundle)]
         nbformat.write(nb, path)
         page.goto(server.page_url("lab/tree/plan.ipynb"))
+        name = theme.split()[-1].lower()
         try:
+            expect(page.locator("body")).to_have_attribute("data-jp-theme-name", theme)
             card = page.locator(".iac-plan").first
             expect(card).to_be_visible()
             expect(card).to_have_class("iac-plan iac-plan-has-danger")
@@ -72,6 +83,14 @@ def test_the_plan_card_is_framed_and_its_columns_stay(tmp_path: Path, page) -> N
                 " return [s.borderTopStyle, s.borderTopWidth, s.borderLeftWidth]; }"
             )
             assert frame == ["solid", "1px", "4px"], frame
+
+            ratios = {}
+            for row in card.locator("tr.iac-plan-row").all():
+                action = row.get_attribute("data-action")
+                for part in ("iac-plan-action", "iac-plan-address", "iac-plan-reason"):
+                    ratios[f"{action} {part}"] = row.locator(f"td.{part}").evaluate(CONTRAST)
+            low = {what: round(r, 2) for what, r in ratios.items() if r < MINIMUM}
+            assert not low, f"{theme}: contrast below {MINIMUM}:1: {low}"
 
             table = card.locator("table.iac-plan-table")
             before = table.evaluate(WIDTHS)
@@ -82,10 +101,10 @@ def test_the_plan_card_is_framed_and_its_columns_stay(tmp_path: Path, page) -> N
             after = table.evaluate(WIDTHS)
             assert after == before, (before, after)
             ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / "browser-plan-card.png"))
+            page.screenshot(path=str(ARTIFACTS / f"browser-plan-card-{name}.png"))
         except Exception:
             ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / "browser-plan-failure.png"))
+            page.screenshot(path=str(ARTIFACTS / f"browser-plan-{name}-failure.png"))
             print(server.log_tail())
             raise
         assert our_errors(page) == []
