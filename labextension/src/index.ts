@@ -21,7 +21,7 @@ import { installQuestionKeys } from './keys';
 import { appHooks } from './hooks';
 import { TOOLCALL_MIME, parseToolCall } from './payload';
 import { DISPLAY_ID_KEY, ForeignTurns, IOutputList } from './reroute';
-import { staleCard } from './stale';
+import { staleCard, staleFallback } from './stale';
 import { watchTables } from './tablecopy';
 import { AgentStatusItem } from './statusitem';
 
@@ -219,8 +219,10 @@ async function settleSavedCards(entry: ITracked, checked: Set<string>): Promise<
     if (!saved || saved.status !== 'awaiting_permission') {
       continue;
     }
-    const card = reply.card ?? staleCard(saved, reply.outcome);
-    found.outputs.set(found.o, { ...json, data: { ...json.data, [TOOLCALL_MIME]: card } });
+    const card = (reply.card as Record<string, any> | null) ?? staleCard(saved, reply.outcome);
+    // The saved text/html and text/plain said "awaiting permission": they follow suit.
+    const data = { ...json.data, ...staleFallback(card), [TOOLCALL_MIME]: card };
+    found.outputs.set(found.o, { ...json, data });
   }
 }
 

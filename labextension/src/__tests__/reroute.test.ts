@@ -102,3 +102,14 @@ test('a foreign turn marks its cell running, then gives it its execution count',
   turns.route(msg('status', { execution_state: 'idle' }, 'r'), new Outputs()); // forgotten
   assert.equal(states.length, 3);
 });
+
+test('a settled saved card gets HTML and plain forms that say so, escaped', async () => {
+  const { staleCard, staleFallback } = await import('../stale');
+  const card = { callId: 'c', title: 'bash: <b>apply</b>', status: 'awaiting_permission', question: { state: 'pending' } };
+  const forms = staleFallback(staleCard(card, 'denied'));
+  assert.match(forms['text/plain'], /^\[denied\] bash: <b>apply<\/b>\nSaved while this question waited/);
+  assert.ok(!forms['text/html'].includes('<b>apply'));
+  assert.match(forms['text/html'], /&#60;b&#62;apply/);
+  assert.ok(!/awaiting/i.test(forms['text/html']));
+  assert.match(staleFallback(staleCard(card, null))['text/html'], /saved mid-question/);
+});
