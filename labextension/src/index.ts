@@ -365,6 +365,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       const onStatus = (_: unknown, status: string) => {
         if (status === 'restarting' || status === 'autorestarting' || status === 'starting' || status === 'dead') {
           activity.reset();
+          foreign.clear(); // the turns died with the process: their cells stop showing [*]
           restarted = true;
         } else if (status === 'idle' && restarted) {
           // A restarted kernel is a new process: it has no comm and a new session.
@@ -380,6 +381,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       let watched: Kernel.IKernelConnection | null = null;
       const onKernel = () => {
         activity.reset();
+        foreign.clear();
         const kernel = context.session?.kernel ?? null;
         watched?.anyMessage.disconnect(onAnyMessage);
         watched = kernel;

@@ -93,6 +93,16 @@ export class ForeignTurns {
     return routeOutput(msg, outputs, displays);
   }
 
+  /** Forget every turn (the kernel restarted or changed); their cells go idle. */
+  clear(): void {
+    for (const cellId of this._cells.values()) {
+      this._onState(cellId, false, null);
+    }
+    this._cells.clear();
+    this._counts.clear();
+    this._displays.clear();
+  }
+
   get size(): number {
     return this._cells.size;
   }

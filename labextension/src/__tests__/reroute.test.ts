@@ -113,3 +113,14 @@ test('a settled saved card gets HTML and plain forms that say so, escaped', asyn
   assert.ok(!/awaiting/i.test(forms['text/html']));
   assert.match(staleFallback(staleCard(card, null))['text/html'], /saved mid-question/);
 });
+
+test('a restart clears the foreign turns and their cells go idle', () => {
+  const states: [string, boolean, number | null][] = [];
+  const turns = new ForeignTurns((cell, running, count) => states.push([cell, running, count]));
+  turns.learn({ turns: [{ msgId: 'r', cellId: 'c', executionCount: 2 }] }, () => false);
+  turns.clear();
+  assert.deepEqual(states.at(-1), ['c', false, null]);
+  assert.equal(turns.size, 0);
+  turns.clear();
+  assert.equal(states.length, 2);
+});
