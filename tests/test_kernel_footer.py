@@ -123,5 +123,9 @@ def test_nbval_sanitizers_make_two_footers_of_one_model_equal() -> None:
     two = footer.bundle("scripted", Usage(99, 5, 0), 12.0, "end_turn")
     for key in one:
         assert clean(one[key]) == clean(two[key]), key
+    priced = footer.bundle("openai:gpt-5", Usage(1234, 56, 7000), 0.43, "end_turn", 0.0123)
+    again = footer.bundle("openai:gpt-5", Usage(99, 5, 0), 12.0, "end_turn", 1.5)
+    for key in priced:
+        assert clean(priced[key]) == clean(again[key]), key
     other = footer.bundle("openai:gpt-5", Usage(99, 5, 0), 12.0, "end_turn")
     assert clean(other["text/plain"]) != clean(two["text/plain"]), "the model is compared"
