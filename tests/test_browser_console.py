@@ -28,7 +28,15 @@ from pathlib import Path
 import pytest
 
 from browser.jupyter import BROWSER_MARKS, Server, jupyter_server, write_notebook
-from browser.lab import chromium, lab_page, our_errors, run_prompt, server_env, wait_kernel_idle
+from browser.lab import (
+    chromium,
+    lab_page,
+    our_errors,
+    run_prompt,
+    save_and_reload,
+    server_env,
+    wait_kernel_idle,
+)
 
 pytestmark = BROWSER_MARKS
 
@@ -226,14 +234,7 @@ def test_danger_question_survives_a_reload(server: Server, page) -> None:
         shot(page, "danger")
 
         # Save (autosave would do it too), then reload while the question waits.
-        page.locator(".jp-NotebookPanel-toolbar [data-command='docmanager:save']").click()
-        expect(page.locator(".jp-mod-current.jp-mod-dirty")).to_have_count(0)
-        page.reload()
-        for _ in range(600):
-            if page.kernel_replies:
-                break
-            page.wait_for_timeout(100)
-        assert page.kernel_replies, "no kernel_info_reply after the reload"
+        save_and_reload(page)
 
         # The reloaded page knows the question still waits, and shows it.
         expect(pending).to_have_text(re.compile(r"1 awaiting permission"))
@@ -301,15 +302,7 @@ def test_restored_buttons_answer_after_a_reload(server: Server, page) -> None:
         expect(card).to_have_attribute("data-status", "awaiting_permission")
         # Saved once the buttons are in the cell (a file saved before has none to restore).
         expect(cell.get_by_role("button", name="Reject once")).to_be_visible()
-        page.locator(".jp-NotebookPanel-toolbar [data-command='docmanager:save']").click()
-        expect(page.locator(".jp-mod-current.jp-mod-dirty")).to_have_count(0)
-        page.kernel_replies.clear()
-        page.reload()
-        for _ in range(600):
-            if page.kernel_replies:
-                break
-            page.wait_for_timeout(100)
-        assert page.kernel_replies, "no kernel_info_reply after the reload"
+        save_and_reload(page)
 
         # The cell's own buttons came back with the kernel's widgets: they answer.
         cell = page.locator(".jp-Notebook .jp-Cell").first
@@ -330,18 +323,11 @@ def test_restored_buttons_answer_after_a_reload(server: Server, page) -> None:
 
         # Saved after the turn and opened again: the answered card, nothing stale.
         expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_have_count(1)
-        page.locator(".jp-NotebookPanel-toolbar [data-command='docmanager:save']").click()
-        expect(page.locator(".jp-mod-current.jp-mod-dirty")).to_have_count(0)
-        page.kernel_replies.clear()
-        page.reload()
+        save_and_reload(page)
         cell = page.locator(".jp-Notebook .jp-Cell").first
         card = cell.locator(".iac-toolcard[data-kind='execute']")
         expect(card).to_have_attribute("data-status", "denied")
         expect(cell).to_contain_text("You rejected the unlock, so the lock is still held.")
-        for _ in range(600):  # the kernel is connected: its widgets could be restored now
-            if page.kernel_replies:
-                break
-            page.wait_for_timeout(100)
         expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_have_count(1)
         text = cell.inner_text()
         assert "model not found" not in text and "Awaiting permission" not in text, text
