@@ -18,8 +18,6 @@ from collections.abc import Callable
 from typing import Any
 
 from iac_kernel.events import Usage
-from iac_kernel.models import prices
-from iac_kernel.models.registry import describe
 
 FOOTER_MIME = "application/vnd.iac-kernel.footer+json"
 
@@ -42,6 +40,9 @@ def tokens(count: int) -> str:
 def cost_of(model_id: str) -> Callable[[Usage], float | None]:
     """The cost of a turn of ``model_id`` from its usage: list price for a direct API key,
     else None (the environment is read when the turn ends)."""
+    from iac_kernel.models import prices  # as paths.shown_model: no model code at import
+    from iac_kernel.models.registry import describe
+
     provider, model = describe(model_id)
     return lambda usage: prices.turn_cost(provider, model, usage)
 
