@@ -12,7 +12,9 @@ so each gets its own kernel. Checked:
   drawn in the danger style, command and why first, Reject first and Allow not focused;
 * after a page reload mid-question, the page still shows the question and can answer it
   (a rejection with a note), the command never runs, and the rest of the turn (the
-  answer's record, the agent's text) appears in the cell it belongs to.
+  answer's record, the agent's text) appears in the cell it belongs to;
+* the same with the cell's restored buttons, and after a later save and reload the cell
+  shows the answered card, never "model not found" nor "awaiting permission".
 
 Marked ``browser``; skipped only when /usr/bin/chromium is missing (CI installs it).
 """
@@ -26,7 +28,15 @@ from pathlib import Path
 import pytest
 
 from browser.jupyter import BROWSER_MARKS, Server, jupyter_server, write_notebook
-from browser.lab import chromium, lab_page, our_errors, run_prompt, server_env, wait_kernel_idle
+from browser.lab import (
+    chromium,
+    lab_page,
+    our_errors,
+    run_prompt,
+    save_and_reload,
+    server_env,
+    wait_kernel_idle,
+)
 
 pytestmark = BROWSER_MARKS
 
@@ -224,14 +234,7 @@ def test_danger_question_survives_a_reload(server: Server, page) -> None:
         shot(page, "danger")
 
         # Save (autosave would do it too), then reload while the question waits.
-        page.locator(".jp-NotebookPanel-toolbar [data-command='docmanager:save']").click()
-        expect(page.locator(".jp-mod-current.jp-mod-dirty")).to_have_count(0)
-        page.reload()
-        for _ in range(600):
-            if page.kernel_replies:
-                break
-            page.wait_for_timeout(100)
-        assert page.kernel_replies, "no kernel_info_reply after the reload"
+        save_and_reload(page)
 
         # The reloaded page knows the question still waits, and shows it.
         expect(pending).to_have_text(re.compile(r"1 awaiting permission"))
@@ -283,6 +286,55 @@ def test_danger_question_survives_a_reload(server: Server, page) -> None:
     # The user's words reached the agent in place of a bare "Permission denied.".
     logs = "".join(p.read_text() for p in (server.base / "sessions").rglob("*.jsonl"))
     assert "not on a Friday" in logs
+    assert our_errors(page) == []
+
+
+def test_restored_buttons_answer_after_a_reload(server: Server, page) -> None:
+    from playwright.sync_api import expect
+
+    write_notebook(server.root / "restored.ipynb")
+    open_in_own_workspace(page, server, "restored", "restored.ipynb")
+    try:
+        wait_kernel_idle(page)
+        run_prompt(page, "Please release the lock")
+        cell = page.locator(".jp-Notebook .jp-Cell").first
+        card = cell.locator(".iac-toolcard[data-kind='execute']")
+        expect(card).to_have_attribute("data-status", "awaiting_permission")
+        # Saved once the buttons are in the cell (a file saved before has none to restore).
+        expect(cell.get_by_role("button", name="Reject once")).to_be_visible()
+        save_and_reload(page)
+
+        # The cell's own buttons came back with the kernel's widgets: they answer.
+        cell = page.locator(".jp-Notebook .jp-Cell").first
+        # The turn still runs: the cell says so as before the reload.
+        prompt = cell.locator(".jp-InputPrompt")
+        expect(prompt).to_have_text("[*]:")
+        restored = cell.get_by_role("button", name="Reject once")
+        expect(restored).to_be_visible()
+        assert "model not found" not in cell.inner_text()
+        restored.click()
+        card = cell.locator(".iac-toolcard[data-kind='execute']")
+        expect(card).to_have_attribute("data-status", "denied")
+        expect(cell).to_contain_text("You rejected the unlock, so the lock is still held.")
+        expect(cell.locator(".iac-turn-footer")).to_have_count(1)
+        expect(cell.locator(".jupyter-widgets button")).to_have_count(0)
+        expect(prompt).to_have_text("[1]:")  # the kernel's count for the turn's request
+        shot(page, "restored-answered")
+
+        # Saved after the turn and opened again: the answered card, nothing stale.
+        expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_have_count(1)
+        save_and_reload(page)
+        cell = page.locator(".jp-Notebook .jp-Cell").first
+        card = cell.locator(".iac-toolcard[data-kind='execute']")
+        expect(card).to_have_attribute("data-status", "denied")
+        expect(cell).to_contain_text("You rejected the unlock, so the lock is still held.")
+        expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_have_count(1)
+        text = cell.inner_text()
+        assert "model not found" not in text and "Awaiting permission" not in text, text
+    except Exception:
+        shot(page, "restored-failure")
+        print(server.log_tail())
+        raise
     assert our_errors(page) == []
 
 

@@ -1,6 +1,7 @@
 """The per-turn footer in a real browser (headless Chromium, JupyterLab): it renders
 under the turn with the model, tokens and time; the command's copy button puts the
-command on the clipboard; the fold button hides the turn's cards and shows them again; an
+command on the clipboard, and a table in the agent's text copies as tab-separated text;
+the fold button hides the turn's cards and shows them again; an
 output the reader watched live folds when the next card of the turn starts.
 
 Waits are for conditions on the page, never a sleep followed by an assertion.
@@ -52,7 +53,7 @@ def test_footer_renders_and_copy_and_fold_work(tmp_path: Path, page) -> None:
             expect(footer).to_contain_text("(75% cached)")
             expect(footer).to_contain_text(" out · ")
             expect(footer).to_contain_text(" s")
-            # No cost: the kernel keeps no price table.
+            # No cost: the scripted model has no list price (tests/test_prices.py).
             expect(footer).not_to_contain_text("$")
 
             card = cell.locator(".iac-toolcard-widget")
@@ -90,6 +91,24 @@ def test_footer_renders_and_copy_and_fold_work(tmp_path: Path, page) -> None:
             expect(second).to_contain_text("Both done.")
             expect(second.locator(".iac-toolcard-widget")).to_have_count(2)
             expect(watched.locator("details.iac-toolcard-output")).not_to_have_attribute("open", "")
+
+            # A Markdown table in the answer gets a copy button: tab-separated cells.
+            run_prompt(page, "compare the buckets", cell=2)
+            third = page.locator(".jp-Notebook .jp-Cell").nth(2)
+            expect(third.locator(".iac-turn-footer")).to_be_visible()
+            table = third.locator(".jp-RenderedMarkdown table")
+            expect(table).to_have_count(1)
+            copy_table = third.get_by_role("button", name="Copy the table (tab-separated)")
+            expect(copy_table).to_have_count(1)
+            table.hover()
+            copy_table.click()
+            expect(copy_table).to_have_text("Copied")
+            assert page.evaluate("navigator.clipboard.readText()") == (
+                "bucket\tregion\tversioning\nlogs\teu-west-1\ton\nassets\tus-east-1\toff"
+            )
+            # One button a table, however often the output re-renders.
+            expect(page.locator(".iac-table-copyable .iac-table-copyable")).to_have_count(0)
+            page.screenshot(path=str(ARTIFACTS / "browser-table-copy.png"))
         except Exception:
             ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / "browser-footer-failure.png"))

@@ -1,7 +1,8 @@
 """A notebook saved while a question waited, opened later in JupyterLab (headless Chromium):
 the card does not say "awaiting permission" forever but that it was saved mid-question and
 what became of the call (here nobody knows: its session is not in this store), and the
-saved buttons never show "Error displaying widget: model not found".
+saved buttons never show "Error displaying widget: model not found". Saved again, the
+file's HTML and plain forms (what nbconvert shows) say the same.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ def saved_mid_question(path: Path) -> None:
             data={
                 "application/vnd.iac-kernel.toolcall+json": CARD,
                 "text/plain": "bash: terraform apply (awaiting permission)",
+                "text/html": "<div>✋ awaiting permission <code>bash: terraform apply</code></div>",
             },
         ),
         nbformat.v4.new_output(
@@ -100,6 +102,13 @@ def test_a_card_saved_mid_question_says_so(tmp_path: Path, page) -> None:
             expect(cell).to_contain_text("no longer asked")
             assert "model not found" not in cell.inner_text()
             assert "Awaiting permission" not in cell.inner_text()
+            # Saved again, the file's HTML and plain forms say so too (nbconvert shows them).
+            page.locator(".jp-NotebookPanel-toolbar [data-command='docmanager:save']").click()
+            expect(page.locator(".jp-mod-current.jp-mod-dirty")).to_have_count(0)
+            data = nbformat.read(server.root / "saved.ipynb", as_version=4).cells[0].outputs[0].data
+            for form in ("text/html", "text/plain"):
+                assert "awaiting permission" not in data[form], data[form]
+                assert "Saved while this question waited" in data[form], data[form]
         except Exception:
             ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / "browser-saved-failure.png"))

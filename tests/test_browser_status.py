@@ -73,7 +73,17 @@ def test_status_says_running_waiting_and_idle(tmp_path: Path, page, app: str) ->
             page.screenshot(path=str(ARTIFACTS / f"browser-status-{app}.png"))
 
             second = page.locator(".jp-Notebook .jp-Cell").nth(1)
-            second.get_by_role("button", name="Reject once").click()
+            # The question took the focus (Reject first: it is destructive) and was
+            # announced; the `r` key answers it.
+            focused = second.locator(".iac-question button:focus")
+            expect(focused).to_have_text("Reject once")
+            announcer = page.locator("[aria-live='assertive'].iac-sr-only")
+            expect(announcer).to_contain_text("Destructive question from the agent")
+            expect(announcer).to_contain_text("force-unlock")
+            page.keyboard.press("r")
+            expect(second.locator(".iac-toolcard[data-kind='execute']")).to_have_attribute(
+                "data-status", "denied"
+            )
             expect(item).to_have_attribute("data-state", "idle")
             expect(page).not_to_have_title(re.compile(r"waiting"))
         except Exception:

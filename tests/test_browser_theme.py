@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from browser.contrast import CONTRAST, MINIMUM
 from browser.jupyter import BROWSER_MARKS, jupyter_server, write_notebook
 from browser.lab import chromium, lab_page, our_errors, run_prompt, server_env, wait_kernel_idle
 
@@ -24,42 +25,6 @@ ARTIFACTS = REPO / "test-artifacts"
 SCRIPT = REPO / "tests" / "scripts" / "browser_console.json"
 FAKE_TERRAFORM = "#!/bin/sh\necho unlocked\n"
 THEMES = ["JupyterLab Light", "JupyterLab Dark", "JupyterLab Dark High Contrast"]
-#: WCAG AA for normal text.
-MINIMUM = 4.5
-
-CONTRAST = """node => {
-  const parse = value => {
-    let m = value.match(/rgba?\\(([^)]+)\\)/);
-    if (m) {
-      const p = m[1].split(/[ ,/]+/).filter(Boolean).map(Number);
-      return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1];
-    }
-    m = value.match(/color\\(srgb ([^)]+)\\)/);
-    if (m) {
-      const p = m[1].split(/[ /]+/).filter(Boolean).map(Number);
-      return [p[0] * 255, p[1] * 255, p[2] * 255, p.length > 3 ? p[3] : 1];
-    }
-    return null;
-  };
-  const chain = [];
-  for (let n = node; n; n = n.parentElement) chain.unshift(n);
-  let bg = [255, 255, 255];
-  for (const n of chain) {
-    const c = parse(getComputedStyle(n).backgroundColor);
-    if (c && c[3] > 0) bg = [0, 1, 2].map(i => c[i] * c[3] + bg[i] * (1 - c[3]));
-  }
-  const f = parse(getComputedStyle(node).color);
-  const fg = [0, 1, 2].map(i => f[i] * f[3] + bg[i] * (1 - f[3]));
-  const lum = c => {
-    const [r, g, b] = c.map(v => {
-      v /= 255;
-      return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4);
-    });
-    return 0.2126 * r + 0.7152 * g + 0.0722 * b;
-  };
-  const [hi, lo] = [lum(fg), lum(bg)].sort((a, b) => b - a);
-  return (hi + 0.05) / (lo + 0.05);
-}"""
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +81,13 @@ def test_the_danger_question_is_readable(tmp_path: Path, page, theme: str) -> No
 
             # Allowed with the `a` key on the focused question, the call ran: the card
             # shows the success state, not the destructive question's red border.
-            expect(cell.locator(".iac-question button:focus")).to_have_count(1)
+            focused = cell.locator(".iac-question button:focus")
+            expect(focused).to_have_count(1)
+            # A focus ring that shows: a solid outline of at least 2 px, not 1 px light blue.
+            style, width = focused.evaluate(
+                "n => [getComputedStyle(n).outlineStyle, getComputedStyle(n).outlineWidth]"
+            )
+            assert style == "solid" and float(width.rstrip("px")) >= 2, (style, width)
             page.keyboard.press("a")
             expect(card).to_have_attribute("data-status", "done")
             expect(card).to_have_class(re.compile(r"\biac-toolcard-is-done\b"))

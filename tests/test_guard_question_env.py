@@ -10,7 +10,7 @@ from iac_kernel.agent.permissions import ALLOW_ONCE, PermissionGate, PermissionR
 from iac_kernel.guard import target
 from iac_kernel.guard.exec_request import ExecRequest
 from iac_kernel.guard.rules import classify
-from iac_kernel.kernel.permission_ui import _label_html, question_state, stdin_prompt
+from iac_kernel.kernel.permission_ui import label_html, question_state, stdin_prompt
 
 
 def test_retargeting_env_and_what_it_resolves_to(tmp_path: Path, monkeypatch):
@@ -52,7 +52,7 @@ async def test_every_front_shows_it(tmp_path: Path):
     assert "TF_WORKSPACE=prod" in question.reason and "workspace prod" in question.reason
     assert str(tmp_path) in question.reason and "terraform apply" in question.reason
     assert question.input["env"] == request.env
-    assert "TF_WORKSPACE=prod" in _label_html(question, danger=True)
+    assert "TF_WORKSPACE=prod" in label_html(question, danger=True)
     assert "TF_WORKSPACE=prod" in question_state("q", question, "open")["reason"]
     assert "TF_WORKSPACE=prod" in stdin_prompt(question)
 

@@ -350,6 +350,10 @@ def test_a_waiting_question_is_seen_and_answered_from_a_new_client(
         assert seen["history_request"]["status"] == "ok"
         info = seen["info"]
         assert info["busy"] is True and info["pending"] == 1
+        # A page loaded now writes the turn into its cell and gives it the cell's count.
+        [turn] = info["turns"]
+        [started] = [m for m in result.messages if m["msg_type"] == "execute_input"]
+        assert turn["executionCount"] == started["content"]["execution_count"] > 0
         [question] = info["questions"]
         assert question["danger"] is True and question["command"] == DANGER_COMMAND
         assert question["options"][0] == "reject_once"

@@ -1,5 +1,6 @@
 """The per-turn footer (issue 24 point 6): model, tokens in/out with the cached share and
-elapsed time, in one display at the end of the turn; no cost without a price."""
+elapsed time, in one display at the end of the turn; no cost without a price
+(tests/test_prices.py: the cost for a direct API key)."""
 
 from __future__ import annotations
 
@@ -79,7 +80,7 @@ def test_a_magic_only_cell_has_no_footer(kernel: KernelHarness) -> None:
 # -- the fallback forms (no kernel) --------------------------------------------------------
 
 
-def test_fallback_html_is_escaped_and_has_no_cost() -> None:
+def test_fallback_html_is_escaped_and_has_no_cost_without_a_price() -> None:
     usage = Usage(input_tokens=1_500_000, output_tokens=999, cache_read_tokens=500_000)
     bundle = footer.bundle("openai:<gpt>&co", usage, 12.345, "max_tokens")
     assert bundle["text/plain"] == "openai:<gpt>&co · 2.0M in (25% cached) · 999 out · 12.3 s"
@@ -122,5 +123,9 @@ def test_nbval_sanitizers_make_two_footers_of_one_model_equal() -> None:
     two = footer.bundle("scripted", Usage(99, 5, 0), 12.0, "end_turn")
     for key in one:
         assert clean(one[key]) == clean(two[key]), key
+    priced = footer.bundle("openai:gpt-5", Usage(1234, 56, 7000), 0.43, "end_turn", 0.0123)
+    again = footer.bundle("openai:gpt-5", Usage(99, 5, 0), 12.0, "end_turn", 1.5)
+    for key in priced:
+        assert clean(priced[key]) == clean(again[key]), key
     other = footer.bundle("openai:gpt-5", Usage(99, 5, 0), 12.0, "end_turn")
     assert clean(other["text/plain"]) != clean(two["text/plain"]), "the model is compared"

@@ -12,7 +12,7 @@ from iac_kernel.acp.updates import result_update
 from iac_kernel.agent.permissions import PermissionRequest
 from iac_kernel.config import Settings
 from iac_kernel.events import ToolCallResult, ToolCallStarted
-from iac_kernel.kernel import plan_card
+from iac_kernel.kernel import plan_card, theme
 from iac_kernel.kernel.publish import Publisher
 from iac_kernel.kernel.turn import TurnView
 from iac_kernel.terraform.plan import parse_plan
@@ -53,7 +53,7 @@ def test_the_card_groups_by_action_deletes_and_replaces_first(plan: dict[str, An
     order = [html.index(f'data-action="{a}"') for a in ("delete", "replace", "create", "update")]
     assert order == sorted(order)
     delete_row = html[order[0] : order[1]]
-    assert "background:#ffebe9" in delete_row and "font-weight:600" in delete_row
+    assert f"background:{theme.RED_TINT}" in delete_row and "font-weight:600" in delete_row
     assert "triggers_replace[0]: &quot;small&quot; -&gt; &quot;large&quot;" in html
     payload = bundle[plan_card.PLAN_MIME]
     assert payload["version"] == 1 and payload["plan"]["counts"] == plan["counts"]
@@ -138,6 +138,8 @@ def test_resource_drift_is_read_and_shown():
     assert data["drift"][0]["changes"][0]["path"] == "tags.owner"
     html = plan_card.render_html(data)
     assert "Drift: 1 resource changed outside Terraform" in html and "tags.owner" in html
+    # The summary line says it: the drift table has no heading repeating it.
+    assert html.count("changed outside Terraform") == 1
     assert html.count("changed outside Terraform") == 1, "the drift line once, not twice"
     # A plan with changes and drift keeps the drift heading (its summary is the changes).
     data["summary"] = "Plan: 1 to change."

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from iac_kernel.events import Diff
+from iac_kernel.kernel import theme
 from iac_kernel.kernel.html_output import PRE_STYLE, output_html
 from iac_kernel.kernel.paths import shown
 from iac_kernel.redact import redact
@@ -81,12 +82,12 @@ STATUS_ICONS = {
     "cancelled": "⏹",
 }
 STATUS_COLORS = {
-    "running": "#1f6feb",
-    "awaiting_permission": "#bf8700",
-    "done": "#1a7f37",
-    "failed": "#cf222e",
-    "denied": "#cf222e",
-    "cancelled": "#6e7781",
+    "running": theme.BLUE,
+    "awaiting_permission": theme.ORANGE,
+    "done": theme.GREEN,
+    "failed": theme.RED,
+    "denied": theme.RED,
+    "cancelled": theme.GREY,
 }
 
 
@@ -301,11 +302,11 @@ def _diff_html(diff: Diff) -> str:
     for line in diff_lines[:DIFF_LINES]:
         color = ""
         if line.startswith("+") and not line.startswith("+++"):
-            color = "background:#e6ffec;color:#116329"
+            color = f"background:{theme.GREEN_TINT}"
         elif line.startswith("-") and not line.startswith("---"):
-            color = "background:#ffebe9;color:#82071e"
+            color = f"background:{theme.RED_TINT}"
         elif line.startswith("@@"):
-            color = "color:#6e7781"
+            color = theme.MUTED
         rows.append(f'<span style="{color}">{html.escape(line)}</span>')
     if len(diff_lines) > DIFF_LINES:
         rows.append(f"<em>… diff truncated ({len(diff_lines) - DIFF_LINES} more lines)</em>")
@@ -318,26 +319,26 @@ def _diff_html(diff: Diff) -> str:
 
 
 def render_html(card: ToolCard) -> str:
-    color = STATUS_COLORS.get(card.status, "#6e7781")
+    color = STATUS_COLORS.get(card.status, theme.GREY)
     icon = STATUS_ICONS.get(card.status, "")
     label = STATUS_LABELS.get(card.status, card.status)
     esc = html.escape
     danger = danger_pending(card)
     if danger:  # a destructive call waits: the card says so in red, not routine orange
-        color, icon, label = "#cf222e", "⚠️", "destructive: approve this one call?"
+        color, icon, label = theme.RED, "⚠️", "destructive: approve this one call?"
     parts = [
         f'<div class="iac-toolcall{" iac-danger" if danger else ""}" '
         f'data-status="{esc(card.status)}" '
         f'data-call-id="{esc(card.call_id)}" '
-        f'style="border:1px solid #d0d7de;border-left:4px solid {color};border-radius:6px;'
+        f'style="border:1px solid {theme.BORDER};border-left:4px solid {color};border-radius:6px;'
         f'padding:6px 10px;margin:4px 0;font-size:0.9em">',
         '<div style="display:flex;gap:8px;align-items:baseline">'
         f'<span class="iac-status" style="color:{color};font-weight:600">{icon} {esc(label)}'
         "</span>"
         f"<code>{esc(card.title)}</code>"
-        f'<span style="color:#6e7781">{esc(card.kind)}</span>'
+        f'<span style="{theme.MUTED}">{esc(card.kind)}</span>'
         + (
-            f'<span class="iac-elapsed" style="color:#6e7781">{esc(_elapsed(card))}</span>'
+            f'<span class="iac-elapsed" style="{theme.MUTED}">{esc(_elapsed(card))}</span>'
             if card.elapsed is not None
             else ""
         )
@@ -346,7 +347,7 @@ def render_html(card: ToolCard) -> str:
     if card.locations:
         where = ", ".join(esc(shown(loc)) for loc in card.locations[:5])
         more = f" and {len(card.locations) - 5} more" if len(card.locations) > 5 else ""
-        parts.append(f'<div style="color:#6e7781">{where}{more}</div>')
+        parts.append(f'<div style="{theme.MUTED}">{where}{more}</div>')
     if card.input:
         parts.append(
             "<details><summary>Input</summary>"
@@ -372,7 +373,7 @@ def render_html(card: ToolCard) -> str:
             f"<details{opened}><summary>{summary}</summary>"
             + output_html(output)
             + (
-                f'<div class="iac-note" style="color:#6e7781"><em>{esc(note)}</em> '
+                f'<div class="iac-note" style="{theme.MUTED}"><em>{esc(note)}</em> '
                 f"(<code>%output {esc(card.call_id)}</code> shows all of it)</div>"
                 if note
                 else ""

@@ -115,7 +115,11 @@ class ConsoleMixin:
     def session_info(self) -> dict[str, Any]:
         """What the status bar shows (see :mod:`~iac_kernel.kernel.status`)."""
         running = self.running.snapshot()
-        turns = [{"msgId": t.msg_id, "cellId": t.cell_id} for t in running if t.msg_id]
+        turns = [
+            {"msgId": t.msg_id, "cellId": t.cell_id, "executionCount": t.execution_count}
+            for t in running
+            if t.msg_id
+        ]
         info = kernel_session_info(self.state, self.questions, bool(running), turns)
         live = [t.usage for t in running if getattr(t, "usage", None) is not None]
         if live and info.get("sessionId") is not None:

@@ -153,7 +153,7 @@ def render(kind: Kind, text: str, *, streaming: bool, with_plain: bool = True) -
         label = "💭 Thinking…" if streaming else "💭 Thinking"
         markdown = (
             f'<details class="iac-thinking"><summary><em>{label}</em></summary>\n'
-            f'<blockquote style="color:#6e7781;font-style:italic">{body}</blockquote>\n'
+            f'<blockquote style="opacity:.75;font-style:italic">{body}</blockquote>\n'
             "</details>"
         )
         plain_form = "(thinking) " + text.strip()

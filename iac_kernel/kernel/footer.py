@@ -1,17 +1,20 @@
-"""The footer under a turn's output: model, tokens (with the cached share) and elapsed time.
+"""The footer under a turn's output: model, tokens (with the cached share), elapsed time
+and, for a direct API key of a model with a list price, the cost.
 
 One display at the end of the turn (a few hundred bytes on IOPub). The extension renders
 :data:`FOOTER_MIME` with copy and collapse controls; other frontends show the bundle's
 ``text/html`` (notebook, nbconvert), ``text/markdown`` (frontends that prefer it) or
 ``text/plain`` (console, papermill logs).
 
-No cost is shown: the kernel keeps no price table (list prices change and differ by
-provider, region and contract), so any figure could be wrong.
+The cost comes from :mod:`iac_kernel.models.prices` (list prices as published, which may
+be out of date); where no honest figure exists (Bedrock, Vertex, compatible endpoints,
+the scripted model, a model missing from the table) the footer shows none.
 """
 
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from typing import Any
 
 from iac_kernel.events import Usage
@@ -34,18 +37,37 @@ def tokens(count: int) -> str:
     return f"{count / 1_000_000:.1f}M"
 
 
-def line(model: str, usage: Usage, elapsed: float) -> str:
+def cost_of(model_id: str) -> Callable[[Usage], float | None]:
+    """The cost of a turn of ``model_id`` from its usage: list price for a direct API key,
+    else None (the environment is read when the turn ends)."""
+    from iac_kernel.models import prices  # as paths.shown_model: no model code at import
+    from iac_kernel.models.registry import describe
+
+    provider, model = describe(model_id)
+    return lambda usage: prices.turn_cost(provider, model, usage)
+
+
+def dollars(cost: float) -> str:
+    """``$0.0123``, ``$1.23``: a cent's fraction shows for small turns."""
+    return f"${cost:.4f}" if cost < 1 else f"${cost:.2f}"
+
+
+def line(model: str, usage: Usage, elapsed: float, cost: float | None = None) -> str:
     """The footer as one line of text."""
     read = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
     text = f"{model} · {tokens(read)} in"
     if usage.cache_read_tokens:
         text += f" ({cached_share(usage):.0%} cached)"
-    return f"{text} · {tokens(usage.output_tokens)} out · {elapsed:.1f} s"
+    text += f" · {tokens(usage.output_tokens)} out · {elapsed:.1f} s"
+    return text if cost is None else f"{text} · ≈{dollars(cost)} (list price)"
 
 
-def payload(model: str, usage: Usage, elapsed: float, stop_reason: str) -> dict[str, Any]:
-    """The extension's footer payload; ``input`` counts every token read but cache reads."""
-    return {
+def payload(
+    model: str, usage: Usage, elapsed: float, stop_reason: str, cost: float | None = None
+) -> dict[str, Any]:
+    """The extension's footer payload; ``input`` counts every token read but cache reads;
+    ``cost`` (USD at list price) only where :mod:`iac_kernel.models.prices` gives one."""
+    data: dict[str, Any] = {
         "v": 1,
         "model": model,
         "input": usage.input_tokens + usage.cache_write_tokens,
@@ -54,15 +76,20 @@ def payload(model: str, usage: Usage, elapsed: float, stop_reason: str) -> dict[
         "elapsed": round(elapsed, 1),
         "stopReason": stop_reason,
     }
+    if cost is not None:
+        data["cost"] = round(cost, 6)
+    return data
 
 
-def bundle(model: str, usage: Usage, elapsed: float, stop_reason: str) -> dict[str, Any]:
+def bundle(
+    model: str, usage: Usage, elapsed: float, stop_reason: str, cost: float | None = None
+) -> dict[str, Any]:
     """The footer's MIME bundle: the extension's payload, HTML and plain text."""
-    text = line(model, usage, elapsed)
+    text = line(model, usage, elapsed, cost)
     return {
-        FOOTER_MIME: payload(model, usage, elapsed, stop_reason),
+        FOOTER_MIME: payload(model, usage, elapsed, stop_reason, cost),
         "text/html": (
-            '<div class="iac-turn-footer" style="font:0.85em monospace;opacity:.7">'
+            '<div class="iac-turn-footer" style="font:0.85em monospace;opacity:.75">'
             f"{html.escape(text)}</div>"
         ),
         "text/markdown": "`" + text.replace("`", "'") + "`",

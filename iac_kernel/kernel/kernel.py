@@ -46,7 +46,7 @@ from iac_kernel.agent.session import SessionBusyError, SessionClosedError
 from iac_kernel.config import Settings
 from iac_kernel.events import TurnEnded, Usage
 from iac_kernel.guard.sandbox import reduced_notice
-from iac_kernel.kernel import parameters, paths
+from iac_kernel.kernel import footer, parameters, paths
 from iac_kernel.kernel.cards import CARD_MIME, ToolCard
 from iac_kernel.kernel.cell_history import CellHistory
 from iac_kernel.kernel.cell_history import page as help_page
@@ -276,6 +276,7 @@ class IacKernel(KernelInfoMixin, ConsoleMixin, IPythonKernel):
             deltas=self.status.renders(DELTA_MIME),
             on_usage=lambda usage: self._turn_usage(running, usage),
             model=paths.shown_model(session.model_id),
+            cost=footer.cost_of(session.model_id),
         )
         ui = PermissionUI(
             out,
@@ -293,6 +294,7 @@ class IacKernel(KernelInfoMixin, ConsoleMixin, IPythonKernel):
             asyncio.get_running_loop(),
             msg_id=str(parent.get("header", {}).get("msg_id", "")),
             cell_id=cell_id,
+            execution_count=self.execution_count,
         )
         self.running.add(running)
         self.status.push()

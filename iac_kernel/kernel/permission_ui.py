@@ -48,9 +48,9 @@ from iac_kernel.agent.permissions import (
 )
 from iac_kernel.kernel.publish import Publisher, plain_text
 from iac_kernel.kernel.question_text import (
-    _label_html,
     button_label,
     is_danger,
+    label_html,
     reason_text,
 )
 from iac_kernel.kernel.questions import PendingQuestions, Question
@@ -172,7 +172,7 @@ class WidgetPrompt:
         self.loop = loop
         self.danger = is_danger(request)
         self.future: asyncio.Future[str] = loop.create_future()
-        self.label = widgets.HTML("" if card_shown else _label_html(request, self.danger))
+        self.label = widgets.HTML("" if card_shown else label_html(request, self.danger))
         self.buttons = []
         for option in button_order(request):
             style = BUTTON_STYLES.get(option, "")

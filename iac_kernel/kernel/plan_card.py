@@ -20,18 +20,21 @@ import html
 import json
 from typing import Any
 
+from iac_kernel.kernel import theme
 from iac_kernel.terraform.summary import SYMBOLS
 
 PLAN_MIME = "application/vnd.iac-kernel.plan+json"
 PLAN_VERSION = 1
 ORDER = ("delete", "replace", "create", "update", "read", "forget")
+#: Each action's row tint and the colour of its action word (see :mod:`.theme`: the rest
+#: of the row keeps the page's text colour, readable in light and dark themes).
 COLORS = {
-    "delete": ("#ffebe9", "#82071e"),
-    "replace": ("#fff1e5", "#953800"),
-    "create": ("#e6ffec", "#116329"),
-    "update": ("#fff8c5", "#7d4e00"),
-    "read": ("#ddf4ff", "#0969da"),
-    "forget": ("#f6f8fa", "#57606a"),
+    "delete": (theme.RED_TINT, theme.RED),
+    "replace": (theme.ORANGE_TINT, theme.ORANGE),
+    "create": (theme.GREEN_TINT, theme.GREEN),
+    "update": (theme.YELLOW_TINT, theme.ORANGE),
+    "read": (theme.BLUE_TINT, theme.BLUE),
+    "forget": (theme.GREY_TINT, theme.GREY),
 }
 DANGER = ("delete", "replace")
 MAX_ROWS = 200
@@ -150,7 +153,7 @@ def render_plain(plan: dict[str, Any]) -> str:
 
 def _row_html(action: str, resource: dict[str, Any], checks: list[dict[str, Any]]) -> str:
     esc = html.escape
-    bg, fg = COLORS.get(action, ("#f6f8fa", "#24292f"))
+    bg, fg = COLORS.get(action, COLORS["forget"])
     why = resource.get("why")
     if why is None:  # a payload from before "why" existed
         replace = resource.get("replace_paths") or []
@@ -159,19 +162,21 @@ def _row_html(action: str, resource: dict[str, Any], checks: list[dict[str, Any]
     diff = "\n".join(change_line(resource, c) for c in resource.get("changes") or [])
     failed = [c for c in checks if c.get("address") == resource.get("address")]
     flags = "".join(
-        f' <span class="iac-plan-check" style="color:#cf222e">✗ {esc(str(c.get("check_id")))}'
+        f' <span class="iac-plan-check" style="color:{theme.RED}">✗ {esc(str(c.get("check_id")))}'
         "</span>"
         for c in failed
     )
     weight = "font-weight:600;" if action in DANGER else ""
     return (
         f'<tr class="iac-plan-row" data-action="{esc(action)}" style="background:{bg}">'
-        f'<td style="color:{fg};{weight}white-space:nowrap">{esc(SYMBOLS.get(action, "?"))} '
-        f"{esc(action)}</td><td><details><summary><code>{esc(resource.get('address', ''))}"
+        f'<td style="color:{fg};{weight}white-space:nowrap;text-align:left">'
+        f"{esc(SYMBOLS.get(action, '?'))} {esc(action)}</td>"
+        f'<td style="text-align:left"><details><summary><code>{esc(resource.get("address", ""))}'
         f"</code>{flags}</summary>"
         f'<pre style="margin:2px 0;font-family:monospace">'
         f"{esc(diff or '(no attribute changes)')}</pre></details></td>"
-        f'<td style="color:#57606a">{esc(why)}</td></tr>'
+        # Left-aligned: JupyterLab's HTML styles right-align table cells.
+        f'<td style="{theme.MUTED};text-align:left">{esc(why)}</td></tr>'
     )
 
 
@@ -179,20 +184,20 @@ def render_html(plan: dict[str, Any]) -> str:
     esc = html.escape
     errored = bool(plan.get("errored"))
     danger = any(a in DANGER for a, _ in grouped(plan))
-    border = "#cf222e" if errored or danger else "#1a7f37"
+    border = theme.RED if errored or danger else theme.GREEN
     parts = [
         f'<div class="iac-plan" data-errored="{str(errored).lower()}" '
-        f'style="border:1px solid #d0d7de;border-left:4px solid {border};border-radius:6px;'
+        f'style="border:1px solid {theme.BORDER};border-left:4px solid {border};border-radius:6px;'
         f'padding:6px 10px;margin:4px 0;font-size:0.9em">',
         f'<div class="iac-plan-summary" style="font-weight:600">{esc(title(plan))}</div>',
     ]
     if identity(plan):
         parts.append(
-            f'<div class="iac-plan-file" style="color:#57606a">plan file '
+            f'<div class="iac-plan-file" style="{theme.MUTED}">plan file '
             f"<code>{esc(identity(plan))}</code></div>"
         )
     for error in plan.get("errors") or []:
-        parts.append(f'<div class="iac-plan-error" style="color:#cf222e">{esc(error)}</div>')
+        parts.append(f'<div class="iac-plan-error" style="color:{theme.RED}">{esc(error)}</div>')
     checks = plan.get("checks") or []
     counts = plan.get("groups") or []
     if len(counts) > 1 or plan.get("truncated"):
@@ -204,7 +209,7 @@ def render_html(plan: dict[str, Any]) -> str:
         parts.append(f'<table class="iac-plan-groups" style="margin:4px 0">{cells}</table>')
     if more_note(plan):
         parts.append(
-            f'<div class="iac-plan-more" style="color:#57606a">{esc(more_note(plan))}</div>'
+            f'<div class="iac-plan-more" style="{theme.MUTED}">{esc(more_note(plan))}</div>'
         )
     rows = [(a, r) for a, resources in grouped(plan) for r in resources[:MAX_ROWS]]
     for start in range(0, len(rows), PAGE_ROWS):
@@ -250,10 +255,10 @@ def render_html(plan: dict[str, Any]) -> str:
             for c in checks
         )
         parts.append(
-            f'<div class="iac-plan-checks" style="color:#cf222e">Policy (checkov): '
+            f'<div class="iac-plan-checks" style="color:{theme.RED}">Policy (checkov): '
             f"{len(checks)} failed check(s)<ul>{items}</ul></div>"
         )
     elif plan.get("checks_note"):
-        parts.append(f'<div style="color:#57606a">Policy: {esc(plan["checks_note"])}</div>')
+        parts.append(f'<div style="{theme.MUTED}">Policy: {esc(plan["checks_note"])}</div>')
     parts.append("</div>")
     return "".join(parts)

@@ -10,12 +10,11 @@ from iac_kernel.agent.permissions import (
     REJECT_ALWAYS,
     PermissionRequest,
 )
+from iac_kernel.kernel import theme
 
-DANGER_RED = "var(--jp-error-color1, #cf222e)"
-TEXT = "var(--jp-content-font-color1, #1f2328)"
-DANGER_TINT = (
-    "color-mix(in srgb, var(--jp-error-color1, #cf222e) 10%, var(--jp-layout-color1, #fff))"
-)
+DANGER_RED = theme.RED
+#: A translucent red over whatever the page is: the text keeps the page's own colour.
+DANGER_TINT = theme.RED_TINT
 
 
 def is_danger(request: PermissionRequest) -> bool:
@@ -57,7 +56,8 @@ def button_label(request: PermissionRequest, option: str) -> str:
     return f"{verb} {request.tool_name} (this session)"
 
 
-def _label_html(request: PermissionRequest, danger: bool = False) -> str:
+def label_html(request: PermissionRequest, danger: bool = False) -> str:
+    """The question as the widget box shows it (HTML, all text escaped)."""
     import html
 
     title, reason = html.escape(request.title), html.escape(reason_text(request))
@@ -65,14 +65,14 @@ def _label_html(request: PermissionRequest, danger: bool = False) -> str:
         return f"✋ <b>{title}</b> needs your approval: {reason}"
     command = request.input.get("command") if isinstance(request.input, dict) else None
     shown = html.escape(str(command)) if command else title
-    # Theme variables (fallbacks for pages without them); the tint is mixed into the
-    # theme's background so light text stays readable in dark themes.
+    # The text keeps the page's colour over a translucent tint (kernel/theme.py), so it
+    # reads in light and dark themes, with or without JupyterLab's variables.
     return (
         f'<div class="iac-danger" style="border:2px solid {DANGER_RED};border-radius:6px;'
-        f'padding:6px 10px;color:{TEXT};background:{DANGER_TINT}">'
+        f'padding:6px 10px;background:{DANGER_TINT}">'
         f'<div style="font-weight:700;color:{DANGER_RED}">'
         "⚠️ Destructive: approve this one call?</div>"
-        f'<pre style="margin:4px 0;white-space:pre-wrap;color:{TEXT};background:transparent">'
+        f'<pre style="margin:4px 0;white-space:pre-wrap;color:inherit;background:transparent">'
         f"{shown}</pre>"
         # pre-wrap: a review (terraform_apply's plan summary) is several lines.
         f'<div style="white-space:pre-wrap">{reason}</div></div>'

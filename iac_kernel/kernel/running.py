@@ -32,6 +32,8 @@ class RunningTurn:
     #: The execute_request running the turn, and the notebook cell it came from.
     msg_id: str = ""
     cell_id: str | None = None
+    #: The cell's execution count (a page loaded mid-turn shows it when the turn ends).
+    execution_count: int = 0
     #: The turn's usage so far (after each model call).
     usage: Usage | None = None
 

@@ -70,7 +70,8 @@ def kernel_session_info(
     turns: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The info of the current session, or of the defaults before there is one; ``turns``
-    are the running turns' execute_request ids and cells (``{"msgId", "cellId"}``)."""
+    are the running turns' execute_request ids, cells and execution counts (``{"msgId",
+    "cellId", "executionCount"}``)."""
     session = state.current
     if session is not None and not session.closed:
         info = session_info(session)

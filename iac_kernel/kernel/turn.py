@@ -70,6 +70,7 @@ class TurnView:
         deltas: bool = False,
         on_usage: Callable[[Usage], None] | None = None,
         model: str | None = None,
+        cost: Callable[[Usage], float | None] | None = None,
     ):
         self.out = out
         self.session_id = session_id
@@ -85,6 +86,8 @@ class TurnView:
         self.on_usage = on_usage or (lambda _usage: None)
         #: The model as the user reads it; with it, the turn ends with a footer display.
         self.model = model
+        #: The turn's cost from its usage (list price), or None where none is known.
+        self.cost = cost or (lambda _usage: None)
         self.started = clock()
         self.budget = ByteBudget.live() if deltas else ByteBudget()
         self.streams: list[TextStream] = []
@@ -174,7 +177,9 @@ class TurnView:
             self.out.markdown(note)
         if self.model is not None and not self.failed:
             elapsed = max(self.clock() - self.started, 0.0)
-            data = footer.bundle(self.model, ended.usage, elapsed, ended.stop_reason)
+            data = footer.bundle(
+                self.model, ended.usage, elapsed, ended.stop_reason, self.cost(ended.usage)
+            )
             self.out.display(data, f"iac-footer-{uuid.uuid4().hex[:16]}")
 
     @property

@@ -14,6 +14,8 @@ export interface ITurnFooter {
   output: number;
   elapsed: number;
   stopReason: string;
+  /** USD at list price, only for a direct API key of a priced model (models/prices.py). */
+  cost: number | null;
 }
 
 function count(value: unknown): number {
@@ -35,7 +37,8 @@ export function parseFooter(raw: unknown): ITurnFooter | null {
     cacheRead: count(data.cacheRead),
     output: count(data.output),
     elapsed: count(data.elapsed),
-    stopReason: typeof data.stopReason === 'string' ? data.stopReason : ''
+    stopReason: typeof data.stopReason === 'string' ? data.stopReason : '',
+    cost: typeof data.cost === 'number' && Number.isFinite(data.cost) && data.cost >= 0 ? data.cost : null
   };
 }
 
@@ -46,5 +49,10 @@ export function footerLine(footer: ITurnFooter): string {
   if (footer.cacheRead > 0 && read > 0) {
     text += ` (${Math.round((100 * footer.cacheRead) / read)}% cached)`;
   }
-  return `${text} · ${formatTokens(footer.output)} out · ${footer.elapsed.toFixed(1)} s`;
+  text += ` · ${formatTokens(footer.output)} out · ${footer.elapsed.toFixed(1)} s`;
+  if (footer.cost === null) {
+    return text;
+  }
+  const dollars = footer.cost < 1 ? footer.cost.toFixed(4) : footer.cost.toFixed(2);
+  return `${text} · ≈$${dollars} (list price)`;
 }

@@ -21,7 +21,8 @@ import { installQuestionKeys } from './keys';
 import { appHooks } from './hooks';
 import { TOOLCALL_MIME, parseToolCall } from './payload';
 import { DISPLAY_ID_KEY, ForeignTurns, IOutputList } from './reroute';
-import { staleCard } from './stale';
+import { staleCard, staleFallback } from './stale';
+import { watchTables } from './tablecopy';
 import { AgentStatusItem } from './statusitem';
 
 const GOTO_PENDING = 'iac-kernel:go-to-permission-request';
@@ -139,6 +140,26 @@ function cellOutputs(widget: AgentWidget, cellId: string): IOutputList | null {
   return null;
 }
 
+/**
+ * A cell whose turn runs from before this page loaded: `[*]` while it runs, then its
+ * execution count (the cell model's public executionState and executionCount).
+ */
+function markCell(widget: AgentWidget, cellId: string, running: boolean, count: number | null): void {
+  if (!(widget instanceof NotebookPanel)) {
+    return;
+  }
+  for (const cell of widget.content.widgets) {
+    if (cell.model.id === cellId && cell.model.type === 'code') {
+      const model = cell.model as unknown as { executionState: string; executionCount: number | null };
+      model.executionState = running ? 'running' : 'idle';
+      if (!running && count !== null) {
+        model.executionCount = count;
+      }
+      return;
+    }
+  }
+}
+
 const NO_OUTPUTS: IOutputList = { length: 0, get: () => ({ toJSON: () => ({}) }), add: () => 0, set: () => undefined };
 
 const WIDGET_VIEW = 'application/vnd.jupyter.widget-view+json';
@@ -198,8 +219,10 @@ async function settleSavedCards(entry: ITracked, checked: Set<string>): Promise<
     if (!saved || saved.status !== 'awaiting_permission') {
       continue;
     }
-    const card = reply.card ?? staleCard(saved, reply.outcome);
-    found.outputs.set(found.o, { ...json, data: { ...json.data, [TOOLCALL_MIME]: card } });
+    const card = (reply.card as Record<string, any> | null) ?? staleCard(saved, reply.outcome);
+    // The saved text/html and text/plain said "awaiting permission": they follow suit.
+    const data = { ...json.data, ...staleFallback(card), [TOOLCALL_MIME]: card };
+    found.outputs.set(found.o, { ...json, data });
   }
 }
 
@@ -295,7 +318,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       }
       const activity = new SessionActivity();
       // Turns started before this page loaded: their output goes into their cells.
-      const foreign = new ForeignTurns();
+      const foreign = new ForeignTurns((cellId, running, count) => markCell(widget, cellId, running, count));
       const learn = (info: unknown) => foreign.learn(info, id => activity.isOwnRequest(id));
       const channel = new KernelChannel({
         onInfo: info => {
@@ -307,6 +330,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       const entry: ITracked = { widget, activity, channel };
       tracked.set(widget, entry);
       const checked = new Set<string>();
+      const stopTables = watchTables(widget.node, () => isAgentKernel(widget));
       // Without a status bar (Notebook 7), each notebook gets the item in its toolbar.
       let own: AgentStatusItem | null = null;
       if (!statusBar && widget instanceof NotebookPanel) {
@@ -341,6 +365,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       const onStatus = (_: unknown, status: string) => {
         if (status === 'restarting' || status === 'autorestarting' || status === 'starting' || status === 'dead') {
           activity.reset();
+          foreign.clear(); // the turns died with the process: their cells stop showing [*]
           restarted = true;
         } else if (status === 'idle' && restarted) {
           // A restarted kernel is a new process: it has no comm and a new session.
@@ -356,6 +381,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       let watched: Kernel.IKernelConnection | null = null;
       const onKernel = () => {
         activity.reset();
+        foreign.clear();
         const kernel = context.session?.kernel ?? null;
         watched?.anyMessage.disconnect(onAnyMessage);
         watched = kernel;
@@ -373,6 +399,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       });
       widget.disposed.connect(() => {
         unsubscribe();
+        stopTables();
         channel.dispose();
         context.iopubMessage.disconnect(onIOPub);
         context.statusChanged.disconnect(onStatus);

@@ -71,13 +71,22 @@ export const SYMBOLS: Record<string, string> = {
   forget: '.'
 };
 export const DANGER = new Set(['delete', 'replace']);
-/** Row colours (background, text) by action; deletes and replaces stand out. */
+/** An accent of the theme, mixed with its text colour: darker in light themes and lighter
+ * in dark ones, so the word reads on either. */
+function accent(name: string, fallback: string): string {
+  return `color-mix(in srgb, var(--jp-${name}, ${fallback}) 65%, var(--jp-content-font-color1, #000))`;
+}
+
+/**
+ * Row colours (background, text) by action; deletes and replaces stand out. Backgrounds
+ * are translucent tints: the row keeps the theme's text colour, in dark themes too.
+ */
 export const COLORS: Record<string, [string, string]> = {
-  delete: ['#ffebe9', '#82071e'],
-  replace: ['#fff1e5', '#953800'],
-  create: ['#e6ffec', '#116329'],
-  update: ['#fff8c5', '#7d4e00'],
-  read: ['#ddf4ff', '#0969da']
+  delete: ['rgb(248 81 73 / 15%)', accent('error-color1', '#cf222e')],
+  replace: ['rgb(219 109 40 / 15%)', accent('warn-color1', '#bf8700')],
+  create: ['rgb(46 160 67 / 15%)', accent('success-color1', '#1a7f37')],
+  update: ['rgb(210 153 34 / 15%)', accent('warn-color1', '#bf8700')],
+  read: ['rgb(56 139 253 / 15%)', accent('brand-color1', '#1f6feb')]
 };
 
 /** The plan of a payload, or an error message. */

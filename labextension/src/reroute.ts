@@ -32,16 +32,29 @@ function isRecord(value: unknown): value is Record<string, any> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
+/**
+ * Called when a foreign turn is learned (running) and when it ends, with its cell and the
+ * execution count the kernel gave it (null when unknown): the cell shows `[*]`, then
+ * its count, as it would have without the reload.
+ */
+export type TurnState = (cellId: string, running: boolean, count: number | null) => void;
+
 /** Running turns this page did not start, by execute_request id, with their cells. */
 export class ForeignTurns {
+  constructor(private _onState: TurnState = () => undefined) {}
+
   /** Learn the kernel's running turns (session info `turns`); own requests are skipped. */
   learn(info: unknown, own: (msgId: string) => boolean): void {
     const turns = isRecord(info) && Array.isArray(info.turns) ? info.turns : [];
     for (const turn of turns) {
       if (isRecord(turn) && typeof turn.msgId === 'string' && typeof turn.cellId === 'string') {
         if (turn.msgId && turn.cellId && !own(turn.msgId) && !this._cells.has(turn.msgId)) {
+          const count =
+            typeof turn.executionCount === 'number' && turn.executionCount > 0 ? turn.executionCount : null;
           this._cells.set(turn.msgId, turn.cellId);
+          this._counts.set(turn.msgId, count);
           this._displays.set(turn.msgId, new Map());
+          this._onState(turn.cellId, true, count);
         }
       }
     }
@@ -66,12 +79,28 @@ export class ForeignTurns {
     const type = msg.header.msg_type;
     if (type === 'status') {
       if (msg.content.execution_state === 'idle') {
+        const cellId = this._cells.get(id);
+        const count = this._counts.get(id) ?? null;
         this._cells.delete(id);
+        this._counts.delete(id);
         this._displays.delete(id);
+        if (cellId) {
+          this._onState(cellId, false, count);
+        }
       }
       return false;
     }
     return routeOutput(msg, outputs, displays);
+  }
+
+  /** Forget every turn (the kernel restarted or changed); their cells go idle. */
+  clear(): void {
+    for (const cellId of this._cells.values()) {
+      this._onState(cellId, false, null);
+    }
+    this._cells.clear();
+    this._counts.clear();
+    this._displays.clear();
   }
 
   get size(): number {
@@ -79,6 +108,7 @@ export class ForeignTurns {
   }
 
   private _cells = new Map<string, string>();
+  private _counts = new Map<string, number | null>();
   private _displays = new Map<string, Map<string, number>>();
 }
 

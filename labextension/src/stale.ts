@@ -41,3 +41,36 @@ export function staleCard(card: Record<string, any>, outcome: string | null): Re
     question: { ...question, state: 'saved', answer: null, note: savedNote(outcome) }
   };
 }
+
+const FALLBACK_LABELS: Record<string, string> = {
+  done: 'done',
+  failed: 'failed',
+  denied: 'denied',
+  cancelled: 'cancelled',
+  [NOT_RUN]: 'not run',
+  [SAVED_ASKING]: 'saved mid-question'
+};
+
+function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, c => `&#${c.charCodeAt(0)};`);
+}
+
+/**
+ * The settled card's text/html and text/plain, in place of the saved "awaiting
+ * permission" forms: what nbconvert and frontends without this extension show once the
+ * notebook is saved again.
+ */
+export function staleFallback(card: Record<string, any>): Record<string, string> {
+  const title = typeof card.title === 'string' ? card.title : 'tool call';
+  const status = typeof card.status === 'string' ? card.status : SAVED_ASKING;
+  const label = FALLBACK_LABELS[status] ?? status;
+  const note = typeof card.question?.note === 'string' ? card.question.note : '';
+  const plain = `[${label}] ${title}` + (note ? `\n${note}` : '');
+  const html =
+    `<div class="iac-toolcall" data-status="${escapeHtml(status)}" style="border:1px solid ` +
+    'var(--jp-border-color1, rgba(128,128,128,.45));border-radius:6px;padding:6px 10px;margin:4px 0">' +
+    `<b>${escapeHtml(label)}</b> <code>${escapeHtml(title)}</code>` +
+    (note ? `<div style="opacity:.75">${escapeHtml(note)}</div>` : '') +
+    '</div>';
+  return { 'text/html': html, 'text/plain': plain };
+}

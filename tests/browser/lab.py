@@ -74,6 +74,22 @@ def run_prompt(page, prompt: str, cell: int = 0) -> None:
     page.keyboard.press("Shift+Enter")
 
 
+def save_and_reload(page) -> None:
+    """Save the notebook, reload the page and wait until its kernel answered kernel_info
+    (the kernel's widgets and running turns are known to the page from then on)."""
+    from playwright.sync_api import expect
+
+    page.locator(".jp-NotebookPanel-toolbar [data-command='docmanager:save']").click()
+    expect(page.locator(".jp-mod-current.jp-mod-dirty")).to_have_count(0)
+    page.kernel_replies.clear()
+    page.reload()
+    for _ in range(WAIT_MS // 100):
+        if page.kernel_replies:
+            return
+        page.wait_for_timeout(100)
+    raise AssertionError("no kernel_info_reply after the reload")
+
+
 def wait_kernel_idle(page) -> None:
     """Wait until the notebook's kernel is connected and idle.
 

@@ -28,3 +28,16 @@ test('no cache reads: no cached share; not a footer: null', () => {
   assert.equal(parseFooter(null), null);
   assert.equal(parseFooter({ input: 1 }), null);
 });
+
+test('a list-price cost shows when the kernel gives one, never a bad one', () => {
+  const base = { model: 'anthropic:claude-haiku-4-5', input: 40, output: 7, elapsed: 1 };
+  const priced = parseFooter({ ...base, cost: 0.01234 });
+  assert.ok(priced);
+  assert.equal(footerLine(priced), 'anthropic:claude-haiku-4-5 · 40 in · 7 out · 1.0 s · ≈$0.0123 (list price)');
+  for (const cost of [-1, 'free', null, Number.NaN]) {
+    const footer = parseFooter({ ...base, cost });
+    assert.ok(footer);
+    assert.equal(footer.cost, null);
+    assert.ok(!footerLine(footer).includes('$'));
+  }
+});

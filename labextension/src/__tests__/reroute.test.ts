@@ -88,3 +88,39 @@ test('keys a, r and digits pick the matching button', async () => {
   assert.equal(buttonForKey('x', labels), null);
   assert.equal(buttonForKey('a', ['Reject once']), null);
 });
+
+test('a foreign turn marks its cell running, then gives it its execution count', () => {
+  const states: [string, boolean, number | null][] = [];
+  const turns = new ForeignTurns((cell, running, count) => states.push([cell, running, count]));
+  turns.learn({ turns: [{ msgId: 'r', cellId: 'c', executionCount: 7 }] }, () => false);
+  turns.learn({ turns: [{ msgId: 'r', cellId: 'c', executionCount: 7 }] }, () => false); // once
+  turns.learn({ turns: [{ msgId: 'q', cellId: 'd', executionCount: 'x' }] }, () => false);
+  assert.deepEqual(states, [['c', true, 7], ['d', true, null]]);
+  turns.route(msg('status', { execution_state: 'busy' }, 'r'), new Outputs());
+  turns.route(msg('status', { execution_state: 'idle' }, 'r'), new Outputs());
+  assert.deepEqual(states.at(-1), ['c', false, 7]);
+  turns.route(msg('status', { execution_state: 'idle' }, 'r'), new Outputs()); // forgotten
+  assert.equal(states.length, 3);
+});
+
+test('a settled saved card gets HTML and plain forms that say so, escaped', async () => {
+  const { staleCard, staleFallback } = await import('../stale');
+  const card = { callId: 'c', title: 'bash: <b>apply</b>', status: 'awaiting_permission', question: { state: 'pending' } };
+  const forms = staleFallback(staleCard(card, 'denied'));
+  assert.match(forms['text/plain'], /^\[denied\] bash: <b>apply<\/b>\nSaved while this question waited/);
+  assert.ok(!forms['text/html'].includes('<b>apply'));
+  assert.match(forms['text/html'], /&#60;b&#62;apply/);
+  assert.ok(!/awaiting/i.test(forms['text/html']));
+  assert.match(staleFallback(staleCard(card, null))['text/html'], /saved mid-question/);
+});
+
+test('a restart clears the foreign turns and their cells go idle', () => {
+  const states: [string, boolean, number | null][] = [];
+  const turns = new ForeignTurns((cell, running, count) => states.push([cell, running, count]));
+  turns.learn({ turns: [{ msgId: 'r', cellId: 'c', executionCount: 2 }] }, () => false);
+  turns.clear();
+  assert.deepEqual(states.at(-1), ['c', false, null]);
+  assert.equal(turns.size, 0);
+  turns.clear();
+  assert.equal(states.length, 2);
+});

@@ -1,0 +1,110 @@
+"""The plan card in JupyterLab (headless Chromium; the extension's renderer of a saved
+plan output), in the Light and the Dark theme: it is framed, a destructive plan has the
+red edge, every row's action, address and reason keep 4.5:1 contrast (WCAG AA), and
+opening a row's attribute diff (a long line) leaves every column where it was.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from browser.contrast import CONTRAST, MINIMUM
+from browser.jupyter import BROWSER_MARKS, jupyter_server, write_notebook
+from browser.lab import chromium, lab_page, our_errors, server_env
+from iac_kernel.kernel import plan_card
+
+pytestmark = BROWSER_MARKS
+
+REPO = Path(__file__).resolve().parents[1]
+ARTIFACTS = REPO / "test-artifacts"
+SCRIPT = REPO / "tests" / "scripts" / "browser_footer.json"
+LONG = "x" * 400
+PLAN = {
+    "summary": "Plan: 1 to add, 0 to change, 1 to destroy.",
+    "resources": [
+        {
+            "address": "aws_db_instance.main",
+            "action": "delete",
+            "why": "deleted from the configuration",
+            "changes": [{"path": "engine", "before": "postgres", "after": None}],
+        },
+        {
+            "address": "aws_s3_bucket.logs",
+            "action": "create",
+            "why": "new in the configuration",
+            "changes": [{"path": "policy", "before": None, "after": LONG}],
+        },
+    ],
+}
+WIDTHS = "t => [...t.rows[0].cells].map(c => Math.round(c.getBoundingClientRect().width))"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    with chromium() as browser:
+        yield browser
+
+
+@pytest.fixture
+def page(browser) -> Iterator[object]:
+    with lab_page(browser) as page:
+        yield page
+
+
+@pytest.mark.parametrize("theme", ["JupyterLab Light", "JupyterLab Dark"])
+def test_the_plan_card_is_framed_readable_and_its_columns_stay(
+    tmp_path: Path, page, theme: str
+) -> None:
+    from playwright.sync_api import expect
+
+    with jupyter_server("jupyterlab", tmp_path, server_env(tmp_path, SCRIPT)) as server:
+        themes = tmp_path / "lab-settings" / "@jupyterlab" / "apputils-extension"
+        themes.mkdir(parents=True, exist_ok=True)
+        (themes / "themes.jupyterlab-settings").write_text(json.dumps({"theme": theme}))
+        path = write_notebook(server.root / "plan.ipynb", "Plan the change")
+        nb = nbformat.read(path, as_version=4)
+        bundle = plan_card.bundle(PLAN, "toolu_plan_1", "s1")
+        nb.cells[0].outputs = [nbformat.v4.new_output("display_data", data=bundle)]
+        nbformat.write(nb, path)
+        page.goto(server.page_url("lab/tree/plan.ipynb"))
+        name = theme.split()[-1].lower()
+        try:
+            expect(page.locator("body")).to_have_attribute("data-jp-theme-name", theme)
+            card = page.locator(".iac-plan").first
+            expect(card).to_be_visible()
+            expect(card).to_have_class("iac-plan iac-plan-has-danger")
+            frame = card.evaluate(
+                "n => { const s = getComputedStyle(n);"
+                " return [s.borderTopStyle, s.borderTopWidth, s.borderLeftWidth]; }"
+            )
+            assert frame == ["solid", "1px", "4px"], frame
+
+            ratios = {}
+            for row in card.locator("tr.iac-plan-row").all():
+                action = row.get_attribute("data-action")
+                for part in ("iac-plan-action", "iac-plan-address", "iac-plan-reason"):
+                    ratios[f"{action} {part}"] = row.locator(f"td.{part}").evaluate(CONTRAST)
+            low = {what: round(r, 2) for what, r in ratios.items() if r < MINIMUM}
+            assert not low, f"{theme}: contrast below {MINIMUM}:1: {low}"
+
+            table = card.locator("table.iac-plan-table")
+            before = table.evaluate(WIDTHS)
+            row = table.locator("tr", has_text="aws_s3_bucket.logs")
+            row.locator("summary").click()
+            expect(row.locator("pre.iac-plan-diff")).to_be_visible()
+            expect(row.locator("pre.iac-plan-diff")).to_contain_text(LONG[:50])
+            after = table.evaluate(WIDTHS)
+            assert after == before, (before, after)
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / f"browser-plan-card-{name}.png"))
+        except Exception:
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / f"browser-plan-{name}-failure.png"))
+            print(server.log_tail())
+            raise
+        assert our_errors(page) == []
