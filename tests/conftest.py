@@ -10,8 +10,9 @@ import pytest
 
 from iac_kernel.models.credentials import CREDENTIAL_ENV
 
-#: Finalizers never run inside pytest's own parse of a failure's source (see the module).
-pytest_plugins = ["gc_before_report"]
+#: Finalizers never run inside pytest's own parse of a failure's source (see the module);
+#: the browser tests share their Chromium and page fixtures.
+pytest_plugins = ["gc_before_report", "browser.fixtures"]
 
 
 @pytest.fixture(autouse=True)

@@ -29,8 +29,6 @@ import pytest
 
 from browser.jupyter import BROWSER_MARKS, Server, jupyter_server, write_notebook
 from browser.lab import (
-    chromium,
-    lab_page,
     our_errors,
     run_prompt,
     save_and_reload,
@@ -64,18 +62,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         terraform.chmod(0o755)
         server.base = base
         yield server
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    with chromium() as browser:
-        yield browser
-
-
-@pytest.fixture
-def page(browser) -> Iterator[object]:
-    with lab_page(browser) as page:
-        yield page
 
 
 def open_in_own_workspace(page, server: Server, name: str, path: str = "") -> None:

@@ -10,7 +10,6 @@ the cards have a contrast of at least 4.5:1 (WCAG AA) against what they are draw
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
@@ -18,7 +17,6 @@ import pytest
 
 from browser.contrast import CONTRAST, MINIMUM
 from browser.jupyter import BROWSER_MARKS
-from browser.lab import chromium
 from iac_kernel.agent.permissions import PermissionRequest
 from iac_kernel.events import Diff, Usage
 from iac_kernel.kernel import footer, plan_card
@@ -126,12 +124,6 @@ def own_dark_page() -> str:
         "<!doctype html><html><body style='background:#1e1e1e;color:#d4d4d4;"
         "font-family:sans-serif'>" + "".join(fragments()) + "</body></html>"
     )
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    with chromium() as browser:
-        yield browser
 
 
 @pytest.mark.parametrize("page_kind", ["nbconvert-dark", "nbconvert-light-dark-os", "own-dark"])

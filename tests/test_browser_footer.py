@@ -15,19 +15,13 @@ from pathlib import Path
 import pytest
 
 from browser.jupyter import BROWSER_MARKS, jupyter_server, write_notebook
-from browser.lab import chromium, lab_page, our_errors, run_prompt, server_env, wait_kernel_idle
+from browser.lab import lab_page, our_errors, run_prompt, server_env, wait_kernel_idle
 
 pytestmark = BROWSER_MARKS
 
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "test-artifacts"
 SCRIPT = REPO / "tests" / "scripts" / "browser_footer.json"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    with chromium() as browser:
-        yield browser
 
 
 @pytest.fixture

@@ -14,17 +14,12 @@ import difflib
 import json
 import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from browser.jupyter import BROWSER_MARKS, jupyter_server, write_notebook
 from browser.lab import (
     SESSION_MIME,
     WAIT_MS,
-    chromium,
-    lab_page,
     our_errors,
     run_prompt,
     server_env,
@@ -65,18 +60,6 @@ def session_info_wired() -> bool:
 
     package = Path(iac_kernel.kernel.__file__).parent
     return any(SESSION_MIME in path.read_text() for path in package.glob("*.py"))
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    with chromium() as browser:
-        yield browser
-
-
-@pytest.fixture
-def page(browser) -> Iterator[object]:
-    with lab_page(browser) as page:
-        yield page
 
 
 def test_lab_streams_renders_cards_and_allows_a_write(tmp_path: Path, page) -> None:

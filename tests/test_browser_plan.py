@@ -7,7 +7,6 @@ opening a row's attribute diff (a long line) leaves every column where it was.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
@@ -15,7 +14,7 @@ import pytest
 
 from browser.contrast import CONTRAST, MINIMUM
 from browser.jupyter import BROWSER_MARKS, jupyter_server, write_notebook
-from browser.lab import chromium, lab_page, our_errors, server_env
+from browser.lab import our_errors, server_env
 from iac_kernel.kernel import plan_card
 
 pytestmark = BROWSER_MARKS
@@ -42,18 +41,6 @@ PLAN = {
     ],
 }
 WIDTHS = "t => [...t.rows[0].cells].map(c => Math.round(c.getBoundingClientRect().width))"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    with chromium() as browser:
-        yield browser
-
-
-@pytest.fixture
-def page(browser) -> Iterator[object]:
-    with lab_page(browser) as page:
-        yield page
 
 
 @pytest.mark.parametrize("theme", ["JupyterLab Light", "JupyterLab Dark"])

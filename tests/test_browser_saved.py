@@ -7,14 +7,12 @@ file's HTML and plain forms (what nbconvert shows) say the same.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
-import pytest
 
 from browser.jupyter import BROWSER_MARKS, jupyter_server, write_notebook
-from browser.lab import chromium, lab_page, our_errors, server_env, wait_kernel_idle
+from browser.lab import our_errors, server_env, wait_kernel_idle
 
 pytestmark = BROWSER_MARKS
 
@@ -43,18 +41,6 @@ CARD = {
         "note": None,
     },
 }
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    with chromium() as browser:
-        yield browser
-
-
-@pytest.fixture
-def page(browser) -> Iterator[object]:
-    with lab_page(browser) as page:
-        yield page
 
 
 def saved_mid_question(path: Path) -> None:

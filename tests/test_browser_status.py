@@ -10,13 +10,12 @@ Waits are for conditions on the page, never a sleep followed by an assertion.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from browser.jupyter import BROWSER_MARKS, jupyter_server, write_notebook
-from browser.lab import chromium, lab_page, our_errors, run_prompt, server_env, wait_kernel_idle
+from browser.lab import our_errors, run_prompt, server_env, wait_kernel_idle
 
 pytestmark = BROWSER_MARKS
 
@@ -28,18 +27,6 @@ ITEM = {
     "jupyterlab": "#jp-main-statusbar .iac-status-item",
     "notebook": ".jp-NotebookPanel-toolbar .iac-status-item",
 }
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    with chromium() as browser:
-        yield browser
-
-
-@pytest.fixture
-def page(browser) -> Iterator[object]:
-    with lab_page(browser) as page:
-        yield page
 
 
 @pytest.mark.parametrize("app", ["jupyterlab", "notebook"])

@@ -8,7 +8,6 @@ Waits are for conditions on the page, never a sleep followed by an assertion.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,8 +15,6 @@ import pytest
 from browser.jupyter import BROWSER_MARKS, jupyter_server, write_notebook
 from browser.lab import (
     WAIT_MS,
-    chromium,
-    lab_page,
     our_errors,
     run_prompt,
     server_env,
@@ -40,18 +37,6 @@ GROWS = """([selector, previous]) => {
   const length = live.textContent.length;
   return length > previous ? length : null;
 }"""
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    with chromium() as browser:
-        yield browser
-
-
-@pytest.fixture
-def page(browser) -> Iterator[object]:
-    with lab_page(browser) as page:
-        yield page
 
 
 @pytest.mark.parametrize("app", ["jupyterlab", "notebook"])

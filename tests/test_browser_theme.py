@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from browser.contrast import CONTRAST, MINIMUM
 from browser.jupyter import BROWSER_MARKS, jupyter_server, write_notebook
-from browser.lab import chromium, lab_page, our_errors, run_prompt, server_env, wait_kernel_idle
+from browser.lab import our_errors, run_prompt, server_env, wait_kernel_idle
 
 pytestmark = BROWSER_MARKS
 
@@ -25,18 +24,6 @@ ARTIFACTS = REPO / "test-artifacts"
 SCRIPT = REPO / "tests" / "scripts" / "browser_console.json"
 FAKE_TERRAFORM = "#!/bin/sh\necho unlocked\n"
 THEMES = ["JupyterLab Light", "JupyterLab Dark", "JupyterLab Dark High Contrast"]
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    with chromium() as browser:
-        yield browser
-
-
-@pytest.fixture
-def page(browser) -> Iterator[object]:
-    with lab_page(browser) as page:
-        yield page
 
 
 @pytest.mark.parametrize("theme", THEMES)
