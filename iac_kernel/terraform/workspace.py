@@ -120,7 +120,7 @@ class WorkspaceIndex:
 
     def values(self) -> frozenset[str]:
         with self._lock:
-            found: set[str] = set()
+            found: set[str] = set(_GIVEN)
             for values in self._remembered.values():
                 found |= values
             hits, tf_files, var_files = self._scan()
@@ -141,7 +141,7 @@ class WorkspaceIndex:
     def known(self) -> frozenset[str]:
         """The values of the last scan and those remembered since, without scanning."""
         with self._lock:
-            found = set(self.last)
+            found = set(self.last) | _GIVEN
             for values in self._remembered.values():
                 found |= values
             return frozenset(found)
@@ -277,6 +277,10 @@ class WorkspaceIndex:
 
 _INDEXES: dict[Path, WorkspaceIndex] = {}
 _INDEXES_LOCK = threading.Lock()
+#: Values given to sensitive variables on a command line (``-var tok=...``, ``TF_VAR_tok``),
+#: seen by the guard at exec time: masked in every workspace of this process, since the
+#: call that passed them may print them from anywhere (a refusal quoting its argv, too).
+_GIVEN: frozenset[str] = frozenset()
 
 
 def index_for(cwd: Path) -> WorkspaceIndex:
@@ -295,6 +299,13 @@ def sensitive_values(cwd: Path) -> frozenset[str]:
 
 def remember(cwd: Path, key: str, values: set[str]) -> None:
     index_for(cwd).remember(key, values)
+
+
+def remember_given(values: set[str]) -> None:
+    """Values given to sensitive variables: masked in every workspace from now on."""
+    global _GIVEN
+    with _INDEXES_LOCK:  # replaced whole: readers take the frozenset as it is
+        _GIVEN = _GIVEN | keep(values)
 
 
 def remember_plan_file(cwd: Path, path: Path, values: set[str]) -> None:

@@ -33,7 +33,13 @@ from iac_kernel.terraform.apply_args import ApplyLine, resolve, var_assignments
 from iac_kernel.terraform.audit import plan_fields, state_line, state_mark, var_scrubber
 from iac_kernel.terraform.review import NO_PLAN_WARNING, counts_line, review_plan_file
 from iac_kernel.terraform.summary import question_text
-from iac_kernel.terraform.workspace import is_plan_file, remember
+from iac_kernel.terraform.workspace import (
+    is_plan_file,
+    remember,
+    remember_given,
+    sensitive_names,
+    sensitive_values,
+)
 from iac_kernel.textsafe import code_span, printable
 
 PROGRAMS = ("terraform", "tofu")
@@ -53,18 +59,37 @@ def review_exec(info: ExecInfo) -> Review | None:
     line = resolve(list(info.argv), info.env, info.program)
     if line is None:
         return None
+    words = [w for value in line.env_args.values() for w in value.split()]
+    assignments = var_assignments([*info.argv, *line.args, *words])
+    _remember_given(info, line, assignments)
     review = _review(info, line)
     if review.audit is not None:  # no -var value in the record, even on a rejected line
-        words = [w for value in line.env_args.values() for w in value.split()]
-        review.scrub = var_scrubber(var_assignments([*info.argv, *line.args, *words]))
+        review.scrub = var_scrubber(assignments)
     return review
+
+
+def _remember_given(info: ExecInfo, line: ApplyLine, assignments: list[str]) -> None:
+    """Values this exec gives to variables its configuration declares sensitive become
+    known secrets before anything (a question, a refusal quoting the argv, the program's
+    own output) can show them."""
+    workdir = _workdir(info, line)
+    sensitive_values(workdir)  # a scan now: the names as the configuration says today
+    names = sensitive_names(workdir)
+    given = {value for name, _, value in (a.partition("=") for a in assignments) if name in names}
+    given |= {v for k, v in info.env.items() if k.startswith("TF_VAR_") and k[7:] in names}
+    remember_given(given)
+
+
+def _workdir(info: ExecInfo, line: ApplyLine) -> Path:
+    """The configuration's folder as the host sees it (``-chdir`` taken into account)."""
+    if line.chdir and os.path.isabs(line.chdir):
+        return Path(info.host_path(line.chdir))
+    return line.workdir(Path(info.cwd))
 
 
 def _review(info: ExecInfo, line: ApplyLine) -> Review:
     cwd = Path(info.cwd)
-    workdir = line.workdir(cwd)
-    if line.chdir and os.path.isabs(line.chdir):
-        workdir = Path(info.host_path(line.chdir))
+    workdir = _workdir(info, line)
     state_flag = (line.option("state") or [None])[-1]
     if state_flag and os.path.isabs(state_flag):
         state_flag = info.host_path(state_flag)

@@ -23,6 +23,10 @@ from iac_kernel.terraform.workspace import (
     sensitive_values,
 )
 
+#: Shell text the shell has not expanded yet (``$(cat tok.txt)``, ``$TOKEN``): no value
+#: (the exec-time question shows the expanded argv, masked).
+UNEXPANDED = re.compile(r"\$[({A-Za-z_]|`")
+
 
 def variable_values(value: Any, names: frozenset[str]) -> set[str]:
     """Values given to the ``names`` variables anywhere in ``value`` (argv lists,
@@ -32,8 +36,11 @@ def variable_values(value: Any, names: frozenset[str]) -> set[str]:
     found: set[str] = set()
     for text in _strings(value, names, found):
         for name in names:
-            pattern = rf"(?:-var[= ]\s*['\"]?|TF_VAR_){re.escape(name)}=(['\"]?)(.+?)\1(?=\s|$)"
-            found |= {m.group(2) for m in re.finditer(pattern, text)}
+            flag = rf"-var[= ]\s*(['\"])?{re.escape(name)}=(.+?)(?(1)\1)(?=[\s;|&)]|$)"
+            env = rf"TF_VAR_{re.escape(name)}=(['\"])?(.+?)(?(1)\1)(?=[\s;|&)]|$)"
+            for match in (*re.finditer(flag, text), *re.finditer(env, text)):
+                if match.group(1) == "'" or not UNEXPANDED.search(match.group(2)):
+                    found.add(match.group(2))
     return {v for v in found if v}
 
 
