@@ -430,7 +430,7 @@ def test_a_pending_destructive_question_marks_the_card() -> None:
     card.question = {"id": "q", "state": "pending", "danger": True}
     bundle = card.bundle()
     assert "iac-danger" in bundle["text/html"] and "#cf222e" in bundle["text/html"]
-    assert bundle["text/plain"].startswith("[DESTRUCTIVE, awaiting permission]")
+    assert bundle["text/plain"].startswith("[DESTRUCTIVE, asked for permission]")
     card.question = {"id": "q", "state": "pending", "danger": False}
     assert "iac-danger" not in card.bundle()["text/html"]
     card.question = {"id": "q", "state": "answered", "danger": True}

@@ -67,7 +67,8 @@ DIFF_LINES = 200
 
 STATUS_LABELS = {
     "running": "running",
-    "awaiting_permission": "awaiting permission",
+    # Timeless: true live, and still true in a file saved mid-question that nothing reopened.
+    "awaiting_permission": "asked for permission",
     "done": "done",
     "failed": "failed",
     "denied": "denied",
@@ -278,7 +279,7 @@ def render_plain(card: ToolCard) -> str:
     took = f", {_elapsed(card)}" if card.elapsed is not None else ""
     label = STATUS_LABELS.get(card.status, card.status)
     if danger_pending(card):
-        label = "DESTRUCTIVE, awaiting permission"
+        label = "DESTRUCTIVE, asked for permission"
     lines = [f"[{label}] {card.title} ({card.kind}{took})"]
     if card.input:
         lines.append("input: " + json.dumps(shown_input(card.input), ensure_ascii=False))
@@ -325,7 +326,7 @@ def render_html(card: ToolCard) -> str:
     esc = html.escape
     danger = danger_pending(card)
     if danger:  # a destructive call waits: the card says so in red, not routine orange
-        color, icon, label = theme.RED, "⚠️", "destructive: approve this one call?"
+        color, icon, label = theme.RED, "⚠️", "destructive: asked to approve this one call"
     parts = [
         f'<div class="iac-toolcall{" iac-danger" if danger else ""}" '
         f'data-status="{esc(card.status)}" '
