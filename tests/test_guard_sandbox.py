@@ -78,6 +78,17 @@ async def test_no_process_outlives_the_call(harness: Harness):
     assert {m: alive_with(m) for m in marks} == {m: [] for m in marks}
 
 
+@pytest.mark.skipif(not sandbox.userns_disabled(), reason="bwrap < 0.8: no --disable-userns")
+async def test_no_user_namespace_can_be_made_inside(harness: Harness):
+    """In a namespace of its own a call could mount another call's guard folder at its
+    own mount point and pass the approval socket's origin check."""
+    result = await harness.run("unshare -Urm true; echo rc=$?", Asker())
+    assert result is not None and result.raw_output["sandbox"] == "bwrap"
+    # The namespace itself is refused (not only writing its uid map, as for root without
+    # capabilities: a user that owns its uid could write that).
+    assert "unshare failed" in result.content and "rc=0" not in result.content
+
+
 async def test_guarded_program_left_running_is_stopped(tmp_path: Path):
     """A guarded program runs beside the sandbox; it still ends with the call."""
     bin_dir, log = make_fakes(tmp_path)

@@ -60,6 +60,30 @@ def _probe(bwrap: str | None) -> str | None:
     return None
 
 
+#: No new user namespace inside the sandbox: in one, a process could mount another call's
+#: guard folder where its own belongs and pass the approval socket's origin check.
+NO_USERNS = ("--unshare-user", "--disable-userns")
+
+
+@functools.lru_cache(maxsize=4)
+def _userns_args(bwrap: str | None) -> tuple[str, ...]:
+    """:data:`NO_USERNS` where this bwrap and kernel allow it (bwrap 0.8 and later)."""
+    if bwrap is None:
+        return ()
+    args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *NO_USERNS]
+    args += ["--unshare-pid", "--die-with-parent", "--cap-drop", "ALL", "true"]
+    try:
+        done = subprocess.run(args, capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ()
+    return NO_USERNS if done.returncode == 0 else ()
+
+
+def userns_disabled() -> bool:
+    """Whether sandboxes here forbid new user namespaces (probed once)."""
+    return bool(_userns_args(bwrap_path()))
+
+
 def unusable_reason() -> str | None:
     """Why bubblewrap cannot sandbox bash here (None when it can). Probed once."""
     return _probe(bwrap_path())
@@ -264,7 +288,7 @@ class Layout:
         args += self._empty_mounts([state_dir()])  # last: the empty file lives there
         if not guarded and not self.network:
             args.append("--unshare-net")
-        args += ["--unshare-pid", "--die-with-parent", "--cap-drop", "ALL"]
+        args += [*_userns_args(bwrap), "--unshare-pid", "--die-with-parent", "--cap-drop", "ALL"]
         args += ["--chdir", chdir or str(self.cwd), *extra, "--"]
         return args
 
