@@ -208,6 +208,24 @@ async def test_an_unreachable_url_is_named(monkeypatch):
         await _drain(create_openai_model("ollama", "llama3.2", retry=FAST))
 
 
+@pytest.mark.parametrize("provider", ["openai", "deepseek", "ollama"])
+async def test_openai_account_headers_go_to_openai_only(server, monkeypatch, provider):
+    """OPENAI_ORG_ID / OPENAI_PROJECT_ID name an OpenAI account: another endpoint (a
+    preset, or OPENAI_BASE_URL pointed elsewhere) never gets them; OpenAI's host does."""
+    monkeypatch.setenv("OPENAI_ORG_ID", "org-private-1234")
+    monkeypatch.setenv("OPENAI_PROJECT_ID", "proj_private_5678")
+    use(monkeypatch, provider, server.url, key="sk-test-1234")
+    server.enqueue(Chat(text="ok"))
+    await _drain(create_openai_model(provider, "m", retry=FAST))
+    headers = server.chat_requests()[0].headers
+    assert "openai-organization" not in headers and "openai-project" not in headers
+    assert "org-private-1234" not in json.dumps(headers)
+    monkeypatch.setenv("IAC_KERNEL_BASE_URL", "https://api.openai.com/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-1234")
+    official = create_openai_model("openai", "gpt-4.1").client
+    assert (official.organization, official.project) == ("org-private-1234", "proj_private_5678")
+
+
 def test_a_preset_never_borrows_the_openai_key(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-only-1234")
     with pytest.raises(ModelError, match="set DEEPSEEK_API_KEY"):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import openai
 
@@ -29,6 +30,7 @@ from iac_kernel.redact import redact
 
 DEFAULT_CONTEXT_WINDOW = 128_000
 OPENAI_URL = "https://api.openai.com/v1"
+OPENAI_HOST = "api.openai.com"
 
 
 class OpenAIModel:
@@ -130,12 +132,18 @@ class OpenAIModel:
 
 def _build_client(provider: Provider, kwargs: dict[str, Any]) -> Any:
     try:
-        return openai.AsyncOpenAI(**kwargs)
+        client = openai.AsyncOpenAI(**kwargs)
     except openai.OpenAIError as exc:
         message = redact(str(exc))
         if "api_key" in message and provider.key_env:
             message = f"set {provider.key_env} (and IAC_KERNEL_PROVIDER={provider.name})"
         raise ModelError(f"cannot set up the {provider.title} client: {message}") from None
+    if urlsplit(str(client.base_url)).hostname != OPENAI_HOST:
+        # The SDK reads OPENAI_ORG_ID / OPENAI_PROJECT_ID and would send them as headers
+        # to any endpoint: they name the user's OpenAI account, for OpenAI alone.
+        client.organization = None
+        client.project = None
+    return client
 
 
 def create_openai_model(provider: str, model: str, **kwargs: Any) -> OpenAIModel:
