@@ -16,7 +16,7 @@ import pytest
 from apply_support import APPROVER, run_call
 from iac_kernel.cli import main
 from iac_kernel.kernel.audit_magic import audit_magic
-from iac_kernel.sessions.audit import AuditLog
+from iac_kernel.sessions.audit import AuditLog, describe
 from terraform_support import (
     SECRET,
     addresses,
@@ -210,3 +210,53 @@ def test_a_cancelled_question_is_recorded(ws: Path, tool: str, tool_input: dict)
     (record,) = run.records
     assert record["outcome"] == "cancelled" and record["exit"] is None
     assert addresses(ws) == before
+
+
+TEST_MAIN = """
+variable "token" {
+  type      = string
+  sensitive = true
+  default   = "unset"
+}
+resource "terraform_data" "a" {
+  input = var.token
+}
+"""
+TEST_RUN = """
+run "makes_it" {
+  assert {
+    condition     = terraform_data.a.input != ""
+    error_message = "empty"
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("option", ["allow_once", "reject_once"])
+def test_terraform_test_is_asked_as_what_it_does_and_recorded(
+    tmp_path: Path, isolated_store: Path, option: str
+):
+    """Its run blocks apply and destroy for real: one question that says so, and a record
+    with the answer and terraform's exit; a -var value never reaches it."""
+    ws = tmp_path / "ws"
+    (ws / "tests").mkdir(parents=True)
+    (ws / "main.tf").write_text(TEST_MAIN)
+    (ws / "tests" / "a.tftest.hcl").write_text(TEST_RUN)
+    tf(ws, "init", "-input=false", "-no-color")
+    command = "terraform test -no-color -var token=Test-Token-Value-7731"
+    run = run_call(ws, "bash", {"command": command}, answer(option))
+    (question,) = run.asked  # once, at exec time: no text-level question first
+    assert question in run.exec_questions
+    assert "applies the configuration for real" in question.reason
+    (record,) = run.records
+    assert record["kind"] == "terraform_test" and record["form"] == "bash"
+    assert record["answer"] == option and record["workdir"] == str(ws)
+    if option == "allow_once":
+        assert "1 passed" in run.result.output
+        assert record["outcome"] == "applied" and record["exit"] == 0
+    else:
+        assert record["outcome"] == "rejected" and record["exit"] is None
+    data = (isolated_store / "audit.jsonl").read_text()
+    assert "Test-Token-Value-7731" not in data and "token=(sensitive)" in data
+    lines = "\n".join(describe(record))
+    assert "terraform test -no-color" in lines

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from iac_kernel.guard.rules import DEFAULT_PROGRAMS, classify
 from iac_kernel.guard.ruleset import has_words, positionals
 from iac_kernel.terraform.apply_args import resolve
+from iac_kernel.terraform.commands import split_argv
 
 #: Programs the text check also judges with the exec-time rules of the guard.
 GUARD_TABLE_PROGRAMS = frozenset(DEFAULT_PROGRAMS) | {"oc"}
@@ -108,13 +109,13 @@ _REROUTE = re.compile(r"PATH|\bhash\b")
 
 
 def left_to_exec(token: str, words: list[str], exec_reviewed: frozenset[str]) -> bool:
-    """True for an apply/destroy of a reviewed program called by its bare name (through
-    PATH, so through the guard's launcher): asked once, at exec time, with its plan."""
-    return (
-        "/" not in token
-        and os.path.basename(token) in exec_reviewed
-        and resolve(words, {}) is not None
-    )
+    """True for an apply/destroy (or ``test``) of a reviewed program called by its bare
+    name (through PATH, so through the guard's launcher): asked once, at exec time, with
+    its plan (:mod:`iac_kernel.tools.tf_guard`)."""
+    if "/" in token or os.path.basename(token) not in exec_reviewed:
+        return False
+    command = split_argv(words)
+    return resolve(words, {}) is not None or (command is not None and command.subcommand == "test")
 
 
 def after_assignments(words: list[str]) -> list[str]:

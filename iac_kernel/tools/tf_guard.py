@@ -23,6 +23,7 @@ serial before and after.
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from iac_kernel.guard.reviews import ExecInfo, Review
 from iac_kernel.terraform import cli
 from iac_kernel.terraform.apply_args import ApplyLine, resolve, var_assignments
 from iac_kernel.terraform.audit import plan_fields, state_line, state_mark, var_scrubber
+from iac_kernel.terraform.commands import split_argv
 from iac_kernel.terraform.review import NO_PLAN_WARNING, counts_line, review_plan_file
 from iac_kernel.terraform.summary import question_text
 from iac_kernel.terraform.workspace import (
@@ -47,6 +49,11 @@ REJECTED_LINE = (
     "Refused: {program} would reject this command line ({why}); nothing was applied. "
     "Terraform reads: {shown}."
 )
+TEST_TEXT = (
+    "terraform test applies the configuration for real for each run block whose command is "
+    "apply (the default), with the providers' real credentials, and destroys it at the end; "
+    "a failed destroy leaves resources behind. The workspace's own state is not used."
+)
 NO_PLAN_FILE = (
     "Refused: the saved plan {path} is not there (or is not a plan file) now, so no "
     "reviewed plan backs this apply; a file that appears later is never applied unreviewed. "
@@ -58,7 +65,7 @@ def review_exec(info: ExecInfo) -> Review | None:
     """The review of one guarded terraform/tofu exec (None: nothing to add)."""
     line = resolve(list(info.argv), info.env, info.program)
     if line is None:
-        return None
+        return _test_review(info)
     words = [w for value in line.env_args.values() for w in value.split()]
     assignments = var_assignments([*info.argv, *line.args, *words])
     _remember_given(info, line, assignments)
@@ -66,6 +73,31 @@ def review_exec(info: ExecInfo) -> Review | None:
     if review.audit is not None:  # no -var value in the record, even on a rejected line
         review.scrub = var_scrubber(assignments)
     return review
+
+
+def _test_review(info: ExecInfo) -> Review | None:
+    """``terraform test``: said for what it does, and an audit record (kind
+    ``terraform_test``) with the question, the answer and the exit status."""
+    command = split_argv([info.program, *info.argv[1:]])
+    if command is None or command.subcommand != "test":
+        return None
+    workdir = Path(info.cwd)
+    if command.chdir:
+        chdir = command.chdir
+        workdir = Path(info.host_path(chdir)) if os.path.isabs(chdir) else workdir / chdir
+    names = ("TF_CLI_ARGS", "TF_CLI_ARGS_test")
+    env_args = {name: info.env[name] for name in names if info.env.get(name)}
+    audit = {
+        "kind": "terraform_test",
+        "form": "bash",
+        "program": info.program,
+        "command": printable(shlex.join([info.program, *info.argv[1:]])),
+        "env_args": env_args,
+        "workdir": str(workdir),
+    }
+    words = [w for value in env_args.values() for w in value.split()]
+    scrub = var_scrubber(var_assignments([*info.argv, *words]))
+    return Review(text=TEST_TEXT, audit=audit, scrub=scrub)
 
 
 def _remember_given(info: ExecInfo, line: ApplyLine, assignments: list[str]) -> None:
