@@ -66,6 +66,12 @@ TEXTS = [
     ("plan row address", ".iac-plan-row[data-action='delete'] code"),
     ("plan row reason (muted)", ".iac-plan-row[data-action='update'] td:last-child"),
     ("footer", ".iac-turn-footer"),
+    # Accent words: red, green and orange status words, a plan's action words.
+    ("danger card's status word", ".iac-toolcall.iac-danger .iac-status"),
+    ("done status word", ".iac-toolcall[data-status='done'] .iac-status"),
+    ("plan action word (delete)", ".iac-plan-row[data-action='delete'] td:first-child"),
+    ("plan action word (update)", ".iac-plan-row[data-action='update'] td:first-child"),
+    ("danger question's heading", "div.iac-danger:not(.iac-toolcall) > div:first-child"),
 ]
 
 
