@@ -58,6 +58,7 @@ def test_the_danger_question_is_readable(tmp_path: Path, page, theme: str) -> No
             texts = {
                 "card command": question.locator(".iac-toolcard-question-command"),
                 "card reason": question.locator(".iac-toolcard-question-why"),
+                "card status word": card.locator(".iac-toolcard-status").first,
                 "Reject button": cell.locator(".iac-question button").first,
             }
             ratios = {what: node.evaluate(CONTRAST) for what, node in texts.items()}
