@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from terraform_support import needs_terraform, no_checkov_by_default, tf  # noqa: F401
+from terraform_support import TERRAFORM, needs_terraform, no_checkov_by_default, tf  # noqa: F401
 
 pytestmark = needs_terraform
 
@@ -176,3 +176,26 @@ def test_an_approved_call_prints_no_value_given_by_this_route(
     stored = b"".join(p.read_bytes() for p in isolated_store.rglob("*") if p.is_file())
     assert "(sensitive)" in shown  # terraform printed it; masked where it stood
     assert value not in shown and value.encode() not in stored
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "terraform test -no-color",
+        # By its path: asked by the call's own question (the guard may not see it), and
+        # then not again at exec time for the same literal command.
+        f"{TERRAFORM} test -no-color",
+        "terraform -chdir=. test -no-color",
+    ],
+)
+def test_terraform_test_is_asked_once_and_recorded_with_its_answer(
+    ws: Path, isolated_store: Path, command: str
+):
+    from apply_support import APPROVER, run_call
+
+    run = run_call(ws, "bash", {"command": command}, lambda _r: "allow_once")
+    assert len(run.asked) == 1, [r.title for r in run.asked]
+    (record,) = run.records
+    assert record["kind"] == "terraform_test" and record["outcome"] == "applied"
+    assert record["answer"] == "allow_once" and record["approver"] == APPROVER
+    assert record["question"] == f"{run.asked[0].title}\n{run.asked[0].reason}"

@@ -70,6 +70,11 @@ class Review:
     #: Applied to the finished record before it is written (e.g. removes ``-var``
     #: values the question and the command line hold).
     scrub: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    #: The call's own question about this exact command (its literal text, approved a
+    #: moment ago) covers this review: it adds no fact that question lacked (``terraform
+    #: test``: what its rule's reason says). No second question then; the record keeps
+    #: that question and its answer.
+    covered_by_literal: bool = False
 
 
 ReviewFn = Callable[[ExecInfo], Review | None]

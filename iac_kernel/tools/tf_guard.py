@@ -107,7 +107,7 @@ def _test_review(info: ExecInfo) -> Review | None:
         "workdir": str(workdir),
     }
     scrub = var_scrubber(var_assignments([*info.argv, *_env_words(env_args)]))
-    return Review(text=TEST_TEXT, audit=audit, scrub=scrub)
+    return Review(text=TEST_TEXT, audit=audit, scrub=scrub, covered_by_literal=True)
 
 
 def observe_exec(info: ExecInfo) -> None:
