@@ -128,6 +128,9 @@ class PermissionGate:
     #: call id -> the literal commands of a per-call question the user allowed once:
     #: exactly those argvs run without a second, exec-time question (each once).
     _approved_literals: dict[str, list[list[str]]] = field(default_factory=dict)
+    #: call id -> the record of that per-call question and its answer (for the audit
+    #: record of a reviewed command it covers, see ``Review.covered_by_literal``).
+    _literal_answers: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def remembered_prefixes(self) -> list[dict[str, str]]:
         """Every remembered command prefix: ``{"tool", "prefix", "answer"}``."""
@@ -231,6 +234,7 @@ class PermissionGate:
         if answer in (ALLOW_ONCE, ALLOW_ALWAYS):
             if per_call and not outside:
                 self._approved_literals[request.call_id] = tool.literal_commands(args)
+                self._literal_answers[request.call_id] = answered(request, answer)
             return Decision(True)
         note = getattr(answer, "note", "")
         if note:  # the user's words reach the model instead of the bare refusal
@@ -246,11 +250,14 @@ class PermissionGate:
             return Decision(True)
         if self.mode == "read_only":
             return Decision(False, "denied", f"{DENIED_MESSAGE} The session is in read_only mode.")
+        review = exec_request.review
         if (
-            exec_request.review is None
+            (review is None or review.covered_by_literal)
             and not exec_request.retargeted
             and self._take_literal(call_id, exec_request)
         ):
+            if review is not None:  # its audit record: the question that approved it
+                exec_request.asked.update(self._literal_answers.get(call_id, {}))
             return Decision(True)  # the user approved exactly this command a moment ago
         head = os.path.basename(exec_request.argv[0])  # `git-receive-pack` keeps its name
         shown = head if head.startswith(exec_request.program + "-") else exec_request.program
@@ -263,7 +270,6 @@ class PermissionGate:
             + ("" if exec_request.sandboxed else " (outside the sandbox)")
             + "; approve this call."
         )
-        review = exec_request.review
         if review is not None and review.text:  # e.g. a plan's summary, destroys first
             reason += "\n" + review.text
         for line in exec_request.target:  # the environment that retargets it, resolved

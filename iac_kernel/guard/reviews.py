@@ -6,6 +6,10 @@ summary to the question, refuse outright, rewrite the argv and the environment (
 a private copy of a plan file placed in :attr:`ExecInfo.private_dir`), bind the approval
 with a ``recheck`` run right before the program starts, and ask for an audit record of
 the call (``audit``, completed by the server with the question, answer and exit).
+
+An observer (:func:`observe`) sees every exec of its programs before it runs, read-only
+ones too (``terraform plan -var tok=...``): it can learn what the call is about to print
+(the values given to sensitive variables), but neither asks nor refuses.
 """
 
 from __future__ import annotations
@@ -66,11 +70,18 @@ class Review:
     #: Applied to the finished record before it is written (e.g. removes ``-var``
     #: values the question and the command line hold).
     scrub: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    #: The call's own question about this exact command (its literal text, approved a
+    #: moment ago) covers this review: it adds no fact that question lacked (``terraform
+    #: test``: what its rule's reason says). No second question then; the record keeps
+    #: that question and its answer.
+    covered_by_literal: bool = False
 
 
 ReviewFn = Callable[[ExecInfo], Review | None]
+ObserveFn = Callable[[ExecInfo], None]
 
 _REVIEWS: dict[str, list[ReviewFn]] = {}
+_OBSERVERS: dict[str, list[ObserveFn]] = {}
 
 
 def register(programs: Iterable[str], fn: ReviewFn) -> None:
@@ -104,3 +115,35 @@ def review(info: ExecInfo) -> Review | None:
         if result is not None:
             return result
     return None
+
+
+def observe(programs: Iterable[str], fn: ObserveFn) -> None:
+    """Attach ``fn`` to each of ``programs``: it sees every exec of them before it runs."""
+    for program in programs:
+        entries = _OBSERVERS.setdefault(program, [])
+        if fn not in entries:
+            entries.append(fn)
+
+
+def unobserve(programs: Iterable[str], fn: ObserveFn) -> None:
+    for program in programs:
+        if fn in _OBSERVERS.get(program, []):
+            _OBSERVERS[program].remove(fn)
+
+
+def noticed(info: ExecInfo) -> None:
+    """Tell the observers of ``info.program`` about one exec. An observer that raises
+    refuses the call (:class:`ObserverFailed`): what it would have learnt (a secret the
+    call prints) must not go unmasked."""
+    for fn in list(_OBSERVERS.get(info.program, [])):
+        try:
+            fn(info)
+        except Exception as exc:
+            log.exception("guard observer for %s failed", info.program)
+            raise ObserverFailed(
+                f"the guard could not read this command's variables: {exc}"
+            ) from exc
+
+
+class ObserverFailed(Exception):
+    """An observer failed; the exec does not run."""

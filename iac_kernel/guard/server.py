@@ -153,9 +153,14 @@ class ApprovalServer:
         self.log.append(entry)
         run_argv = argv
         trail = Trail()
+        info = self._exec_info(program, argv, cwd, env)
         try:
+            try:  # read-only commands too: what they print is masked from the start
+                await asyncio.to_thread(reviews.noticed, info)
+            except reviews.ObserverFailed as exc:
+                raise Refused(str(exc)) from None
             if verdict.changing:
-                run_argv, env = await self._approve(program, argv, cwd, env, verdict, trail)
+                run_argv, env = await self._approve(info, cwd, verdict, trail)
             if verdict.changing and wire.gone_or_signalled(conn):
                 raise Refused("the command that asked was stopped before it was approved")
             numbers = request.get("fds", [])
@@ -192,21 +197,21 @@ class ApprovalServer:
             return False
         return seen is not None and (seen.st_dev, seen.st_ino) == (own.st_dev, own.st_ino)
 
-    async def _approve(
-        self,
-        program: str,
-        argv: list[str],
-        cwd: str,
-        env: dict,
-        verdict: Verdict,
-        trail: Trail,
-    ) -> tuple[list[str], dict]:
-        shown = " ".join([program, *argv[1:]])
+    def _exec_info(self, program: str, argv: list[str], cwd: str, env: dict) -> reviews.ExecInfo:
+        """What reviews and observers see of one exec (host paths)."""
         host_cwd = self.layout.host_path(cwd) if self.layout else cwd
         inside = GUARD_MOUNT if self.layout else str(self.guard_dir)
         info = reviews.ExecInfo(program, list(argv), host_cwd, self.guard_dir, inside, dict(env))
         if self.layout is not None:
             info = dataclasses.replace(info, host_path=self.layout.host_path)
+        return info
+
+    async def _approve(
+        self, info: reviews.ExecInfo, cwd: str, verdict: Verdict, trail: Trail
+    ) -> tuple[list[str], dict]:
+        """Review and ask for one changing exec (``cwd`` as the sandbox sees it)."""
+        program, argv, env, host_cwd = info.program, list(info.argv), info.env, info.cwd
+        shown = " ".join([program, *argv[1:]])
         review = await asyncio.to_thread(reviews.review, info)
         trail.review = review
         if review is not None and review.refuse:

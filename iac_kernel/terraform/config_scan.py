@@ -61,6 +61,29 @@ def parse(path: Path) -> Any:
         return None
 
 
+def given_leaves(text: str) -> list[str]:
+    """The scalars of a value given on a command line (``-var``, ``TF_VAR_``): the text
+    itself, and for an HCL value (a list, map or object variable: ``["a", "b"]``) each of
+    its elements, which terraform prints one by one."""
+    found = [text]
+    if text.lstrip().startswith(("[", "{")):
+        try:
+            import hcl2
+
+            found += leaves(_unquote(hcl2.loads(f"v = {text}\n")).get("v"))
+        except Exception:  # terraform rejects it too (and prints the text, found above)
+            log.debug("a given value is no HCL")
+    return found
+
+
+def var_file_values(path: Path, names: set[str] | frozenset[str]) -> list[str]:
+    """What the var file at ``path`` gives to the ``names`` variables."""
+    doc = parse(path)
+    if not isinstance(doc, dict):
+        return []
+    return [leaf for name in names if name in doc for leaf in leaves(doc[name])]
+
+
 def declared(doc: Any) -> tuple[set[str], list[str]]:
     """Names of the variables ``doc`` declares sensitive, and their defaults' leaves."""
     names: set[str] = set()
@@ -129,10 +152,7 @@ def config_values(
         states += backend_paths(doc, path.parent)
     if names:
         for path in var_files:
-            doc = parse(path)
-            for name in names:
-                if isinstance(doc, dict) and name in doc:
-                    found += leaves(doc[name])
+            found += var_file_values(path, names)
         for name in names:
             if f"TF_VAR_{name}" in os.environ:
                 found.append(os.environ[f"TF_VAR_{name}"])

@@ -18,6 +18,10 @@ builds its arguments (:mod:`iac_kernel.terraform.apply_args`: ``TF_CLI_ARGS`` an
 
 Each review asks for an audit record (``Review.audit``) with the state's lineage and
 serial before and after.
+
+Every terraform/tofu exec, read-only ones too (:func:`observe_exec`), makes the values it
+gives to variables its configuration declares sensitive known secrets before it runs:
+``plan`` prints a value its validation rejects, ``console`` what it is asked.
 """
 
 from __future__ import annotations
@@ -29,11 +33,12 @@ from typing import Any
 
 from iac_kernel.guard import reviews
 from iac_kernel.guard.reviews import ExecInfo, Review
-from iac_kernel.terraform import cli
+from iac_kernel.terraform import cli, config_scan
 from iac_kernel.terraform.apply_args import ApplyLine, resolve, var_assignments
 from iac_kernel.terraform.audit import plan_fields, state_line, state_mark, var_scrubber
 from iac_kernel.terraform.commands import split_argv
 from iac_kernel.terraform.review import NO_PLAN_WARNING, counts_line, review_plan_file
+from iac_kernel.terraform.sensitive import keep
 from iac_kernel.terraform.summary import question_text
 from iac_kernel.terraform.workspace import (
     is_plan_file,
@@ -45,6 +50,15 @@ from iac_kernel.terraform.workspace import (
 from iac_kernel.textsafe import code_span, printable
 
 PROGRAMS = ("terraform", "tofu")
+#: The var files terraform reads by itself in its working directory.
+AUTO_VAR_FILES = (
+    "terraform.tfvars",
+    "terraform.tfvars.json",
+    "*.auto.tfvars",
+    "*.auto.tfvars.json",
+)
+#: A var file larger than this is not read for given values (terraform reads it anyway).
+MAX_VAR_FILE_BYTES = 4 * 1024 * 1024
 REJECTED_LINE = (
     "Refused: {program} would reject this command line ({why}); nothing was applied. "
     "Terraform reads: {shown}."
@@ -66,9 +80,8 @@ def review_exec(info: ExecInfo) -> Review | None:
     line = resolve(list(info.argv), info.env, info.program)
     if line is None:
         return _test_review(info)
-    words = [w for value in line.env_args.values() for w in value.split()]
-    assignments = var_assignments([*info.argv, *line.args, *words])
-    _remember_given(info, line, assignments)
+    observe_exec(info)  # the server did already; a direct caller gets it too
+    assignments = var_assignments([*info.argv, *line.args, *_env_words(line.env_args)])
     review = _review(info, line)
     if review.audit is not None:  # no -var value in the record, even on a rejected line
         review.scrub = var_scrubber(assignments)
@@ -81,10 +94,8 @@ def _test_review(info: ExecInfo) -> Review | None:
     command = split_argv([info.program, *info.argv[1:]])
     if command is None or command.subcommand != "test":
         return None
-    workdir = Path(info.cwd)
-    if command.chdir:
-        chdir = command.chdir
-        workdir = Path(info.host_path(chdir)) if os.path.isabs(chdir) else workdir / chdir
+    observe_exec(info)
+    workdir = _chdir_workdir(info, command.chdir)
     names = ("TF_CLI_ARGS", "TF_CLI_ARGS_test")
     env_args = {name: info.env[name] for name in names if info.env.get(name)}
     audit = {
@@ -95,28 +106,83 @@ def _test_review(info: ExecInfo) -> Review | None:
         "env_args": env_args,
         "workdir": str(workdir),
     }
-    words = [w for value in env_args.values() for w in value.split()]
-    scrub = var_scrubber(var_assignments([*info.argv, *words]))
-    return Review(text=TEST_TEXT, audit=audit, scrub=scrub)
+    scrub = var_scrubber(var_assignments([*info.argv, *_env_words(env_args)]))
+    return Review(text=TEST_TEXT, audit=audit, scrub=scrub, covered_by_literal=True)
 
 
-def _remember_given(info: ExecInfo, line: ApplyLine, assignments: list[str]) -> None:
-    """Values this exec gives to variables its configuration declares sensitive become
-    known secrets before anything (a question, a refusal quoting the argv, the program's
-    own output) can show them."""
-    workdir = _workdir(info, line)
+def observe_exec(info: ExecInfo) -> None:
+    """Any terraform/tofu exec (``plan``, ``console``, ``test``, ``import`` as well as
+    ``apply``): the values it gives to variables its configuration declares sensitive
+    become known secrets before anything (a question, a refusal quoting the argv, the
+    program's own output: a failed validation prints the value) can show them."""
+    command = split_argv([info.program, *info.argv[1:]])
+    if command is None:
+        return
+    cli_args = {k: v for k, v in info.env.items() if k.startswith("TF_CLI_ARGS")}
+    words = [*info.argv[1:], *_env_words(cli_args)]
+    remember_given(given_values(info, _chdir_workdir(info, command.chdir), words))
+
+
+def given_values(info: ExecInfo, workdir: Path, words: list[str]) -> set[str]:
+    """What ``words`` (the argv and the environment's arguments), ``TF_VAR_`` variables
+    and the var files terraform reads (``-var-file``, the ``*.auto.tfvars`` of
+    ``workdir``, which the call may have just written) give to the variables the
+    configuration in ``workdir`` declares sensitive."""
     sensitive_values(workdir)  # a scan now: the names as the configuration says today
     names = sensitive_names(workdir)
-    given = {value for name, _, value in (a.partition("=") for a in assignments) if name in names}
-    given |= {v for k, v in info.env.items() if k.startswith("TF_VAR_") and k[7:] in names}
-    remember_given(given)
+    if not names:
+        return set()
+    given: list[str] = []
+    for name, _, value in (a.partition("=") for a in var_assignments(words)):
+        if name in names:
+            given += config_scan.given_leaves(value)
+    for key, value in info.env.items():
+        if key.startswith("TF_VAR_") and key[7:] in names:
+            given += config_scan.given_leaves(value)
+    for path in _var_files(info, workdir, words):
+        given += config_scan.var_file_values(path, names)
+    return keep(given)
+
+
+def _var_files(info: ExecInfo, workdir: Path, words: list[str]) -> list[Path]:
+    """The var files terraform reads in ``workdir`` with ``words``, as the host sees them."""
+    named = [w for i, w in enumerate(words) if i and words[i - 1] in ("-var-file", "--var-file")]
+    named += [w.partition("=")[2] for w in words if w.startswith(("-var-file=", "--var-file="))]
+    paths = [Path(info.host_path(n)) if os.path.isabs(n) else workdir / n for n in named]
+    for pattern in AUTO_VAR_FILES:
+        paths += sorted(workdir.glob(pattern))
+    found = []
+    for path in paths:
+        try:
+            if path.is_file() and path.stat().st_size <= MAX_VAR_FILE_BYTES:
+                found.append(path)
+        except OSError:
+            continue
+    return found
+
+
+def _env_words(values: dict[str, str]) -> list[str]:
+    """The words of ``TF_CLI_ARGS``-style values, split the way terraform splits them
+    (quotes kept together: ``-var 'tok=a b'`` gives ``tok=a b``)."""
+    words: list[str] = []
+    for value in values.values():
+        try:
+            words += shlex.split(value)
+        except ValueError:
+            words += value.split()
+    return words
+
+
+def _chdir_workdir(info: ExecInfo, chdir: str | None) -> Path:
+    """The configuration's folder as the host sees it (``-chdir`` taken into account)."""
+    if chdir and os.path.isabs(chdir):
+        return Path(info.host_path(chdir))
+    return Path(info.cwd) / chdir if chdir else Path(info.cwd)
 
 
 def _workdir(info: ExecInfo, line: ApplyLine) -> Path:
-    """The configuration's folder as the host sees it (``-chdir`` taken into account)."""
-    if line.chdir and os.path.isabs(line.chdir):
-        return Path(info.host_path(line.chdir))
-    return line.workdir(Path(info.cwd))
+    """The configuration's folder of an apply line, as the host sees it."""
+    return _chdir_workdir(info, line.chdir)
 
 
 def _review(info: ExecInfo, line: ApplyLine) -> Review:
@@ -258,3 +324,4 @@ def _shown(path: Path, cwd: Path) -> str:
 
 def register() -> None:
     reviews.register(PROGRAMS, review_exec)
+    reviews.observe(PROGRAMS, observe_exec)
