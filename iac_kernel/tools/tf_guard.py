@@ -128,18 +128,23 @@ def given_values(info: ExecInfo, workdir: Path, words: list[str]) -> set[str]:
     and the var files terraform reads (``-var-file``, the ``*.auto.tfvars`` of
     ``workdir``, which the call may have just written) give to the variables the
     configuration in ``workdir`` declares sensitive."""
+    assignments = var_assignments(words)
+    from_env = [k for k in info.env if k.startswith("TF_VAR_")]
+    var_files = _var_files(info, workdir, words)
+    if not (assignments or from_env or var_files):
+        return set()  # nothing given: no scan (`terraform version` in a big folder)
     sensitive_values(workdir)  # a scan now: the names as the configuration says today
     names = sensitive_names(workdir)
     if not names:
         return set()
     given: list[str] = []
-    for name, _, value in (a.partition("=") for a in var_assignments(words)):
+    for name, _, value in (a.partition("=") for a in assignments):
         if name in names:
             given += config_scan.given_leaves(value)
-    for key, value in info.env.items():
-        if key.startswith("TF_VAR_") and key[7:] in names:
-            given += config_scan.given_leaves(value)
-    for path in _var_files(info, workdir, words):
+    for key in from_env:
+        if key[7:] in names:
+            given += config_scan.given_leaves(info.env[key])
+    for path in var_files:
         given += config_scan.var_file_values(path, names)
     return keep(given)
 
