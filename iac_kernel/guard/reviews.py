@@ -125,12 +125,6 @@ def observe(programs: Iterable[str], fn: ObserveFn) -> None:
             entries.append(fn)
 
 
-def unobserve(programs: Iterable[str], fn: ObserveFn) -> None:
-    for program in programs:
-        if fn in _OBSERVERS.get(program, []):
-            _OBSERVERS[program].remove(fn)
-
-
 def noticed(info: ExecInfo) -> None:
     """Tell the observers of ``info.program`` about one exec. An observer that raises
     refuses the call (:class:`ObserverFailed`): what it would have learnt (a secret the

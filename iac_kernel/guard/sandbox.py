@@ -45,10 +45,11 @@ def bwrap_path() -> str | None:
 
 
 @functools.lru_cache(maxsize=4)
-def _probe(bwrap: str | None) -> str | None:
+def _probe(bwrap: str | None, extra: tuple[str, ...] = ()) -> str | None:
+    """Why ``bwrap`` (with the ``extra`` options) cannot run a sandbox here, or None."""
     if bwrap is None:
         return "bubblewrap (bwrap) is not installed"
-    args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *extra]
     args += ["--unshare-pid", "--die-with-parent", "--cap-drop", "ALL", "true"]
     try:
         done = subprocess.run(args, capture_output=True, timeout=10, check=False)
@@ -65,18 +66,9 @@ def _probe(bwrap: str | None) -> str | None:
 NO_USERNS = ("--unshare-user", "--disable-userns")
 
 
-@functools.lru_cache(maxsize=4)
 def _userns_args(bwrap: str | None) -> tuple[str, ...]:
     """:data:`NO_USERNS` where this bwrap and kernel allow it (bwrap 0.8 and later)."""
-    if bwrap is None:
-        return ()
-    args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *NO_USERNS]
-    args += ["--unshare-pid", "--die-with-parent", "--cap-drop", "ALL", "true"]
-    try:
-        done = subprocess.run(args, capture_output=True, timeout=10, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return ()
-    return NO_USERNS if done.returncode == 0 else ()
+    return NO_USERNS if bwrap is not None and _probe(bwrap, NO_USERNS) is None else ()
 
 
 def userns_disabled() -> bool:

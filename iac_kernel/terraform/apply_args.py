@@ -26,7 +26,6 @@ import os
 import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 PROGRAMS = ("terraform", "tofu")
 SUBCOMMANDS = ("apply", "destroy", "refresh")
@@ -111,9 +110,6 @@ class ApplyLine:
                 elif name not in BOOL_FLAGS:
                     out.append(f"-{name}={value}")
         return out
-
-    def workdir(self, cwd: Path) -> Path:
-        return (cwd / self.chdir) if self.chdir else cwd
 
     def env_names(self) -> list[str]:
         return list(self.env_args)

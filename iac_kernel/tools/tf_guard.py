@@ -80,7 +80,6 @@ def review_exec(info: ExecInfo) -> Review | None:
     line = resolve(list(info.argv), info.env, info.program)
     if line is None:
         return _test_review(info)
-    observe_exec(info)  # the server did already; a direct caller gets it too
     assignments = var_assignments([*info.argv, *line.args, *_env_words(line.env_args)])
     review = _review(info, line)
     if review.audit is not None:  # no -var value in the record, even on a rejected line
@@ -94,8 +93,7 @@ def _test_review(info: ExecInfo) -> Review | None:
     command = split_argv([info.program, *info.argv[1:]])
     if command is None or command.subcommand != "test":
         return None
-    observe_exec(info)
-    workdir = _chdir_workdir(info, command.chdir)
+    workdir = _workdir(info, command.chdir)
     names = ("TF_CLI_ARGS", "TF_CLI_ARGS_test")
     env_args = {name: info.env[name] for name in names if info.env.get(name)}
     audit = {
@@ -120,7 +118,7 @@ def observe_exec(info: ExecInfo) -> None:
         return
     cli_args = {k: v for k, v in info.env.items() if k.startswith("TF_CLI_ARGS")}
     words = [*info.argv[1:], *_env_words(cli_args)]
-    remember_given(given_values(info, _chdir_workdir(info, command.chdir), words))
+    remember_given(given_values(info, _workdir(info, command.chdir), words))
 
 
 def given_values(info: ExecInfo, workdir: Path, words: list[str]) -> set[str]:
@@ -178,21 +176,16 @@ def _env_words(values: dict[str, str]) -> list[str]:
     return words
 
 
-def _chdir_workdir(info: ExecInfo, chdir: str | None) -> Path:
+def _workdir(info: ExecInfo, chdir: str | None) -> Path:
     """The configuration's folder as the host sees it (``-chdir`` taken into account)."""
     if chdir and os.path.isabs(chdir):
         return Path(info.host_path(chdir))
     return Path(info.cwd) / chdir if chdir else Path(info.cwd)
 
 
-def _workdir(info: ExecInfo, line: ApplyLine) -> Path:
-    """The configuration's folder of an apply line, as the host sees it."""
-    return _chdir_workdir(info, line.chdir)
-
-
 def _review(info: ExecInfo, line: ApplyLine) -> Review:
     cwd = Path(info.cwd)
-    workdir = _workdir(info, line)
+    workdir = _workdir(info, line.chdir)
     state_flag = (line.option("state") or [None])[-1]
     if state_flag and os.path.isabs(state_flag):
         state_flag = info.host_path(state_flag)
