@@ -46,7 +46,7 @@ from iac_kernel.models.base import ModelError, ModelEvent, ModelRequest
 from iac_kernel.models.credentials import PROVIDERS, provider_from_env
 from iac_kernel.models.providers import ANTHROPIC_CAPABILITIES, api_key, base_url, capabilities
 from iac_kernel.models.providers import PROVIDERS as ALL_PROVIDERS
-from iac_kernel.models.retry import retrying
+from iac_kernel.models.retry import read_body, retrying
 from iac_kernel.redact import redact
 
 __all__ = [
@@ -129,7 +129,9 @@ class AnthropicModel:
         stream = await self.client.messages.create(**params, stream=True)
         async with stream:
             builder = MessageBuilder()
-            async for raw in stream:
+            async for raw in read_body(
+                stream, anthropic.APIConnectionError, anthropic.APITimeoutError
+            ):
                 for event in builder.feed(raw):
                     yield event
             if not builder.finished:

@@ -15,6 +15,7 @@ from iac_kernel.models.retry import (
     Failure,
     RetryCallback,
     RetryPolicy,
+    StreamDropped,
     error_text,
     retry_after_seconds,
 )
@@ -44,6 +45,8 @@ def classify(exc: Exception, api_model: str) -> Failure:
     """What went wrong, whether retrying may help, and how to say it."""
     if isinstance(exc, anthropic.APIStatusError):
         return _classify_status(exc, api_model)
+    if isinstance(exc, StreamDropped):
+        return Failure(True, None, "the response stream was dropped", str(exc))
     if isinstance(exc, anthropic.APITimeoutError):
         return Failure(True, None, "the request to the model timed out", error_text(exc))
     if isinstance(exc, anthropic.APIConnectionError):

@@ -12,7 +12,13 @@ from __future__ import annotations
 import openai
 
 from iac_kernel.models.providers import Provider
-from iac_kernel.models.retry import TRANSPORT_ERRORS, Failure, error_text, retry_after_seconds
+from iac_kernel.models.retry import (
+    TRANSPORT_ERRORS,
+    Failure,
+    StreamDropped,
+    error_text,
+    retry_after_seconds,
+)
 
 V1_HINT = "Many OpenAI-compatible endpoints need a /v1 suffix"
 
@@ -29,6 +35,8 @@ def classify(exc: Exception, provider: Provider, url: str, model: str) -> Failur
     """What went wrong, whether retrying may help, and how to say it."""
     if isinstance(exc, openai.APIStatusError):
         return _status(exc, provider, url, model)
+    if isinstance(exc, StreamDropped):
+        return Failure(True, None, "the response stream was dropped", str(exc))
     if isinstance(exc, openai.APITimeoutError):
         return Failure(True, None, f"the request to {provider.title} timed out", f"URL {url}")
     if isinstance(exc, openai.APIConnectionError):

@@ -25,7 +25,7 @@ from iac_kernel.models.openai_errors import CutStream, EmptyStream, classify
 from iac_kernel.models.openai_request import build_params
 from iac_kernel.models.openai_stream import ChunkBuilder
 from iac_kernel.models.providers import PROVIDERS, Provider, api_key, base_url
-from iac_kernel.models.retry import Failure, RetryCallback, RetryPolicy, retrying
+from iac_kernel.models.retry import Failure, RetryCallback, RetryPolicy, read_body, retrying
 from iac_kernel.redact import redact
 
 DEFAULT_CONTEXT_WINDOW = 128_000
@@ -94,7 +94,7 @@ class OpenAIModel:
         stream = await self.client.chat.completions.create(**params)
         builder = ChunkBuilder()
         async with stream:
-            async for chunk in stream:
+            async for chunk in read_body(stream, openai.APIConnectionError, openai.APITimeoutError):
                 for event in builder.feed(chunk):
                     yield event
         if builder.chunks == 0:

@@ -19,10 +19,13 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
+from typing import TypeVar
 
 from iac_kernel.models.base import ModelError, ModelEvent
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 RetryCallback = Callable[[int, float, str], Awaitable[None] | None]
 
@@ -40,6 +43,37 @@ def _transport_errors() -> tuple[type[BaseException], ...]:
 
 
 TRANSPORT_ERRORS = _transport_errors()
+
+
+class StreamDropped(Exception):
+    """The connection failed while the response body was being read.
+
+    The SDKs disagree on what such a failure raises (anthropic 1.x lets httpx's
+    ``ReadError`` through, 2.x wraps it in ``APIConnectionError`` like a failed connect), so
+    the providers read the body through :func:`read_body`, which names it for what it is.
+    """
+
+
+async def read_body(
+    body: AsyncIterator[T],
+    connection_error: type[BaseException],
+    timeout_error: type[BaseException],
+) -> AsyncIterator[T]:
+    """The items of a streamed response; a connection failure while reading raises
+    :class:`StreamDropped` (a read timeout stays a timeout)."""
+    items = aiter(body)
+    while True:
+        try:
+            item = await anext(items)
+        except StopAsyncIteration:
+            return
+        except timeout_error:
+            raise
+        except (connection_error, *TRANSPORT_ERRORS) as exc:
+            cause = exc.__cause__
+            detail = f"{error_text(exc)} ({type(cause).__name__})" if cause else error_text(exc)
+            raise StreamDropped(detail) from exc
+        yield item
 
 
 @dataclass(frozen=True)
