@@ -47,6 +47,8 @@ class Chat:
     chunk_size: int = 4
     #: Field name of the reasoning delta (``reasoning_content`` for DeepSeek/Qwen).
     reasoning_field: str = "reasoning_content"
+    #: Abort the TCP connection mid-body after that many chunks.
+    drop_after: int | None = None
 
     def chunks(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = [_chunk({"role": "assistant", "content": ""})]
@@ -112,12 +114,16 @@ class _Handler(FakeHandler):
                 scripted.headers,
             )
         else:
-            self._stream([] if isinstance(scripted, Empty) else scripted.chunks())
+            chunks = [] if isinstance(scripted, Empty) else scripted.chunks()
+            self._stream(chunks, getattr(scripted, "drop_after", None))
 
-    def _stream(self, chunks: list[dict[str, Any]]) -> None:
+    def _stream(self, chunks: list[dict[str, Any]], drop_after: int | None = None) -> None:
         self._start_stream({"content-type": "text/event-stream"})
         try:
-            for chunk in chunks:
+            for position, chunk in enumerate(chunks):
+                if position == drop_after:
+                    self._abort()
+                    return
                 self._write_chunk(f"data: {json.dumps(chunk)}\n\n".encode())
             if chunks:
                 self._write_chunk(b"data: [DONE]\n\n")
