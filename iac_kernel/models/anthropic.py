@@ -125,7 +125,9 @@ class AnthropicModel:
         ):
             yield event
 
-    async def _attempt(self, params: dict[str, Any], first_byte: float) -> AsyncIterator[ModelEvent]:
+    async def _attempt(
+        self, params: dict[str, Any], first_byte: float
+    ) -> AsyncIterator[ModelEvent]:
         async with first_byte_within(first_byte) as clock:
             stream = await self.client.messages.create(**params, stream=True)
             async with stream:

@@ -97,7 +97,9 @@ class OpenAIModel:
         ):
             yield event
 
-    async def _attempt(self, params: dict[str, Any], first_byte: float) -> AsyncIterator[ModelEvent]:
+    async def _attempt(
+        self, params: dict[str, Any], first_byte: float
+    ) -> AsyncIterator[ModelEvent]:
         builder = ChunkBuilder()
         async with first_byte_within(first_byte) as clock:
             stream = await self.client.chat.completions.create(**params)
