@@ -103,3 +103,31 @@ async def test_a_users_token_reaches_their_sessions_and_no_one_elses(
     for log in (tmp_path / "alice.log", tmp_path / "alice2.log"):
         assert alice not in log.read_text()
     assert refused.stdout == b""
+
+
+async def test_a_named_server_under_jupyterhub_6_rules(hub: Hub, tmp_path: Path) -> None:
+    """JupyterHub 6 takes only lowercase slugs as new server names; the endpoint of a
+    named server is ``/user/NAME/SERVER/iac-kernel/acp`` and reaches that server's
+    sessions, stored on the user's home volume."""
+    from urllib.error import HTTPError
+
+    with pytest.raises(HTTPError) as invalid:
+        await asyncio.to_thread(hub.api, "POST", "/hub/api/users/alice/servers/Infra_Review")
+    assert invalid.value.code == 400
+    await asyncio.to_thread(hub.add_user_with_server, "alice", "infra-review")
+    token = await asyncio.to_thread(hub.token, "alice", ["access:servers!user=alice"])
+    work = hub.home("alice") / "named"
+    work.mkdir(parents=True)
+    url = hub.acp_url("alice", "infra-review")
+    async with bridge(url, token, tmp_path / "named.log") as (conn, *_rest):
+        sid = (
+            await asyncio.wait_for(conn.new_session(cwd=str(work), mcp_servers=[]), WAIT)
+        ).session_id
+        answer = await asyncio.wait_for(
+            conn.prompt(session_id=sid, prompt=[text_block("editor follow-up")]), WAIT
+        )
+        assert answer.stop_reason == "end_turn"
+    store = SessionStore(hub.home("alice") / ".iac-code" / "sessions")
+    assert [m.session_id for m in store.list()] == [sid]
+    # The default server is not running: its endpoint is not reached with that token.
+    assert await upgrade_status(hub.acp_url("alice"), {"Authorization": f"Bearer {token}"}) != 101
