@@ -81,6 +81,9 @@ class Settings:
     context_window: int | None = None
     #: Compact when the context reaches this fraction of the window.
     compact_threshold: float = 0.8
+    #: Seconds to wait for a model endpoint's first byte before the turn ends with an
+    #: error (0: no limit); a stream that has started is never cut by it.
+    model_first_byte_timeout: float = 90.0
     bash_timeout: float = 120.0
     #: Seconds between SIGINT and SIGTERM (and SIGTERM and SIGKILL) when a command is cancelled.
     bash_grace: float = 5.0

@@ -9,6 +9,8 @@ every failure a clean JSON-RPC error.
 * ``sessions/list`` and ``config/set`` (the names our reference used) and
   ``session/set_model`` (dropped from schema v1.19) get routes of their own: the SDK
   hands unknown names to ``ext_method`` only when they start with ``_``;
+* ``session/cancel`` sent as a request (it is a notification) is answered, so a client
+  that may not cancel (another client's turn) hears why;
 * requests for a session a running kernel holds (after ``session/load`` attached to it)
   go to that kernel as they are (:class:`~iac_kernel.acp.proxy.RemoteSession`);
 * anything before ``initialize`` is -32600; bad params are -32602 naming the fields;
@@ -28,6 +30,7 @@ from acp.router import MessageRouter, Route
 from acp.schema import (
     AcpMcpServer,
     BaseModel,
+    CancelNotification,
     DeleteSessionRequest,
     HttpMcpServer,
     ListSessionsRequest,
@@ -131,6 +134,13 @@ def build_router(agent: IacAgent) -> MessageRouter:
         DeleteSessionRequest,
         agent,
         "delete_session",
+        adapt_result=normalize_result,
+    )
+    router.route_request(
+        AGENT_METHODS["session_cancel"],
+        CancelNotification,
+        agent,
+        "cancel",
         adapt_result=normalize_result,
     )
     router.route_request("sessions/list", ListSessionsRequest, agent, "list_sessions")

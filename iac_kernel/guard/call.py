@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,6 +29,7 @@ from iac_kernel.guard.sandbox import (
     bwrap_path,
     find_real,
     process_dir,
+    sandbox_python,
     state_dir,
     unusable_reason,
 )
@@ -78,7 +78,7 @@ def launchers_and_reals(settings: Any, path: str) -> tuple[Path, dict[str, list[
     """This process's launcher directory for the guarded programs, and their real files
     on ``path`` (each program's copies, launchers left out)."""
     programs = guarded_programs(settings)
-    launchers = _launchers(tuple(sorted(programs)), sys.executable)
+    launchers = _launchers(tuple(sorted(programs)), sandbox_python())
     return launchers, find_real(programs, path, skip=(str(launchers), LAUNCHER_MOUNT))
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,11 +34,12 @@ from iac_kernel.guard.sandbox import (
     SANDBOX_ENV,
     Layout,
     bwrap_path,
+    sandbox_python,
     state_dir,
     unusable_reason,
 )
 
-HELPER = str(Path(__file__).with_name("exec_helper.py"))
+HELPER = os.path.realpath(Path(__file__).with_name("exec_helper.py"))  # seen in the sandbox
 
 
 @dataclass
@@ -108,7 +108,7 @@ def confine(
             shutil.rmtree(directory, ignore_errors=True)
         raise
     argv = layout.bwrap_args(bwrap, extra=extra)
-    argv += [sys.executable, "-IS", HELPER, str(fd), "1" if script else "0"]
+    argv += [sandbox_python(), "-IS", HELPER, str(fd), "1" if script else "0"]
     argv += [os.path.basename(executable), *args]
     inner = {k: v for k, v in env.items() if k != SOCKET_ENV}
     inner["PATH"] = f"{LAUNCHER_MOUNT}{os.pathsep}{path}"

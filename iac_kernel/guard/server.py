@@ -16,7 +16,6 @@ import logging
 import os
 import signal
 import socket
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,11 +27,11 @@ from iac_kernel.guard.exec_verdict import exec_verdict
 from iac_kernel.guard.procs import signal_group
 from iac_kernel.guard.racers import peer_pid
 from iac_kernel.guard.rules import Verdict, program_name
-from iac_kernel.guard.sandbox import GUARD_MOUNT, Layout, is_pyenv_shim
+from iac_kernel.guard.sandbox import GUARD_MOUNT, Layout, is_pyenv_shim, sandbox_python
 
 log = logging.getLogger(__name__)
 
-HELPER = str(Path(__file__).with_name("exec_helper.py"))
+HELPER = os.path.realpath(Path(__file__).with_name("exec_helper.py"))  # seen in the sandbox
 
 
 class Refused(Exception):
@@ -282,7 +281,7 @@ class ApprovalServer:
                 if key and "=" not in key:
                     extra += ["--setenv", key, value]
             command = self.layout.bwrap_args(self.bwrap, chdir=cwd, extra=extra, guarded=reveal)
-            command += [sys.executable, "-IS", HELPER, str(fd), "1" if script else "0"]
+            command += [sandbox_python(), "-IS", HELPER, str(fd), "1" if script else "0"]
             command += run_argv
             try:
                 proc = await asyncio.create_subprocess_exec(

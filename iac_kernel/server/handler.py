@@ -6,6 +6,10 @@ the hub's OAuth and its ``access:servers`` scopes), ``WebSocketMixin`` checks th
 ``Origin`` as for kernel websockets and keeps the connection alive with pings, and the
 server's authorizer must allow ``execute`` on :data:`AUTH_RESOURCE`. A request that
 fails any of these is refused (403) before the upgrade.
+
+The bearer is taken from the ``Authorization`` header only: Jupyter itself also accepts
+``?token=`` in the URL, where it ends up in proxy logs and shell history, so a request
+to this endpoint with a token in its query is refused (400) before anything reads it.
 """
 
 from __future__ import annotations
@@ -20,10 +24,12 @@ from jupyter_server.base.websocket import WebSocketMixin
 from tornado import web
 from tornado.websocket import WebSocketHandler
 
+from iac_kernel.acp.remote import TOKEN_PARAMS
 from iac_kernel.server.stream import FrameReader, FrameWriter
 
 #: The authorizer's resource: operators can gate the endpoint apart from kernels.
 AUTH_RESOURCE = "iac_kernel"
+URL_TOKEN_REFUSED = "Send the token in the Authorization header, not in the URL"
 
 
 class AcpSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
@@ -36,6 +42,19 @@ class AcpSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
         self._manager = manager
         self._frames = FrameReader()
         self._serving: asyncio.Task[None] | None = None
+
+    def prepare(self, *args: Any, **kwargs: Any) -> Any:
+        # Before the server's authentication, which would accept the token there.
+        # Answered here (no HTTPError): tornado would log the URL, token included.
+        if any(name.lower() in TOKEN_PARAMS for name in self.request.query_arguments):
+            self.log.warning("refused an ACP connection with a token in its URL")
+            # The access log prints the URI, scrubbing only the spellings Jupyter reads.
+            self.request.uri = self.request.path
+            self.set_status(400, reason=URL_TOKEN_REFUSED)
+            self.set_header("Content-Type", "text/plain; charset=utf-8")
+            self.finish(URL_TOKEN_REFUSED + "\n")
+            return None
+        return super().prepare(*args, **kwargs)
 
     def set_default_headers(self) -> None:
         """No page headers (CSP and the like) on a websocket upgrade."""
