@@ -31,9 +31,11 @@ class AcpSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
 
     auth_resource = AUTH_RESOURCE
 
-    def initialize(self, manager: Any) -> None:
-        """``manager`` returns the server's session manager (made on first use)."""
+    def initialize(self, manager: Any, allow_bypass: Any = lambda: False) -> None:
+        """``manager`` returns the server's session manager (made on first use);
+        ``allow_bypass`` the owner's ``allow_remote_bypass`` setting."""
         self._manager = manager
+        self._allow_bypass = allow_bypass
         self._frames = FrameReader()
         self._serving: asyncio.Task[None] | None = None
 
@@ -74,7 +76,9 @@ class AcpSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
         claims = manager.connection()
         try:
             serve = await load_server()
-            await serve(self._frames.reader, writer, manager)
+            await serve(
+                self._frames.reader, writer, manager, allow_bypass=bool(self._allow_bypass())
+            )
         except asyncio.CancelledError:
             pass
         except Exception:
