@@ -4,7 +4,8 @@ Built like Jupyter's kernel and terminal websockets: :class:`JupyterHandler` res
 the user (token in the ``Authorization`` header, or the login cookie; under JupyterHub
 the hub's OAuth and its ``access:servers`` scopes), ``WebSocketMixin`` checks the
 ``Origin`` as for kernel websockets and keeps the connection alive with pings, and the
-server's authorizer must allow ``execute`` on :data:`AUTH_RESOURCE`. A request that
+server's authorizer must allow ``execute`` on :data:`AUTH_RESOURCE`, and the peer must not
+be a process of a bash call's sandbox (:mod:`iac_kernel.guard.peers`). A request that
 fails any of these is refused (403) before the upgrade.
 """
 
@@ -20,6 +21,7 @@ from jupyter_server.base.websocket import WebSocketMixin
 from tornado import web
 from tornado.websocket import WebSocketHandler
 
+from iac_kernel.guard import peers
 from iac_kernel.server.stream import FrameReader, FrameWriter
 
 #: The authorizer's resource: operators can gate the endpoint apart from kernels.
@@ -58,9 +60,18 @@ class AcpSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
             authorized = await authorized
         if not authorized:
             raise web.HTTPError(403)
+        if await asyncio.to_thread(self._from_a_sandbox):
+            self.log.warning("refused an ACP connection from a sandboxed tool call")
+            raise web.HTTPError(403)
         # The RFD's transport-level id, on the 101 answer (not a credential).
         self.set_header("Acp-Connection-Id", str(uuid.uuid4()))
         await super().get(*args, **kwargs)
+
+    def _from_a_sandbox(self) -> bool:
+        """The peer is a process of a bash call's sandbox (guard/peers.py)."""
+        stream = getattr(self.request.connection, "stream", None)
+        sock = getattr(stream, "socket", None)
+        return sock is not None and peers.from_a_sandbox(sock)
 
     def open(self, *args: Any, **kwargs: Any) -> None:
         super().open(*args, **kwargs)
