@@ -18,7 +18,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 from iac_kernel.guard.git_creds import needs_credentials
-from iac_kernel.guard.target import is_retargeting
+from iac_kernel.guard.target import by_pattern
 
 #: Options that send the program's credentials elsewhere or run a program it names.
 FLAGS: dict[str, tuple[str, ...]] = {
@@ -126,7 +126,7 @@ def changed(
     env: Mapping[str, str], base: Mapping[str, str], names: Sequence[str] | None = None
 ) -> list[str]:
     """Redirecting variables (``names``, else :data:`VARIABLES`, :data:`PREFIXES` and
-    the patterns of :func:`~.target.is_retargeting`) that ``env`` sets differently from
+    the patterns of :func:`~.target.by_pattern`) that ``env`` sets differently from
     ``base``."""
     found = []
     for key in sorted(set(env) | set(base)):
@@ -135,7 +135,7 @@ def changed(
             if upper not in names:
                 continue
         elif upper not in VARIABLES and not upper.startswith(PREFIXES):
-            if not is_retargeting(upper):
+            if not by_pattern(upper):
                 continue
         if env.get(key) != base.get(key) and env.get(key):
             found.append(key)

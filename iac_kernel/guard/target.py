@@ -77,11 +77,13 @@ def is_retargeting(name: str) -> bool:
     """``name`` (any case) is a retargeting variable: an exact name, a prefix or a
     pattern above."""
     upper = name.upper()
-    return (
-        upper in RETARGETING
-        or upper.startswith(RETARGETING_PREFIXES)
-        or any(fnmatch.fnmatchcase(upper, p) for p in RETARGETING_PATTERNS)
-    )
+    return upper in RETARGETING or upper.startswith(RETARGETING_PREFIXES) or by_pattern(upper)
+
+
+def by_pattern(name: str) -> bool:
+    """``name`` matches one of :data:`RETARGETING_PATTERNS` (a config file or folder,
+    plugins, a home, a CA bundle, a proxy, extra CLI arguments)."""
+    return any(fnmatch.fnmatchcase(name.upper(), p) for p in RETARGETING_PATTERNS)
 
 
 _KUBE = ("kubectl", "oc", "helm")
