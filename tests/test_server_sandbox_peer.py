@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from guard_support import Asker, Harness, make_fakes
+from guard_support import Asker
 from iac_kernel.guard.sandbox import unusable_reason
 from server_support import (  # noqa: F401  (fixtures)
     JupyterServer,
@@ -21,6 +21,7 @@ from server_support import (  # noqa: F401  (fixtures)
     server,
     work,
 )
+from test_guard_jupyter_plane import _harness
 
 sandboxed = pytest.mark.skipif(unusable_reason() is not None, reason="bubblewrap unusable")
 
@@ -38,23 +39,22 @@ print("status:", sock.recv(200).split(b"\\r\\n")[0].decode())
 """
 
 
-def _harness(tmp_path: Path, outside_tmp: Path) -> Harness:
-    base = tmp_path / "h"
-    base.mkdir()
-    bin_dir, log = make_fakes(base)
-    return Harness(outside_tmp / "ws", bin_dir, log, mode="bypass")
+async def _from_a_call(server: JupyterServer, tmp_path: Path, outside_tmp: Path) -> tuple:
+    """(the client's output from a bash call, the harness)."""
+    harness = _harness(tmp_path, outside_tmp)
+    (harness.cwd / "client.py").write_text(CLIENT)
+    command = f"{sys.executable} client.py {server.port} {server.token} 2>&1"
+    result = await harness.run(command, Asker())
+    assert result is not None
+    return result.content, harness
 
 
 @sandboxed
 async def test_a_sandboxed_call_is_refused_by_the_acp_websocket(
     server: JupyterServer, tmp_path: Path, outside_tmp: Path
 ) -> None:
-    harness = _harness(tmp_path, outside_tmp)
-    (harness.cwd / "client.py").write_text(CLIENT)
-    command = f"{sys.executable} client.py {server.port} {server.token} 2>&1"
-    result = await harness.run(command, Asker())
-    assert result is not None
-    assert "status: HTTP/1.1 403" in result.content, result.content
+    output, harness = await _from_a_call(server, tmp_path, outside_tmp)
+    assert "status: HTTP/1.1 403" in output, output
     # Control: the same client from the host is upgraded.
     done = await asyncio.to_thread(
         subprocess.run,
@@ -74,10 +74,6 @@ async def test_a_sandboxed_call_is_refused_by_the_acp_websocket(
 async def test_a_sandboxed_call_cannot_reach_the_server_at_all(
     server: JupyterServer, tmp_path: Path, outside_tmp: Path
 ) -> None:
-    harness = _harness(tmp_path, outside_tmp)
-    (harness.cwd / "client.py").write_text(CLIENT)
-    command = f"{sys.executable} client.py {server.port} {server.token} 2>&1"
-    result = await harness.run(command, Asker())
-    assert result is not None
-    assert "status:" not in result.content, result.content
-    assert "Connection refused" in result.content or "Network is unreachable" in result.content
+    output, _ = await _from_a_call(server, tmp_path, outside_tmp)
+    assert "status:" not in output, output
+    assert "Connection refused" in output or "Network is unreachable" in output
