@@ -91,7 +91,8 @@ def test_a_symlinked_index_folder_is_refused(tmp_path, outside):
     assert list(elsewhere.iterdir()) == []
 
 
-async def test_acp_load_of_a_symlinked_log_is_a_clear_error(tmp_path: Path, outside: Path):
+@pytest.mark.parametrize("kind", ["symbolic link", "hard-linked"])
+async def test_acp_load_of_a_linked_log_is_a_clear_error(tmp_path: Path, outside: Path, kind: str):
     from test_acp_support import RawServer, server_env
 
     sessions = tmp_path / "store"
@@ -103,10 +104,11 @@ async def test_acp_load_of_a_symlinked_log_is_a_clear_error(tmp_path: Path, outs
         prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "hello"}]}
         assert "result" in await server.call("session/prompt", prompt)
         await server.call("session/close", {"sessionId": sid})
-        link(sessions / f"{sid}.jsonl", outside)
+        (link if kind == "symbolic link" else hard_link)(sessions / f"{sid}.jsonl", outside)
         load = {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []}
         answer = await server.call("session/load", load)
-        assert "symbolic link" in json.dumps(answer["error"])
+        assert kind in json.dumps(answer["error"])
+        assert "Traceback" not in json.dumps(answer["error"])
         assert "result" in await server.call("session/list", {"cwd": str(tmp_path)})
     assert await asyncio.to_thread(outside.read_text) == "precious\n"
 
@@ -118,3 +120,53 @@ def test_a_store_root_the_user_linked_is_followed_once(tmp_path):
     store = SessionStore(tmp_path / "linked")
     meta = store.create(str(tmp_path))
     assert (real / f"{meta.session_id}.jsonl").is_file()
+
+
+def hard_link(path: Path, target: Path) -> None:
+    path.unlink()
+    os.link(target, path)
+
+
+def test_a_hard_linked_log_is_refused_for_writes_and_reads(store, tmp_path, outside):
+    """A store file that is also a name elsewhere (a hard link) is refused like a
+    symlink: its bytes are not the store's alone."""
+    meta = store.create(str(tmp_path))
+    writer = store.open_writer(meta.session_id, "test")
+    writer.append_message(PROMPT)
+    hard_link(store.root / f"{meta.session_id}.jsonl", outside)
+    with pytest.raises(StoreLinkError, match="hard-linked"):
+        writer.append_message(PROMPT)
+    with pytest.raises(StoreLinkError, match="hard-linked"):
+        store.read(meta.session_id)
+    writer.close()
+    assert outside.read_text() == "precious\n"
+
+
+def test_a_hard_linked_metadata_file_is_refused(store, tmp_path, outside):
+    meta = store.create(str(tmp_path))
+    hard_link(store.root / f"{meta.session_id}.json", outside)
+    with pytest.raises(StoreLinkError, match="hard-linked"):
+        store.read_meta(meta.session_id)
+    assert outside.read_text() == "precious\n"
+
+
+def test_a_hard_linked_audit_log_is_refused(tmp_path, outside):
+    from iac_kernel.sessions.audit import AuditLog
+
+    log = AuditLog(tmp_path / "store")
+    log.append({"outcome": "applied"})
+    hard_link(log.path, outside)
+    with pytest.raises(StoreLinkError):
+        log.append({"outcome": "applied"})
+    with pytest.raises(StoreLinkError):
+        log.records()
+    assert outside.read_text() == "precious\n"
+
+
+def test_control_a_normal_store_works(store, tmp_path):
+    meta = store.create(str(tmp_path))
+    writer = store.open_writer(meta.session_id, "test")
+    writer.append_message(PROMPT)
+    writer.close()
+    assert store.read(meta.session_id).messages[-1] == PROMPT
+    assert [m.session_id for m in store.list(str(tmp_path))] == [meta.session_id]

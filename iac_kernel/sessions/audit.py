@@ -48,6 +48,7 @@ class AuditLog:
             fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except FileNotFoundError:
             return []
+        files.refuse_hard_link(fd, self.path)
         with os.fdopen(fd, "rb") as fh:
             lines = fh.read().splitlines()
         out = []
