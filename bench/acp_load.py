@@ -16,26 +16,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 from acp import spawn_agent_process
 
 from iac_kernel.sessions.store import SessionStore, now_iso
 
 TOOLS = ("read_file", "bash", "grep", "list_files", "terraform_plan", "write_file")
-
-
-class Counter:
-    """A client that counts replayed updates and approves nothing."""
-
-    def __init__(self) -> None:
-        self.updates = 0
-
-    async def session_update(self, session_id: str, update: Any, **_: Any) -> None:
-        self.updates += 1
-
-    async def request_permission(self, *args: Any, **kwargs: Any) -> Any:
-        return {"outcome": {"outcome": "cancelled"}}
 
 
 def words(rng: random.Random, vocabulary: list[str], n: int) -> str:
@@ -137,6 +123,7 @@ def main() -> None:
 
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_acp import Counter
     from common import acp_command
 
     main()

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from iac_kernel.terraform.apply_args import flag_values
 from iac_kernel.terraform.audit import state_mark
 
 #: Subcommands whose question is bound (the rest read, or are asked for no target).
@@ -230,7 +231,7 @@ def bind(
         watched.append(os.path.join(host_data, "environment"))
     if config_src:
         watched.append(config_src)
-    named = _named_var_files(words)
+    named = flag_values(words, "var-file")
 
     def scan() -> dict[str, dict]:
         files = {p: _digest(p) for p in watched}
@@ -295,16 +296,6 @@ def _cli_config(
         shutil.copyfileobj(src, out)
     os.chmod(copy, 0o444)
     return os.path.join(sandbox_private_dir, os.path.relpath(copy, private_dir)), None
-
-
-def _named_var_files(words: list[str]) -> list[str]:
-    found = []
-    for i, word in enumerate(words):
-        if word in ("-var-file", "--var-file") and i + 1 < len(words):
-            found.append(words[i + 1])
-        elif word.startswith(("-var-file=", "--var-file=")):
-            found.append(word.partition("=")[2])
-    return found
 
 
 def lineage_check(before: Mapping, after: dict) -> dict:
