@@ -170,3 +170,18 @@ def test_control_a_normal_store_works(store, tmp_path):
     writer.close()
     assert store.read(meta.session_id).messages[-1] == PROMPT
     assert [m.session_id for m in store.list(str(tmp_path))] == [meta.session_id]
+
+
+def test_a_store_folder_swapped_for_a_link_after_start_is_refused(tmp_path, outside):
+    """Files are opened under their folder's descriptor, the folder opened without
+    following a link: the store root replaced by a link once the store is running is
+    refused, not followed (the check and the open are one step)."""
+    store = SessionStore(tmp_path / "sessions")
+    meta = store.create(str(tmp_path))
+    elsewhere = tmp_path / "elsewhere"
+    (tmp_path / "sessions").rename(elsewhere)
+    (tmp_path / "sessions").symlink_to(elsewhere)
+    with pytest.raises(StoreLinkError, match="symbolic link"):
+        store.read_meta(meta.session_id)
+    with pytest.raises(StoreLinkError):
+        store.read(meta.session_id)
