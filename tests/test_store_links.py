@@ -185,3 +185,29 @@ def test_a_store_folder_swapped_for_a_link_after_start_is_refused(tmp_path, outs
         store.read_meta(meta.session_id)
     with pytest.raises(StoreLinkError):
         store.read(meta.session_id)
+
+
+async def test_acp_a_store_swapped_for_a_link_is_one_error_not_a_dead_server(tmp_path: Path):
+    from test_acp_support import RawServer, server_env
+
+    sessions = tmp_path / "store"
+    env = server_env(IAC_KERNEL_SESSIONS_DIR=str(sessions))
+    async with RawServer.start(env, tmp_path / "err.log") as server:
+        await server.initialize()
+        new = await server.call("session/new", {"cwd": str(tmp_path), "mcpServers": []})
+        sid = new["result"]["sessionId"]
+        await server.call("session/close", {"sessionId": sid})
+        elsewhere = tmp_path / "elsewhere"
+        await asyncio.to_thread(sessions.rename, elsewhere)
+        await asyncio.to_thread(sessions.symlink_to, elsewhere)
+        for method, params in (
+            ("session/load", {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []}),
+            ("session/new", {"cwd": str(tmp_path), "mcpServers": []}),
+        ):
+            answer = await server.call(method, params)
+            error = answer["error"]
+            assert error["code"] in (-32603, -32602), (method, answer)
+            assert "symbolic link" in json.dumps(error) and "Traceback" not in json.dumps(error)
+        await asyncio.to_thread(sessions.unlink)
+        await asyncio.to_thread(elsewhere.rename, sessions)
+        assert "result" in await server.call("session/list", {"cwd": str(tmp_path)})
