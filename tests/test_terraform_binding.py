@@ -265,3 +265,30 @@ def test_symlinks_are_resolved_as_the_sandbox_sees_them(tmp_path):
     (outer / "loop").symlink_to("loop")
     with pytest.raises(OSError):
         resolve_inside("/tmp/x/loop", host_path)
+
+
+def test_workspace_delete_runs_in_the_folder_asked_about(two):
+    root, a, b = two
+    for ws in (a, b):
+        tf(ws, "workspace", "new", "w2")
+        tf(ws, "workspace", "select", "default")
+    command = "terraform -chdir=live workspace delete -no-color w2"
+    run = run_call(root, "bash", {"command": command}, swap_then("allow_once", relink(root, "b")))
+    assert f"Runs in: {a} " in run.exec_questions[0].reason
+    assert not (a / "terraform.tfstate.d" / "w2").exists(), run.result.output
+    assert (b / "terraform.tfstate.d" / "w2").exists()
+
+
+def test_a_workspace_selection_changed_before_workspace_delete_refuses(two):
+    root, a, _ = two
+    tf(a, "workspace", "new", "w2")
+    tf(a, "workspace", "new", "w3")
+    tf(a, "workspace", "select", "w3")
+
+    def select_w2() -> None:
+        (a / ".terraform" / "environment").write_text("default")
+
+    command = "terraform -chdir=live workspace delete -no-color w2"
+    run = run_call(root, "bash", {"command": command}, swap_then("allow_once", select_w2))
+    assert "changed while the question waited" in run.result.output
+    assert (a / "terraform.tfstate.d" / "w2").exists()
