@@ -12,12 +12,13 @@ import argparse
 import asyncio
 import json
 import random
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from acp import spawn_agent_process
+from bench_acp import Counter
+from common import acp_command, median
 
 from iac_kernel.sessions.store import SessionStore, now_iso
 
@@ -98,32 +99,38 @@ async def load_once(root: Path, sid: str, cwd: str, cmd: list[str]) -> tuple[flo
     return took, client.updates
 
 
+def run(runs: int, megabytes: int = 50) -> dict[str, list[float]]:
+    """Client-side load times and floors (seconds), interleaved; the size and updates."""
+    figures: dict[str, list[float]] = {"load s": [], "floor s": []}
+    with tempfile.TemporaryDirectory(prefix="bench-acp-load-") as tmp:
+        root = Path(tmp)
+        cwd = root.resolve() / "workspace"
+        cwd.mkdir()
+        sid, path = build(SessionStore(root / "sessions"), str(cwd), megabytes)
+        for _ in range(runs):  # interleaved: both see the same machine load
+            figures["floor s"].append(floor(path))
+            took, updates = asyncio.run(load_once(root, sid, str(cwd), acp_command()))
+            figures["load s"].append(took)
+        figures["size"], figures["updates"] = [float(path.stat().st_size)], [float(updates)]
+    return figures
+
+
+def report(f: dict[str, list[float]]) -> None:
+    ours, base = median(f["load s"]), median(f["floor s"])
+    print(f"session/load over ACP ({f['size'][0] / 1e6:.0f} MB, {f['updates'][0]:.0f} updates)")
+    print(
+        f"  client-side load {ours * 1000:8.0f} ms  json.loads of its lines "
+        f"{base * 1000:.0f} ms  {ours / base:.2f}x  target <= 3x"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--mb", type=int, default=50)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="bench-acp-load-") as tmp:
-        root = Path(tmp)
-        cwd = root.resolve() / "workspace"
-        cwd.mkdir()
-        sid, path = build(SessionStore(root / "sessions"), str(cwd), args.mb)
-        loads, floors, updates = [], [], 0
-        for _ in range(args.runs):  # interleaved: both see the same machine load
-            floors.append(floor(path))
-            took, updates = asyncio.run(load_once(root, sid, str(cwd), acp_command()))
-            loads.append(took)
-        ours, base = sorted(loads)[len(loads) // 2], sorted(floors)[len(floors) // 2]
-        print(f"session/load over ACP ({path.stat().st_size / 1e6:.0f} MB, {updates} updates)")
-        print(
-            f"  client-side load {ours * 1000:8.0f} ms  json.loads of its lines "
-            f"{base * 1000:.0f} ms  {ours / base:.2f}x  target <= 3x"
-        )
+    report(run(args.runs, args.mb))
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from bench_acp import Counter
-    from common import acp_command
-
     main()
