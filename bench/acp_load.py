@@ -8,7 +8,6 @@ Run: ``python bench/acp_load.py [--mb 50] [--runs 3]``. Not a test. Target: <= 3
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import random
@@ -18,7 +17,7 @@ from pathlib import Path
 
 from acp import spawn_agent_process
 from bench_acp import Counter
-from common import acp_command, median
+from common import acp_command, main_runs_mb, median
 
 from iac_kernel.sessions.store import SessionStore, now_iso
 
@@ -125,11 +124,7 @@ def report(f: dict[str, list[float]]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--mb", type=int, default=50)
-    args = parser.parse_args()
-    report(run(args.runs, args.mb))
+    main_runs_mb(__doc__, run, report)
 
 
 if __name__ == "__main__":

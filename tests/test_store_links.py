@@ -35,14 +35,24 @@ def link(path: Path, target: Path) -> None:
     path.symlink_to(target)
 
 
-def test_a_symlinked_log_is_refused_for_writes_and_reads(store, tmp_path, outside):
+def hard_link(path: Path, target: Path) -> None:
+    path.unlink()
+    os.link(target, path)
+
+
+@pytest.mark.parametrize("kind", ["symbolic link", "hard-linked"])
+def test_a_linked_log_is_refused_for_writes_and_reads(store, tmp_path, outside, kind):
+    """A log that is a symlink, or a file that is also a name elsewhere (a hard link:
+    its bytes are not the store's alone), is refused."""
     meta = store.create(str(tmp_path))
     writer = store.open_writer(meta.session_id, "test")
     writer.append_message(PROMPT)
-    link(store.root / f"{meta.session_id}.jsonl", outside)
-    with pytest.raises(StoreLinkError, match="symbolic link"):
+    (link if kind == "symbolic link" else hard_link)(
+        store.root / f"{meta.session_id}.jsonl", outside
+    )
+    with pytest.raises(StoreLinkError, match=kind):
         writer.append_message(PROMPT)
-    with pytest.raises(StoreLinkError):
+    with pytest.raises(StoreLinkError, match=kind):
         store.read(meta.session_id)
     writer.close()
     assert outside.read_text() == "precious\n"
@@ -120,26 +130,6 @@ def test_a_store_root_the_user_linked_is_followed_once(tmp_path):
     store = SessionStore(tmp_path / "linked")
     meta = store.create(str(tmp_path))
     assert (real / f"{meta.session_id}.jsonl").is_file()
-
-
-def hard_link(path: Path, target: Path) -> None:
-    path.unlink()
-    os.link(target, path)
-
-
-def test_a_hard_linked_log_is_refused_for_writes_and_reads(store, tmp_path, outside):
-    """A store file that is also a name elsewhere (a hard link) is refused like a
-    symlink: its bytes are not the store's alone."""
-    meta = store.create(str(tmp_path))
-    writer = store.open_writer(meta.session_id, "test")
-    writer.append_message(PROMPT)
-    hard_link(store.root / f"{meta.session_id}.jsonl", outside)
-    with pytest.raises(StoreLinkError, match="hard-linked"):
-        writer.append_message(PROMPT)
-    with pytest.raises(StoreLinkError, match="hard-linked"):
-        store.read(meta.session_id)
-    writer.close()
-    assert outside.read_text() == "precious\n"
 
 
 def test_a_hard_linked_metadata_file_is_refused(store, tmp_path, outside):
