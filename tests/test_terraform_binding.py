@@ -292,3 +292,23 @@ def test_a_workspace_selection_changed_before_workspace_delete_refuses(two):
     run = run_call(root, "bash", {"command": command}, swap_then("allow_once", select_w2))
     assert "changed while the question waited" in run.result.output
     assert (a / "terraform.tfstate.d" / "w2").exists()
+
+
+def test_the_apply_tool_runs_in_the_folder_asked_about(two):
+    """terraform_apply with ``dir`` a symlink swapped while the question waits (both
+    folders hold the same plan bytes): the folder asked about is applied."""
+    root, a, b = two
+    to_stage(a, 2)
+    tf(a, "plan", "-input=false", "-out=p.tfplan")
+    (b / "p.tfplan").write_bytes((a / "p.tfplan").read_bytes())
+    before_b = state(b)
+
+    def answer(_request) -> str:
+        relink(root, "b")()
+        return "allow_once"
+
+    run = run_call(root, "terraform_apply", {"plan": "p.tfplan", "dir": "live"}, answer)
+    assert state(b) == before_b
+    assert "terraform_data.new[0]" in addresses(a), run.result.output
+    (record,) = run.records
+    assert record["workdir"] == str(a) and "lineage_mismatch" not in record
