@@ -191,7 +191,7 @@ class PermissionGate:
 
         if outside:
             request.reason = "It touches a path outside the working directory: " + ", ".join(
-                str(p) for p in outside
+                printable(str(p)) for p in outside
             )
         elif per_call:
             request.reason = per_call_reason or (
@@ -210,7 +210,7 @@ class PermissionGate:
         else:
             request.options = list(ALL_OPTIONS)
         if prefixes and ALLOW_ALWAYS in request.options:
-            shown = ", ".join(f"`{p}`" for p in prefixes)
+            shown = ", ".join(code_span(printable(p)) for p in prefixes)
             request.labels[ALLOW_ALWAYS] = f"Allow always: {shown}"
             request.labels[REJECT_ALWAYS] = f"Reject always: {shown}"
         if ask is None:

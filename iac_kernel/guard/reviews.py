@@ -42,6 +42,12 @@ class ExecInfo:
     env: dict[str, str] = field(default_factory=dict)
     #: The host path behind an absolute path the program sees (the sandbox's /tmp).
     host_path: Callable[[str], str] = os.path.normpath
+    #: The working directory as the program sees it (empty: ``cwd``).
+    sandbox_cwd: str = ""
+
+    @property
+    def inner_cwd(self) -> str:
+        return self.sandbox_cwd or self.cwd
 
 
 @dataclass

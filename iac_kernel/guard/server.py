@@ -201,6 +201,7 @@ class ApprovalServer:
         host_cwd = self.layout.host_path(cwd) if self.layout else cwd
         inside = GUARD_MOUNT if self.layout else str(self.guard_dir)
         info = reviews.ExecInfo(program, list(argv), host_cwd, self.guard_dir, inside, dict(env))
+        info = dataclasses.replace(info, sandbox_cwd=cwd)
         if self.layout is not None:
             info = dataclasses.replace(info, host_path=self.layout.host_path)
         return info

@@ -17,7 +17,7 @@ from typing import Any
 from iac_kernel.guard.confine import confine
 from iac_kernel.guard.sandbox import GUARD_MOUNT
 from iac_kernel.terraform import cli
-from iac_kernel.terraform.audit import state_mark
+from iac_kernel.terraform.binding import bind, lineage_check
 from iac_kernel.terraform.review import ApprovedPlan, review_plan_file, stale_message
 from iac_kernel.terraform.sensitive import mask_text
 from iac_kernel.terraform.workspace import is_plan_file, remember, sensitive_values
@@ -84,13 +84,18 @@ class TerraformApplyTool(Tool):
         )
         remember(ctx.cwd, f"plan:{path.resolve()}:{approved.sha256}", approved.sensitive)
         env = {**os.environ, **ctx.env}
+        # The folder (symlinks resolved), workspace and data folder are fixed now.
+        binding = await asyncio.to_thread(
+            bind, approved.plan.program, None, "apply", str(workdir), env, []
+        )
+        approved.binding = binding
         approved.audit_base = {
             **self.refusal_record(args, ""),
             "command": f"{approved.plan.program} apply -input=false {approved.shown_path}",
-            "workdir": str(workdir),
-            "state_before": state_mark(workdir, env),
+            "workdir": str(binding.host_workdir),
+            "state_before": binding.state,
         }
-        approved.after = lambda: {"state_after": state_mark(workdir, env)}
+        approved.after = lambda: lineage_check(binding.state, binding.state_now())
         return approved
 
     def refusal_record(self, args: dict[str, Any], error: str) -> dict[str, Any]:
@@ -107,7 +112,8 @@ class TerraformApplyTool(Tool):
             workdir = workdir_of(args, ctx)
             if approved.original.resolve() != (workdir / args["plan"]).resolve():
                 raise ToolError("Not applied: the reviewed plan is not the file this call names.")
-            refusal = approved.recheck()
+            refusal = approved.recheck() or approved.binding.changed()
+            workdir = approved.binding.host_workdir
             if refusal:
                 return ToolResult(refusal, is_error=True, raw_output=_raw(approved, "refused"))
             executable = cli.find_program(args.get("program"))
@@ -147,7 +153,7 @@ async def _apply(
     user's writable paths) when bubblewrap works: the workspace's provider plugins run
     there, as they would for an apply through bash."""
     args = ["apply", "-input=false", "-no-color"]
-    env = cli.automation_env(ctx.env)
+    env = cli.automation_env(approved.binding.env(ctx.env))
     confined = confine(
         executable,
         [*args, f"{GUARD_MOUNT}/{approved.copy.name}"],
