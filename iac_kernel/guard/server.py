@@ -33,6 +33,9 @@ from iac_kernel.guard.sandbox import GUARD_MOUNT, Layout, is_pyenv_shim
 log = logging.getLogger(__name__)
 
 HELPER = str(Path(__file__).with_name("exec_helper.py"))
+#: The programs that read terraform's sensitive files themselves (the rest, and the
+#: shell, see masked copies: sandbox.Layout.overlays).
+ORIGINALS = frozenset({"terraform", "tofu"})
 
 
 class Refused(Exception):
@@ -281,7 +284,9 @@ class ApprovalServer:
             for key, value in env.items():
                 if key and "=" not in key:
                     extra += ["--setenv", key, value]
-            command = self.layout.bwrap_args(self.bwrap, chdir=cwd, extra=extra, guarded=reveal)
+            command = self.layout.bwrap_args(
+                self.bwrap, chdir=cwd, extra=extra, guarded=reveal, originals=program in ORIGINALS
+            )
             command += [sys.executable, "-IS", HELPER, str(fd), "1" if script else "0"]
             command += run_argv
             try:
