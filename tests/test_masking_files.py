@@ -20,6 +20,7 @@ from guard_support import Asker, Harness, make_fakes
 from iac_kernel.config import Settings
 from iac_kernel.guard.sandbox import unusable_reason
 from iac_kernel.terraform import backends, tffiles
+from iac_kernel.tools import tf_guard
 from iac_kernel.tools.base import ToolContext, ToolError
 from iac_kernel.tools.edit_file import EditFileTool
 from iac_kernel.tools.grep import GrepTool
@@ -148,6 +149,7 @@ async def test_file_tools_read_masked_copies(ws: Path):
 
 @sandboxed
 async def test_the_shell_sees_masked_copies_terraform_the_originals(ws: Path, tmp_path: Path):
+    tf_guard.register()  # as building the tools does
     work = tmp_path / "ws"
     shutil.copytree(ws, work, symlinks=True)
     bin_dir, log = make_fakes(tmp_path)
@@ -162,7 +164,11 @@ async def test_the_shell_sees_masked_copies_terraform_the_originals(ws: Path, tm
         "cat not-a-state/terraform.tfstate; "
         'python3 -c \'import zipfile; print(zipfile.ZipFile("plainws/plain.plan")'
         '.read("tfplan").count(b"' + PLAIN + "\"))'; "
-        "echo len=$(TF_CLI_CONFIG_FILE=/dev/null terraform output -raw tok | wc -c)"
+        "export TF_CLI_CONFIG_FILE=/dev/null; "
+        "terraform plan -detailed-exitcode -input=false >/dev/null 2>&1; echo plan=$?; "
+        # terraform's own output is masked inside the exec, before the pipe
+        "terraform output -raw tok | rev; echo; terraform output -json | base64 -w0 | rev; "
+        "terraform output -raw plain | rev; echo"
     )
     result = await harness.run(command, Asker())
     assert result is not None
@@ -172,7 +178,9 @@ async def test_the_shell_sees_masked_copies_terraform_the_originals(ws: Path, tm
     assert "write=1" in text  # read-only in the shell
     assert "just JSON" in text  # control: not a state
     assert PLAIN[::-1] in text  # a plain output in the masked state stays readable
-    assert f"len={len(VALUE)}" in text  # guarded terraform read the original state
+    assert "plan=0" in text  # guarded terraform read the original state: no change
+    assert ")evitisnes(" in text  # `terraform output -raw tok | rev`
+    assert PLAIN[::-1] in text.replace(")evitisnes(", "")  # a plain output, readable
     assert VALUE in (work / "notes.json").read_text().replace("\\u0026", "&").replace(
         "\\u003c", "<"
     ).replace("\\u003e", ">")
