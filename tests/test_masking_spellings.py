@@ -103,3 +103,25 @@ def test_caseless_forms_are_forms_of_the_value_only():
     assert DATA.hex() in caseless_forms(VALUE)
     assert caseless_forms("abc") == set()  # short values: whole tokens only
     assert all(len(f) >= len(VALUE) for f in forms(VALUE) | caseless_forms(VALUE))
+
+
+@pytest.mark.parametrize("name", sorted(SPELLINGS))
+async def test_every_spelling_is_masked_where_results_go(name: str, tmp_path):
+    """The place every tool result passes before the model, the store, notebook cards
+    and ACP updates: a state (renamed: found by content) holds VALUE."""
+    from iac_kernel.terraform.masked_files import MaskedFiles
+    from iac_kernel.tools.base import ToolResult
+    from iac_kernel.tools.tf_results import after_tool_call
+
+    state = {
+        "version": 4,
+        "serial": 1,
+        "lineage": "l",
+        "outputs": {"tok": {"value": VALUE, "type": "string", "sensitive": True}},
+        "resources": [],
+    }
+    (tmp_path / "notes.json").write_text(__import__("json").dumps(state))
+    MaskedFiles(tmp_path / "copies").mounts(tmp_path)  # what a bash call does first
+    raw = ToolResult(f"out: {SPELLINGS[name]}\n", raw_output={})
+    shown = await after_tool_call("bash", {"command": "cat x"}, tmp_path, raw)
+    assert MASK in shown.content, shown.content

@@ -79,7 +79,12 @@ class MaskedFiles:
         self, path: Path, cwd: Path, known: frozenset[str], names: frozenset[str]
     ) -> Path | None:
         try:
-            data = path.read_bytes()
+            with path.open("rb") as fh:
+                head = fh.read(64)
+                if not tffiles.may_be(head, fh.seek(0, os.SEEK_END)):
+                    return None  # most files: 64 bytes read, no more
+                fh.seek(0)
+                data = fh.read()
         except OSError:
             return None
         found = tffiles.recognise(data, names)

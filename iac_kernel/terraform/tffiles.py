@@ -56,6 +56,14 @@ class Found:
     values: frozenset[str]
 
 
+def may_be(head: bytes, size: int) -> bool:
+    """Whether a file starting with ``head`` (``size`` bytes long) may be one of
+    terraform's files (a cheap look before reading it whole)."""
+    if head[:2] == b"\x1f\x8b" or head[:4] == b"PK\x03\x04" or head.lstrip()[:1] == b"{":
+        return size <= MAX_BYTES
+    return size <= MAX_HCL_BYTES and b"\0" not in head
+
+
 def recognise(data: bytes, names: Iterable[str] = ()) -> Found | None:
     """What terraform file ``data`` is (None: none), with the values it holds;
     ``names``: the variables the workspace declares sensitive (for var files)."""
