@@ -81,6 +81,8 @@ def ws(tmp_path_factory: pytest.TempPathFactory) -> Path:
     }
     (root / "other" / ".terraform").mkdir(parents=True)  # another root module's cache
     (root / "other" / ".terraform" / "terraform.tfstate").write_text(json.dumps(cache))
+    (root / "modules" / "db").mkdir(parents=True)  # a folder named like .terraform's
+    (root / "modules" / "db" / "copy.tfstate.json").write_bytes(state)
     (root / "prod.hcl").write_text(f'bucket = "b"\nsecret_key = "{S3_SECRET}"\n')
     plain = root / "plainws"
     plain.mkdir()
@@ -156,7 +158,7 @@ async def test_the_shell_sees_masked_copies_terraform_the_originals(ws: Path, tm
     (bin_dir / "terraform").unlink()  # the real one
     harness = Harness(work, bin_dir, log, mode="bypass")
     command = (
-        "cat terraform.tfstate notes.json secret.auto.tfvars | rev; "
+        "cat terraform.tfstate notes.json secret.auto.tfvars modules/db/* | rev; "
         "gzip -dc old.gz | rev; cat other/.terraform/terraform.tfstate prod.hcl | rev; "
         'python3 -c \'import zipfile,sys; z=zipfile.ZipFile("p.bin"); '
         '[sys.stdout.write(z.read(m).decode("latin-1")[::-1]) for m in z.namelist()]\'; '

@@ -26,7 +26,9 @@ from iac_kernel.terraform.workspace import (
 #: Folders never holding terraform's files worth a look (``.terraform`` is entered for
 #: its backend cache only: providers and modules are skipped).
 SKIP_DIRS = {".git", ".hg", "node_modules", ".venv", "venv", "__pycache__", ".tox"}
-SKIP_DIRS |= {".mypy_cache", ".ruff_cache", ".ipynb_checkpoints", "providers", "modules"}
+SKIP_DIRS |= {".mypy_cache", ".ruff_cache", ".ipynb_checkpoints"}
+#: Inside ``.terraform``: plugins and module sources, no state.
+SKIP_IN_DATA_DIR = {"providers", "modules"}
 
 _Key = tuple[int, int, int, int, int]
 
@@ -120,7 +122,8 @@ def _files(root: Path) -> list[Path]:
         for entry in entries:
             try:
                 if entry.is_dir(follow_symlinks=False):
-                    if entry.name not in SKIP_DIRS and depth < MAX_DEPTH:
+                    skip = SKIP_IN_DATA_DIR if directory.name == ".terraform" else SKIP_DIRS
+                    if entry.name not in skip and entry.name not in SKIP_DIRS and depth < MAX_DEPTH:
                         stack.append((Path(entry.path), depth + 1))
                 elif entry.is_file(follow_symlinks=False):
                     found.append(Path(entry.path))
