@@ -9,11 +9,12 @@ Usage (the bash tool)::
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +101,10 @@ class GuardedCall:
         ask_exec: AskExec | None,
         sandbox: bool = True,
         audit: AuditSink | None = None,
+        overlays: Callable[[Path], list[tuple[Path, Path]]] | None = None,
     ) -> None:
+        #: (masked copy, original) for a folder: mounted over the originals in the sandbox.
+        self.overlays = overlays
         self.cwd = Path(os.path.realpath(cwd))
         self.settings = settings
         self.base_env = dict(env)
@@ -133,6 +137,7 @@ class GuardedCall:
         if self.sandboxed:
             tmp_dir = private_tmp()
             self._dirs.append(tmp_dir)
+            masked = await asyncio.to_thread(self.overlays, self.cwd) if self.overlays else []
             layout = Layout(
                 cwd=self.cwd,
                 tmp_dir=tmp_dir,
@@ -144,6 +149,7 @@ class GuardedCall:
                 hidden=hidden.control_plane(self.settings, self.base_env),
                 secrets=hidden.credential_paths(self.settings, self.base_env),
                 network=getattr(self.settings, "sandbox_network", "shared") != "none",
+                overlays=masked,
             )
             bwrap = bwrap_path()
             assert bwrap is not None

@@ -247,6 +247,9 @@ class Layout:
     secrets: list[Path] = field(default_factory=list)
     #: False: the shell gets no network (``sandbox_network = none``).
     network: bool = True
+    #: (masked copy, original): terraform's sensitive files, shown masked and read-only
+    #: to every process but the guarded terraform/tofu (``originals``).
+    overlays: list[tuple[Path, Path]] = field(default_factory=list)
 
     def bwrap_args(
         self,
@@ -254,6 +257,7 @@ class Layout:
         chdir: str | None = None,
         extra: Sequence[str] = (),
         guarded: bool = False,
+        originals: bool = False,
     ) -> list[str]:
         """``bwrap`` and its options (``extra`` last), up to and including ``--``.
         ``guarded``: the sandbox of a guarded program the guard runs (credentials and
@@ -274,6 +278,8 @@ class Layout:
                 args += ["--ro-bind", str(self.launcher_dir / program), real]
         for mask in self.masks:
             args += ["--tmpfs", str(mask)]
+        for copy, original in [] if originals else self.overlays:
+            args += ["--ro-bind", str(copy), str(original)]
         for key, value in SANDBOX_ENV.items():
             args += ["--setenv", key, value]
         args += self._empty_mounts([*self.hidden, *([] if guarded else self.secrets)])

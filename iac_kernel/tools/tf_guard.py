@@ -29,18 +29,22 @@ from __future__ import annotations
 import dataclasses
 import os
 import shlex
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from iac_kernel.guard import reviews
 from iac_kernel.guard.reviews import ExecInfo, Review
+from iac_kernel.masking.shapes import HOLD
+from iac_kernel.redact import redact
 from iac_kernel.terraform import cli, config_scan
 from iac_kernel.terraform.apply_args import ApplyLine, resolve, var_assignments
 from iac_kernel.terraform.audit import plan_fields, state_line, state_mark, var_scrubber
 from iac_kernel.terraform.binding import BOUND, Binding, bind, lineage_check
 from iac_kernel.terraform.commands import split_argv
 from iac_kernel.terraform.review import NO_PLAN_WARNING, counts_line, review_plan_file
-from iac_kernel.terraform.sensitive import keep
+from iac_kernel.terraform.sensitive import StreamMasker, keep
 from iac_kernel.terraform.summary import question_text
 from iac_kernel.terraform.workspace import (
     is_plan_file,
@@ -374,6 +378,42 @@ def _shown(path: Path, cwd: Path) -> str:
         return str(path)
 
 
+#: Subcommands that print one JSON document or values: held whole, so the values of a
+#: remote state they print (never on disk) are masked too.
+HELD = {"show", "output", "state", "console"}
+#: How often a running command's values are looked up again (a scan of the workspace).
+REFRESH_SECONDS = 1.0
+
+
+def output_masker(info: ExecInfo) -> Callable[[], StreamMasker] | None:
+    """terraform/tofu's own stdout and stderr, masked inside the exec (issue 32): the
+    workspace's sensitive values (looked up again while it runs: an apply creates
+    some), the values this exec gives, and secret environment values and shapes."""
+    command = split_argv([info.program, *info.argv[1:]])
+    workdir = _workdir(info, command.chdir if command else None)
+    hold = command is not None and command.subcommand in HELD
+    env = dict(info.env)
+    last = [0.0]
+
+    def refresh() -> frozenset[str]:
+        if time.monotonic() - last[0] < REFRESH_SECONDS:
+            return frozenset()
+        last[0] = time.monotonic()
+        return sensitive_values(workdir)
+
+    def make() -> StreamMasker:
+        return StreamMasker(
+            sensitive_values(workdir),
+            hold_all=hold,
+            refresh=refresh,
+            redact=lambda text: redact(text, env),
+            redact_hold=HOLD,
+        )
+
+    return make
+
+
 def register() -> None:
     reviews.register(PROGRAMS, review_exec)
     reviews.observe(PROGRAMS, observe_exec)
+    reviews.filter_output(PROGRAMS, output_masker)
