@@ -51,7 +51,7 @@ def request_params(session_id: str, request: PermissionRequest) -> dict[str, Any
             "iac_kernel": {
                 "tool": request.tool_name,
                 "reason": request.reason,
-                **({"review": request.review} if request.review is not None else {}),
+                **({"review": _review_meta(request.review)} if request.review is not None else {}),
             }
         },
     )
@@ -61,6 +61,12 @@ def request_params(session_id: str, request: PermissionRequest) -> dict[str, Any
     ]
     params = RequestPermissionRequest(session_id=session_id, tool_call=tool_call, options=options)
     return serialize_params(params)
+
+
+def _review_meta(review: Any) -> Any:
+    """The review without the plan's compact rows (every row: for the notebook's plan
+    card); the bounded ``plan`` stays, so a large plan keeps the question small."""
+    return {k: v for k, v in review.items() if k != "rows"} if isinstance(review, dict) else review
 
 
 def _review_content(request: PermissionRequest) -> list[Any] | None:

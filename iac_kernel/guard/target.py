@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from iac_kernel.guard.hidden import is_secret
+from iac_kernel.masking.trust_store import is_path, is_trust_store
 from iac_kernel.textsafe import printable
 
 #: Variables that change what a guarded program acts on (exact names).
@@ -58,13 +59,22 @@ _KUBE = ("kubectl", "oc", "helm")
 
 
 def retargeting_env(env: Mapping[str, str]) -> dict[str, str]:
-    """The retargeting variables of ``env``, secret values shown as ``***``."""
+    """The retargeting variables of ``env``, secret values shown as ``***`` (trust-store
+    variables are not among them: :func:`trust_store`)."""
     found = {
         k: ("***" if is_secret(k, v) else v)
         for k, v in env.items()
-        if k in RETARGETING or k.startswith(RETARGETING_PREFIXES)
+        if (k in RETARGETING or k.startswith(RETARGETING_PREFIXES)) and not is_trust_store(k)
     }
     return dict(sorted(found.items()))
+
+
+def trust_store(env: Mapping[str, str]) -> dict[str, str]:
+    """The trust-store variables of ``env`` (``SSL_CERT_FILE``, ``AWS_CA_BUNDLE``, ...),
+    each under its own name with its path (a path is not a secret; certificate text in a
+    value is shown as such, not as the text)."""
+    found = {k: (v if is_path(v) else "(certificate text)") for k, v in env.items()}
+    return {k: found[k] for k in sorted(found) if is_trust_store(k)}
 
 
 def resolved(program: str, argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> dict:
@@ -127,6 +137,10 @@ def describe(program: str, argv: Sequence[str], cwd: str, env: Mapping[str, str]
     if shown:
         pairs = ", ".join(f"{k}={v}" for k, v in shown.items())
         lines.append("Environment: " + printable(pairs))  # no lines or controls of its own
+    stores = trust_store(env)
+    if stores:
+        pairs = ", ".join(f"{k}={v}" for k, v in stores.items())
+        lines.append("Trust store: " + printable(pairs))
     for key, value in resolved(program, argv, cwd, env).items():
         lines.append(printable(f"Target: {key} {value}"))
     return lines

@@ -1,6 +1,6 @@
 /**
  * The plan card's data (no DOM): the payload of `application/vnd.iac-kernel.plan+json`
- * (iac_kernel/kernel/plan_card.py), parsed, grouped by action (deletes and replaces
+ * (iac_kernel/kernel/plan_card.py), parsed, grouped by action (replacements and deletes
  * first) and written as diff lines. Rendered by plan.ts.
  */
 
@@ -18,6 +18,8 @@ export interface IPlanChange {
 export interface IPlanResource {
   address: string;
   action: string;
+  type?: string;
+  mode?: string;
   reason?: string;
   /** The reason in words (e.g. "no longer in the configuration; forces replacement: x"). */
   why?: string;
@@ -56,12 +58,13 @@ export function moreNote(plan: IPlan): string {
   }
   const shown = plan.resources.filter(r => r.action !== 'no-op').length;
   return (
-    `Showing ${shown} of ${plan.rows_total} changing resources (deletes and replaces ` +
+    `Showing ${shown} of ${plan.rows_total} changing resources (replacements and deletes ` +
     'first); ask terraform_plan_detail for any other address.'
   );
 }
 
-export const ACTION_ORDER = ['delete', 'replace', 'create', 'update', 'read', 'forget'];
+/** Review order: what destroys data first (replacements, deletes), then updates, creates. */
+export const ACTION_ORDER = ['replace', 'delete', 'update', 'create', 'read', 'forget'];
 export const SYMBOLS: Record<string, string> = {
   delete: '-',
   replace: '-/+',
@@ -105,7 +108,32 @@ export function parsePlan(raw: unknown): { ok: true; value: IPlan } | { ok: fals
   return { ok: true, value };
 }
 
-/** Changing resources grouped by action, deletes and replaces first. */
+/** Compares runs of digits as numbers: `old[2]` before `old[10]`. */
+export function naturalCompare(a: string, b: string): number {
+  const left = a.split(/(\d+)/);
+  const right = b.split(/(\d+)/);
+  for (let i = 0; i < Math.min(left.length, right.length); i++) {
+    if (left[i] === right[i]) {
+      continue;
+    }
+    if (i % 2) {
+      const diff = Number(left[i]) - Number(right[i]);
+      if (diff) {
+        return diff;
+      }
+    }
+    return left[i] < right[i] ? -1 : 1;
+  }
+  return left.length - right.length;
+}
+
+/** An action's place in the review order (unknown actions last). */
+export function actionRank(action: string): number {
+  const i = ACTION_ORDER.indexOf(action);
+  return i < 0 ? ACTION_ORDER.length : i;
+}
+
+/** Changing resources grouped by action in review order, addresses in natural order. */
 export function groupByAction(resources: IPlanResource[]): [string, IPlanResource[]][] {
   const groups = new Map<string, IPlanResource[]>();
   for (const resource of resources) {
@@ -116,16 +144,9 @@ export function groupByAction(resources: IPlanResource[]): [string, IPlanResourc
     list.push(resource);
     groups.set(resource.action, list);
   }
-  const rank = (action: string) => {
-    const i = ACTION_ORDER.indexOf(action);
-    return i < 0 ? ACTION_ORDER.length : i;
-  };
   return [...groups.entries()]
-    .sort((a, b) => rank(a[0]) - rank(b[0]) || a[0].localeCompare(b[0]))
-    .map(([action, list]) => [
-      action,
-      [...list].sort((a, b) => a.address.localeCompare(b.address))
-    ]);
+    .sort((a, b) => actionRank(a[0]) - actionRank(b[0]) || a[0].localeCompare(b[0]))
+    .map(([action, list]) => [action, [...list].sort((a, b) => naturalCompare(a.address, b.address))]);
 }
 
 export function shown(value: unknown): string {

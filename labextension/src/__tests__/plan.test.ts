@@ -28,11 +28,11 @@ test('a plan payload parses; a broken one says why', () => {
   assert.equal(parsePlan(null).ok, false);
 });
 
-test('resources are grouped with deletes and replaces first, no-ops left out', () => {
+test('resources are grouped with replacements and deletes first, no-ops left out', () => {
   const groups = groupByAction(plan.resources);
   assert.deepEqual(
     groups.map(([action]) => action),
-    ['delete', 'replace', 'create', 'update']
+    ['replace', 'delete', 'update', 'create']
   );
   assert.equal(
     groups.flatMap(([, list]) => list).some(r => r.action === 'no-op'),

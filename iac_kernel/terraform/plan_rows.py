@@ -1,0 +1,121 @@
+"""The order a reviewer reads a plan in, and every changing row in a compact form.
+
+Order: replacements and deletes first (they destroy data), then updates, then creates;
+inside an action, by module and resource type, then by address in natural order
+(``old[2]`` before ``old[10]``, ``module.a[3]`` before ``module.a[12]``).
+
+:func:`compact_rows` is the whole plan's rows for the notebook's plan card (one list per
+column, strings shared through tables), not HTML: the extension renders only the rows in
+view. Attribute diffs ride along as lines, within :data:`DIFF_BYTES`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from iac_kernel.terraform.plan import ResourceChange
+
+#: Review order of actions: what destroys data first.
+REVIEW_ORDER = ("replace", "delete", "update", "create", "read", "forget")
+DESTROYING = ("replace", "delete")
+#: Attribute-diff text carried with the compact rows (the rest: terraform show).
+DIFF_BYTES = 512 * 1024
+#: Attribute changes per row in the compact rows, and the length of each value shown.
+ROW_CHANGES = 16
+VALUE_CHARS = 200
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(text: str) -> tuple[Any, ...]:
+    """A sort key where runs of digits compare as numbers: ``r[2]`` before ``r[10]``."""
+    parts = _DIGITS.split(text)
+    # Strings at even positions, numbers at odd ones: tuples always compare like with like.
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(parts))
+
+
+def action_rank(action: str) -> int:
+    return REVIEW_ORDER.index(action) if action in REVIEW_ORDER else len(REVIEW_ORDER)
+
+
+def module_of(address: str, type_: str = "", mode: str = "managed") -> str:
+    """The module part of an address (``module.a[3].module.b``; ``""`` for the root)."""
+    if not type_:  # the last ``module.NAME[KEY]`` step, without the resource's own part
+        found = list(re.finditer(r"module\.[^.\[]+(\[[^\]]*\])?", address))
+        return address[: found[-1].end()] if found else ""
+    own = ("data." if mode == "data" else "") + f"{type_}."
+    at = address.rfind(own)
+    return address[:at].rstrip(".") if at > 0 else ""
+
+
+def review_key(action: str, address: str, type_: str = "", mode: str = "managed") -> tuple:
+    """Sort key of one row: action, module, type, address (natural order)."""
+    module = module_of(address, type_, mode)
+    return (action_rank(action), natural_key(module), type_, natural_key(address))
+
+
+def in_review_order(resources: list[ResourceChange]) -> list[ResourceChange]:
+    """Changing resources (no-ops left out) in review order (see the module docstring)."""
+    moving = [r for r in resources if r.action != "no-op"]
+    return sorted(moving, key=lambda r: review_key(r.action, r.address, r.type, r.mode))
+
+
+def shown_value(value: Any) -> str:
+    if value in ("(sensitive)", "(known after apply)"):
+        return str(value)
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= VALUE_CHARS else text[: VALUE_CHARS - 1] + "…"
+
+
+def diff_lines(resource: ResourceChange) -> list[str]:
+    """The row's attribute changes as lines: ``~ path: before -> after`` (values masked)."""
+    lines = []
+    for change in resource.changes[:ROW_CHANGES]:
+        mark = "  # forces replacement" if change.forces_replace else ""
+        if resource.action == "create" or change.before is None:
+            lines.append(f"+ {change.path} = {shown_value(change.after)}{mark}")
+        elif resource.action == "delete":
+            lines.append(f"- {change.path} = {shown_value(change.before)}")
+        else:
+            before, after = shown_value(change.before), shown_value(change.after)
+            lines.append(f"~ {change.path}: {before} -> {after}{mark}")
+    if len(resource.changes) > ROW_CHANGES:
+        lines.append(f"… {len(resource.changes) - ROW_CHANGES} more attribute changes")
+    return lines
+
+
+def compact_rows(resources: list[ResourceChange], reasons: dict[int, str]) -> dict[str, Any]:
+    """Every changing row, in review order, as columns (see the module docstring):
+    ``{"v": 1, "groups": [[module, type]], "whys": [text], "action": [...],
+    "address": [...], "group": [index], "why": [index], "diff": [[line] | null]}``.
+    ``reasons`` maps ``id(resource)`` to its reason in words. A row whose diff did not fit
+    :data:`DIFF_BYTES` has ``null`` (``diffs_left_out`` counts them)."""
+    rows = in_review_order(resources)
+    groups: dict[tuple[str, str], int] = {}
+    whys: dict[str, int] = {"": 0}
+    data: dict[str, Any] = {"v": 1, "action": [], "address": [], "group": [], "why": []}
+    diffs: list[list[str] | None] = []
+    budget, left_out = DIFF_BYTES, 0
+    for resource in rows:
+        module = module_of(resource.address, resource.type, resource.mode)
+        group = groups.setdefault((module, resource.type), len(groups))
+        why = whys.setdefault(reasons.get(id(resource), ""), len(whys))
+        data["action"].append(resource.action)
+        data["address"].append(resource.address)
+        data["group"].append(group)
+        data["why"].append(why)
+        lines = diff_lines(resource)
+        cost = sum(len(line) + 4 for line in lines)
+        if cost <= budget:
+            diffs.append(lines)
+            budget -= cost
+        else:
+            diffs.append(None)
+            left_out += 1
+    data["groups"] = [list(key) for key in groups]
+    data["whys"] = list(whys)
+    data["diff"] = diffs
+    data["diffs_left_out"] = left_out
+    return data
