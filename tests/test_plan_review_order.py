@@ -16,7 +16,7 @@ from iac_kernel.kernel import plan_card
 from iac_kernel.kernel.permission_ui import PermissionUI
 from iac_kernel.kernel.publish import Publisher
 from iac_kernel.terraform.plan import ROWS_SHOWN, PlanFile, parse_plan
-from iac_kernel.terraform.plan_rows import module_of, natural_key
+from iac_kernel.terraform.plan_rows import DIFF_BYTES, expand_rows, module_of, natural_key
 from iac_kernel.terraform.summary import model_text, question_text
 from kernel_support import Recorder
 
@@ -87,34 +87,44 @@ def test_replacements_survive_when_deletes_fill_the_row_limit():
 def test_compact_rows_carry_every_row_in_order_with_masked_diffs():
     plan = parse_plan(synthetic_show(3000))
     rows = plan.rows()
+    listed = expand_rows(rows)
     changing = [r for r in plan.resources if r.action != "no-op"]
-    assert len(rows["address"]) == len(changing) == 3000
-    assert rows["address"] == [r.address for r in plan.changed]
+    assert len(listed) == len(changing) == 3000
+    assert [r["address"] for r in listed] == [r.address for r in plan.changed]
     order = {"replace": 0, "delete": 1, "update": 2, "create": 3}
-    ranks = [order[a] for a in rows["action"]]
+    ranks = [order[r["action"]] for r in listed]
     assert ranks == sorted(ranks)
-    groups = {tuple(g) for g in rows["groups"]}
+    groups = {(r["module"], r["type"]) for r in listed}
     assert groups >= {
         ("", "terraform_data"),
         ("", "null_resource"),
         ("module.app[2]", "null_resource"),
     }
-    first = rows["action"].index("replace")
-    assert rows["whys"][rows["why"][first]].startswith("an attribute that cannot be updated")
+    # Each group's prefix is said once: a row carries the rest of its address.
+    assert ["module.app[2].null_resource."] == [
+        g[2] for g in rows["groups"] if g[:2] == ["module.app[2]", "null_resource"]
+    ]
+    assert listed[0]["why"].startswith("an attribute that cannot be updated")
     text = json.dumps(rows)
     assert SECRET not in text and "(sensitive)" in text
-    assert rows["diffs_left_out"] == 0 and all(d is not None for d in rows["diff"])
+    assert rows["diffs_left_out"] == 0 and all(r["diff"] for r in listed)
+    deleted = next(r for r in listed if r["action"] == "delete")
+    assert deleted["diff"][-1] == "- token = (sensitive)"
 
 
 def test_compact_rows_at_ten_thousand_stay_compact_and_bound_their_diffs():
     plan = parse_plan(synthetic_show(10_000))
     rows = plan.rows()
     size = len(json.dumps(rows, ensure_ascii=False).encode())
-    assert len(rows["address"]) == 10_000
-    # Addresses once each plus bounded diffs: far from HTML for 10k rows.
-    assert size < 1_200_000, size
-    diffs = sum(len(json.dumps(d)) for d in rows["diff"] if d)
-    assert diffs <= 600 * 1024
+    assert len(rows["name"]) == 10_000
+    # Short columns plus bounded diffs: far from HTML (or JSON objects) for 10k rows.
+    assert size < 600_000, size
+    diffs = sum(len(d) + 4 for d in rows["diff"] if d)
+    assert diffs <= DIFF_BYTES
+    # The rows left without a diff are the last ones (creates), and are counted.
+    missing = [i for i, d in enumerate(rows["diff"]) if d is None]
+    assert len(missing) == rows["diffs_left_out"] > 0
+    assert {rows["actions"][rows["action"][i]] for i in missing} == {"create"}
 
 
 def test_fallback_lists_counts_and_every_destroying_row_first_with_an_honest_note():
@@ -138,11 +148,12 @@ def test_fallback_lists_counts_and_every_destroying_row_first_with_an_honest_not
         "`terraform show tfplan` lists every change."
     )
     html = bundle["text/html"]
-    assert html.count('class="iac-plan-row"') == plan_card.MAX_ROWS
-    assert f"{left} more rows not shown here" in html
+    assert html.count('class="iac-plan-row"') == plan_card.HTML_ROWS
+    assert f"{len(plan.changed) - plan_card.HTML_ROWS} more rows not shown here" in html
+    assert "<details>" not in html  # a whole plan's diffs are the extension's
     # The extension's form carries every row; the HTML is bounded.
-    assert len(bundle[plan_card.PLAN_MIME]["rows"]["address"]) == 10_000
-    assert len(html) < 200_000
+    assert len(bundle[plan_card.PLAN_MIME]["rows"]["name"]) == 10_000
+    assert len(html) < 60_000, len(html)
 
 
 def test_fallback_of_a_small_plan_lists_everything_in_natural_order():
@@ -183,4 +194,5 @@ async def test_the_notebook_shows_the_whole_plan_with_the_question():
     cards = [c["data"] for _, c in sink.sent if plan_card.PLAN_MIME in c.get("data", {})]
     (card,) = cards
     assert card[plan_card.PLAN_MIME]["callId"] == "c9"
-    assert card[plan_card.PLAN_MIME]["rows"]["address"] == [r.address for r in plan.changed]
+    listed = expand_rows(card[plan_card.PLAN_MIME]["rows"])
+    assert [r["address"] for r in listed] == [r.address for r in plan.changed]

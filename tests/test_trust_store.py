@@ -30,7 +30,10 @@ PEM = "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIU\n-----END CERTIFICATE--
         "GIT_SSL_CAINFO",
         "CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE",
         "VAULT_CA_PATH",
+        "VAULT_CACERT",
         "MY_TOOL_CA_BUNDLE",
+        "NIX_SSL_CERT_FILE",
+        "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH",
     ],
 )
 def test_trust_store_paths_are_not_secrets(name: str):
@@ -48,6 +51,7 @@ def test_trust_store_paths_are_not_secrets(name: str):
         ("SSL_CERT_FILE", PEM),  # certificate text, not a path: masked as before
         ("TLS_CLIENT_CERT", "/home/u/client.pem"),  # a client certificate is no trust store
         ("CLIENT_CERT_KEY", "/home/u/client.key"),
+        ("TLS_CERT_FILE", "/home/u/server.pem"),  # its own certificate, not what it trusts
         ("SSL_CERT_FILE", "s3cr3t\npath"),
     ],
 )
@@ -66,12 +70,21 @@ def test_the_question_shows_trust_stores_under_their_own_name(tmp_path: Path, mo
         "PATH": "/bin",
     }
     assert target.retargeting_env(env) == {"TF_WORKSPACE": "prod"}
-    lines = target.describe("terraform", ["terraform", "apply"], str(tmp_path), env)
+    argv = ["terraform", "apply"]
+    lines = target.describe("terraform", argv, str(tmp_path), env)
     assert lines[0] == "Environment: TF_WORKSPACE=prod"
     assert lines[1] == (
-        "Trust store: AWS_CA_BUNDLE=(certificate text), "
+        "Trust store set by the command: AWS_CA_BUNDLE=(certificate text), "
         f"CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE={CA}, SSL_CERT_FILE={CA}"
     )
+    # Against the inherited environment: only what the command set or changed.
+    base = {"SSL_CERT_FILE": CA, "CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE": "/etc/other.pem"}
+    lines = target.describe("terraform", argv, str(tmp_path), env, base)
+    assert lines[1] == (
+        "Trust store set by the command: AWS_CA_BUNDLE=(certificate text), "
+        f"CLOUDSDK_CORE_CUSTOM_CA_CERTS_FILE={CA}"
+    )
+    assert len(target.describe("terraform", argv, str(tmp_path), env, env)) == 2
     # What the notebook and ACP show: masked with the kernel's own environment, where the
     # same path is SSL_CERT_FILE's value. It stays a path, under its own name.
     monkeypatch.setenv("SSL_CERT_FILE", CA)

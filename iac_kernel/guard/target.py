@@ -130,17 +130,28 @@ def kube_context(program: str, argv: Sequence[str], env: Mapping[str, str]) -> s
     return f"{found.group(1).strip()} (from {path})" if found else ""
 
 
-def describe(program: str, argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> list[str]:
-    """Lines for a question: the retargeting environment and what it resolves to."""
+def describe(
+    program: str,
+    argv: Sequence[str],
+    cwd: str,
+    env: Mapping[str, str],
+    base: Mapping[str, str] | None = None,
+) -> list[str]:
+    """Lines for a question: the retargeting environment, the trust stores the command
+    set or changed (against ``base``, the environment it inherited; all of them without
+    it), and what it resolves to."""
     lines = []
     shown = retargeting_env(env)
     if shown:
         pairs = ", ".join(f"{k}={v}" for k, v in shown.items())
         lines.append("Environment: " + printable(pairs))  # no lines or controls of its own
     stores = trust_store(env)
+    if base is not None:  # the user's own trust setup is no news; a change by the command is
+        inherited = trust_store(base)
+        stores = {k: v for k, v in stores.items() if inherited.get(k) != v}
     if stores:
         pairs = ", ".join(f"{k}={v}" for k, v in stores.items())
-        lines.append("Trust store: " + printable(pairs))
+        lines.append("Trust store set by the command: " + printable(pairs))
     for key, value in resolved(program, argv, cwd, env).items():
         lines.append(printable(f"Target: {key} {value}"))
     return lines

@@ -24,7 +24,7 @@ import json
 from typing import Any
 
 from iac_kernel.kernel import theme
-from iac_kernel.terraform.plan_rows import action_rank, review_key
+from iac_kernel.terraform.plan_rows import action_rank, expand_rows, review_key
 from iac_kernel.terraform.summary import SYMBOLS
 
 PLAN_MIME = "application/vnd.iac-kernel.plan+json"
@@ -40,7 +40,10 @@ COLORS = {
     "forget": (theme.GREY_TINT, theme.GREY),
 }
 DANGER = ("delete", "replace")
+#: Rows of the text form, and of the HTML form (which JupyterLab's table of contents
+#: parses again on every change of the cell's outputs: it must stay small).
 MAX_ROWS = 200
+HTML_ROWS = 100
 #: Rows per page of the HTML table (each page a ``<details>``; the first one open).
 PAGE_ROWS = 50
 VALUE_CHARS = 200
@@ -62,8 +65,8 @@ def bundle(
     """The mime bundle of one plan card; ``rows``: every changing row in compact form
     (``Plan.rows()``), which the extension renders as a virtualised list."""
     data = {"version": PLAN_VERSION, "callId": call_id, "sessionId": session_id, "plan": plan}
-    if rows:
-        data["rows"] = rows
+    if rows:  # they stand for the plan's bounded resource list, and the message stays small
+        data.update(plan={**plan, "resources": []}, rows=rows)
     return {
         "text/plain": render_plain(plan, rows),
         "text/html": render_html(plan, rows),
@@ -104,22 +107,10 @@ def _key(resource: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def review_list(plan: dict[str, Any], rows: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """Every changing row as ``{"action", "address", "why", "resource"}`` in review
+    """Every changing row as ``{"action", "address", "why", "diff"}`` in review
     order: from the compact ``rows`` (the whole plan) when given, else the plan's own."""
     if rows:
-        whys = rows.get("whys") or [""]
-        diffs = rows.get("diff") or []
-        return [
-            {
-                "action": action,
-                "address": address,
-                "why": whys[why] if why < len(whys) else "",
-                "diff": diffs[i] if i < len(diffs) else None,
-            }
-            for i, (action, address, why) in enumerate(
-                zip(rows["action"], rows["address"], rows["why"], strict=False)
-            )
-        ]
+        return expand_rows(rows)
     return [
         {
             "action": a,
@@ -243,10 +234,7 @@ def _row_html(action: str, row: dict[str, Any], checks: list[dict[str, Any]]) ->
     esc = html.escape
     bg, fg = COLORS.get(action, COLORS["forget"])
     why = row["why"]
-    if row.get("diff") is None:
-        diff = "(not in the card: terraform show lists it)"
-    else:
-        diff = "\n".join(row["diff"]) or "(no attribute changes)"
+    diff = None if row.get("diff") is None else "\n".join(row["diff"])
     failed = [c for c in checks if c.get("address") == row["address"]]
     flags = "".join(
         f' <span class="iac-plan-check" style="color:{theme.RED}">✗ {esc(str(c.get("check_id")))}'
@@ -258,10 +246,15 @@ def _row_html(action: str, row: dict[str, Any], checks: list[dict[str, Any]]) ->
         f'<tr class="iac-plan-row" data-action="{esc(action)}" style="background:{bg}">'
         f'<td style="color:{fg};{weight}white-space:nowrap;text-align:left">'
         f"{esc(SYMBOLS.get(action, '?'))} {esc(action)}</td>"
-        f'<td style="text-align:left"><details><summary><code>{esc(row["address"])}'
-        f"</code>{flags}</summary>"
-        f'<pre style="margin:2px 0;font-family:monospace">{esc(diff)}</pre></details></td>'
-        # Left-aligned: JupyterLab's HTML styles right-align table cells.
+        + (
+            f'<td style="text-align:left"><code>{esc(row["address"])}</code>{flags}</td>'
+            if diff is None  # a whole plan's card: the diffs are the extension's
+            else f'<td style="text-align:left"><details><summary><code>{esc(row["address"])}'
+            f"</code>{flags}</summary>"
+            f'<pre style="margin:2px 0;font-family:monospace">'
+            f"{esc(diff or '(no attribute changes)')}</pre></details></td>"
+        )
+        +  # Left-aligned: JupyterLab's HTML styles right-align table cells.
         f'<td style="{theme.MUTED};text-align:left">{esc(why)}</td></tr>'
     )
 
@@ -301,7 +294,9 @@ def render_html(plan: dict[str, Any], rows: dict[str, Any] | None = None) -> str
         parts.append(
             f'<div class="iac-plan-more" style="{theme.MUTED}">{esc(more_note(plan))}</div>'
         )
-    shown = listed[:MAX_ROWS]
+    shown = listed[:HTML_ROWS]
+    if rows:  # every row of a big plan: its rows without their diffs (the extension has them)
+        shown = [{**row, "diff": None} for row in shown]
     for start in range(0, len(shown), PAGE_ROWS):
         page = shown[start : start + PAGE_ROWS]
         if len(shown) > PAGE_ROWS:
@@ -315,8 +310,8 @@ def render_html(plan: dict[str, Any], rows: dict[str, Any] | None = None) -> str
         parts.append("</table>")
         if len(shown) > PAGE_ROWS:
             parts.append("</details>")
-    if cut_note(plan, listed, MAX_ROWS):
-        note = esc(cut_note(plan, listed, MAX_ROWS))
+    if cut_note(plan, listed, HTML_ROWS):
+        note = esc(cut_note(plan, listed, HTML_ROWS))
         parts.append(f'<div class="iac-plan-cut" style="{theme.MUTED}">{note}</div>')
     outputs = [o for o in plan.get("outputs") or [] if o.get("action") != "no-op"]
     if outputs:

@@ -27,8 +27,12 @@ NAMES = frozenset(
         "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH",
     }
 )
-#: ``*_CA_BUNDLE``, ``*_CA_CERTS_FILE``, ``*_CA_FILE``, ``*_CA_PATH``.
-PATTERN = re.compile(r"(^|_)CA_(BUNDLE|CERTS?_FILE|CERTS?_DIR|FILE|PATH)$")
+#: Names that end like one: ``NIX_SSL_CERT_FILE``, ``*_CA_BUNDLE``, ``*_EXTRA_CA_CERTS``,
+#: ``VAULT_CACERT``, ``*_CA_CERTS_FILE``, ``*_CA_FILE``, ``*_CAPATH``, ``*_CAINFO``.
+PATTERN = re.compile(
+    r"(^|_)(SSL_CERT_(FILE|DIR)|CA_?(BUNDLE|CERTS?|CERTIFICATES?)(_(FILE|DIR|PATH))?"
+    r"|CA_(FILE|PATH|DIR)|CA(INFO|PATH)|ROOTS_FILE_PATH)$"
+)
 
 
 def is_trust_store(name: str) -> bool:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 REVIEW_ORDER = ("replace", "delete", "update", "create", "read", "forget")
 DESTROYING = ("replace", "delete")
 #: Attribute-diff text carried with the compact rows (the rest: terraform show).
-DIFF_BYTES = 512 * 1024
+DIFF_BYTES = 256 * 1024
 #: Attribute changes per row in the compact rows, and the length of each value shown.
 ROW_CHANGES = 16
 VALUE_CHARS = 200
@@ -87,35 +87,67 @@ def diff_lines(resource: ResourceChange) -> list[str]:
 
 
 def compact_rows(resources: list[ResourceChange], reasons: dict[int, str]) -> dict[str, Any]:
-    """Every changing row, in review order, as columns (see the module docstring):
-    ``{"v": 1, "groups": [[module, type]], "whys": [text], "action": [...],
-    "address": [...], "group": [index], "why": [index], "diff": [[line] | null]}``.
-    ``reasons`` maps ``id(resource)`` to its reason in words. A row whose diff did not fit
-    :data:`DIFF_BYTES` has ``null`` (``diffs_left_out`` counts them)."""
+    """Every changing row, in review order, as columns of small numbers and short strings
+    (the message a 10,000-row plan costs the browser is what keeps it responsive)::
+
+        {"v": 1, "actions": [action], "groups": [[module, type, prefix]], "whys": [text],
+         "action": [index], "group": [index], "name": [str], "why": [index],
+         "diff": [str | null], "diffs_left_out": int}
+
+    A row's address is its group's ``prefix`` + its ``name``; its diff is its attribute
+    changes as lines joined by newlines (:func:`diff_lines`), ``null`` when it did not fit
+    :data:`DIFF_BYTES`. ``reasons`` maps ``id(resource)`` to its reason in words."""
     rows = in_review_order(resources)
-    groups: dict[tuple[str, str], int] = {}
+    actions: dict[str, int] = {}
+    groups: dict[tuple[str, str, str], int] = {}
     whys: dict[str, int] = {"": 0}
-    data: dict[str, Any] = {"v": 1, "action": [], "address": [], "group": [], "why": []}
-    diffs: list[list[str] | None] = []
+    columns: dict[str, list[Any]] = {"action": [], "group": [], "name": [], "why": [], "diff": []}
     budget, left_out = DIFF_BYTES, 0
     for resource in rows:
         module = module_of(resource.address, resource.type, resource.mode)
-        group = groups.setdefault((module, resource.type), len(groups))
-        why = whys.setdefault(reasons.get(id(resource), ""), len(whys))
-        data["action"].append(resource.action)
-        data["address"].append(resource.address)
-        data["group"].append(group)
-        data["why"].append(why)
-        lines = diff_lines(resource)
-        cost = sum(len(line) + 4 for line in lines)
-        if cost <= budget:
-            diffs.append(lines)
-            budget -= cost
+        prefix = _prefix(resource, module)
+        columns["action"].append(actions.setdefault(resource.action, len(actions)))
+        columns["group"].append(groups.setdefault((module, resource.type, prefix), len(groups)))
+        columns["name"].append(resource.address[len(prefix) :])
+        columns["why"].append(whys.setdefault(reasons.get(id(resource), ""), len(whys)))
+        diff = "\n".join(diff_lines(resource))
+        if len(diff) + 4 <= budget:
+            columns["diff"].append(diff)
+            budget -= len(diff) + 4
         else:
-            diffs.append(None)
+            columns["diff"].append(None)
             left_out += 1
-    data["groups"] = [list(key) for key in groups]
-    data["whys"] = list(whys)
-    data["diff"] = diffs
-    data["diffs_left_out"] = left_out
-    return data
+    return {
+        "v": 1,
+        "actions": list(actions),
+        "groups": [list(key) for key in groups],
+        "whys": list(whys),
+        **columns,
+        "diffs_left_out": left_out,
+    }
+
+
+def _prefix(resource: ResourceChange, module: str) -> str:
+    """What a row's address shares with its group: ``module.a[3].aws_s3_bucket.``."""
+    prefix = (f"{module}." if module else "") + ("data." if resource.mode == "data" else "")
+    prefix += f"{resource.type}." if resource.type else ""
+    return prefix if resource.address.startswith(prefix) else ""
+
+
+def expand_rows(rows: dict[str, Any]) -> list[dict[str, Any]]:
+    """The compact rows back as ``{"action", "address", "module", "type", "why", "diff"}``
+    (``diff``: a list of lines, or None)."""
+    actions, groups, whys = rows["actions"], rows["groups"], rows["whys"]
+    return [
+        {
+            "action": actions[action],
+            "address": groups[group][2] + name,
+            "module": groups[group][0],
+            "type": groups[group][1],
+            "why": whys[why],
+            "diff": None if diff is None else (diff.split("\n") if diff else []),
+        }
+        for action, group, name, why, diff in zip(
+            rows["action"], rows["group"], rows["name"], rows["why"], rows["diff"], strict=True
+        )
+    ]

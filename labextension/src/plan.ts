@@ -171,13 +171,14 @@ export class PlanRenderer extends Widget implements IRenderMime.IRenderer {
   }
 
   async renderModel(model: IRenderMime.IMimeModel): Promise<void> {
-    const parsed = parsePlan(model.data[this._mimeType]);
+    // Read once: an output model's `data` is a fresh deep copy on every read.
+    const raw = model.data[this._mimeType] as { rows?: unknown } | null;
+    const parsed = parsePlan(raw);
     if (!parsed.ok) {
       this.node.textContent = `Unreadable iac-kernel plan card: ${parsed.error}`;
       return;
     }
-    const data = model.data[this._mimeType] as { rows?: unknown } | null;
-    renderPlan(this.node, parsed.value, data?.rows ?? undefined);
+    renderPlan(this.node, parsed.value, raw?.rows ?? undefined);
   }
 
   private _mimeType: string;

@@ -77,7 +77,7 @@ export const DANGER = new Set(['delete', 'replace']);
 /** An accent of the theme, mixed with its text colour: darker in light themes and lighter
  * in dark ones, so the word reads on either. */
 function accent(name: string, fallback: string): string {
-  return `color-mix(in srgb, var(--jp-${name}, ${fallback}) 65%, var(--jp-content-font-color1, #000))`;
+  return `color-mix(in srgb, var(--jp-${name}, ${fallback}) 45%, var(--jp-content-font-color1, #000))`;
 }
 
 /**

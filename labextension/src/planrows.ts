@@ -15,16 +15,18 @@ import {
   naturalCompare
 } from './planmodel';
 
-/** The kernel's compact rows: one list per column, strings shared through tables. */
+/** The kernel's compact rows (plan_rows.compact_rows): one list per column, strings
+ * shared through tables; an address is its group's prefix + the row's name. */
 export interface ICompactRows {
   v: number;
-  action: string[];
-  address: string[];
-  group: number[];
-  why: number[];
-  groups: [string, string][];
+  actions: string[];
+  groups: [string, string, string][];
   whys: string[];
-  diff: (string[] | null)[];
+  action: number[];
+  group: number[];
+  name: string[];
+  why: number[];
+  diff: (string | null)[];
   diffs_left_out?: number;
 }
 
@@ -47,12 +49,13 @@ function isCompact(value: unknown): value is ICompactRows {
     return false;
   }
   const rows = value as Partial<ICompactRows>;
-  const n = Array.isArray(rows.address) ? rows.address.length : -1;
+  const n = Array.isArray(rows.name) ? rows.name.length : -1;
   return (
     n >= 0 &&
-    [rows.action, rows.group, rows.why].every(list => Array.isArray(list) && list.length === n) &&
-    Array.isArray(rows.groups) &&
-    Array.isArray(rows.whys)
+    [rows.action, rows.group, rows.why, rows.diff].every(
+      list => Array.isArray(list) && list.length === n
+    ) &&
+    [rows.actions, rows.groups, rows.whys].every(Array.isArray)
   );
 }
 
@@ -98,16 +101,17 @@ function why(resource: IPlanResource): string {
 /** Every changing row of a payload, in review order. */
 export function rowsOf(plan: IPlan, compact: unknown): IRow[] {
   if (isCompact(compact)) {
-    return compact.address.map((address, i) => {
-      const [module, type] = compact.groups[compact.group[i]] ?? ['', ''];
-      const diff = compact.diff?.[i];
+    const { actions, groups, whys } = compact;
+    return compact.name.map((name, i) => {
+      const [module, type, prefix] = groups[compact.group[i]] ?? ['', '', ''];
+      const diff = compact.diff[i];
       return {
-        action: String(compact.action[i]),
-        address: String(address),
-        module: String(module),
-        type: String(type),
-        why: String(compact.whys[compact.why[i]] ?? ''),
-        diff: Array.isArray(diff) ? diff.map(String) : null
+        action: String(actions[compact.action[i]] ?? ''),
+        address: `${prefix ?? ''}${name}`,
+        module: String(module ?? ''),
+        type: String(type ?? ''),
+        why: String(whys[compact.why[i]] ?? ''),
+        diff: typeof diff === 'string' ? (diff ? diff.split('\n') : []) : null
       };
     });
   }

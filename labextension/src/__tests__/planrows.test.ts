@@ -52,13 +52,14 @@ test('rows: replacements, then deletes (by module, natural order), updates, crea
 test('the compact rows of the kernel keep its order; groups get headers', () => {
   const compact = {
     v: 1,
-    action: ['replace', 'delete', 'delete'],
-    address: ['x.a', 'module.m.y.b[2]', 'module.m.y.b[10]'],
-    group: [0, 1, 1],
-    why: [1, 0, 0],
-    groups: [['', 'x'], ['module.m', 'y']],
+    actions: ['replace', 'delete'],
+    groups: [['', 'x', 'x.'], ['module.m', 'y', 'module.m.y.']],
     whys: ['', 'tainted'],
-    diff: [['~ a: 1 -> 2'], null, []]
+    action: [0, 1, 1],
+    group: [0, 1, 1],
+    name: ['a', 'b[2]', 'b[10]'],
+    why: [1, 0, 0],
+    diff: ['~ a: 1 -> 2\n~ b: 3 -> 4', null, '']
   };
   const rows = rowsOf({ summary: '', resources: [] }, compact);
   assert.deepEqual(rows.map(r => [r.action, r.module, r.why]), [
@@ -66,7 +67,7 @@ test('the compact rows of the kernel keep its order; groups get headers', () => 
     ['delete', 'module.m', ''],
     ['delete', 'module.m', '']
   ]);
-  assert.equal(rows[1].diff, null);
+  assert.deepEqual(rows.map(r => r.diff), [['~ a: 1 -> 2', '~ b: 3 -> 4'], null, []]);
   const entries = entriesOf(rows);
   assert.deepEqual(
     entries.map(e => (e.kind === 'group' ? `# ${e.module} ${e.type} ${e.count}` : e.row.address)),
