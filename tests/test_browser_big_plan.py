@@ -251,7 +251,9 @@ def test_a_big_plan_question_is_readable_fast_and_complete(
             ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / f"browser-big-plan-{name}.png"))
             if app == "jupyterlab" and theme == "JupyterLab Light":
-                cell.screenshot(path=str(IMAGES / "lab-big-plan.png"))
+                review.locator("xpath=ancestor::div[contains(@class, 'iac-plan')][1]").screenshot(
+                    path=str(IMAGES / "lab-big-plan.png")
+                )
         except Exception:
             ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / f"browser-big-plan-{name}-failure.png"))

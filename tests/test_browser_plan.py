@@ -2,6 +2,7 @@
 plan output), in the Light and the Dark theme: it is framed, a destructive plan has the
 red edge, every row's action, address and reason keep 4.5:1 contrast (WCAG AA), and
 opening a row's attribute diff (a long line) leaves every column where it was.
+(The review list itself: tests/test_browser_big_plan.py.)
 """
 
 from __future__ import annotations
@@ -40,7 +41,10 @@ PLAN = {
         },
     ],
 }
-WIDTHS = "t => [...t.rows[0].cells].map(c => Math.round(c.getBoundingClientRect().width))"
+#: Where each row's action, address and reason start, and how wide they are.
+COLUMNS = """n => [...n.querySelectorAll('.iac-plan-vline')].map(l =>
+  [...l.children].map(c => { const r = c.getBoundingClientRect();
+    return [Math.round(r.left), Math.round(r.width)]; }))"""
 
 
 @pytest.mark.parametrize("theme", ["JupyterLab Light", "JupyterLab Dark"])
@@ -72,20 +76,23 @@ def test_the_plan_card_is_framed_readable_and_its_columns_stay(
             assert frame == ["solid", "1px", "4px"], frame
 
             ratios = {}
-            for row in card.locator("tr.iac-plan-row").all():
+            for row in card.locator(".iac-plan-vrow").all():
                 action = row.get_attribute("data-action")
                 for part in ("iac-plan-action", "iac-plan-address", "iac-plan-reason"):
-                    ratios[f"{action} {part}"] = row.locator(f"td.{part}").evaluate(CONTRAST)
+                    ratios[f"{action} {part}"] = row.locator(f".{part}").evaluate(CONTRAST)
             low = {what: round(r, 2) for what, r in ratios.items() if r < MINIMUM}
             assert not low, f"{theme}: contrast below {MINIMUM}:1: {low}"
 
-            table = card.locator("table.iac-plan-table")
-            before = table.evaluate(WIDTHS)
-            row = table.locator("tr", has_text="aws_s3_bucket.logs")
-            row.locator("summary").click()
-            expect(row.locator("pre.iac-plan-diff")).to_be_visible()
-            expect(row.locator("pre.iac-plan-diff")).to_contain_text(LONG[:50])
-            after = table.evaluate(WIDTHS)
+            rows = card.locator(".iac-plan-list")
+            before = rows.evaluate(COLUMNS)
+            row = card.locator(".iac-plan-vrow", has_text="aws_s3_bucket.logs")
+            row.locator(".iac-plan-address").click()
+            diff = card.locator(
+                ".iac-plan-vrow[data-address='aws_s3_bucket.logs'] pre.iac-plan-diff"
+            )
+            expect(diff).to_be_visible()
+            expect(diff).to_contain_text(LONG[:50])
+            after = rows.evaluate(COLUMNS)
             assert after == before, (before, after)
             ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / f"browser-plan-card-{name}.png"))
