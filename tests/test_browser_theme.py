@@ -1,8 +1,8 @@
 """The destructive question is readable in every theme: JupyterLab Light, Dark and Dark
-High Contrast, in headless Chromium. For the command and the reason on the card (the
-question is shown once: the buttons carry no copy) and the first button, the text's
-contrast (and the "Destructive" heading's) against the background it is drawn on (the page's backgrounds blended, as the
-browser computes them) is at least 4.5:1 (WCAG AA).
+High Contrast, in headless Chromium. For the "Destructive" heading, the command and the
+reason on the card (the question is shown once: the buttons carry no copy) and the first
+button, the text's contrast against the background it is drawn on (the page's
+backgrounds blended, as the browser computes them) is at least 4.5:1 (WCAG AA).
 """
 
 from __future__ import annotations

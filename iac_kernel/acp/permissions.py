@@ -70,8 +70,8 @@ def _review_meta(review: Any) -> Any:
 
 
 def _review_content(request: PermissionRequest) -> list[Any] | None:
-    """A reviewed call (terraform apply: the plan summary, replacements and deletes first, failed checks)
-    shows its review text as the question's content."""
+    """A reviewed call (terraform apply: the plan summary, replacements and deletes first,
+    failed checks) shows its review text as the question's content."""
     text = request.review.get("text") if isinstance(request.review, dict) else None
     return [text_content(text)] if text else None
 

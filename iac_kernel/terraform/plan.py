@@ -123,15 +123,24 @@ class Plan:
     #: Why there are no checks: "" when checkov ran, else e.g. "checkov is not installed".
     checks_note: str = ""
 
+    #: The review order, worked out once per list of resources (sorting 10,000 addresses
+    #: in natural order is a tenth of a second).
+    _order: tuple[int, int, list[ResourceChange]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+
     @property
     def changed(self) -> list[ResourceChange]:
         """Resources that change, in review order: replacements and deletes first, then
         updates, then creates; by module and type, addresses in natural order."""
-        return in_review_order(self.resources)
+        key = (id(self.resources), len(self.resources))
+        if self._order is None or self._order[:2] != key:
+            self._order = (*key, in_review_order(self.resources))
+        return list(self._order[2])
 
     def rows(self) -> dict[str, Any]:
         """Every changing row in the compact form of :func:`.plan_rows.compact_rows`."""
-        return compact_rows(self.resources, {id(r): reason_text(r) for r in self.resources})
+        return compact_rows(self.changed, {id(r): reason_text(r) for r in self.resources})
 
     def resource(self, address: str) -> ResourceChange | None:
         for item in (*self.resources, *self.drift):

@@ -23,6 +23,8 @@ REVIEW_ORDER = ("replace", "delete", "update", "create", "read", "forget")
 DESTROYING = ("replace", "delete")
 #: Attribute-diff text carried with the compact rows (the rest: terraform show).
 DIFF_BYTES = 256 * 1024
+#: Below this much budget no more diffs are worked out.
+MIN_DIFF = 64
 #: Attribute changes per row in the compact rows, and the length of each value shown.
 ROW_CHANGES = 16
 VALUE_CHARS = 200
@@ -86,7 +88,7 @@ def diff_lines(resource: ResourceChange) -> list[str]:
     return lines
 
 
-def compact_rows(resources: list[ResourceChange], reasons: dict[int, str]) -> dict[str, Any]:
+def compact_rows(rows: list[ResourceChange], reasons: dict[int, str]) -> dict[str, Any]:
     """Every changing row, in review order, as columns of small numbers and short strings
     (the message a 10,000-row plan costs the browser is what keeps it responsive)::
 
@@ -96,8 +98,8 @@ def compact_rows(resources: list[ResourceChange], reasons: dict[int, str]) -> di
 
     A row's address is its group's ``prefix`` + its ``name``; its diff is its attribute
     changes as lines joined by newlines (:func:`diff_lines`), ``null`` when it did not fit
-    :data:`DIFF_BYTES`. ``reasons`` maps ``id(resource)`` to its reason in words."""
-    rows = in_review_order(resources)
+    :data:`DIFF_BYTES`. ``rows``: the changing resources in review order
+    (:func:`in_review_order`); ``reasons`` maps ``id(resource)`` to its reason in words."""
     actions: dict[str, int] = {}
     groups: dict[tuple[str, str, str], int] = {}
     whys: dict[str, int] = {"": 0}
@@ -110,8 +112,8 @@ def compact_rows(resources: list[ResourceChange], reasons: dict[int, str]) -> di
         columns["group"].append(groups.setdefault((module, resource.type, prefix), len(groups)))
         columns["name"].append(resource.address[len(prefix) :])
         columns["why"].append(whys.setdefault(reasons.get(id(resource), ""), len(whys)))
-        diff = "\n".join(diff_lines(resource))
-        if len(diff) + 4 <= budget:
+        diff = "\n".join(diff_lines(resource)) if budget > MIN_DIFF else None
+        if diff is not None and len(diff) + 4 <= budget:
             columns["diff"].append(diff)
             budget -= len(diff) + 4
         else:
