@@ -1,7 +1,8 @@
 """The plan card in JupyterLab (headless Chromium; the extension's renderer of a saved
 plan output), in the Light and the Dark theme: it is framed, a destructive plan has the
 red edge, every row's action, address and reason keep 4.5:1 contrast (WCAG AA), and
-opening a row's attribute diff (a long line) leaves every column where it was.
+opening a row's attribute diff (a long line) leaves every column where it was, and the
+copy buttons copy one line per row without the rows' folded diffs.
 (The review list itself: tests/test_browser_big_plan.py.)
 """
 
@@ -39,6 +40,13 @@ PLAN = {
             "why": "new in the configuration",
             "changes": [{"path": "policy", "before": None, "after": LONG}],
         },
+    ],
+    "drift": [
+        {
+            "address": "aws_security_group.web",
+            "action": "update",
+            "changes": [{"path": "ingress[0].cidr", "before": "10.0.0.0/8", "after": "0/0"}],
+        }
     ],
 }
 #: Where each row's action, address and reason start, and how wide they are.
@@ -94,6 +102,18 @@ def test_the_plan_card_is_framed_readable_and_its_columns_stay(
             expect(diff).to_contain_text(LONG[:50])
             after = rows.evaluate(COLUMNS)
             assert after == before, (before, after)
+
+            # "Copy": one line per row, the action and the address; no folded diff text.
+            page.evaluate(
+                "() => { window.__copied = []; navigator.clipboard.writeText ="
+                " async t => { window.__copied.push(t); }; }"
+            )
+            card.locator(".iac-plan-list-box .iac-copy-button").click()
+            card.locator(".iac-plan-drift .iac-copy-button").click()
+            page.wait_for_function("() => window.__copied.length === 2")
+            plan_text, drift_text = page.evaluate("() => window.__copied")
+            assert plan_text == "delete\taws_db_instance.main\ncreate\taws_s3_bucket.logs"
+            assert drift_text == "~ update\taws_security_group.web\t", drift_text
             ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / f"browser-plan-card-{name}.png"))
         except Exception:

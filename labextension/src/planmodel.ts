@@ -133,22 +133,6 @@ export function actionRank(action: string): number {
   return i < 0 ? ACTION_ORDER.length : i;
 }
 
-/** Changing resources grouped by action in review order, addresses in natural order. */
-export function groupByAction(resources: IPlanResource[]): [string, IPlanResource[]][] {
-  const groups = new Map<string, IPlanResource[]>();
-  for (const resource of resources) {
-    if (resource.action === 'no-op') {
-      continue;
-    }
-    const list = groups.get(resource.action) ?? [];
-    list.push(resource);
-    groups.set(resource.action, list);
-  }
-  return [...groups.entries()]
-    .sort((a, b) => actionRank(a[0]) - actionRank(b[0]) || a[0].localeCompare(b[0]))
-    .map(([action, list]) => [action, [...list].sort((a, b) => naturalCompare(a.address, b.address))]);
-}
-
 export function shown(value: unknown): string {
   if (value === '(sensitive)' || value === '(known after apply)') {
     return value;
