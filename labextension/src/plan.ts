@@ -8,6 +8,7 @@
  * textContent, so it is safe in untrusted notebooks.
  */
 
+import { el } from './cardbase';
 import { tableText, withCopy } from './copy';
 import type { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { Widget } from '@lumino/widgets';
@@ -30,20 +31,6 @@ import { rowsOf } from './planrows';
 
 export { PLAN_MIME } from './planmodel';
 
-function el<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  className: string,
-  text?: string
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  if (className) {
-    node.className = className;
-  }
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  return node;
-}
 
 function resourceRow(action: string, resource: IPlanResource, checks: IPlanCheck[]): HTMLElement {
   const row = el('tr', `iac-plan-row iac-plan-${action}`);

@@ -5,6 +5,7 @@
  * diff in place. Text goes in through textContent only.
  */
 
+import { el } from './cardbase';
 import { copyButton } from './copy';
 import { COLORS, DANGER, SYMBOLS } from './planmodel';
 import { Entry, IRow, countsOf, entriesOf, filterRows, groupLabel, rowsText } from './planrows';
@@ -19,18 +20,6 @@ const VIEW = 420;
 /** Rows drawn above and below the visible ones. */
 const OVERSCAN = 8;
 
-function el<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  className: string,
-  text?: string
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  node.className = className;
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  return node;
-}
 
 export class PlanList {
   /** The toolbar, the list and the copy button, in one box. */
