@@ -13,6 +13,7 @@ shape bench/plan_scale.py gets from real terraform in about a minute) and asks. 
 * counts; replacements first, then deletes, in natural order (``r[7]`` before ``r[257]``),
   grouped by module and type; filter by action and search by address; a row's attribute
   diff on demand with the sensitive value masked;
+* a row whose diff the card left out gets it from the kernel when opened;
 * "Copy the plan table" copies one line per row, action and address, no diff text;
 * a CA-bundle path the command sets is shown under its own name, unmasked, on a
   "Trust store" line (the inherited ones are not shown).
@@ -98,6 +99,9 @@ def _expected() -> tuple[list[str], str, int]:
 
 
 EXPECTED, EXPECTED_HEAD, EXPECTED_REPLACES = _expected()
+#: The last row: a create whose diff does not fit the card (the kernel gives it).
+LAST = EXPECTED[-1]
+LAST_NUMBER = int(LAST.rsplit("[", 1)[1].rstrip("]"))
 
 
 def _workspace(root: Path) -> None:
@@ -246,8 +250,17 @@ def test_a_big_plan_question_is_readable_fast_and_complete(
                 for c in copied
             ), copied[:3]
 
+            # A row whose diff the card left out (the last create): asked of the kernel.
+            review.locator(".iac-plan-filter", has_text="delete").click()  # off again
+            review.locator(".iac-plan-search").fill(LAST)
+            row = review.locator(f".iac-plan-vrow[data-address='{LAST}']")
+            row.locator(".iac-plan-address").click()
+            diff = row.locator(".iac-plan-diff")
+            expect(diff).to_contain_text(f"+ input.size = {LAST_NUMBER + 1}")
+            expect(diff).to_contain_text("+ token = (sensitive)")
+            assert SECRET not in review.inner_text()
+
             review.locator(".iac-plan-search").fill("")
-            review.locator(".iac-plan-filter", has_text="All").click()
             ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / f"browser-big-plan-{name}.png"))
             if app == "jupyterlab" and theme == "JupyterLab Light":

@@ -196,3 +196,32 @@ async def test_the_notebook_shows_the_whole_plan_with_the_question():
     assert card[plan_card.PLAN_MIME]["callId"] == "c9"
     listed = expand_rows(card[plan_card.PLAN_MIME]["rows"])
     assert [r["address"] for r in listed] == [r.address for r in plan.changed]
+
+
+def test_a_row_left_out_of_the_card_is_asked_for_by_its_address():
+    from iac_kernel.kernel.status import StatusChannel
+
+    plan = parse_plan(synthetic_show(10_000), PlanFile("tfplan", "cd" * 32, 1, 0.0))
+    rows = plan.rows()
+    last = expand_rows(rows)[-1]
+    assert last["diff"] is None and rows["key"] == "cd" * 32
+    sent: list[Any] = []
+
+    class Comm:
+        def send(self, data: Any) -> None:
+            sent.append(data)
+
+    channel = StatusChannel(dict, lambda _c: (None, None), lambda *_a: None)
+    for address in (last["address"], "no.such[1]"):
+        message = {"request": "plan_row", "key": rows["key"], "address": address}
+        channel._received(Comm(), {"content": {"data": message}})
+    found, missing = sent
+    number = int(last["address"].rsplit("[", 1)[1].rstrip("]"))
+    assert found["type"] == "plan_row" and found["address"] == last["address"]
+    assert found["diff"] == [
+        f'+ input.name = "r-{number}"',
+        f"+ input.size = {number + 1}",
+        "+ token = (sensitive)",
+    ]
+    assert SECRET not in json.dumps(found)
+    assert missing["diff"] is None

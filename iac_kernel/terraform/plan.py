@@ -23,7 +23,12 @@ from iac_kernel.terraform.plan_attrs import (
     AttributeChange,
     attribute_changes,
 )
-from iac_kernel.terraform.plan_rows import action_rank, compact_rows, in_review_order
+from iac_kernel.terraform.plan_rows import (
+    action_rank,
+    compact_rows,
+    in_review_order,
+    remember,
+)
 from iac_kernel.terraform.sensitive import mask_value, values_from_show
 
 __all__ = ["MAX_CHANGES", "SENSITIVE", "UNKNOWN", "AttributeChange", "attribute_changes"]
@@ -139,8 +144,15 @@ class Plan:
         return list(self._order[2])
 
     def rows(self) -> dict[str, Any]:
-        """Every changing row in the compact form of :func:`.plan_rows.compact_rows`."""
-        return compact_rows(self.changed, {id(r): reason_text(r) for r in self.resources})
+        """Every changing row in the compact form of :func:`.plan_rows.compact_rows`; with
+        a plan file, ``key`` (its sha256) asks for a row's diff that did not fit
+        (:func:`.plan_rows.row_diff`)."""
+        changed = self.changed
+        rows = compact_rows(changed, {id(r): reason_text(r) for r in self.resources})
+        if self.file is not None:
+            remember(self.file.sha256, changed)
+            rows["key"] = self.file.sha256
+        return rows
 
     def resource(self, address: str) -> ResourceChange | None:
         for item in (*self.resources, *self.drift):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -29,6 +30,10 @@ MIN_DIFF = 64
 ROW_CHANGES = 16
 VALUE_CHARS = 200
 _DIGITS = re.compile(r"(\d+)")
+#: Plans whose rows went out, by key (the plan file's sha256): a row whose diff did not
+#: fit the card is asked for by its address (:func:`row_diff`). The latest few only.
+_SHOWN: OrderedDict[str, dict[str, ResourceChange]] = OrderedDict()
+MAX_SHOWN = 8
 
 
 def natural_key(text: str) -> tuple[Any, ...]:
@@ -86,6 +91,21 @@ def diff_lines(resource: ResourceChange) -> list[str]:
     if len(resource.changes) > ROW_CHANGES:
         lines.append(f"… {len(resource.changes) - ROW_CHANGES} more attribute changes")
     return lines
+
+
+def remember(key: str, rows: list[ResourceChange]) -> None:
+    """Keep ``rows`` for :func:`row_diff` under ``key`` (the oldest of :data:`MAX_SHOWN` goes)."""
+    _SHOWN[key] = {row.address: row for row in rows}
+    _SHOWN.move_to_end(key)
+    while len(_SHOWN) > MAX_SHOWN:
+        _SHOWN.popitem(last=False)
+
+
+def row_diff(key: str, address: str) -> list[str] | None:
+    """One row's attribute changes as lines (values masked as in the plan), or None when
+    this process showed no such plan or row."""
+    row = _SHOWN.get(key, {}).get(address)
+    return None if row is None else diff_lines(row)
 
 
 def compact_rows(rows: list[ResourceChange], reasons: dict[int, str]) -> dict[str, Any]:

@@ -26,7 +26,8 @@ import {
   parsePlan,
   shown
 } from './planmodel';
-import { PlanList } from './planlist';
+import { appHooks } from './hooks';
+import { FetchDiff, PlanList } from './planlist';
 import { rowsOf } from './planrows';
 
 export { PLAN_MIME } from './planmodel';
@@ -76,8 +77,14 @@ function planTable(): HTMLTableElement {
   return table;
 }
 
-/** Fill `node` with the plan card (`compact`: the kernel's rows of the whole plan). */
-export function renderPlan(node: HTMLElement, plan: IPlan, compact?: unknown): void {
+/** Fill `node` with the plan card (`compact`: the kernel's rows of the whole plan;
+ * `fetchDiff`: asks the kernel for a row's diff the rows left out). */
+export function renderPlan(
+  node: HTMLElement,
+  plan: IPlan,
+  compact?: unknown,
+  fetchDiff?: FetchDiff
+): void {
   node.textContent = '';
   const card = el('div', 'iac-plan');
   const rows = rowsOf(plan, compact);
@@ -111,7 +118,7 @@ export function renderPlan(node: HTMLElement, plan: IPlan, compact?: unknown): v
       list.push(check.check_id ?? '');
       flags.set(check.address ?? '', list);
     }
-    card.appendChild(new PlanList(rows, flags, more).node);
+    card.appendChild(new PlanList(rows, flags, more, fetchDiff).node);
   }
   const outputs = (plan.outputs ?? []).filter(o => o.action !== 'no-op');
   if (outputs.length) {
@@ -165,7 +172,12 @@ export class PlanRenderer extends Widget implements IRenderMime.IRenderer {
       this.node.textContent = `Unreadable iac-kernel plan card: ${parsed.error}`;
       return;
     }
-    renderPlan(this.node, parsed.value, raw?.rows ?? undefined);
+    const rows = raw?.rows as { key?: unknown } | undefined;
+    const key = typeof rows?.key === 'string' ? rows.key : '';
+    const hook = appHooks.planRow;
+    const fetchDiff =
+      key && hook ? (address: string) => hook(key, address, this.node) : undefined;
+    renderPlan(this.node, parsed.value, rows, fetchDiff);
   }
 
   private _mimeType: string;

@@ -21,13 +21,24 @@ const VIEW = 420;
 const OVERSCAN = 8;
 
 
+/** Asks the kernel for a row's attribute diff (null: it has none). */
+export type FetchDiff = (address: string) => Promise<string[] | null>;
+
+const NOT_IN_CARD = '(not in this card: `terraform show` of the plan file lists it)';
+
 export class PlanList {
   /** The toolbar, the list and the copy button, in one box. */
   readonly node = el('div', 'iac-plan-review');
 
-  constructor(rows: IRow[], checks: Map<string, string[]>, note: string) {
+  constructor(
+    rows: IRow[],
+    checks: Map<string, string[]>,
+    note: string,
+    fetchDiff?: FetchDiff
+  ) {
     this._rows = rows;
     this._checks = checks;
+    this._fetchDiff = fetchDiff;
     this.node.appendChild(this._toolbar());
     if (note) {
       this.node.appendChild(el('div', 'iac-plan-more', note));
@@ -209,12 +220,31 @@ export class PlanList {
     node.appendChild(line);
     if (opened) {
       const text =
-        row.diff === null
-          ? '(not in this card: `terraform show` of the plan file lists it)'
-          : row.diff.join('\n') || '(no attribute changes)';
+        row.diff !== null
+          ? row.diff.join('\n') || '(no attribute changes)'
+          : this._asking.has(row.address)
+            ? '(asking the kernel…)'
+            : NOT_IN_CARD;
       node.appendChild(el('pre', 'iac-plan-diff', text));
     }
     return node;
+  }
+
+  /** A row's diff the card left out, from the kernel (once; the row keeps it). */
+  private _ask(row: IRow): void {
+    if (row.diff !== null || !this._fetchDiff || this._asking.has(row.address)) {
+      return;
+    }
+    this._asking.add(row.address);
+    const done = (diff: string[] | null) => {
+      this._asking.delete(row.address);
+      if (diff !== null) {
+        row.diff = diff;
+      }
+      this._layout();
+      this._paint();
+    };
+    this._fetchDiff(row.address).then(done, () => done(null));
   }
 
   private _toggle(address: string): void {
@@ -222,6 +252,10 @@ export class PlanList {
       this._open.delete(address);
     } else {
       this._open.add(address);
+      const row = this._shown.find(r => r.address === address);
+      if (row) {
+        this._ask(row);
+      }
     }
     this._layout();
     this._paint();
@@ -233,6 +267,8 @@ export class PlanList {
 
   private _rows: IRow[];
   private _checks: Map<string, string[]>;
+  private _fetchDiff: FetchDiff | undefined;
+  private _asking = new Set<string>();
   private _shown: IRow[] = [];
   private _entries: Entry[] = [];
   private _tops = new Float64Array(1);
