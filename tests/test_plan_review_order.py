@@ -158,6 +158,9 @@ def test_fallback_lists_counts_and_every_destroying_row_first_with_an_honest_not
 
 def test_fallback_of_a_small_plan_lists_everything_in_natural_order():
     plan = _plan([_item(f"terraform_data.old[{i}]", ["delete"]) for i in (10, 2, 1)])
+    # With the whole plan's rows (an apply's question) the HTML keeps each row's diff.
+    html = plan_card.render_html(plan.to_dict(), plan.rows())
+    assert html.count("<details>") == 3 and "- a = 1" in html
     plain = plan_card.render_plain(plan.to_dict())
     assert [line.split()[2] for line in plain.splitlines()[2:]] == [
         "terraform_data.old[1]",

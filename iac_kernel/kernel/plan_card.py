@@ -295,8 +295,8 @@ def render_html(plan: dict[str, Any], rows: dict[str, Any] | None = None) -> str
             f'<div class="iac-plan-more" style="{theme.MUTED}">{esc(more_note(plan))}</div>'
         )
     shown = listed[:HTML_ROWS]
-    if rows:  # every row of a big plan: its rows without their diffs (the extension has them)
-        shown = [{**row, "diff": None} for row in shown]
+    if rows and len(listed) > HTML_ROWS:  # a big plan's rows without their diffs: JupyterLab
+        shown = [{**row, "diff": None} for row in shown]  # re-parses this HTML on every change
     for start in range(0, len(shown), PAGE_ROWS):
         page = shown[start : start + PAGE_ROWS]
         if len(shown) > PAGE_ROWS:
