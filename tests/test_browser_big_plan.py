@@ -264,6 +264,7 @@ def test_a_big_plan_question_is_readable_fast_and_complete(
             ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / f"browser-big-plan-{name}.png"))
             if app == "jupyterlab" and theme == "JupyterLab Light":
+                expect(review.locator(".iac-copy-button")).to_have_text("Copy")  # not "Copied"
                 review.locator("xpath=ancestor::div[contains(@class, 'iac-plan')][1]").screenshot(
                     path=str(IMAGES / "lab-big-plan.png")
                 )
