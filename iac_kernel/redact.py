@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from iac_kernel.masking.shapes import mask_shapes
+from iac_kernel.masking.trust_store import public_path
 from iac_kernel.masking.values import ValueMasker
 
 _DiffLike = TypeVar("_DiffLike", bound=Any)
@@ -29,6 +30,8 @@ def secret_values(env: Mapping[str, str] | None = None) -> dict[str, str]:
     env = os.environ if env is None else env
     found = {}
     for name, value in env.items():
+        if public_path(name, value):  # SSL_CERT_FILE=/etc/ssl/ca.pem: a path, not a secret
+            continue
         if SECRET_NAME.search(name) and len(value) >= MIN_SECRET_LENGTH:
             found[value] = name
     return found

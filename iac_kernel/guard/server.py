@@ -234,8 +234,10 @@ class ApprovalServer:
         request = ExecRequest(program, list(argv), cwd, verdict, review, self.layout is not None)
         trail.request = request
         request.env = target.retargeting_env(env)
-        request.target = target.describe(program, argv, host_cwd, env)
-        request.retargeted = request.env != target.retargeting_env(self.base_env)
+        request.target = target.describe(program, argv, host_cwd, env, self.base_env)
+        request.retargeted = request.env != target.retargeting_env(self.base_env) or (
+            target.trust_store(env) != target.trust_store(self.base_env)
+        )
         async with self._ask_lock:
             self._asking_since = time.monotonic()
             try:

@@ -89,8 +89,14 @@ class ApprovedPlan:
         return f"{counts_line(self.plan, self.shown_path)}\n{question_text(self.plan)}"
 
     def summary(self) -> dict[str, Any]:
-        """What front ends show with the question: the text and the structured plan."""
-        return {"kind": "terraform_apply", "text": self.question(), "plan": self.plan.to_dict()}
+        """What front ends show with the question: the text, the structured plan and every
+        changing row in compact form (``rows``: for the notebook's plan card)."""
+        return {
+            "kind": "terraform_apply",
+            "text": self.question(),
+            "plan": self.plan.to_dict(),
+            "rows": self.plan.rows(),
+        }
 
     def cleanup(self) -> None:
         shutil.rmtree(self.copy.parent, ignore_errors=True)

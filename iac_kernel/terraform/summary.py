@@ -1,7 +1,7 @@
 """A plan as text: the compact table the model reads, one address's detail, the question.
 
-Deletes and replaces come first everywhere. Values are already masked in the
-:class:`~.plan.Plan` (by path); callers mask by value as well.
+Replacements and deletes come first everywhere (review order: :mod:`.plan_rows`). Values
+are already masked in the :class:`~.plan.Plan` (by path); callers mask by value as well.
 """
 
 from __future__ import annotations
@@ -114,7 +114,8 @@ def detail_text(plan: Plan, address: str) -> str:
 
 
 def question_text(plan: Plan) -> str:
-    """The apply question's body: summary, plan identity, deletes first, failed checks."""
+    """The apply question's body: summary, plan identity, replacements and deletes first,
+    failed checks."""
     lines = [summary_line(plan), identity(plan)]
     rows = plan.changed
     for resource in rows[:30]:

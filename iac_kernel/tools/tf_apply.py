@@ -1,10 +1,10 @@
 """terraform_apply: apply exactly the saved plan the user reviewed.
 
 Before the question, :meth:`TerraformApplyTool.review` copies the plan file's bytes
-privately and summarises that copy (deletes first, failed policy checks); the question
-shows the summary. After the approval the original must still have the approved hash
-(else the call is refused), and the private copy is what terraform applies, so a plan
-file swapped while the question waits is never applied.
+privately and summarises that copy (replacements and deletes first, failed policy
+checks); the question shows the summary. After the approval the original must still have
+the approved hash (else the call is refused), and the private copy is what terraform
+applies, so a plan file swapped while the question waits is never applied.
 """
 
 from __future__ import annotations
