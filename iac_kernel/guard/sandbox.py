@@ -2,10 +2,11 @@
 
 Inside: the whole filesystem read-only, except the session's cwd, a private /tmp (a
 host directory removed after the call) and the user's ``sandbox_writable_paths``; its
-own PID namespace (nothing outlives the call); no capabilities; network shared (or none,
-``sandbox_network``). Every copy of a guarded program found on PATH has a guard launcher
-bind-mounted over it. The agent's control plane and, for the shell, the credential stores
-are empty mounts (:mod:`.hidden`).
+own PID namespace (nothing outlives the call); no capabilities; its own network namespace,
+whose only way out is the egress proxy (:mod:`iac_kernel.egress`) when the call has one.
+Every copy of a guarded program found on PATH has a guard launcher bind-mounted over it.
+The agent's control plane and, for the shell, the credential stores are empty mounts
+(:mod:`.hidden`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
+
+from iac_kernel.egress import inside
 
 #: Where the call's private temporary folder appears in the sandbox: its TMPDIR, the only
 #: temporary folder a call can write (a TMPDIR pointing elsewhere is read-only inside and
@@ -247,6 +250,8 @@ class Layout:
     secrets: list[Path] = field(default_factory=list)
     #: False: the shell gets no network (``sandbox_network = none``).
     network: bool = True
+    #: The port of the egress forwarder inside (None: no route out at all).
+    egress_port: int | None = None
 
     def bwrap_args(
         self,
@@ -255,7 +260,8 @@ class Layout:
         extra: Sequence[str] = (),
         guarded: bool = False,
     ) -> list[str]:
-        """``bwrap`` and its options (``extra`` last), up to and including ``--``.
+        """``bwrap`` and its options (``extra`` last), up to and including ``--`` (and,
+        with the egress route, the forwarder that then runs the command).
         ``guarded``: the sandbox of a guarded program the guard runs (credentials and
         the network are its own)."""
         args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
@@ -278,11 +284,14 @@ class Layout:
             args += ["--setenv", key, value]
         args += self._empty_mounts([*self.hidden, *([] if guarded else self.secrets)])
         args += self._empty_mounts([state_dir()])  # last: the empty file lives there
-        if not guarded and not self.network:
-            args.append("--unshare-net")
-        args += [*_userns_args(bwrap), "--unshare-pid", "--die-with-parent", "--cap-drop", "ALL"]
-        args += ["--chdir", chdir or str(self.cwd), *extra, "--"]
-        return args
+        args += ["--unshare-net", *_userns_args(bwrap), "--unshare-pid", "--die-with-parent"]
+        args += ["--cap-drop", "ALL", "--chdir", chdir or str(self.cwd), *extra]
+        if self.egress_port is None or not (guarded or self.network):
+            return [*args, "--"]
+        for key, value in inside.proxy_env(self.egress_port).items():
+            args += ["--setenv", key, value]  # after ``extra``: a --clearenv keeps them
+        socket_inside = f"{GUARD_MOUNT}/{inside.SOCKET_NAME}"
+        return [*args, "--", *inside.forwarder_argv(self.egress_port, socket_inside)]
 
     def _empty_mounts(self, paths: Sequence[Path]) -> list[str]:
         """Empty mounts over ``paths``: a tmpfs over a folder, an empty file over anything

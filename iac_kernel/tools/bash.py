@@ -219,6 +219,7 @@ class BashTool(Tool):
             ctx.ask_exec,
             sandbox=args.get("sandbox", True) is not False,
             audit=ctx.audit,
+            ask_egress=ctx.ask_egress,
         )
         try:
             await guard.__aenter__()
