@@ -33,7 +33,7 @@ from iac_kernel.guard.racers import peer_pid
 
 log = logging.getLogger(__name__)
 
-INSTALL_HINT = "no egress proxy: sandboxes have no network (install it: iac-kernel egress install)"
+INSTALL_HINT = environment.INSTALL_HINT
 #: Addon scripts mitmdump loads, in order (the broker appends its own).
 ADDONS: list[Path] = [Path(__file__).with_name("addon_policy.py")]
 #: Extra ``--set name=value`` options for mitmdump (the broker adds its own).

@@ -24,6 +24,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from iac_kernel.egress import inside
+from iac_kernel.egress.environment import INSTALL_HINT, mitmdump
 
 #: Where the call's private temporary folder appears in the sandbox: its TMPDIR, the only
 #: temporary folder a call can write (a TMPDIR pointing elsewhere is read-only inside and
@@ -87,7 +88,9 @@ def unusable_reason() -> str | None:
 def status_text() -> str:
     """One line for the user: the sandbox works, or the guard is reduced and why."""
     reason = unusable_reason()
-    return SANDBOX_STATUS if reason is None else f"{REDUCED_STATUS} ({reason})"
+    if reason is not None:
+        return f"{REDUCED_STATUS} ({reason})"
+    return SANDBOX_STATUS if mitmdump() is not None else f"{SANDBOX_STATUS}; {INSTALL_HINT}"
 
 
 def state_dir() -> Path:
