@@ -10,8 +10,9 @@ from iac_kernel.config import Settings
 from iac_kernel.egress.decide import EgressCall
 from iac_kernel.egress.policy import address_refusal, host_allowed, ip_literal, parse_private
 
-LOOPBACK = ["127.0.0.1", "127.1", "2130706433", "0x7f000001", "0x7f.1", "017700000001", "::1",
-            "::ffff:127.0.0.1", "[::1]", "::127.0.0.1", "2002:7f00:1::", "64:ff9b::7f00:1"]  # fmt: skip
+LOOPBACK = ["127.0.0.1", "127.1", "2130706433", "0x7f000001", "0x7f.1", "017700000001",
+            "::1", "::ffff:127.0.0.1", "[::1]", "::127.0.0.1", "2002:7f00:1::",
+            "64:ff9b::7f00:1"]  # fmt: skip
 LINK_LOCAL = ["169.254.169.254", "0xa9fea9fe", "2852039166", "::ffff:169.254.169.254",
               "fe80::1", "169.254.170.2"]  # fmt: skip
 PRIVATE = ["10.0.0.1", "172.16.0.1", "192.168.1.1", "100.64.0.1", "fc00::1", "fd12::1",
