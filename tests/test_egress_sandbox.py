@@ -3,9 +3,14 @@ out. Real bash calls, a real mitmdump, loopback servers made reachable only by r
 
 from __future__ import annotations
 
+import functools
 import http.server
+import os
 import socket
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -162,3 +167,76 @@ def test_free_port_is_not_reachable_from_the_host_side_control():
     # A control: a loopback port the test opens is reachable from the host itself.
     with socket.create_server(("127.0.0.1", 0)) as sock:
         socket.create_connection(sock.getsockname(), 2).close()
+
+
+@pytest.fixture
+def dumb_git(tmp_path):
+    """A bare repository served over plain HTTP (git's dumb protocol) on loopback."""
+    repo = tmp_path / "srv" / "repo.git"
+    work = tmp_path / "src"
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "HOME": str(tmp_path)}
+    run = lambda *a, cwd=None: subprocess.run(a, cwd=cwd, env=env, check=True, capture_output=True)  # noqa: E731
+    run("git", "init", "-q", "--bare", str(repo))
+    run("git", "init", "-q", str(work))
+    (work / "f").write_text("x")
+    run("git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "m", "--allow-empty",
+        cwd=work)  # fmt: skip
+    run("git", "push", "-q", str(repo), "HEAD:refs/heads/main", cwd=work)
+    run("git", "update-server-info", cwd=repo)
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(repo.parent))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield httpd.server_address[1]
+    httpd.shutdown()
+
+
+async def test_git_reaches_an_allowed_http_remote_through_the_proxy(tmp_path, dumb_git):
+    # git is a guarded program: it runs in a sibling sandbox with its own forwarder.
+    harness = _harness(tmp_path)
+    (harness.bin_dir / "git").unlink()  # the real git
+    harness.settings.egress_allow = "127.0.0.1"
+    url = f"http://127.0.0.1:{dumb_git}/repo.git"
+    harness.settings.egress_allow_private = f"127.0.0.1:{dumb_git}"
+    approve = Asker(exec_answer=ALLOW_ONCE)  # git's remote helper is asked at exec time
+    out = await _run(harness, f"git ls-remote {url} 2>&1", approve)
+    assert "refs/heads/main" in out, out
+    harness.settings.egress_allow_private = ""
+    out = await _run(harness, f"git ls-remote {url} 2>&1", Asker(exec_answer=ALLOW_ONCE))
+    assert "refs/heads/main" not in out
+
+
+async def test_a_real_jupyter_server_is_never_reachable(tmp_path, monkeypatch):  # noqa: ASYNC220
+    runtime = tmp_path / "runtime"
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(runtime))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(  # noqa: ASYNC220 (a server beside the test)
+        [sys.executable, "-m", "jupyter_server", f"--ServerApp.port={port}",
+         "--ServerApp.port_retries=0", "--ServerApp.open_browser=False",
+         f"--ServerApp.root_dir={tmp_path}", "--IdentityProvider.token=t0ken", "--allow-root"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ},
+    )  # fmt: skip
+    try:
+        for _ in range(200):
+            if list(runtime.glob("jpserver-*.json")):
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("jupyter server did not start")
+        socket.create_connection(("127.0.0.1", port), 5).close()  # control: the host can
+        harness = _harness(tmp_path)
+        harness.settings.egress_allow = "127.0.0.1,localhost"
+        # Even a rule opening all of loopback leaves the server's port closed.
+        harness.settings.egress_allow_private = "127.0.0.0/8,::1"
+        for command in (
+            f"{CURL}http://127.0.0.1:{port}/api/status?token=t0ken",
+            f"{CURL}--noproxy '*' http://127.0.0.1:{port}/api/status?token=t0ken",
+            f'{CURL}--proxy "$ALL_PROXY" http://localhost:{port}/api/status?token=t0ken',
+            f"{CURL}-g http://[::1]:{port}/api/status?token=t0ken",
+        ):
+            out = await _run(harness, command + " 2>&1")
+            assert "started" not in out and "version" not in out, (command, out)
+    finally:
+        server.terminate()
+        server.wait(10)
