@@ -205,7 +205,7 @@ async def test_git_reaches_an_allowed_http_remote_through_the_proxy(tmp_path, du
     assert "refs/heads/main" not in out
 
 
-async def test_a_real_jupyter_server_is_never_reachable(tmp_path, monkeypatch):  # noqa: ASYNC220
+async def test_a_real_jupyter_server_is_never_reachable(tmp_path, monkeypatch):
     runtime = tmp_path / "runtime"
     monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(runtime))
     with socket.socket() as probe:
