@@ -3,6 +3,7 @@ out. Real bash calls, a real mitmdump, loopback servers made reachable only by r
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import http.server
 import os
@@ -10,7 +11,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -221,7 +221,7 @@ async def test_a_real_jupyter_server_is_never_reachable(tmp_path, monkeypatch):
         for _ in range(200):
             if list(runtime.glob("jpserver-*.json")):
                 break
-            time.sleep(0.1)
+            await asyncio.sleep(0.1)
         else:
             pytest.fail("jupyter server did not start")
         socket.create_connection(("127.0.0.1", port), 5).close()  # control: the host can
