@@ -15,7 +15,9 @@ not a test: nothing is asserted, the targets are printed beside the ratios.
   ``plan -out`` + ``show -json``, with the call's ACP bytes and its plan card's bytes
   (``bench/plan_scale.py``; one run per five of ``--runs``);
 * load: ``SessionStore.read`` of a 50 MB session against ``json.loads`` of its lines,
-  and its peak memory against the file's size (``bench/session_load.py``).
+  and its peak memory against the file's size (``bench/session_load.py``);
+* egress: added latency per request and per MB through a sandbox's egress proxy against
+  a direct connection (``bench/egress.py``).
 """
 
 from __future__ import annotations
@@ -134,6 +136,12 @@ def load(runs: int) -> None:
     bench.report(bench.run(runs))
 
 
+def egress(runs: int) -> None:
+    import egress as bench
+
+    bench.report(bench.run(runs))
+
+
 PARTS = {
     "startup": startup,
     "streaming": streaming,
@@ -141,6 +149,7 @@ PARTS = {
     "clients": clients,
     "plan": plan,
     "load": load,
+    "egress": egress,
 }
 
 
