@@ -18,6 +18,8 @@ not a test: nothing is asserted, the targets are printed beside the ratios.
   and its peak memory against the file's size (``bench/session_load.py``);
 * acpload: ``session/load`` of a 50 MB session of varied text timed from an ACP client
   over stdio against ``json.loads`` of its lines (``bench/acp_load.py``).
+* egress: added latency per request and per MB through a sandbox's egress proxy against
+  a direct connection (``bench/egress.py``).
 """
 
 from __future__ import annotations
@@ -142,6 +144,12 @@ def acpload(runs: int) -> None:
     bench.report(bench.run(max(1, runs // 2)))
 
 
+def egress(runs: int) -> None:
+    import egress as bench
+
+    bench.report(bench.run(runs))
+
+
 PARTS = {
     "startup": startup,
     "streaming": streaming,
@@ -150,6 +158,7 @@ PARTS = {
     "plan": plan,
     "load": load,
     "acpload": acpload,
+    "egress": egress,
 }
 
 

@@ -18,6 +18,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from iac_kernel.egress import inside
+from iac_kernel.egress.decide import AskEgress
+from iac_kernel.egress.proxy import Route, open_route
 from iac_kernel.guard import hidden
 from iac_kernel.guard.exec_request import AskExec, AuditSink
 from iac_kernel.guard.launcher import SOCKET_ENV, write_launchers
@@ -102,6 +105,7 @@ class GuardedCall:
         sandbox: bool = True,
         audit: AuditSink | None = None,
         overlays: Callable[[Path], list[tuple[Path, Path]]] | None = None,
+        ask_egress: AskEgress | None = None,
     ) -> None:
         #: (masked copy, original) for a folder: mounted over the originals in the sandbox.
         self.overlays = overlays
@@ -111,6 +115,8 @@ class GuardedCall:
         self.ask_exec = ask_exec
         self.want_sandbox = sandbox
         self.audit = audit
+        self.ask_egress = ask_egress
+        self.route: Route | None = None
         self.env: dict[str, str] = dict(env)
         self.sandboxed = False
         self.server: ApprovalServer | None = None
@@ -138,6 +144,10 @@ class GuardedCall:
             tmp_dir = private_tmp()
             self._dirs.append(tmp_dir)
             masked = await asyncio.to_thread(self.overlays, self.cwd) if self.overlays else []
+            network = getattr(self.settings, "sandbox_network", "proxy")
+            self.route = await open_route(
+                guard_dir / inside.SOCKET_NAME, self.settings, self.ask_egress
+            )
             layout = Layout(
                 cwd=self.cwd,
                 tmp_dir=tmp_dir,
@@ -148,14 +158,17 @@ class GuardedCall:
                 masks=[copies_dir()],
                 hidden=hidden.control_plane(self.settings, self.base_env),
                 secrets=hidden.credential_paths(self.settings, self.base_env),
-                network=getattr(self.settings, "sandbox_network", "shared") != "none",
                 overlays=masked,
+                network=network != "none",
+                egress_port=self.route.port if self.route else None,
             )
             bwrap = bwrap_path()
             assert bwrap is not None
             self._prefix = layout.bwrap_args(bwrap)
             self.env["PATH"] = f"{LAUNCHER_MOUNT}{os.pathsep}{path}"
             self.env.update(SANDBOX_ENV)
+            if self.route is not None and network != "none":
+                self.env.update(inside.proxy_env(self.route.port))
             self.env.pop(SOCKET_ENV, None)
             self.server = ApprovalServer(
                 reals, self.ask_exec, guard_dir, layout, bwrap, audit=self.audit
@@ -181,5 +194,7 @@ class GuardedCall:
     async def __aexit__(self, *exc: object) -> None:
         if self.server is not None:
             await self.server.close()
+        if self.route is not None:
+            await self.route.close()
         for directory in self._dirs:
             shutil.rmtree(directory, ignore_errors=True)

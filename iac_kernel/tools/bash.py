@@ -221,6 +221,7 @@ class BashTool(Tool):
             sandbox=args.get("sandbox", True) is not False,
             audit=ctx.audit,
             overlays=tf_files.mounts,
+            ask_egress=ctx.ask_egress,
         )
         try:
             await guard.__aenter__()

@@ -14,8 +14,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from iac_kernel.egress import inside
+from iac_kernel.egress.proxy import open_route
 from iac_kernel.guard.confine import confine
-from iac_kernel.guard.sandbox import GUARD_MOUNT
+from iac_kernel.guard.sandbox import GUARD_MOUNT, unusable_reason
 from iac_kernel.terraform import cli
 from iac_kernel.terraform.binding import bind, lineage_check
 from iac_kernel.terraform.review import ApprovedPlan, review_plan_file, stale_message
@@ -154,23 +156,34 @@ async def _apply(
     there, as they would for an apply through bash."""
     args = ["apply", "-input=false", "-no-color"]
     env = cli.automation_env(approved.binding.env(ctx.env))
-    confined = confine(
-        executable,
-        [*args, f"{GUARD_MOUNT}/{approved.copy.name}"],
-        workdir,
-        env,
-        share=approved.copy.parent,
-        writable=True,
-        settings=ctx.settings,
-    )
-    if confined is None:  # reduced mode: bash runs unsandboxed too
-        return await cli.run([executable, *args, str(approved.copy)], workdir, env, APPLY_TIMEOUT)
+    share = approved.copy.parent
+    # The sandbox's only way to the cloud APIs: the egress proxy (issue 31).
+    route = None
+    if unusable_reason() is None:
+        route = await open_route(share / inside.SOCKET_NAME, ctx.settings, ctx.ask_egress)
     try:
-        return await cli.run(
-            confined.argv, workdir, confined.env, APPLY_TIMEOUT, confined.pass_fds, True
+        confined = confine(
+            executable,
+            [*args, f"{GUARD_MOUNT}/{approved.copy.name}"],
+            workdir,
+            env,
+            share=share,
+            writable=True,
+            settings=ctx.settings,
+            egress_port=route.port if route else None,
         )
+        if confined is None:  # reduced mode: bash runs unsandboxed too
+            run = [executable, *args, str(approved.copy)]
+            return await cli.run(run, workdir, env, APPLY_TIMEOUT)
+        try:
+            return await cli.run(
+                confined.argv, workdir, confined.env, APPLY_TIMEOUT, confined.pass_fds, True
+            )
+        finally:
+            confined.close()
     finally:
-        confined.close()
+        if route is not None:
+            await route.close()
 
 
 def _raw(approved: ApprovedPlan, outcome: str, code: int | None = None) -> dict[str, Any]:
