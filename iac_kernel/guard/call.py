@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from iac_kernel.egress import broker
+from iac_kernel.egress.broker import Brokered
 from iac_kernel.guard import hidden
 from iac_kernel.guard.exec_request import AskExec, AuditSink
 from iac_kernel.guard.launcher import SOCKET_ENV, write_launchers
@@ -100,6 +102,7 @@ class GuardedCall:
         ask_exec: AskExec | None,
         sandbox: bool = True,
         audit: AuditSink | None = None,
+        brokered: Brokered | None = None,
     ) -> None:
         self.cwd = Path(os.path.realpath(cwd))
         self.settings = settings
@@ -107,6 +110,8 @@ class GuardedCall:
         self.ask_exec = ask_exec
         self.want_sandbox = sandbox
         self.audit = audit
+        #: The credential broker (placeholders for guarded programs), when one is active.
+        self.brokered = brokered if brokered is not None else broker.active()
         self.env: dict[str, str] = dict(env)
         self.sandboxed = False
         self.server: ApprovalServer | None = None
@@ -126,6 +131,10 @@ class GuardedCall:
         launchers, reals = launchers_and_reals(self.settings, path)
         # The shell sees no secret-bearing variable; guarded programs get them back.
         self.env, secret_env = hidden.split_env(self.env)
+        placeholders: dict[Path, Path] = {}
+        if self.brokered is not None:  # guarded programs get placeholders, not the values
+            brokered_env, other = self.brokered.env(secret_env)
+            secret_env, placeholders = {**other, **brokered_env}, self.brokered.mounts
         guard_dir = Path(tempfile.mkdtemp(prefix="call-", dir=state_dir()))
         self._dirs.append(guard_dir)
         os.chmod(guard_dir, 0o755)
@@ -143,6 +152,7 @@ class GuardedCall:
                 masks=[copies_dir()],
                 hidden=hidden.control_plane(self.settings, self.base_env),
                 secrets=hidden.credential_paths(self.settings, self.base_env),
+                placeholders=placeholders,
                 network=getattr(self.settings, "sandbox_network", "shared") != "none",
             )
             bwrap = bwrap_path()
