@@ -10,7 +10,8 @@ real values, placeholders and hosts; it is read again when it changes.
 * AWS: a request signed (Signature V4, ``Authorization`` header) with a placeholder key
   id is re-signed with botocore's ``SigV4Auth`` and the real keys: same method, URL,
   signed headers and payload hash; new ``Authorization``, ``X-Amz-Date``,
-  ``X-Amz-Security-Token``. A presigned URL (``X-Amz-Credential`` in the query) or a
+  ``X-Amz-Security-Token``. A presigned URL (the key id in the query, V2 or V4), an
+  older signature (``Authorization: AWS id:sig``) or a
   streaming-signed payload (``STREAMING-AWS4-HMAC-SHA256-PAYLOAD``, whose chunk signatures
   chain from the header's) made with a placeholder is refused: re-signing it would need
   the body rewritten, and a presigned URL is meant for someone outside the sandbox.
@@ -133,10 +134,13 @@ class Broker:
 
     def _aws(self, req: http.Request, host: str, port: int) -> str | None:
         """Re-sign a SigV4 request made with a placeholder key id; a refusal or None."""
-        if any(fake in req.query.get("X-Amz-Credential", "") for fake in self.table.aws):
-            return "a presigned URL made with placeholder AWS credentials cannot be re-signed"
-        found = _SIGV4.fullmatch(req.headers.get("authorization", "").strip())
+        if any(fake in req.url for fake in self.table.aws):
+            return "a presigned URL made with placeholder AWS credentials is not re-signed"
+        header = req.headers.get("authorization", "").strip()
+        found = _SIGV4.fullmatch(header)
         if not found or found.group(1) not in self.table.aws:
+            if any(fake in header for fake in self.table.aws):
+                return "only Signature V4 requests made with placeholder AWS keys are re-signed"
             return None
         fake_id, _day, region, service, signed = found.groups()
         real, _hosts = self.table.aws[fake_id]
