@@ -134,3 +134,31 @@ def moto(env: dict[str, str] | None = None) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+ALLOW_ALL = (
+    '{"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}'
+)
+
+
+@contextlib.contextmanager
+def aws_user(region: str = "us-east-1") -> Iterator[dict[str, str]]:
+    """moto's server authenticating every request after the first three, which make a
+    user allowed everything; yields its real keys and ``AWS_ENDPOINT_URL``."""
+    boto3 = pytest.importorskip("boto3")
+    with moto({"INITIAL_NO_AUTH_ACTION_COUNT": "3"}) as endpoint:
+        iam = boto3.client(
+            "iam",
+            endpoint_url=endpoint,
+            region_name=region,
+            aws_access_key_id="AKIASETUPSETUPSETUP0",
+            aws_secret_access_key="setup",
+        )
+        iam.create_user(UserName="agent")
+        iam.put_user_policy(UserName="agent", PolicyName="all", PolicyDocument=ALLOW_ALL)
+        key = iam.create_access_key(UserName="agent")["AccessKey"]
+        yield {
+            "AWS_ACCESS_KEY_ID": key["AccessKeyId"],
+            "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"],
+            "AWS_ENDPOINT_URL": endpoint,
+        }

@@ -5,7 +5,6 @@ the user, moto authenticates and authorizes every request like AWS)."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -14,37 +13,20 @@ from pathlib import Path
 
 import pytest
 
-from egress_support import moto, running_mitmdump
+from egress_support import aws_user, running_mitmdump
 from iac_kernel.egress import broker
 
 boto3 = pytest.importorskip("boto3")
 AWS = str(Path(sys.executable).parent / "aws")
 REGION = "us-east-1"
-ALLOW_ALL = json.dumps(
-    {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
-)
 
 
 @pytest.fixture(scope="module")
 def aws_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     """moto with authentication on, a user with real keys, the broker in mitmdump."""
     root = tmp_path_factory.mktemp("aws-broker")
-    with moto({"INITIAL_NO_AUTH_ACTION_COUNT": "3"}) as endpoint:
-        iam = boto3.client(
-            "iam",
-            endpoint_url=endpoint,
-            region_name=REGION,
-            aws_access_key_id="AKIASETUPSETUPSETUP0",
-            aws_secret_access_key="setup",
-        )
-        iam.create_user(UserName="agent")
-        iam.put_user_policy(UserName="agent", PolicyName="all", PolicyDocument=ALLOW_ALL)
-        key = iam.create_access_key(UserName="agent")["AccessKey"]
-        real = {
-            "AWS_ACCESS_KEY_ID": key["AccessKeyId"],
-            "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"],
-            "AWS_ENDPOINT_URL": endpoint,
-        }
+    with aws_user(REGION) as real:
+        endpoint = real["AWS_ENDPOINT_URL"]
         made = broker.prepare(real, home=root / "home", folder=root / "private")
         with running_mitmdump(made.mitmdump_args(), root / "mitmdump.log") as port:
             yield {"endpoint": endpoint, "real": real, "made": made, "port": port, "root": root}
