@@ -20,12 +20,14 @@ from iac_kernel.egress import broker
 trustme = pytest.importorskip("trustme")
 API_TOKEN = "tfc7Hq2LmXw9Rb.atlasv1.Kd83jfLq0PzW6nYtR5vBc2MxAe9GhUo1IsZ4"
 GIT_PASSWORD = "gitPassw0rd-9f8e7d6c5b4a"
+#: The CA of the loopback servers (the proxy trusts it upstream; clients trust our CA).
+_TEST_CA = trustme.CA()
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     root = tmp_path_factory.mktemp("token-broker")
-    ca = trustme.CA()
+    ca = _TEST_CA
     server_cert = ca.issue_cert("localhost", "127.0.0.1")
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server_cert.configure_cert(context)
@@ -134,6 +136,11 @@ def test_a_host_without_brokered_credentials_is_tunnelled_with_the_placeholder(w
         "http-other-host",
         "http-host-header-spoofed",
         "basic-auth-other-host",
+        "custom-header-other-host",
+        "cookie-other-host",
+        "query-other-host",
+        "path-other-host",
+        "userinfo-other-host",
     ],
 )
 def test_a_placeholder_to_a_host_it_does_not_belong_to_is_refused(world: dict, route: str):
@@ -153,10 +160,30 @@ def test_a_placeholder_to_a_host_it_does_not_belong_to_is_refused(world: dict, r
             f"http://127.0.0.1:{plain_port}/",
         ],
         "basic-auth-other-host": ["-u", f"bob:{git_fake}", f"http://127.0.0.1:{plain_port}/"],
+        "custom-header-other-host": [
+            "-H",
+            f"PRIVATE-TOKEN: {fake}",
+            f"http://127.0.0.1:{plain_port}/",
+        ],
+        "cookie-other-host": ["-b", f"session={fake}", f"https://127.0.0.1:{tls_port}/"],
+        "query-other-host": [f"http://127.0.0.1:{plain_port}/?access_token={fake}"],
+        "path-other-host": [f"https://127.0.0.1:{tls_port}/t/{fake}/x"],
+        "userinfo-other-host": [f"http://bob:{git_fake}@127.0.0.1:{plain_port}/"],
     }[route]
     status, body = _curl(world, *args)
     assert status == "403" and "credential broker" in body
     assert len(world["https"].seen) + len(world["http"].seen) == seen  # nothing arrived
+
+
+@pytest.mark.parametrize(
+    "header", ["PRIVATE-TOKEN: {}", "X-Api-Key: {}", "Cookie: a=1; session={}; b=2"]
+)
+def test_a_placeholder_in_any_header_is_swapped_on_its_host(world: dict, header: str):
+    fake = world["made"].swaps[API_TOKEN]
+    port = world["https"].server_address[1]
+    status, _ = _curl(world, "-H", header.format(fake), f"https://localhost:{port}/")
+    name, _, value = header.format(API_TOKEN).partition(": ")
+    assert status == "200" and world["https"].seen[-1][2].get(name) == value
 
 
 def test_basic_auth_password_is_swapped_on_its_host(world: dict):
@@ -166,3 +193,33 @@ def test_basic_auth_password_is_swapped_on_its_host(world: dict):
     assert status == "200"
     expected = base64.b64encode(f"bob:{GIT_PASSWORD}".encode()).decode()
     assert _auth_seen(world["http"]) == f"Basic {expected}"
+
+
+def test_a_tunnel_to_another_host_named_as_the_bound_one_is_refused(world: dict):
+    """CONNECT to a host the token does not belong to, with the bound host as TLS server
+    name and ``Host`` header (a server that even has a valid certificate for it): the
+    broker judges the connection's target, so the token is not sent there."""
+    import socket
+
+    fake = world["made"].swaps[API_TOKEN]
+    with recording_api(_context_for("localhost", "127.0.0.1")) as evil:
+        target = f"127.0.0.1:{evil.server_address[1]}"
+        with socket.create_connection(("127.0.0.1", world["port"]), timeout=30) as raw:
+            raw.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+            assert raw.recv(4096).startswith(b"HTTP/1.1 200")
+            client = ssl.create_default_context(cafile=world["trust"]["SSL_CERT_FILE"])
+            with client.wrap_socket(raw, server_hostname="localhost") as tls:
+                request = (
+                    f"GET / HTTP/1.1\r\nHost: localhost:{evil.server_address[1]}\r\n"
+                    f"Authorization: Bearer {fake}\r\nConnection: close\r\n\r\n"
+                )
+                tls.sendall(request.encode())
+                answer = tls.recv(4096)
+        assert answer.startswith(b"HTTP/1.1 403") and evil.seen == []
+
+
+def _context_for(*names: str) -> ssl.SSLContext:
+    """A server context with a certificate for ``names`` from the proxy-trusted test CA."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    _TEST_CA.issue_cert(*names).configure_cert(context)
+    return context
