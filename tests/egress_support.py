@@ -29,6 +29,16 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def stop(proc: subprocess.Popen) -> None:
+    """Terminate ``proc``, killed when it does not exit within 10 seconds."""
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def egress_ready() -> Path:
     """The egress environment's mitmdump (installed once per machine, then cached)."""
     try:
@@ -60,12 +70,7 @@ def running_mitmdump(args: list[str], log: Path) -> Iterator[int]:
             raise AssertionError(f"mitmdump did not start: {log.read_text()}")
         yield int(found.group(1))
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
 
 
 class Recorder(BaseHTTPRequestHandler):
@@ -128,12 +133,7 @@ def moto(env: dict[str, str] | None = None) -> Iterator[str]:
             time.sleep(0.2)
         yield f"http://127.0.0.1:{port}"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
 
 
 ALLOW_ALL = (
