@@ -223,3 +223,24 @@ def _context_for(*names: str) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     _TEST_CA.issue_cert(*names).configure_cert(context)
     return context
+
+
+def test_the_addon_reads_the_table_again_when_the_agent_rewrites_it(tmp_path: Path):
+    """A credential found after the proxy started is brokered without a restart."""
+    home = tmp_path / "home"
+    home.mkdir()
+    made = broker.prepare({}, home=home, folder=tmp_path / "p")
+    with recording_api() as api, running_mitmdump(made.mitmdump_args(), tmp_path / "log") as port:
+        url = f"http://localhost:{api.server_address[1]}/"
+        env = {k: v for k, v in os.environ.items() if "PROXY" not in k.upper()}
+        env["http_proxy"] = f"http://127.0.0.1:{port}"
+        again = broker.prepare({"TF_TOKEN_localhost": API_TOKEN}, home=home, folder=tmp_path / "p")
+        fake = again.swaps[API_TOKEN]
+        subprocess.run(
+            ["curl", "-sS", "-H", f"Authorization: Bearer {fake}", url],
+            env=env,
+            capture_output=True,
+            timeout=60,
+            check=True,
+        )
+        assert _auth_seen(api) == f"Bearer {API_TOKEN}"
