@@ -18,7 +18,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from iac_kernel.egress import inside
+from iac_kernel.egress import broker, inside
+from iac_kernel.egress.broker import Brokered
 from iac_kernel.egress.decide import AskEgress
 from iac_kernel.egress.proxy import Route, open_route
 from iac_kernel.guard import hidden
@@ -106,6 +107,7 @@ class GuardedCall:
         audit: AuditSink | None = None,
         overlays: Callable[[Path], list[tuple[Path, Path]]] | None = None,
         ask_egress: AskEgress | None = None,
+        brokered: Brokered | None = None,
     ) -> None:
         #: (masked copy, original) for a folder: mounted over the originals in the sandbox.
         self.overlays = overlays
@@ -117,6 +119,8 @@ class GuardedCall:
         self.audit = audit
         self.ask_egress = ask_egress
         self.route: Route | None = None
+        #: The credential broker (placeholders for guarded programs), when one is active.
+        self.brokered = brokered if brokered is not None else broker.active()
         self.env: dict[str, str] = dict(env)
         self.sandboxed = False
         self.server: ApprovalServer | None = None
@@ -136,6 +140,10 @@ class GuardedCall:
         launchers, reals = launchers_and_reals(self.settings, path)
         # The shell sees no secret-bearing variable; guarded programs get them back.
         self.env, secret_env = hidden.split_env(self.env)
+        placeholders: dict[Path, Path] = {}
+        if self.brokered is not None:  # guarded programs get placeholders, not the values
+            brokered_env, other = self.brokered.env(secret_env)
+            secret_env, placeholders = {**other, **brokered_env}, self.brokered.mounts
         guard_dir = Path(tempfile.mkdtemp(prefix="call-", dir=state_dir()))
         self._dirs.append(guard_dir)
         os.chmod(guard_dir, 0o755)
@@ -159,6 +167,7 @@ class GuardedCall:
                 hidden=hidden.control_plane(self.settings, self.base_env),
                 secrets=hidden.credential_paths(self.settings, self.base_env),
                 overlays=masked,
+                placeholders=placeholders,
                 network=network != "none",
                 egress_port=self.route.port if self.route else None,
             )

@@ -137,6 +137,9 @@ def control_plane(settings: Any, env: Mapping[str, str] | None = None) -> list[P
     runtime = env.get("IAC_KERNEL_RUNTIME_DIR") or os.environ.get("IAC_KERNEL_RUNTIME_DIR")
     if runtime:
         paths.append(Path(runtime).expanduser())
+    egress = env.get("IAC_KERNEL_EGRESS_DIR") or os.environ.get("IAC_KERNEL_EGRESS_DIR")
+    if egress:  # the credential broker's table and the interception CA's key
+        paths.append(Path(egress).expanduser())
     sessions = getattr(settings, "sessions_dir", None) or os.environ.get("IAC_KERNEL_SESSIONS_DIR")
     if sessions:
         sessions = Path(sessions).expanduser()

@@ -251,6 +251,9 @@ class Layout:
     hidden: list[Path] = field(default_factory=list)
     #: Credential stores: empty for the shell, shown to guarded programs the guard runs.
     secrets: list[Path] = field(default_factory=list)
+    #: Credential file or folder -> its placeholder copy (egress/broker.py), mounted over
+    #: it for guarded programs.
+    placeholders: dict[Path, Path] = field(default_factory=dict)
     #: False: the shell gets no network (``sandbox_network = none``).
     network: bool = True
     #: (masked copy, original): terraform's sensitive files, shown masked and read-only
@@ -292,6 +295,9 @@ class Layout:
         for key, value in SANDBOX_ENV.items():
             args += ["--setenv", key, value]
         args += self._empty_mounts([*self.hidden, *([] if guarded else self.secrets)])
+        for real, placeholder in sorted(self.placeholders.items()) if guarded else ():
+            if os.path.lexists(real) and placeholder.exists():
+                args += ["--ro-bind", str(placeholder), str(real)]
         args += self._empty_mounts([state_dir()])  # last: the empty file lives there
         args += ["--unshare-net", *_userns_args(bwrap), "--unshare-pid", "--die-with-parent"]
         args += ["--cap-drop", "ALL", "--chdir", chdir or str(self.cwd), *extra]
