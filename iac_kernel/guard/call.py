@@ -34,11 +34,11 @@ from iac_kernel.guard.sandbox import (
     bwrap_path,
     find_real,
     process_dir,
-    sandbox_python,
     state_dir,
     unusable_reason,
 )
 from iac_kernel.guard.server import ApprovalServer
+from iac_kernel.interpreter import sandbox_python
 
 
 class SandboxRequired(Exception):

@@ -34,10 +34,10 @@ from iac_kernel.guard.sandbox import (
     SANDBOX_ENV,
     Layout,
     bwrap_path,
-    sandbox_python,
     state_dir,
     unusable_reason,
 )
+from iac_kernel.interpreter import sandbox_python
 
 HELPER = os.path.realpath(Path(__file__).with_name("exec_helper.py"))  # seen in the sandbox
 

@@ -29,7 +29,8 @@ from iac_kernel.guard.output_filter import Relay
 from iac_kernel.guard.procs import signal_group
 from iac_kernel.guard.racers import peer_pid
 from iac_kernel.guard.rules import Verdict, program_name
-from iac_kernel.guard.sandbox import GUARD_MOUNT, Layout, is_pyenv_shim, sandbox_python
+from iac_kernel.guard.sandbox import GUARD_MOUNT, Layout, is_pyenv_shim
+from iac_kernel.interpreter import sandbox_python
 
 log = logging.getLogger(__name__)
 
