@@ -11,10 +11,11 @@ import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
-from egress_support import aws_user, egress_ready, running_mitmdump
+from egress_support import aws_user, egress_ready
 from guard_support import Asker, Harness
 from iac_kernel.agent.permissions import ALLOW_ONCE
 from iac_kernel.egress import broker
@@ -35,7 +36,7 @@ def aws_keys() -> Iterator[dict[str, str]]:
 @pytest.fixture
 def brokered(outside_tmp: Path, aws_keys: dict, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict]:
     """A home with real credential files and variables, the broker prepared from them
-    and active, mitmdump with it; the session's variables point clients at the proxy."""
+    and active: the agent's egress proxy runs with it."""
     home = outside_tmp / "home"
     egress_ready()  # the proxy's environment where it is, not under the test's HOME
     monkeypatch.setenv("IAC_KERNEL_EGRESS_ENV", str(environment_dir()))
@@ -53,31 +54,23 @@ def brokered(outside_tmp: Path, aws_keys: dict, monkeypatch: pytest.MonkeyPatch)
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     made = broker.prepare(os.environ, home=home, folder=home / ".iac-code" / "egress")
-    trust = made.ca_bundle(outside_tmp / "public" / "bundle.pem")
-    broker.activate(made)
+    broker.activate(made)  # the agent's egress proxy restarts with it
     try:
-        with running_mitmdump(made.mitmdump_args(), outside_tmp / "mitmdump.log") as port:
-            proxy = f"http://127.0.0.1:{port}"
-            for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
-                monkeypatch.setenv(name, proxy)
-            for name in ("NO_PROXY", "no_proxy"):
-                monkeypatch.delenv(name, raising=False)
-            for name, value in trust.items():
-                monkeypatch.setenv(name, value)
-            yield {
-                "home": home,
-                "made": made,
-                "reals": [
-                    aws_keys["AWS_ACCESS_KEY_ID"],
-                    aws_keys["AWS_SECRET_ACCESS_KEY"],
-                    GH_TOKEN,
-                ],
-            }
+        yield {
+            "home": home,
+            "made": made,
+            "endpoint": urlsplit(aws_keys["AWS_ENDPOINT_URL"]).netloc,
+            "reals": [
+                aws_keys["AWS_ACCESS_KEY_ID"],
+                aws_keys["AWS_SECRET_ACCESS_KEY"],
+                GH_TOKEN,
+            ],
+        }
     finally:
         broker.activate(None)
 
 
-def _harness(root: Path, dump: str = "") -> Harness:
+def _harness(root: Path, endpoint: str, dump: str = "") -> Harness:
     """Real awscli (the test environment's) guarded; a fake ``terraform`` that prints
     what a guarded program can read (it runs with what the guard gives it)."""
     bin_dir = root / "bin"
@@ -88,12 +81,13 @@ def _harness(root: Path, dump: str = "") -> Harness:
     terraform.write_text(f"#!/bin/sh\n{dump}\n")
     terraform.chmod(terraform.stat().st_mode | stat.S_IEXEC)
     harness = Harness(root / "ws", bin_dir, root / "log" / "calls", mode="bypass")
+    harness.settings.egress_allow_private = endpoint  # moto, on loopback
     return harness
 
 
 READS = (
     "cat /proc/self/environ | tr '\\0' '\\n'; env; "
-    "cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n'; "
+    "cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | sort -u; "
     "cat $HOME/.aws/credentials $HOME/.aws/config $HOME/.git-credentials; "
     "ls -la $HOME/.iac-code $HOME/.iac-code/egress $HOME/.iac-code/egress/mitmproxy; "
     "cat $HOME/.iac-code/egress/broker.json $HOME/.iac-code/egress/placeholder.key "
@@ -102,7 +96,7 @@ READS = (
 
 
 async def test_no_sandboxed_process_reads_a_real_credential(brokered: dict, outside_tmp: Path):
-    harness = _harness(outside_tmp / "h1", READS)
+    harness = _harness(outside_tmp / "h1", brokered["endpoint"], READS)
     ask = Asker()
     result = await harness.run(f"{READS}; echo GUARDED; terraform version", ask)
     assert result is not None and not ask.exec_questions()
@@ -124,7 +118,7 @@ async def test_no_sandboxed_process_reads_a_real_credential(brokered: dict, outs
 
 
 async def test_aws_s3_ls_works_unasked_through_the_broker(brokered: dict, outside_tmp: Path):
-    harness = _harness(outside_tmp / "h2")
+    harness = _harness(outside_tmp / "h2", brokered["endpoint"])
     harness.bin_dir = Path(sys.executable).parent  # the real awscli first on PATH
     ask = Asker(exec_answer=ALLOW_ONCE, danger_answer=ALLOW_ONCE)
     setup = await harness.run("aws s3 mb s3://sandboxed-bucket", ask)

@@ -140,6 +140,14 @@ def active() -> Brokered | None:
     return _ACTIVE[0] if _ACTIVE else None
 
 
+def current() -> Brokered:
+    """The active broker, prepared from this process's environment and home (and made
+    active) on first use: the egress proxy calls it when it starts."""
+    if not _ACTIVE:
+        _ACTIVE.append(prepare(os.environ))
+    return _ACTIVE[0]
+
+
 def prepare(
     env: Mapping[str, str],
     home: Path | None = None,

@@ -26,7 +26,7 @@ import time
 from concurrent.futures import Future
 from pathlib import Path
 
-from iac_kernel.egress import environment
+from iac_kernel.egress import broker, environment, inside
 from iac_kernel.egress.decide import AskEgress, Decision, EgressCall, jupyter_ports
 from iac_kernel.guard import hidden
 from iac_kernel.guard.racers import peer_pid
@@ -53,25 +53,38 @@ class EgressProxy:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._dir: Path | None = None
         self._ready = threading.Event()
+        #: The credential broker mitmdump runs with, and its CA's trust variables.
+        self._broker: broker.Brokered | None = None
+        self.trust_env: dict[str, str] = {}
 
     # -- life cycle -------------------------------------------------------------
     def ensure(self) -> bool:
-        """Start the proxy if it is not running; False (see :attr:`failure`) when it
-        cannot run. Blocking: call it from a thread."""
+        """Start the proxy if it is not running (again when the credential broker
+        changed); False (see :attr:`failure`) when it cannot run. Blocking: call it from
+        a thread."""
         with self._lock:
-            if self.process is not None and self.process.poll() is None and self._ready.is_set():
-                return True
-            self._stop_process()
             program = environment.mitmdump()
             if program is None:
+                self._stop_process()
                 self.failure = INSTALL_HINT
                 return False
+            made = broker.current()
+            running = self.process is not None and self.process.poll() is None
+            if running and self._ready.is_set() and made is self._broker:
+                return True
+            self._stop_process()
             self._start_loop()
+            self._trust(made)
             for _ in range(3):  # a port taken between choosing and binding: try again
-                if self._launch(program):
+                if self._launch(program, made):
                     self.failure = None
                     return True
             return False
+
+    def _trust(self, made: broker.Brokered) -> None:
+        """Sandboxes trust the broker's CA (a bundle beside the proxy's environment:
+        readable in every sandbox, certificates only)."""
+        self.trust_env = made.ca_bundle(environment.environment_dir() / "sandbox-ca-bundle.pem")
 
     def _start_loop(self) -> None:
         if self._loop is not None:
@@ -93,16 +106,20 @@ class EgressProxy:
         self._submit(self._serve_decisions()).result()
         atexit.register(self.stop)
 
-    def _launch(self, program: Path) -> bool:
+    def _launch(self, program: Path, made: broker.Brokered) -> bool:
         assert self._dir is not None
         ports = {"http": _free_port(), "socks5": _free_port()}
         args = [str(program), "-q", "--listen-host", "127.0.0.1"]
         args += ["--mode", f"regular@{ports['http']}", "--mode", f"socks5@{ports['socks5']}"]
-        for script in ADDONS:
+        for script in [*ADDONS, broker.ADDON]:
             args += ["-s", str(script)]
         options = {
             "iac_egress_socket": str(self._dir / "decide.sock"),
-            "confdir": str(self._dir / "conf"),
+            # TLS is intercepted (with the broker's CA) only for the hosts a brokered
+            # credential belongs to; the broker's addon tunnels the rest untouched.
+            "iac_egress_intercept": "true",
+            broker.TABLE_OPTION: str(made.table),
+            "confdir": str(made.confdir),
             **OPTIONS,
         }
         for key, value in options.items():
@@ -116,6 +133,7 @@ class EgressProxy:
             start_new_session=True,
         )
         self.ports = ports
+        self._broker = made
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if self._ready.wait(0.05):
@@ -271,6 +289,13 @@ def _free_port() -> int:
 
 
 _PROXY: EgressProxy | None = None
+
+
+def _trust_env() -> dict[str, str]:
+    return dict(_PROXY.trust_env) if _PROXY is not None else {}
+
+
+inside.ENV_HOOKS.append(_trust_env)
 
 
 def proxy() -> EgressProxy:

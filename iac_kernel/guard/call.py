@@ -119,8 +119,9 @@ class GuardedCall:
         self.audit = audit
         self.ask_egress = ask_egress
         self.route: Route | None = None
-        #: The credential broker (placeholders for guarded programs), when one is active.
-        self.brokered = brokered if brokered is not None else broker.active()
+        #: The credential broker (placeholders for guarded programs); by default the
+        #: process's own (:func:`~iac_kernel.egress.broker.current`) for sandboxed calls.
+        self.brokered = brokered
         self.env: dict[str, str] = dict(env)
         self.sandboxed = False
         self.server: ApprovalServer | None = None
@@ -140,10 +141,6 @@ class GuardedCall:
         launchers, reals = launchers_and_reals(self.settings, path)
         # The shell sees no secret-bearing variable; guarded programs get them back.
         self.env, secret_env = hidden.split_env(self.env)
-        placeholders: dict[Path, Path] = {}
-        if self.brokered is not None:  # guarded programs get placeholders, not the values
-            brokered_env, other = self.brokered.env(secret_env)
-            secret_env, placeholders = {**other, **brokered_env}, self.brokered.mounts
         guard_dir = Path(tempfile.mkdtemp(prefix="call-", dir=state_dir()))
         self._dirs.append(guard_dir)
         os.chmod(guard_dir, 0o755)
@@ -156,6 +153,11 @@ class GuardedCall:
             self.route = await open_route(
                 guard_dir / inside.SOCKET_NAME, self.settings, self.ask_egress
             )
+            if self.brokered is None:
+                self.brokered = await asyncio.to_thread(broker.current)
+            # Guarded programs get placeholders, not the values (the proxy swaps them in).
+            brokered_env, other = self.brokered.env(secret_env)
+            secret_env, placeholders = {**other, **brokered_env}, self.brokered.mounts
             layout = Layout(
                 cwd=self.cwd,
                 tmp_dir=tmp_dir,
