@@ -57,6 +57,7 @@ OTHER_ENV: dict[str, tuple[str, ...] | None] = {
     "IAC_KERNEL_REMOTE_TOKEN": None,
     "IAC_KERNEL_REMOTE_RECONNECT": NUMBER,
     "IAC_KERNEL_EGRESS_ENV": None,  # the egress proxy's environment (egress/environment.py)
+    "IAC_KERNEL_EGRESS_DIR": None,  # the credential broker's private folder (egress/broker.py)
 }
 
 log = logging.getLogger(__name__)

@@ -28,6 +28,7 @@ from iac_kernel.guard.launcher import SOCKET_ENV, write_launchers
 from iac_kernel.guard.realbin import copies_dir
 from iac_kernel.guard.rules import DEFAULT_PROGRAMS
 from iac_kernel.guard.sandbox import (
+    GUARD_MOUNT,
     LAUNCHER_MOUNT,
     SANDBOX_ENV,
     Layout,
@@ -179,7 +180,7 @@ class GuardedCall:
             self.env["PATH"] = f"{LAUNCHER_MOUNT}{os.pathsep}{path}"
             self.env.update(SANDBOX_ENV)
             if self.route is not None and network != "none":
-                self.env.update(inside.proxy_env(self.route.port))
+                self.env.update(inside.proxy_env(self.route.port, GUARD_MOUNT))
             self.env.pop(SOCKET_ENV, None)
             self.server = ApprovalServer(
                 reals, self.ask_exec, guard_dir, layout, bwrap, audit=self.audit
