@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from jupyter_server.extension.application import ExtensionApp
+from traitlets import Float
 
+from iac_kernel.server import link
 from iac_kernel.server.handler import AcpSocket
 from iac_kernel.server.sessions import RootedManager, make_manager
 
@@ -17,6 +19,14 @@ class IacKernelServer(ExtensionApp):
     name = "iac_kernel"
     load_other_extensions = True
     _session_manager: RootedManager | None = None
+    _links: link.Links | None = None
+
+    resume_window = Float(
+        link.WINDOW,
+        config=True,
+        help="Seconds a dropped resumable ACP connection is kept for its client to "
+        "come back (its turns go on, its questions stay open).",
+    )
 
     def manager(self) -> RootedManager:
         """One manager for every connection of this server: a session loaded twice is
@@ -25,10 +35,20 @@ class IacKernelServer(ExtensionApp):
             self._session_manager = make_manager(self.serverapp.root_dir)
         return self._session_manager
 
+    def links(self) -> link.Links:
+        if self._links is None:
+            self._links = link.Links(self.resume_window)
+        return self._links
+
     def initialize_handlers(self) -> None:
-        self.handlers.append((rf"/{PATH}", AcpSocket, {"manager": self.manager}))
+        self.handlers.append(
+            (rf"/{PATH}", AcpSocket, {"manager": self.manager, "links": self.links()})
+        )
 
     async def stop_extension(self) -> None:
-        """Close the sessions this server opened (histories saved, locks released)."""
+        """End the connections, then close the sessions this server opened (histories
+        saved, locks released)."""
+        if self._links is not None:
+            await self._links.end_all()
         if self._session_manager is not None:
             await self._session_manager.close_all()

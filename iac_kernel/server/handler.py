@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import uuid
 from typing import Any
 
 from jupyter_server.base.handlers import JupyterHandler
@@ -25,7 +24,8 @@ from tornado import web
 from tornado.websocket import WebSocketHandler
 
 from iac_kernel.acp.remote import TOKEN_PARAMS
-from iac_kernel.server.stream import FrameReader, FrameWriter
+from iac_kernel.acp.resume import CONNECTION_HEADER, NORMAL_CLOSE, RECEIVED_HEADER, parse_count
+from iac_kernel.server.link import Link, Links
 
 #: The authorizer's resource: operators can gate the endpoint apart from kernels.
 AUTH_RESOURCE = "iac_kernel"
@@ -37,11 +37,13 @@ class AcpSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
 
     auth_resource = AUTH_RESOURCE
 
-    def initialize(self, manager: Any) -> None:
-        """``manager`` returns the server's session manager (made on first use)."""
+    def initialize(self, manager: Any, links: Links) -> None:
+        """``manager`` returns the server's session manager (made on first use);
+        ``links`` are the server's logical connections (:mod:`iac_kernel.server.link`)."""
         self._manager = manager
-        self._frames = FrameReader()
-        self._serving: asyncio.Task[None] | None = None
+        self._links = links
+        self._link: Link | None = None
+        self._client_has = 0
 
     def prepare(self, *args: Any, **kwargs: Any) -> Any:
         # Before the server's authentication, which would accept the token there.
@@ -75,31 +77,48 @@ class AcpSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
             authorized = await authorized
         if not authorized:
             raise web.HTTPError(403)
+        self._link = self._pick_link()
         # The RFD's transport-level id, on the 101 answer (not a credential).
-        self.set_header("Acp-Connection-Id", str(uuid.uuid4()))
+        self.set_header(CONNECTION_HEADER, self._link.id)
+        if self._link.resumable:
+            self.set_header(RECEIVED_HEADER, str(self._link.received))
         await super().get(*args, **kwargs)
+
+    def _pick_link(self) -> Link:
+        """The link the client resumes (its ``Acp-Connection-Id`` and ``Acp-Received``),
+        else a new one (resumable if the client sent ``Acp-Received``)."""
+        user = getattr(self.current_user, "username", "")
+        client_has = parse_count(self.request.headers.get(RECEIVED_HEADER))
+        if client_has is not None:
+            link = self._links.find(self.request.headers.get(CONNECTION_HEADER), user, client_has)
+            if link is not None:
+                link.take_over()  # frames still arriving on the old socket are not counted
+                self._client_has = client_has
+                return link
+        return self._links.new(user, resumable=client_has is not None)
 
     def open(self, *args: Any, **kwargs: Any) -> None:
         super().open(*args, **kwargs)
         name = getattr(self.current_user, "username", "?")
         self.log.info("ACP connection opened for %s", name)
-        self._serving = asyncio.ensure_future(self._serve())
+        if self._link is not None:
+            self._link.attach(self, self._client_has, self._serve)
 
-    async def _serve(self) -> None:
+    async def _serve(self, link: Link) -> None:
+        """The link's ACP server (it outlives this socket when the link is resumed)."""
         from iac_kernel.acp.endpoint import load_server
 
-        writer = FrameWriter(self)
         manager = self._manager()
         claims = manager.connection()
         try:
             serve = await load_server()
-            await serve(self._frames.reader, writer, manager)
+            await serve(link.frames.reader, link, manager)
         except asyncio.CancelledError:
             pass
         except Exception:
             self.log.exception("ACP connection failed")
         finally:
-            writer.close()
+            link.end()
             try:
                 await manager.release(claims)
             except Exception:
@@ -109,9 +128,11 @@ class AcpSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
         if isinstance(message, bytes):
             self.log.info("ignoring a binary frame (ACP messages are text frames)")
             return
-        self._frames.feed(message)
+        if self._link is not None:
+            self._link.feed(self, message)
 
     def on_close(self) -> None:
-        # The agent cancels the turns this connection started, then the sessions only
-        # it had open are closed (saved, their locks released).
-        self._frames.end()
+        # When the link ends, the agent cancels the turns it started, then the sessions
+        # only it had open are closed (saved, their locks released).
+        if self._link is not None:
+            self._link.detach(self, clean=self.close_code == NORMAL_CLOSE)
