@@ -90,7 +90,7 @@ class AcpSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
         user = getattr(self.current_user, "username", "")
         client_has = parse_count(self.request.headers.get(RECEIVED_HEADER))
         if client_has is not None:
-            link = self._links.find(self.request.headers.get(CONNECTION_HEADER), user, client_has)
+            link = self._links.find(self.request.headers.get(CONNECTION_HEADER), client_has)
             if link is not None:
                 link.take_over()  # frames still arriving on the old socket are not counted
                 self._client_has = client_has

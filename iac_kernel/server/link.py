@@ -160,13 +160,8 @@ class Link:
             with contextlib.suppress(Exception):
                 socket.write_message(ack_frame(self.received))
 
-    def can_resume(self, user: str, client_has: int) -> bool:
-        return (
-            self.resumable
-            and not self.ended
-            and user == self.user
-            and self.outbox.after(client_has) is not None
-        )
+    def can_resume(self, client_has: int) -> bool:
+        return self.resumable and not self.ended and self.outbox.after(client_has) is not None
 
     def end(self) -> None:
         """End the link: its ACP server sees the end of its input and stops."""
@@ -198,11 +193,15 @@ class Links:
     def keep(self, link: Link) -> None:
         self._links[link.id] = link
 
-    def find(self, link_id: str | None, user: str, client_has: int) -> Link | None:
-        """The link to resume, if it is still held, this user's, and can resend what
-        the client lacks."""
+    def find(self, link_id: str | None, client_has: int) -> Link | None:
+        """The link to resume, if it is still held and can resend what the client lacks.
+
+        The id is the capability (122 random bits, given only to the client in the
+        upgrade's answer, and presented only by a client the server authenticated): a
+        plain Jupyter server names each token login anew, so names cannot be compared.
+        """
         link = self._links.get(link_id or "")
-        return link if link is not None and link.can_resume(user, client_has) else None
+        return link if link is not None and link.can_resume(client_has) else None
 
     def forget(self, link: Link) -> None:
         if self._links.get(link.id) is link:
