@@ -21,6 +21,7 @@ from server_support import (  # noqa: F401  (fixtures)
     root,
     server,
     store_of,
+    user_texts,
     work,
 )
 from test_acp_support import WAIT, RecordingClient, wait_until
@@ -301,3 +302,50 @@ async def test_the_bridge_resumes_a_turn_across_cuts(
             assert process.returncode is None
     finally:
         relay.close()
+
+
+async def test_a_retried_prompt_with_its_operation_id_runs_once(
+    server: JupyterServer, work: Path, tmp_path: Path
+) -> None:
+    first = Resumable(server.acp_url, server.token)
+    await first.connect()
+    retry = Resumable(server.acp_url, server.token)
+    try:
+        await first.call("i", "initialize", {"protocolVersion": 1})
+        created = await first.call("n", "session/new", {"cwd": str(work), "mcpServers": []})
+        sid = created["result"]["sessionId"]
+        prompt = {
+            "sessionId": sid,
+            "prompt": [{"type": "text", "text": "count the ticks"}],
+            "_meta": {"operationId": "op-ticks-1"},
+        }
+        await first.send({"id": "p", "method": "session/prompt", "params": prompt})
+        (question,) = await wait_until(first.questions, "the permission question")
+        await first.send({"id": question["id"], "result": ALLOW})
+        await wait_until((work / "ticks.txt").exists, "the command to run")
+        first.cut()
+
+        # A client that lost its connection (and its cursor) sends the prompt again on
+        # a new one, with the same operation id: it gets the first run's answer.
+        await retry.connect()
+        await retry.call("i", "initialize", {"protocolVersion": 1})
+        resumed = {"sessionId": sid, "cwd": str(work), "mcpServers": []}
+        assert "result" in await retry.call("r", "session/resume", resumed)
+        answer = await retry.call("p2", "session/prompt", prompt)
+        assert answer["result"]["stopReason"] == "end_turn"
+        assert (work / "ticks.txt").read_text().splitlines() == ["tick 1", "tick 2", "tick 3"]
+        assert retry.questions() == []  # nothing ran again: no second question
+        # Sent again once more, after the end: the same answer, still nothing run.
+        again = await retry.call("p3", "session/prompt", prompt)
+        assert again["result"] == answer["result"]
+        # Another operation id is another prompt.
+        other = {**prompt, "_meta": {"operationId": "op-other"}}
+        other["prompt"] = [{"type": "text", "text": "editor follow-up"}]
+        assert (await retry.call("p4", "session/prompt", other))["result"]["stopReason"] == (
+            "end_turn"
+        )
+    finally:
+        first.close()
+        retry.close()
+    texts = user_texts(store_of(tmp_path), sid)
+    assert texts == ["count the ticks", "editor follow-up"]

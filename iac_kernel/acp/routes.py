@@ -13,6 +13,8 @@ every failure a clean JSON-RPC error.
   that may not cancel (another client's turn) hears why;
 * requests for a session a running kernel holds (after ``session/load`` attached to it)
   go to that kernel as they are (:class:`~iac_kernel.acp.proxy.RemoteSession`);
+* a request with ``_meta.operationId`` seen before is not run again: it gets the first
+  run's answer (:mod:`~iac_kernel.acp.operations`);
 * anything before ``initialize`` is -32600; bad params are -32602 naming the fields;
   an unexpected failure is -32603 with a one-line, redacted reason (never a traceback).
 """
@@ -44,6 +46,7 @@ from pydantic import Field, ValidationError
 
 from iac_kernel.acp import errors
 from iac_kernel.acp.agent import IacAgent
+from iac_kernel.acp.operations import OPERATIONS, operation_key
 from iac_kernel.acp.proxy import RemoteSession
 
 log = logging.getLogger(__name__)
@@ -92,6 +95,12 @@ class Dispatcher:
                 log.warning("notification %s before initialize ignored", method)
                 return None
             raise errors.not_initialized(method)
+        key = None if is_notification else operation_key(method, params)
+        if key is not None:
+            return await OPERATIONS.run(key, lambda: self._dispatch(method, params, False))
+        return await self._dispatch(method, params, is_notification)
+
+    async def _dispatch(self, method: str, params: Any, is_notification: bool) -> Any:
         remote = self.agent.attached.for_request(method, params)
         if remote is not None:
             return await _forward(remote, method, params, is_notification)
