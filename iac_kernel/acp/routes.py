@@ -46,6 +46,7 @@ from pydantic import Field, ValidationError
 
 from iac_kernel.acp import errors
 from iac_kernel.acp.agent import IacAgent
+from iac_kernel.acp.control import METHOD as CONTROL
 from iac_kernel.acp.operations import OPERATIONS, operation_key
 from iac_kernel.acp.proxy import RemoteSession
 
@@ -80,6 +81,13 @@ class ConfigSetRequest(BaseModel):
     session_id: Annotated[str, Field(alias="sessionId")]
     config_id: Annotated[str, Field(alias="configId")]
     value: str | int | bool
+
+
+class ControlRequest(BaseModel):
+    """``_iac/session/control`` params (:mod:`iac_kernel.acp.control`)."""
+
+    session_id: Annotated[str, Field(alias="sessionId")]
+    claim: bool = False
 
 
 class Dispatcher:
@@ -153,6 +161,7 @@ def build_router(agent: IacAgent) -> MessageRouter:
         adapt_result=normalize_result,
     )
     router.route_request("sessions/list", ListSessionsRequest, agent, "list_sessions")
+    router.handle_extension_request(_extensions(agent))
     router.route_request(
         "session/set_model",
         SetSessionModelRequest,
@@ -169,6 +178,18 @@ def build_router(agent: IacAgent) -> MessageRouter:
         )
     )
     return router
+
+
+def _extensions(agent: IacAgent):
+    """Requests named with a leading ``_`` (the SDK strips it before calling this)."""
+
+    async def handle(name: str, params: Any) -> Any:
+        if "_" + name != CONTROL:
+            raise RequestError.method_not_found("_" + name)
+        request = ControlRequest.model_validate(params)
+        return await agent.control_session(request.session_id, request.claim)
+
+    return handle
 
 
 def _config_set(agent: IacAgent):
