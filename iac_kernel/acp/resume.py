@@ -71,8 +71,9 @@ class Outbox:
     """Frames sent on a connection, numbered, kept until the peer has them."""
 
     def __init__(self) -> None:
-        #: Number of the last frame sent (0 before the first).
+        #: Number of the last frame sent (0 before the first), and the last the peer has.
         self.sent = 0
+        self.acked = 0
         self.size = 0
         self._frames: deque[tuple[int, str]] = deque()
 
@@ -85,6 +86,7 @@ class Outbox:
 
     def ack(self, count: int) -> None:
         """The peer has every frame up to ``count``."""
+        self.acked = max(self.acked, min(count, self.sent))
         while self._frames and self._frames[0][0] <= count:
             _, text = self._frames.popleft()
             self.size -= len(text)

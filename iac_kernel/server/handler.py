@@ -25,6 +25,7 @@ from tornado.websocket import WebSocketHandler
 
 from iac_kernel.acp.remote import TOKEN_PARAMS
 from iac_kernel.acp.resume import CONNECTION_HEADER, NORMAL_CLOSE, RECEIVED_HEADER, parse_count
+from iac_kernel.server import sse
 from iac_kernel.server.link import Link, Links
 
 #: The authorizer's resource: operators can gate the endpoint apart from kernels.
@@ -44,6 +45,8 @@ class AcpSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
         self._links = links
         self._link: Link | None = None
         self._client_has = 0
+        #: The link and event stream a GET serves (the HTTP profile).
+        self._stream: tuple[Link, sse.EventStream] | None = None
 
     def prepare(self, *args: Any, **kwargs: Any) -> Any:
         # Before the server's authentication, which would accept the token there.
@@ -64,7 +67,7 @@ class AcpSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
     def get_compression_options(self) -> dict[str, Any] | None:
         return self.settings.get("websocket_compression_options")
 
-    async def get(self, *args: Any, **kwargs: Any) -> None:
+    async def _check_access(self) -> None:
         # jupyter_server >= 2.13 refuses an unknown user in prepare() already; older
         # versions leave it to the handler (this is what its ws_authenticated does).
         if self.current_user is None:
@@ -77,6 +80,14 @@ class AcpSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
             authorized = await authorized
         if not authorized:
             raise web.HTTPError(403)
+
+    async def get(self, *args: Any, **kwargs: Any) -> None:
+        await self._check_access()
+        if self.request.headers.get("Upgrade", "").lower() != "websocket" and sse.wants_events(
+            self.request.headers.get("Accept")
+        ):
+            await self._event_stream()
+            return
         self._link = self._pick_link()
         # The RFD's transport-level id, on the 101 answer (not a credential).
         self.set_header(CONNECTION_HEADER, self._link.id)
@@ -96,6 +107,62 @@ class AcpSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
                 self._client_has = client_has
                 return link
         return self._links.new(user, resumable=client_has is not None)
+
+    # -- the HTTP profile (iac_kernel.server.sse) ------------------------------------
+
+    async def post(self) -> None:
+        """One client message; an ``initialize`` without a connection opens one."""
+        await self._check_access()
+        body = self.request.body.decode("utf-8", "replace")
+        wanted = self.request.headers.get(CONNECTION_HEADER)
+        if wanted:
+            link = self._http_link(wanted)
+            link.post(body)
+            self.set_status(202)
+            self.finish()
+            return
+        is_initialize, request_id = sse.initialize_id(body)
+        if not is_initialize:
+            raise web.HTTPError(400, "the first POST must be an initialize request")
+        user = getattr(self.current_user, "username", "")
+        link = self._links.new(user, resumable=True)
+        link.start(self._serve)
+        answered = link.answer_to(request_id)
+        link.post(body)
+        number, text = await answered
+        link.outbox.ack(number)  # delivered here: a stream starts after it
+        self.set_header(CONNECTION_HEADER, link.id)
+        self.set_header("Content-Type", "application/json")
+        self.finish(text)
+
+    async def delete(self) -> None:
+        """End the connection."""
+        await self._check_access()
+        self._http_link(self.request.headers.get(CONNECTION_HEADER)).end()
+        self.set_status(204)
+        self.finish()
+
+    def _http_link(self, link_id: str | None) -> Link:
+        link = self._links.get(link_id)
+        if link is None or not link.resumable:
+            raise web.HTTPError(404, "unknown ACP connection (it ended, or never was)")
+        return link
+
+    async def _event_stream(self) -> None:
+        link = self._http_link(self.request.headers.get(CONNECTION_HEADER))
+        after = parse_count(self.request.headers.get("Last-Event-ID"))
+        after = link.outbox.acked if after is None else after
+        if not link.can_resume(after):
+            raise web.HTTPError(409, "those events are gone; open a new connection")
+        self.set_header("Content-Type", sse.EVENT_STREAM)
+        self.set_header("Cache-Control", "no-cache")
+        self.set_header("X-Accel-Buffering", "no")  # nginx: do not buffer the stream
+        stream = sse.EventStream(self, after)
+        self._stream = (link, stream)
+        link.take_over()
+        await stream.start()
+        link.attach(stream, after, self._serve)
+        await stream.ended
 
     def open(self, *args: Any, **kwargs: Any) -> None:
         super().open(*args, **kwargs)
@@ -134,5 +201,9 @@ class AcpSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
     def on_close(self) -> None:
         # When the link ends, the agent cancels the turns it started, then the sessions
         # only it had open are closed (saved, their locks released).
+        if self._stream is not None:
+            link, stream = self._stream
+            link.detach(stream, clean=False)
+            stream.close()
         if self._link is not None:
             self._link.detach(self, clean=self.close_code == NORMAL_CLOSE)

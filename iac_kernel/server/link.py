@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
@@ -63,6 +64,8 @@ class Link:
         self._acked = 0
         self._last: Any = None
         self._expiry: asyncio.TimerHandle | None = None
+        #: Answers awaited by id (the HTTP profile's ``initialize``): id -> (number, text).
+        self._awaited: dict[Any, asyncio.Future[tuple[int, str]]] = {}
 
     # -- the writer the ACP server writes to -----------------------------------------
 
@@ -73,8 +76,9 @@ class Link:
             if not line:
                 continue
             text = line.decode("utf-8", "replace")
-            if self.resumable:
-                self.outbox.add(text)
+            number = self.outbox.add(text) if self.resumable else 0
+            if self._awaited:
+                self._answered(number, text)
             self._send(text)
         if self.outbox.size > MAX_OUTBOX_BYTES:
             log.warning("ACP connection %s: its client stayed away too long", self.id)
@@ -93,6 +97,22 @@ class Link:
     def close(self) -> None:
         """The ACP server is done with the link (it ended)."""
         self.end()
+
+    def answer_to(self, request_id: Any) -> asyncio.Future[tuple[int, str]]:
+        """The number and text of the frame that will answer ``request_id``."""
+        future = asyncio.get_running_loop().create_future()
+        self._awaited[request_id] = future
+        return future
+
+    def _answered(self, number: int, text: str) -> None:
+        try:
+            message = json.loads(text)
+        except ValueError:
+            return
+        if isinstance(message, dict) and "method" not in message:
+            future = self._awaited.pop(message.get("id"), None)
+            if future is not None and not future.done():
+                future.set_result((number, text))
 
     def _send(self, text: str) -> None:
         socket = self.socket
@@ -116,13 +136,20 @@ class Link:
             self._expiry = None
         self.socket = socket
         if self.task is None:
-            self._links.keep(self)
-            self.task = asyncio.ensure_future(serve(self))
+            self.start(serve)
             return
         self.outbox.ack(client_has)
         for text in self.outbox.after(client_has) or []:
             self._send(text)
         log.info("ACP connection %s resumed after frame %d", self.id, client_has)
+
+    def start(self, serve: Serve) -> None:
+        """Keep the link and start its ACP server (a link with no socket yet waits for
+        one for the window)."""
+        self._links.keep(self)
+        self.task = asyncio.ensure_future(serve(self))
+        if self.socket is None:
+            self._expiry = asyncio.get_running_loop().call_later(self._links.window, self.end)
 
     def take_over(self) -> None:
         """A new socket is about to serve this link: the old one is not listened to."""
@@ -149,16 +176,23 @@ class Link:
         """A text frame from ``socket`` (ignored unless it is the link's socket)."""
         if socket is not self.socket or self.ended:
             return
-        count = ack_count(text)
-        if count is not None:
-            self.outbox.ack(count)
+        if not self.post(text):
             return
-        self.received += 1
-        self.frames.feed(text)
         if self.resumable and self.received - self._acked >= ACK_EVERY:
             self._acked = self.received
             with contextlib.suppress(Exception):
                 socket.write_message(ack_frame(self.received))
+
+    def post(self, text: str) -> bool:
+        """A frame from the client (whichever way it came); False for an
+        acknowledgement, which is not counted."""
+        count = ack_count(text)
+        if count is not None:
+            self.outbox.ack(count)
+            return False
+        self.received += 1
+        self.frames.feed(text)
+        return True
 
     def can_resume(self, client_has: int) -> bool:
         return self.resumable and not self.ended and self.outbox.after(client_has) is not None
@@ -202,6 +236,10 @@ class Links:
         """
         link = self._links.get(link_id or "")
         return link if link is not None and link.can_resume(client_has) else None
+
+    def get(self, link_id: str | None) -> Link | None:
+        link = self._links.get(link_id or "")
+        return link if link is not None and not link.ended else None
 
     def forget(self, link: Link) -> None:
         if self._links.get(link.id) is link:
