@@ -83,6 +83,9 @@ class HttpClient:
     def questions(self) -> list[dict[str, Any]]:
         return [m for m in self.messages() if m.get("method") == "session/request_permission"]
 
+    def questions(self) -> list[dict[str, Any]]:
+        return [m for m in self.messages() if m.get("method") == "session/request_permission"]
+
     def text(self) -> str:
         return "".join(
             m["params"]["update"]["content"]["text"]
@@ -106,13 +109,9 @@ async def test_post_and_event_stream_with_a_turn_across_a_cut(
         sid = created["result"]["sessionId"]
         assert client.events[0][0] == 2  # event 1 was the initialize answer, POST's body
         prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "write the plan note"}]}
-        assert (
-            await client.post({"id": "p", "method": "session/prompt", "params": prompt})
-        ).code == 202
-        questions = lambda: [
-            m for m in client.messages() if m.get("method") == "session/request_permission"
-        ]
-        (question,) = await wait_until(questions, "the permission question")
+        sent = await client.post({"id": "p", "method": "session/prompt", "params": prompt})
+        assert sent.code == 202
+        (question,) = await wait_until(client.questions, "the permission question")
         last, _ = client.events[-1]
         client.cut()
 
