@@ -338,7 +338,10 @@ async def test_a_retried_prompt_with_its_operation_id_runs_once(
         # Sent again once more, after the end: the same answer, still nothing run.
         again = await retry.call("p3", "session/prompt", prompt)
         assert again["result"] == answer["result"]
-        # Another operation id is another prompt.
+        # Another operation id is another prompt (once this client took control: the
+        # first connection, kept for its return, still holds the session's lease).
+        claim = {"sessionId": sid, "claim": True}
+        assert (await retry.call("c", "_iac/session/control", claim))["result"]["controller"]
         other = {**prompt, "_meta": {"operationId": "op-other"}}
         other["prompt"] = [{"type": "text", "text": "editor follow-up"}]
         assert (await retry.call("p4", "session/prompt", other))["result"]["stopReason"] == (
