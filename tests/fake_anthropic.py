@@ -279,14 +279,6 @@ class _Handler(FakeHandler):
     def _write_event(self, name: str, data: dict[str, Any]) -> None:
         self._write_chunk(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
 
-    def _abort(self) -> None:
-        """Cut the connection in the middle of the chunked body."""
-        self.close_connection = True
-        try:
-            self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-
 
 class FakeAnthropicServer(ScriptedServer[StreamedMessage | ErrorResponse]):
     """The fake Messages API server; use as a context manager or call start()/stop()."""

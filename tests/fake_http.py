@@ -45,6 +45,14 @@ class FakeHandler(BaseHTTPRequestHandler):
     def _headers(self) -> dict[str, str]:
         return {k.lower(): v for k, v in self.headers.items()}
 
+    def _abort(self) -> None:
+        """Cut the connection in the middle of the chunked body."""
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
     def _read(self, method: str) -> Recorded:
         """The request, its body parsed as JSON where it is JSON."""
         raw = self.rfile.read(int(self.headers.get("content-length") or 0))

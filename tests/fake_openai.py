@@ -48,6 +48,8 @@ class Chat:
     chunk_size: int = 4
     #: Field name of the reasoning delta (``reasoning_content`` for DeepSeek/Qwen).
     reasoning_field: str = "reasoning_content"
+    #: Abort the TCP connection mid-body after that many chunks.
+    drop_after: int | None = None
     #: Seconds between two chunks (a slow but steady stream).
     pace: float = 0.0
 
@@ -115,13 +117,20 @@ class _Handler(FakeHandler):
                 scripted.headers,
             )
         else:
-            pace = 0.0 if isinstance(scripted, Empty) else scripted.pace
-            self._stream([] if isinstance(scripted, Empty) else scripted.chunks(), pace)
+            if isinstance(scripted, Empty):
+                self._stream([])
+            else:
+                self._stream(scripted.chunks(), scripted.drop_after, scripted.pace)
 
-    def _stream(self, chunks: list[dict[str, Any]], pace: float = 0.0) -> None:
+    def _stream(
+        self, chunks: list[dict[str, Any]], drop_after: int | None = None, pace: float = 0.0
+    ) -> None:
         self._start_stream({"content-type": "text/event-stream"})
         try:
             for position, chunk in enumerate(chunks):
+                if position == drop_after:
+                    self._abort()
+                    return
                 if pace and position:
                     time.sleep(pace)
                 self._write_chunk(f"data: {json.dumps(chunk)}\n\n".encode())

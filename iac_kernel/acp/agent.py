@@ -93,6 +93,8 @@ class IacAgent:
         self.attached = AttachedSessions(manager, self._channel)
         #: MCP server states last told to the client, by session id.
         self._mcp_seen: dict[str, Any] = {}
+        #: False: requests that set bypass mode are refused (routes.py, acp/bypass.py).
+        self.allow_bypass = True
 
     def attach(self, channel: ClientChannel) -> None:
         self.channel = channel

@@ -11,6 +11,9 @@ every failure a clean JSON-RPC error.
   hands unknown names to ``ext_method`` only when they start with ``_``;
 * ``session/cancel`` sent as a request (it is a notification) is answered, so a client
   that may not cancel (another client's turn) hears why;
+* a switch to ``bypass`` mode is -32602 when the front does not allow it
+  (:mod:`~iac_kernel.acp.bypass`: the Jupyter server's WebSocket without the owner's
+  opt-in), before any routing or forwarding;
 * requests for a session a running kernel holds (after ``session/load`` attached to it)
   go to that kernel as they are (:class:`~iac_kernel.acp.proxy.RemoteSession`);
 * a request with ``_meta.operationId`` seen before is not run again: it gets the first
@@ -44,7 +47,7 @@ from acp.schema import (
 from acp.utils import normalize_result
 from pydantic import Field, ValidationError
 
-from iac_kernel.acp import errors
+from iac_kernel.acp import bypass, errors
 from iac_kernel.acp.agent import IacAgent
 from iac_kernel.acp.control import METHOD as CONTROL
 from iac_kernel.acp.operations import OPERATIONS, operation_key
@@ -103,6 +106,13 @@ class Dispatcher:
                 log.warning("notification %s before initialize ignored", method)
                 return None
             raise errors.not_initialized(method)
+        if not self.agent.allow_bypass:
+            field = bypass.bypass_field(method, params)
+            if field is not None and is_notification:
+                log.warning("notification %s setting bypass mode ignored", method)
+                return None
+            if field is not None:
+                raise bypass.refusal(field)
         key = None if is_notification else operation_key(method, params)
         if key is not None:
             return await OPERATIONS.run(key, lambda: self._dispatch(method, params, False))

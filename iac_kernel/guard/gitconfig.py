@@ -22,7 +22,8 @@ from pathlib import Path
 
 from iac_kernel.guard import realbin
 from iac_kernel.guard.rules import CHANGE, Verdict, program_name
-from iac_kernel.guard.sandbox import Layout, sandbox_python
+from iac_kernel.guard.sandbox import Layout
+from iac_kernel.interpreter import sandbox_python
 
 HELPER = os.path.realpath(Path(__file__).with_name("exec_helper.py"))  # seen in the sandbox
 READ_TIMEOUT = 15.0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from jupyter_server.extension.application import ExtensionApp
-from traitlets import Float
+from traitlets import Bool, Float
 
 from iac_kernel.server import link
 from iac_kernel.server.handler import AcpSocket
@@ -18,6 +18,12 @@ class IacKernelServer(ExtensionApp):
 
     name = "iac_kernel"
     load_other_extensions = True
+    allow_remote_bypass = Bool(
+        False,
+        config=True,
+        help="Let WebSocket clients switch a session to bypass mode (session/set_mode, "
+        "the mode config option, /mode bypass). Off: such requests get a JSON-RPC error.",
+    )
     _session_manager: RootedManager | None = None
     _links: link.Links | None = None
 
@@ -41,9 +47,12 @@ class IacKernelServer(ExtensionApp):
         return self._links
 
     def initialize_handlers(self) -> None:
-        self.handlers.append(
-            (rf"/{PATH}", AcpSocket, {"manager": self.manager, "links": self.links()})
-        )
+        options = {
+            "manager": self.manager,
+            "links": self.links(),
+            "allow_bypass": lambda: self.allow_remote_bypass,
+        }
+        self.handlers.append((rf"/{PATH}", AcpSocket, options))
 
     async def stop_extension(self) -> None:
         """End the connections, then close the sessions this server opened (histories

@@ -4,7 +4,8 @@ Built like Jupyter's kernel and terminal websockets: :class:`JupyterHandler` res
 the user (token in the ``Authorization`` header, or the login cookie; under JupyterHub
 the hub's OAuth and its ``access:servers`` scopes), ``WebSocketMixin`` checks the
 ``Origin`` as for kernel websockets and keeps the connection alive with pings, and the
-server's authorizer must allow ``execute`` on :data:`AUTH_RESOURCE`. A request that
+server's authorizer must allow ``execute`` on :data:`AUTH_RESOURCE`, and the peer must not
+be a process of a bash call's sandbox (:mod:`iac_kernel.guard.peers`). A request that
 fails any of these is refused (403) before the upgrade.
 
 The bearer is taken from the ``Authorization`` header only: Jupyter itself also accepts
@@ -25,6 +26,7 @@ from tornado.websocket import WebSocketHandler
 
 from iac_kernel.acp.remote import TOKEN_PARAMS
 from iac_kernel.acp.resume import CONNECTION_HEADER, NORMAL_CLOSE, RECEIVED_HEADER, parse_count
+from iac_kernel.guard import peers
 from iac_kernel.server import sse
 from iac_kernel.server.link import Link, Links
 
@@ -38,11 +40,13 @@ class AcpSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
 
     auth_resource = AUTH_RESOURCE
 
-    def initialize(self, manager: Any, links: Links) -> None:
+    def initialize(self, manager: Any, links: Links, allow_bypass: Any = lambda: False) -> None:
         """``manager`` returns the server's session manager (made on first use);
-        ``links`` are the server's logical connections (:mod:`iac_kernel.server.link`)."""
+        ``links`` are the server's logical connections (:mod:`iac_kernel.server.link`);
+        ``allow_bypass`` the owner's ``allow_remote_bypass`` setting."""
         self._manager = manager
         self._links = links
+        self._allow_bypass = allow_bypass
         self._link: Link | None = None
         self._client_has = 0
         #: The link and event stream a GET serves (the HTTP profile).
@@ -79,6 +83,9 @@ class AcpSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
         if inspect.isawaitable(authorized):  # async authorizers are allowed
             authorized = await authorized
         if not authorized:
+            raise web.HTTPError(403)
+        if await asyncio.to_thread(self._from_a_sandbox):
+            self.log.warning("refused an ACP connection from a sandboxed tool call")
             raise web.HTTPError(403)
 
     async def get(self, *args: Any, **kwargs: Any) -> None:
@@ -164,6 +171,12 @@ class AcpSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
         link.attach(stream, after, self._serve)
         await stream.ended
 
+    def _from_a_sandbox(self) -> bool:
+        """The peer is a process of a bash call's sandbox (guard/peers.py)."""
+        stream = getattr(self.request.connection, "stream", None)
+        sock = getattr(stream, "socket", None)
+        return sock is not None and peers.from_a_sandbox(sock)
+
     def open(self, *args: Any, **kwargs: Any) -> None:
         super().open(*args, **kwargs)
         name = getattr(self.current_user, "username", "?")
@@ -179,7 +192,7 @@ class AcpSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
         claims = manager.connection()
         try:
             serve = await load_server()
-            await serve(link.frames.reader, link, manager)
+            await serve(link.frames.reader, link, manager, allow_bypass=bool(self._allow_bypass()))
         except asyncio.CancelledError:
             pass
         except Exception:
