@@ -68,10 +68,10 @@ async def test_a_second_client_cannot_steer_a_turn_it_did_not_start(
             for method, params in (
                 ("session/cancel", {"sessionId": sid}),
                 ("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "x"}]}),
-                ("session/set_mode", {"sessionId": sid, "modeId": "bypass"}),
+                ("session/set_mode", {"sessionId": sid, "modeId": "accept_edits"}),
                 (
                     "session/set_config_option",
-                    {"sessionId": sid, "configId": "mode", "value": "bypass"},
+                    {"sessionId": sid, "configId": "mode", "value": "accept_edits"},
                 ),
             ):
                 answer = await second.call(method, params)
