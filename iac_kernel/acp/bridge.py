@@ -290,9 +290,10 @@ class Bridge:
             await self._send(text)
 
     async def _fail(self, generation: int, details: str) -> None:
-        """Answer the requests sent on the connection of ``generation`` with an error."""
+        """Answer the requests sent up to ``generation`` (on the connection that ended,
+        through any socket it had) with an error."""
         for key, (_method, _params, sent_on) in list(self.pending.items()):
-            if sent_on == generation:
+            if sent_on <= generation:
                 del self.pending[key]
                 await self._write(_error(key, details))
 
