@@ -22,7 +22,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from acp import PROTOCOL_VERSION, RequestError, update_agent_message_text
+from acp import (
+    PROTOCOL_VERSION,
+    RequestError,
+    update_agent_message_text,
+    update_user_message_text,
+)
 from acp.schema import (
     AgentCapabilities,
     Implementation,
@@ -44,6 +49,8 @@ from iac_kernel.acp import commands, errors, notify, session_config, session_sta
 from iac_kernel.acp.attached import AttachedSessions
 from iac_kernel.acp.channel import ClientChannel
 from iac_kernel.acp.content import to_anthropic
+from iac_kernel.acp.control import LEASES, Mirrored
+from iac_kernel.acp.control import METHOD as METHOD_CONTROL
 from iac_kernel.acp.lifecycle import check_cwd, delete_stored, mcp_specs, start_mcp
 from iac_kernel.acp.listing import list_page
 from iac_kernel.acp.permissions import PermissionAsker, approver
@@ -119,12 +126,14 @@ class IacAgent:
         await start_mcp(session, specs)
         after_answer(lambda: notify.send_commands(self._channel(), session))
         self._remember_mcp(session)
+        self._join(session)
         return session_state.new_session_answer(session)
 
     async def adopt(self, session: AgentSession) -> None:
         """A session whose ``session/new`` was answered before the SDK loaded
         (:mod:`iac_kernel.acp.early_start`): what :meth:`new_session` does after its answer."""
         self._remember_mcp(session)
+        self._join(session)
         await notify.send_commands(self._channel(), session)
 
     async def load_session(
@@ -142,6 +151,7 @@ class IacAgent:
         if not isinstance(session, AgentSession):
             return session  # the kernel's answer; it replayed the history itself
         await start_mcp(session, specs)
+        self._join(session)
         channel = self._channel()
         for update in replay_updates(session.replay()):
             await channel.update(session.session_id, update)
@@ -159,6 +169,7 @@ class IacAgent:
         if not isinstance(session, AgentSession):
             return session
         await start_mcp(session, specs)
+        self._join(session)
         await notify.send_info(self._channel(), session)
         await notify.send_commands(self._channel(), session)
         return {**session_state.session_state(session), **self._mcp_answer(session)}
@@ -178,11 +189,14 @@ class IacAgent:
         after_answer(lambda: notify.send_info(channel, session))
         after_answer(lambda: notify.send_commands(channel, session))
         self._remember_mcp(session)
+        self._join(session)
         return session_state.new_session_answer(session)
 
     async def close_session(self, session_id: str, **_: Any) -> dict[str, Any]:
         if await self.attached.detach(session_id):
             return {}  # the kernel keeps its session
+        if isinstance(session_id, str):
+            LEASES.leave(session_id, self)
         try:
             await self.manager.close(session_id)
         except (SessionNotFoundError, TypeError):
@@ -238,11 +252,16 @@ class IacAgent:
             if session.session_id not in self._turns:
                 raise errors.not_in_control("session/prompt")
             raise errors.session_busy()
+        if not LEASES.may_steer(session.session_id, self):
+            raise errors.not_in_control("session/prompt", turn=False)
         command = commands.parse(blocks)
         if command is not None:
             return await self._command(session, *command)
         sid = session.session_id
-        channel = self._channel()
+        channel = Mirrored(self._channel(), sid, self)
+        for block in blocks:  # the observers see what was asked
+            if block.get("type") == "text" and block.get("text"):
+                await channel.observers_update(update_user_message_text(block["text"]))
         relay = TurnRelay(
             channel, sid, session.cwd, on_model_call=lambda: notify.call_usage(channel, session)
         )
@@ -290,6 +309,10 @@ class IacAgent:
         if relay is None and session is not None and session.busy:
             log.warning("session/cancel refused: another client's turn runs on %s", session_id)
             raise errors.not_in_control("session/cancel")
+        holder = LEASES.holder(session_id) if isinstance(session_id, str) else None
+        if holder is not None and holder is not self:
+            log.warning("session/cancel refused: another client controls %s", session_id)
+            raise errors.not_in_control("session/cancel", turn=False)
         if relay is not None:
             relay.cancel_requested = True
         if session is None or not session.cancel():
@@ -303,6 +326,17 @@ class IacAgent:
             session = self.manager.sessions.get(sid)
             if session is not None and session.cancel():
                 await session.wait_idle()
+        LEASES.leave_all(self)
+
+    async def control_session(self, session_id: str, claim: bool = False, **_: Any) -> dict:
+        """``_iac/session/control``: whether this client controls the session; with
+        ``claim``, take the lease (refused while a turn another client started runs)."""
+        session = self._live(session_id)
+        if claim:
+            if session.busy and session.session_id not in self._turns:
+                raise errors.not_in_control(METHOD_CONTROL)
+            LEASES.claim(session.session_id, self)
+        return {"sessionId": session.session_id, "controller": LEASES.holder(session_id) is self}
 
     # -- helpers -----------------------------------------------------------------------
 
@@ -325,7 +359,13 @@ class IacAgent:
         session = self._live(session_id)
         if session.busy and session.session_id not in self._turns:
             raise errors.not_in_control(action)
+        if not LEASES.may_steer(session.session_id, self):
+            raise errors.not_in_control(action, turn=False)
         return session
+
+    def _join(self, session: AgentSession) -> None:
+        """This connection has ``session`` open: a member, its controller if nobody is."""
+        LEASES.join(session.session_id, self, self._channel())
 
     def _mcp_answer(self, session: AgentSession) -> dict[str, Any]:
         """The answer's MCP ``_meta``, remembered to tell later changes."""
