@@ -52,3 +52,8 @@ def test_typescript_sdk_client_validates_every_message(workspace):
     ):
         assert counts.get(kind), (kind, counts)
     assert (workspace / "out.txt").exists()  # the approved write really ran
+    # Schema 1.25 (sent raw, validated above by the TS SDK's zod schemas): every chunk has
+    # a messageId, live and replayed; every tool call its tool's name.
+    new = report["schema125"]
+    assert new["chunksWithoutMessageId"] == [] and new["messageIds"] >= 4, new
+    assert new["toolCallNames"] and None not in new["toolCallNames"], new

@@ -46,7 +46,7 @@ from iac_kernel.acp.listing import list_page
 from iac_kernel.acp.permissions import PermissionAsker, approver
 from iac_kernel.acp.transport import after_answer
 from iac_kernel.acp.turn import TurnRelay, prompt_response, run_turn
-from iac_kernel.acp.updates import replay_updates
+from iac_kernel.acp.updates import new_message_id, replay_updates
 from iac_kernel.agent.session import AgentSession, SessionBusyError, SessionClosedError
 from iac_kernel.events import TurnEnded, Usage
 from iac_kernel.models.providers import auth_methods
@@ -138,8 +138,8 @@ class IacAgent:
             return session  # the kernel's answer; it replayed the history itself
         await start_mcp(session, specs)
         channel = self._channel()
-        for update in replay_updates(session.replay()):
-            await channel.update(session.session_id, update)
+        for update, extra in replay_updates(session.replay(), session.session_id):
+            await channel.update(session.session_id, update, extra)
         await notify.send_info(channel, session)
         await notify.send_commands(channel, session)
         return {**session_state.session_state(session), **self._mcp_answer(session)}
@@ -267,7 +267,11 @@ class IacAgent:
     async def _command(self, session: AgentSession, name: str, args: str) -> PromptResponse:
         channel = self._channel()
         outcome = await commands.run(session, name, args)
-        await channel.update(session.session_id, update_agent_message_text(outcome.text))
+        await channel.update(
+            session.session_id,
+            update_agent_message_text(outcome.text),
+            {"messageId": new_message_id()},
+        )
         if outcome.changed == "mode":
             await notify.send_mode(channel, session)
         if outcome.changed:

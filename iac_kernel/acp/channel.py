@@ -24,8 +24,14 @@ class ClientChannel:
         self.conn = conn
         self._gone = False
 
-    async def update(self, session_id: str, update: Any) -> None:
+    async def update(
+        self, session_id: str, update: Any, extra: dict[str, Any] | None = None
+    ) -> None:
+        """Send one update; ``extra`` adds fields of schema 1.25 that the SDK's models lack
+        (``messageId``, a tool call's ``name``), sent as raw JSON."""
         params = serialize_params(SessionNotification(session_id=session_id, update=update))
+        if extra:
+            params["update"].update(extra)
         await self.forward_update(params)
 
     async def forward_update(self, params: dict[str, Any]) -> None:

@@ -11,7 +11,14 @@ from acp.schema import PromptResponse, Usage
 
 from iac_kernel.acp.channel import ClientChannel
 from iac_kernel.acp.locations import grep_locations
-from iac_kernel.acp.updates import ToolCallTracker, chunk_kind, chunk_update, to_update
+from iac_kernel.acp.updates import (
+    ToolCallTracker,
+    chunk_kind,
+    chunk_update,
+    extra_fields,
+    new_message_id,
+    to_update,
+)
 from iac_kernel.events import AgentEvent, ModelCallDone, ToolCallResult, TurnEnded
 from iac_kernel.events import Usage as CoreUsage
 
@@ -51,6 +58,8 @@ class TurnRelay:
         self._senders: set[asyncio.Task[None]] = set()
         #: A send of held text waiting for the client to read (back-pressure).
         self._draining: asyncio.Task[Any] | None = None
+        #: The ``messageId`` of the model call streaming now (one message a model call).
+        self._message_id: str | None = None
 
     async def __call__(self, event: AgentEvent) -> None:
         kind = chunk_kind(event)
@@ -69,6 +78,7 @@ class TurnRelay:
             return
         await self.send_held()
         if isinstance(event, ModelCallDone):
+            self._message_id = None
             if self.on_model_call is not None:
                 await self.on_model_call()
             return
@@ -78,7 +88,7 @@ class TurnRelay:
             return
         if isinstance(event, ToolCallResult) and event.name == "grep" and self.cwd is not None:
             update.locations = grep_locations(event.output, self.cwd)
-        await self.channel.update(self.session_id, update)
+        await self.channel.update(self.session_id, update, extra_fields(event, self._message_id))
 
     async def send_held(self) -> None:
         """Send the deltas held, as one chunk."""
@@ -86,7 +96,9 @@ class TurnRelay:
             return
         text = "".join(self._held)
         self._held.clear()
-        update = chunk_update(self._held_kind or "agent_message_chunk", text)
+        if self._message_id is None:
+            self._message_id = new_message_id()
+        update = chunk_update(self._held_kind or "agent_message_chunk", text, self._message_id)
         await self.channel.forward_update({"sessionId": self.session_id, "update": update})
 
     async def _send_held_soon(self) -> None:

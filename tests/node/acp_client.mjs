@@ -168,6 +168,10 @@ const fromAgent = Readable.toWeb(child.stdout).pipeThrough(
 );
 
 const permissionAnswers = [];
+// Schema 1.25 fields the agent sends raw: every chunk's messageId, every tool call's name.
+const chunksWithoutMessageId = [];
+const messageIds = new Set();
+const toolCallNames = [];
 const mcpResults = []; // texts of completed tool calls
 const app = client({ name: "iac-kernel-node-test" })
   .onRequest(methods.client.session.requestPermission, async ({ params }) => {
@@ -176,6 +180,11 @@ const app = client({ name: "iac-kernel-node-test" })
   })
   .onNotification(methods.client.session.update, async ({ params }) => {
     const update = params.update;
+    if (update.sessionUpdate?.endsWith("_chunk")) {
+      if (update.messageId) messageIds.add(update.messageId);
+      else chunksWithoutMessageId.push(update.sessionUpdate);
+    }
+    if (update.sessionUpdate === "tool_call") toolCallNames.push(update.name ?? null);
     if (update.sessionUpdate === "tool_call" && update.title?.startsWith("fs: ")) {
       if (update.kind !== "other") fail("MCP tool kind", JSON.stringify(update));
     }
@@ -286,5 +295,6 @@ await new Promise((resolve) => {
     resolve();
   }, 10000);
 });
-process.stdout.write(JSON.stringify({ steps, counts, failures }) + "\n");
+const schema125 = { chunksWithoutMessageId, messageIds: messageIds.size, toolCallNames };
+process.stdout.write(JSON.stringify({ steps, counts, failures, schema125 }) + "\n");
 process.exit(failures.length ? 1 : 0);
