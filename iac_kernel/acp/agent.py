@@ -237,7 +237,10 @@ class IacAgent:
         sid = session.session_id
         channel = self._channel()
         relay = TurnRelay(
-            channel, sid, session.cwd, on_model_call=lambda: notify.call_usage(channel, session)
+            channel,
+            sid,
+            session.cwd,
+            on_model_call=lambda usage: notify.call_usage(channel, session, usage),
         )
         title = session.title
         self._turns[sid] = relay

@@ -40,10 +40,11 @@ class TurnRelay:
         channel: ClientChannel,
         session_id: str,
         cwd: Any = None,
-        on_model_call: Callable[[], Awaitable[None]] | None = None,
+        on_model_call: Callable[[CoreUsage], Awaitable[None]] | None = None,
     ) -> None:
         self.channel = channel
-        #: Sends a ``usage_update`` after each model call (the context filled so far).
+        #: Sends a ``usage_update`` after each model call (the context filled so far; it
+        #: gets the turn's usage so far, for the cost).
         self.on_model_call = on_model_call
         self.session_id = session_id
         #: The session's folder: grep's relative match paths become absolute locations.
@@ -80,7 +81,7 @@ class TurnRelay:
         if isinstance(event, ModelCallDone):
             self._message_id = None
             if self.on_model_call is not None:
-                await self.on_model_call()
+                await self.on_model_call(event.usage)
             return
         self.tracker.see(event)
         update = to_update(event)

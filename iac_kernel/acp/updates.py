@@ -9,8 +9,8 @@ with ``rawOutput``. Compaction notices and errors are shown as message text.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
 import uuid
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from acp import update_agent_message_text, update_agent_thought_text, update_user_message_text
