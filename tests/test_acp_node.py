@@ -57,3 +57,6 @@ def test_typescript_sdk_client_validates_every_message(workspace):
     new = report["schema125"]
     assert new["chunksWithoutMessageId"] == [] and new["messageIds"] >= 4, new
     assert new["toolCallNames"] and None not in new["toolCallNames"], new
+    # It declares boolean config options: it is offered the on/off settings, and sets one.
+    assert set(new["booleanOptions"]) == {"sandbox_network", "web_fetch_allow_private"}, new
+    assert new["booleanSet"] is False, new

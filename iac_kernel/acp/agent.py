@@ -40,6 +40,7 @@ from iac_kernel import __version__
 from iac_kernel.acp import commands, errors, notify, session_config, session_state
 from iac_kernel.acp.attached import AttachedSessions
 from iac_kernel.acp.channel import ClientChannel
+from iac_kernel.acp.client_features import from_initialize
 from iac_kernel.acp.content import to_anthropic
 from iac_kernel.acp.lifecycle import check_cwd, delete_stored, mcp_specs, start_mcp
 from iac_kernel.acp.listing import list_page
@@ -87,6 +88,14 @@ class IacAgent:
     def attach(self, channel: ClientChannel) -> None:
         self.channel = channel
 
+    def declare(self, params: Any) -> None:
+        """Note what the client declared in ``initialize`` (raw params: the SDK's models
+        drop the capabilities newer than schema 1.19)."""
+        self._channel().features = from_initialize(params)
+
+    def _booleans(self) -> bool:
+        return self._channel().features.boolean_options
+
     # -- lifecycle -------------------------------------------------------------------
 
     async def initialize(
@@ -114,7 +123,7 @@ class IacAgent:
         await start_mcp(session, specs)
         after_answer(lambda: notify.send_commands(self._channel(), session))
         self._remember_mcp(session)
-        return session_state.new_session_answer(session)
+        return session_state.new_session_answer(session, self._booleans())
 
     async def adopt(self, session: AgentSession) -> None:
         """A session whose ``session/new`` was answered before the SDK loaded
@@ -142,7 +151,10 @@ class IacAgent:
             await channel.update(session.session_id, update, extra)
         await notify.send_info(channel, session)
         await notify.send_commands(channel, session)
-        return {**session_state.session_state(session), **self._mcp_answer(session)}
+        return {
+            **session_state.session_state(session, self._booleans()),
+            **self._mcp_answer(session),
+        }
 
     async def resume_session(
         self, cwd: str, session_id: str, mcp_servers: Any = None, **_: Any
@@ -156,7 +168,10 @@ class IacAgent:
         await start_mcp(session, specs)
         await notify.send_info(self._channel(), session)
         await notify.send_commands(self._channel(), session)
-        return {**session_state.session_state(session), **self._mcp_answer(session)}
+        return {
+            **session_state.session_state(session, self._booleans()),
+            **self._mcp_answer(session),
+        }
 
     async def fork_session(
         self, session_id: str, cwd: str, mcp_servers: Any = None, **_: Any
@@ -173,7 +188,7 @@ class IacAgent:
         after_answer(lambda: notify.send_info(channel, session))
         after_answer(lambda: notify.send_commands(channel, session))
         self._remember_mcp(session)
-        return session_state.new_session_answer(session)
+        return session_state.new_session_answer(session, self._booleans())
 
     async def close_session(self, session_id: str, **_: Any) -> dict[str, Any]:
         if await self.attached.detach(session_id):
@@ -220,7 +235,7 @@ class IacAgent:
         session_config.apply(session, config_id, value)
         if config_id == "mode":
             after_answer(lambda: notify.send_mode(self._channel(), session))
-        return {"configOptions": session_state.config_options(session)}
+        return {"configOptions": session_state.config_options(session, self._booleans())}
 
     # -- turns -------------------------------------------------------------------------
 

@@ -11,6 +11,8 @@ from acp.meta import CLIENT_METHODS
 from acp.schema import SessionNotification
 from acp.utils import serialize_params
 
+from iac_kernel.acp.client_features import ClientFeatures
+
 log = logging.getLogger(__name__)
 
 UPDATE = CLIENT_METHODS["session_update"]
@@ -23,6 +25,8 @@ class ClientChannel:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
         self._gone = False
+        #: What the client declared in ``initialize`` (set when it arrives).
+        self.features = ClientFeatures()
 
     async def update(
         self, session_id: str, update: Any, extra: dict[str, Any] | None = None

@@ -50,7 +50,7 @@ def mcp_statuses(session: AgentSession) -> list[dict[str, Any]] | None:
 async def send_options(channel: ClientChannel, session: AgentSession) -> None:
     update = ConfigOptionUpdate(
         session_update="config_option_update",
-        config_options=session_state.config_options(session),
+        config_options=session_state.config_options(session, channel.features.boolean_options),
     )
     await channel.update(session.session_id, update)
 

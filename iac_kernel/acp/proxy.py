@@ -60,7 +60,8 @@ KERNEL_STOPPED = "The kernel stopped before this tool call finished."
 
 
 class EditorSide(Protocol):
-    """What the proxy needs of the editor's connection (a ``ClientChannel``)."""
+    """What the proxy needs of the editor's connection (a ``ClientChannel``; its
+    ``features``, if any, are the editor's capabilities, passed on to the kernel)."""
 
     async def forward_update(self, params: dict[str, Any]) -> None: ...
 
@@ -119,7 +120,8 @@ class RemoteSession:
             "initialize",
             {
                 "protocolVersion": PROTOCOL_VERSION,
-                "clientCapabilities": {},
+                # The editor's: the kernel's agent sends what the editor can take.
+                "clientCapabilities": getattr(getattr(self.editor, "features", None), "raw", {}),
                 "clientInfo": {"name": "iac-kernel acp", "version": __version__},
             },
         )

@@ -89,6 +89,8 @@ class Dispatcher:
                 log.warning("notification %s before initialize ignored", method)
                 return None
             raise errors.not_initialized(method)
+        if method == AGENT_METHODS["initialize"]:
+            self.agent.declare(params)
         remote = self.agent.attached.for_request(method, params)
         if remote is not None:
             return await _forward(remote, method, params, is_notification)

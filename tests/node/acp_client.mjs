@@ -195,6 +195,9 @@ const app = client({ name: "iac-kernel-node-test" })
     }
   });
 
+const CAPABILITIES = { session: { configOptions: { boolean: {} }, notices: {}, compaction: {} } };
+const booleanOptions = []; // ids of the boolean config options offered
+let booleanSet = null; // currentValue of sandbox_network after setting it to false
 const steps = [];
 try {
   await app.connectWith(ndJsonStream(toAgent.writable, fromAgent), async (ctx) => {
@@ -203,9 +206,13 @@ try {
       return ctx.request(method, params);
     };
     const cwd = config.cwd;
-    await request(methods.agent.initialize, { protocolVersion: 1, clientCapabilities: {} });
+    // A schema 1.25 client: boolean config options, notices, compaction updates.
+    await request(methods.agent.initialize, { protocolVersion: 1, clientCapabilities: CAPABILITIES });
     const made = await request(methods.agent.session.new, { cwd, mcpServers: [] });
     const sid = made.sessionId;
+    for (const option of made.configOptions || []) {
+      if (option.type === "boolean") booleanOptions.push(option.id);
+    }
     const first = await request(methods.agent.session.prompt, {
       sessionId: sid,
       prompt: [{ type: "text", text: "hello" }],
@@ -239,6 +246,13 @@ try {
       configId: "max_tokens",
       value: "4096",
     });
+    const toggled = await request(methods.agent.session.setConfigOption, {
+      sessionId: sid,
+      configId: "sandbox_network",
+      type: "boolean",
+      value: false,
+    });
+    booleanSet = toggled.configOptions.find((o) => o.id === "sandbox_network")?.currentValue;
     await request(methods.agent.session.list, { cwd });
     await request(methods.agent.session.close, { sessionId: sid });
     await request(methods.agent.session.load, { sessionId: sid, cwd, mcpServers: [] });
@@ -295,6 +309,12 @@ await new Promise((resolve) => {
     resolve();
   }, 10000);
 });
-const schema125 = { chunksWithoutMessageId, messageIds: messageIds.size, toolCallNames };
+const schema125 = {
+  chunksWithoutMessageId,
+  messageIds: messageIds.size,
+  toolCallNames,
+  booleanOptions,
+  booleanSet,
+};
 process.stdout.write(JSON.stringify({ steps, counts, failures, schema125 }) + "\n");
 process.exit(failures.length ? 1 : 0);

@@ -5,6 +5,8 @@
 // Run by tests/node_schema.py:  node validate.mjs < ITEMS_JSON
 // ITEMS_JSON: [{"schema": "zSessionNotification", "value": {...}}, ...]
 // Prints {"failures": [{"index": i, "problem": "..."}]} as one JSON line.
+// Top-level fields beyond the schema that our answers carry (docs/protocol.md):
+const EXTENSIONS = new Set(["models"]);
 
 import { readFileSync } from "node:fs";
 
@@ -27,7 +29,10 @@ function lossless(original, parsed, path) {
     if (!parsed || typeof parsed !== "object") return `${path}: object replaced by ${parsed}`;
     for (const [key, value] of Object.entries(original)) {
       if (value === null || value === undefined || key === "_meta") continue;
-      if (!(key in parsed)) return `${path}.${key}: dropped by the schema`;
+      if (!(key in parsed)) {
+        if (path === "$" && EXTENSIONS.has(key)) continue;
+        return `${path}.${key}: dropped by the schema`;
+      }
       const problem = lossless(value, parsed[key], `${path}.${key}`);
       if (problem) return problem;
     }
