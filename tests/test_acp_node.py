@@ -46,6 +46,7 @@ def test_typescript_sdk_client_validates_every_message(workspace):
         "update:session_info_update",
         "update:available_commands_update",
         "update:user_message_chunk",
+        "update:plan",
         "request:session/request_permission",
         "result:session/delete",
         "error:session/load",
@@ -60,3 +61,5 @@ def test_typescript_sdk_client_validates_every_message(workspace):
     # It declares boolean config options: it is offered the on/off settings, and sets one.
     assert set(new["booleanOptions"]) == {"sandbox_network", "web_fetch_allow_private"}, new
     assert new["booleanSet"] is False, new
+    # The model's update_plan checklist: a plan update live, and again in the load's replay.
+    assert new["plans"] == ["completed,in_progress,pending"] * 2, new

@@ -11,6 +11,7 @@ from acp.schema import PromptResponse, Usage
 
 from iac_kernel.acp.channel import ClientChannel
 from iac_kernel.acp.locations import grep_locations
+from iac_kernel.acp.plan import PlanTracker
 from iac_kernel.acp.updates import (
     ToolCallTracker,
     chunk_kind,
@@ -50,6 +51,8 @@ class TurnRelay:
         #: The session's folder: grep's relative match paths become absolute locations.
         self.cwd = cwd
         self.tracker = ToolCallTracker()
+        #: ``update_plan`` calls: their completion sends the model's plan.
+        self.plans = PlanTracker()
         #: Set by session/cancel: the turn ends ``cancelled`` whatever happens next.
         self.cancel_requested = False
         #: Deltas not sent yet, all of ``_held_kind``; whether a send of them is scheduled.
@@ -84,12 +87,15 @@ class TurnRelay:
                 await self.on_model_call(event.usage)
             return
         self.tracker.see(event)
+        plan = self.plans.see(event)
         update = to_update(event)
-        if update is None:
-            return
-        if isinstance(event, ToolCallResult) and event.name == "grep" and self.cwd is not None:
-            update.locations = grep_locations(event.output, self.cwd)
-        await self.channel.update(self.session_id, update, extra_fields(event, self._message_id))
+        if update is not None:
+            if isinstance(event, ToolCallResult) and event.name == "grep" and self.cwd:
+                update.locations = grep_locations(event.output, self.cwd)
+            extra = extra_fields(event, self._message_id)
+            await self.channel.update(self.session_id, update, extra)
+        if plan is not None:
+            await self.channel.update(self.session_id, plan)
 
     async def send_held(self) -> None:
         """Send the deltas held, as one chunk."""

@@ -16,6 +16,7 @@ from typing import Any
 from acp import update_agent_message_text, update_agent_thought_text, update_user_message_text
 from acp.schema import (
     AgentMessageChunk,
+    AgentPlanUpdate,
     AgentThoughtChunk,
     ContentToolCallContent,
     FileEditToolCallContent,
@@ -26,6 +27,7 @@ from acp.schema import (
 )
 
 from iac_kernel.acp.locations import input_locations
+from iac_kernel.acp.plan import PlanTracker
 from iac_kernel.events import (
     AgentEvent,
     Compacted,
@@ -40,7 +42,14 @@ from iac_kernel.events import (
     UserMessage,
 )
 
-Update = UserMessageChunk | AgentMessageChunk | AgentThoughtChunk | ToolCallStart | ToolCallProgress
+Update = (
+    UserMessageChunk
+    | AgentMessageChunk
+    | AgentThoughtChunk
+    | ToolCallStart
+    | ToolCallProgress
+    | AgentPlanUpdate
+)
 
 ACP_KINDS = frozenset(
     {"read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode"}
@@ -212,12 +221,14 @@ class ToolCallTracker:
 def replay_updates(
     events: Iterable[AgentEvent], session_id: str = ""
 ) -> Iterator[tuple[Update, dict[str, Any] | None]]:
-    """The updates that show a stored history (user prompts, answers, thoughts and tool
-    calls ending in their final status), each with its :func:`extra_fields`.
+    """The updates that show a stored history (user prompts, answers, thoughts, tool
+    calls ending in their final status, the model's plans), each with its
+    :func:`extra_fields`.
 
     Messages are told apart as they were stored: a prompt is one user message; an answer's
     text and thinking form one agent message until a prompt or a tool result follows."""
     tracker = ToolCallTracker()
+    plans = PlanTracker()
     index = -1
     in_answer = False
     for event in events:
@@ -231,5 +242,8 @@ def replay_updates(
         if update is not None:
             message_id = stored_message_id(session_id, index) if index >= 0 else None
             yield update, extra_fields(event, message_id)
+        plan = plans.see(event)
+        if plan is not None:
+            yield plan, None
     for update in tracker.closing_updates(INTERRUPTED):
         yield update, None

@@ -172,6 +172,7 @@ const permissionAnswers = [];
 const chunksWithoutMessageId = [];
 const messageIds = new Set();
 const toolCallNames = [];
+const plans = []; // each plan update's entry statuses
 const mcpResults = []; // texts of completed tool calls
 const app = client({ name: "iac-kernel-node-test" })
   .onRequest(methods.client.session.requestPermission, async ({ params }) => {
@@ -185,6 +186,7 @@ const app = client({ name: "iac-kernel-node-test" })
       else chunksWithoutMessageId.push(update.sessionUpdate);
     }
     if (update.sessionUpdate === "tool_call") toolCallNames.push(update.name ?? null);
+    if (update.sessionUpdate === "plan") plans.push(update.entries.map((e) => e.status).join(","));
     if (update.sessionUpdate === "tool_call" && update.title?.startsWith("fs: ")) {
       if (update.kind !== "other") fail("MCP tool kind", JSON.stringify(update));
     }
@@ -228,6 +230,11 @@ try {
     await request(methods.agent.session.prompt, {
       sessionId: sid,
       prompt: [{ type: "text", text: "/session" }],
+    });
+    // The model's update_plan checklist comes as a plan update (and again on load).
+    await request(methods.agent.session.prompt, {
+      sessionId: sid,
+      prompt: [{ type: "text", text: "plan the work" }],
     });
     // A cancelled turn: its answer comes after all its updates, usage included.
     const slow = request(methods.agent.session.prompt, {
@@ -315,6 +322,7 @@ const schema125 = {
   toolCallNames,
   booleanOptions,
   booleanSet,
+  plans,
 };
 process.stdout.write(JSON.stringify({ steps, counts, failures, schema125 }) + "\n");
 process.exit(failures.length ? 1 : 0);
