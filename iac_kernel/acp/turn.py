@@ -10,7 +10,9 @@ from typing import Any
 from acp.schema import PromptResponse, Usage
 
 from iac_kernel.acp.channel import ClientChannel
+from iac_kernel.acp.client_features import ClientFeatures
 from iac_kernel.acp.locations import grep_locations
+from iac_kernel.acp.notices import live_update
 from iac_kernel.acp.plan import PlanTracker
 from iac_kernel.acp.updates import (
     ToolCallTracker,
@@ -51,6 +53,8 @@ class TurnRelay:
         #: The session's folder: grep's relative match paths become absolute locations.
         self.cwd = cwd
         self.tracker = ToolCallTracker()
+        #: What the client declared (notices and compactions as updates of their own).
+        self.features: ClientFeatures = getattr(channel, "features", ClientFeatures())
         #: ``update_plan`` calls: their completion sends the model's plan.
         self.plans = PlanTracker()
         #: Set by session/cancel: the turn ends ``cancelled`` whatever happens next.
@@ -87,6 +91,10 @@ class TurnRelay:
                 await self.on_model_call(event.usage)
             return
         self.tracker.see(event)
+        special = live_update(event, self.features)
+        if special is not None:
+            await self.channel.forward_update({"sessionId": self.session_id, "update": special})
+            return
         plan = self.plans.see(event)
         update = to_update(event)
         if update is not None:
