@@ -28,6 +28,7 @@ from acp.schema import (
     McpCapabilities,
     PromptCapabilities,
     PromptResponse,
+    SessionAdditionalDirectoriesCapabilities,
     SessionCapabilities,
     SessionCloseCapabilities,
     SessionDeleteCapabilities,
@@ -40,9 +41,16 @@ from iac_kernel import __version__
 from iac_kernel.acp import commands, errors, notify, session_config, session_state
 from iac_kernel.acp.attached import AttachedSessions
 from iac_kernel.acp.channel import ClientChannel
-from iac_kernel.acp.client_features import from_initialize
+from iac_kernel.acp.client_features import ClientFeatures, from_initialize
 from iac_kernel.acp.content import to_anthropic
-from iac_kernel.acp.lifecycle import check_cwd, delete_stored, mcp_specs, start_mcp
+from iac_kernel.acp.lifecycle import (
+    check_cwd,
+    check_dirs,
+    delete_stored,
+    mcp_specs,
+    set_dirs,
+    start_mcp,
+)
 from iac_kernel.acp.listing import list_page
 from iac_kernel.acp.permissions import PermissionAsker, approver
 from iac_kernel.acp.transport import after_answer
@@ -61,6 +69,7 @@ CAPABILITIES = AgentCapabilities(
     prompt_capabilities=PromptCapabilities(image=False, audio=False, embedded_context=True),
     mcp_capabilities=McpCapabilities(http=True, sse=True),
     session_capabilities=SessionCapabilities(
+        additional_directories=SessionAdditionalDirectoriesCapabilities(),
         list=SessionListCapabilities(),
         close=SessionCloseCapabilities(),
         delete=SessionDeleteCapabilities(),
@@ -76,6 +85,8 @@ class IacAgent:
     def __init__(self, manager: SessionManager) -> None:
         self.manager = manager
         self.channel: ClientChannel | None = None
+        #: What the client declared in ``initialize`` (:meth:`declare`).
+        self.features = ClientFeatures()
         self.initialized = False
         self.client_info: Any = None
         #: Turns this connection started and that are still running, by session id.
@@ -87,14 +98,18 @@ class IacAgent:
 
     def attach(self, channel: ClientChannel) -> None:
         self.channel = channel
+        channel.features = self.features
 
     def declare(self, params: Any) -> None:
         """Note what the client declared in ``initialize`` (raw params: the SDK's models
-        drop the capabilities newer than schema 1.19)."""
-        self._channel().features = from_initialize(params)
+        drop the capabilities newer than schema 1.19); the channel's senders read it."""
+        self.features = from_initialize(params)
+        if self.channel is not None:
+            self.channel.features = self.features
 
     def _booleans(self) -> bool:
-        return self._channel().features.boolean_options
+        """Whether the client takes ``boolean`` config options."""
+        return self.features.boolean_options
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -114,12 +129,17 @@ class IacAgent:
             auth_methods=auth_methods(),
         )
 
-    async def new_session(self, cwd: str, mcp_servers: Any = None, **_: Any) -> dict[str, Any]:
+    async def new_session(
+        self, cwd: str, mcp_servers: Any = None, additional_directories: Any = None, **_: Any
+    ) -> dict[str, Any]:
         specs = mcp_specs(mcp_servers, cwd)
+        dirs = check_dirs(additional_directories)
         try:
             session = self.manager.new(cwd)
         except ValueError as exc:
             raise errors.invalid_field("cwd", str(exc)) from None
+        if dirs:
+            set_dirs(session, dirs)
         await start_mcp(session, specs)
         after_answer(lambda: notify.send_commands(self._channel(), session))
         self._remember_mcp(session)
@@ -132,7 +152,12 @@ class IacAgent:
         await notify.send_commands(self._channel(), session)
 
     async def load_session(
-        self, cwd: str, session_id: str, mcp_servers: Any = None, **_: Any
+        self,
+        cwd: str,
+        session_id: str,
+        mcp_servers: Any = None,
+        additional_directories: Any = None,
+        **_: Any,
     ) -> dict[str, Any]:
         """Replay the whole history, the title and the commands as session/update, then
         answer: nothing of the load follows its answer.
@@ -142,9 +167,11 @@ class IacAgent:
         """
         check_cwd(cwd)
         specs = mcp_specs(mcp_servers, cwd)
-        session = await self.attached.open_or_forward("session/load", cwd, session_id)
+        dirs = check_dirs(additional_directories)
+        session = await self.attached.open_or_forward("session/load", cwd, session_id, dirs)
         if not isinstance(session, AgentSession):
             return session  # the kernel's answer; it replayed the history itself
+        set_dirs(session, dirs)
         await start_mcp(session, specs)
         channel = self._channel()
         for update, extra in replay_updates(session.replay(), session.session_id):
@@ -157,14 +184,21 @@ class IacAgent:
         }
 
     async def resume_session(
-        self, cwd: str, session_id: str, mcp_servers: Any = None, **_: Any
+        self,
+        cwd: str,
+        session_id: str,
+        mcp_servers: Any = None,
+        additional_directories: Any = None,
+        **_: Any,
     ) -> dict[str, Any]:
         """Like load without the replay (the client already shows the history)."""
         check_cwd(cwd)
         specs = mcp_specs(mcp_servers, cwd)
-        session = await self.attached.open_or_forward("session/resume", cwd, session_id)
+        dirs = check_dirs(additional_directories)
+        session = await self.attached.open_or_forward("session/resume", cwd, session_id, dirs)
         if not isinstance(session, AgentSession):
             return session
+        set_dirs(session, dirs)
         await start_mcp(session, specs)
         await notify.send_info(self._channel(), session)
         await notify.send_commands(self._channel(), session)
@@ -174,15 +208,22 @@ class IacAgent:
         }
 
     async def fork_session(
-        self, session_id: str, cwd: str, mcp_servers: Any = None, **_: Any
+        self,
+        session_id: str,
+        cwd: str,
+        mcp_servers: Any = None,
+        additional_directories: Any = None,
+        **_: Any,
     ) -> dict[str, Any]:
         """A new session with a copy of the history (stored or live), in the source's cwd."""
         check_cwd(cwd)
         specs = mcp_specs(mcp_servers, cwd)
+        dirs = check_dirs(additional_directories)
         try:
             session = self.manager.fork(session_id)
         except (SessionNotFoundError, TypeError):
             raise errors.session_not_found() from None
+        set_dirs(session, dirs)
         await start_mcp(session, specs)
         channel = self._channel()
         after_answer(lambda: notify.send_info(channel, session))

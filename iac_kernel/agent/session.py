@@ -16,7 +16,7 @@ from iac_kernel.agent import history
 from iac_kernel.agent.loop import AgentLoop, Conversation
 from iac_kernel.agent.permissions import AskPermission, PermissionGate
 from iac_kernel.agent.prompt import build_system_prompt
-from iac_kernel.config import MODES, Settings
+from iac_kernel.config import MODES, Settings, path_list
 from iac_kernel.events import (
     AgentEvent,
     Emit,
@@ -258,7 +258,9 @@ class AgentSession:
             gate=self.gate,
             settings=self.settings,
             cwd=self.cwd,
-            system_prompt=build_system_prompt(self.cwd),
+            system_prompt=build_system_prompt(
+                self.cwd, path_list(self.settings.additional_directories)
+            ),
             conversation=self.conversation,
             persist=_StorePersist(self.writer),
             audit=self.audit,
