@@ -4,7 +4,8 @@
 
 * ``session.configOptions.boolean``: ``type: "boolean"`` config options are offered;
 * ``session.notices``: errors and warnings go out as ``notice`` updates, not message text;
-* ``session.compaction``: a compaction is a ``compaction_update``, not message text.
+* ``session.compaction``: a compaction is a ``compaction_update``, not message text;
+* ``elicitation.form``: a destroy or production apply asks for a typed confirmation.
 
 A capability is declared by an object (``{}``); anything else (absent, ``null``, ``true``)
 is not a declaration.
@@ -33,6 +34,10 @@ class ClientFeatures:
     @property
     def compaction(self) -> bool:
         return _declared(self.raw, "session", "compaction")
+
+    @property
+    def elicitation_form(self) -> bool:
+        return _declared(self.raw, "elicitation", "form")
 
 
 def from_initialize(params: Any) -> ClientFeatures:

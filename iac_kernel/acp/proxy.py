@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 
 UPDATE = CLIENT_METHODS["session_update"]
 PERMISSION = CLIENT_METHODS["session_request_permission"]
+ELICIT = CLIENT_METHODS["elicitation_create"]  # a typed confirmation (acp.elicit)
 #: Methods of the editor that go to the kernel as they are, for an attached session.
 FORWARDED = frozenset(
     {
@@ -179,8 +180,10 @@ class RemoteSession:
         await self.editor.forward_update(params)
 
     async def _from_kernel(self, method: str, params: Any, is_notification: bool) -> Any:
-        """Requests the kernel's agent makes of its client: only permission questions."""
-        if method == PERMISSION:
+        """Requests the kernel's agent makes of its client: only permission questions
+        (``session/request_permission``, and ``elicitation/create`` for a typed
+        confirmation, which the kernel asks only if the editor declared it)."""
+        if method in (PERMISSION, ELICIT):
             return await self.editor.request(method, params)
         if is_notification:
             log.info("ignoring %s from the kernel", method)

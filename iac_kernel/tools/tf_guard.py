@@ -219,6 +219,7 @@ def _review(info: ExecInfo, line: ApplyLine) -> Review:
     if line.plan is None:
         text = flags_text(line, workdir, cwd) + "\n" + printable(state_line(audit["state_before"]))
         summary = {"kind": audit["kind"], "text": text, "plan": None, "flags": flags(line)}
+        summary["workspace"] = audit["state_before"].get("workspace")
         audit.update(plan_file=None, summary="no saved plan", flags=flags(line))
         return Review(text=text, summary=summary, audit=audit, after=after)
     plan_file = Path(info.host_path(line.plan)) if os.path.isabs(line.plan) else workdir / line.plan
@@ -245,6 +246,7 @@ def _review(info: ExecInfo, line: ApplyLine) -> Review:
         )
     text = "\n".join([*head, question_text(approved.plan)])
     summary = {**approved.summary(), "text": text}
+    summary["workspace"] = audit["state_before"].get("workspace")
     audit.update(plan_fields(approved.plan))
     return Review(
         text=text,
