@@ -1,6 +1,11 @@
 """``terraform_plan`` on 10,000 ``terraform_data`` resources, through ``iac-kernel acp``,
 against terraform's own ``plan -out`` + ``show -json`` measured in the same run; the
-bytes of that call's ACP messages; the bytes of its notebook plan card.
+bytes of that call's ACP messages; the bytes of its notebook plan card; the plan card an
+apply's question shows (every row in compact form: ``Plan.rows()``), its bytes and the
+time to build it against the time to parse the plan.
+
+The browser side of that card (rendered within 1 s, no main-thread task over 100 ms)
+is tests/test_browser_big_plan.py, on a synthetic plan of the same size.
 
 Run: ``python bench/plan_scale.py [--resources 10000] [--runs 1]`` (about a minute a run
 at 10,000). Checkov is off (``IAC_KERNEL_CHECKOV=off``): the policy check is its own
@@ -56,6 +61,24 @@ def floor(root: Path, tmp: Path) -> float:
     subprocess.run(["terraform", "show", "-json", out], cwd=root, env=tf_env(),
                    check=True, capture_output=True)  # fmt: skip
     return time.perf_counter() - started
+
+
+def question_card(root: Path, tmp: Path) -> dict[str, float]:
+    """The apply question's plan card of the floor's plan file: seconds to parse the
+    ``show -json`` document, seconds to build the card from it, and its bytes."""
+    from iac_kernel.kernel.plan_card import bundle
+    from iac_kernel.terraform.plan import parse_plan
+
+    shown = subprocess.run(["terraform", "show", "-json", str(tmp / "floor.tfplan")],
+                           cwd=root, env=tf_env(), check=True, capture_output=True)  # fmt: skip
+    doc = json.loads(shown.stdout)
+    started = time.perf_counter()
+    plan = parse_plan(doc)
+    parsed = time.perf_counter()
+    card = bundle(plan.to_dict(), "c1", rows=plan.rows())
+    built = time.perf_counter()
+    size = len(json.dumps(card, ensure_ascii=False).encode())
+    return {"parse": parsed - started, "card": built - parsed, "bytes": size}
 
 
 def script(path: Path) -> Path:
@@ -141,6 +164,7 @@ def iopub(root: Path, tmp: Path) -> int:
 def run(runs: int, resources: int = 10_000) -> dict[str, list[float]]:
     root = workspace(resources)
     figures: dict[str, list[float]] = {"floor": [], "ours": [], "acp": [], "card": []}
+    figures.update(parse=[], question=[], question_bytes=[])
     with tempfile.TemporaryDirectory(prefix="bench-plan-") as tmp:
         for _ in range(runs):  # interleaved: both see the same load
             figures["floor"].append(floor(root, Path(tmp)))
@@ -149,6 +173,10 @@ def run(runs: int, resources: int = 10_000) -> dict[str, list[float]]:
             figures["acp"].append(result["acp bytes"])
             figures["card"].append(result["card bytes"])
             assert result["rows"] == resources, result
+            question = question_card(root, Path(tmp))
+            figures["parse"].append(question["parse"])
+            figures["question"].append(question["card"])
+            figures["question_bytes"].append(question["bytes"])
         figures["iopub"] = [float(iopub(root, Path(tmp)))]
     return figures
 
@@ -163,6 +191,10 @@ def report(f: dict[str, list[float]], resources: int = 10_000) -> None:
     print(f"  notebook plan card bundle     {median(f['card']) / 1024:7.0f} KB")
     print(f"  IOPub bytes of the plan cell  {median(f['iopub']) / 1024:7.0f} KB  "
           "target < 1 MB")  # fmt: skip
+    parse_s, question_s = median(f["parse"]), median(f["question"])
+    print(f"  apply question's plan card    {median(f['question_bytes']) / 1024:7.0f} KB  "
+          f"built in {question_s:.2f} s, {question_s / parse_s:.2f}x parsing the plan "
+          "(every row; target <= 2x)")  # fmt: skip
 
 
 def main() -> None:

@@ -8,10 +8,11 @@ import dataclasses
 import functools
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from iac_kernel.masking.shapes import mask_shapes
+from iac_kernel.masking.trust_store import public_path
 from iac_kernel.masking.values import ValueMasker
 
 _DiffLike = TypeVar("_DiffLike", bound=Any)
@@ -29,6 +30,8 @@ def secret_values(env: Mapping[str, str] | None = None) -> dict[str, str]:
     env = os.environ if env is None else env
     found = {}
     for name, value in env.items():
+        if public_path(name, value):  # SSL_CERT_FILE=/etc/ssl/ca.pem: a path, not a secret
+            continue
         if SECRET_NAME.search(name) and len(value) >= MIN_SECRET_LENGTH:
             found[value] = name
     return found
@@ -47,6 +50,12 @@ def redact(text: str, env: Mapping[str, str] | None = None) -> str:
     if not text:
         return text
     return _redact_with(text, _maskers(frozenset(secret_values(env).items())))
+
+
+def redactor(env: Mapping[str, str] | None = None) -> Callable[[str], str]:
+    """:func:`redact` with the environment's secrets read once (for many texts)."""
+    maskers = _maskers(frozenset(secret_values(env).items()))
+    return lambda text: _redact_with(text, maskers) if text else text
 
 
 def _redact_with(text: str, maskers: tuple[ValueMasker, ...]) -> str:

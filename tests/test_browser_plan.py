@@ -1,7 +1,9 @@
 """The plan card in JupyterLab (headless Chromium; the extension's renderer of a saved
 plan output), in the Light and the Dark theme: it is framed, a destructive plan has the
 red edge, every row's action, address and reason keep 4.5:1 contrast (WCAG AA), and
-opening a row's attribute diff (a long line) leaves every column where it was.
+opening a row's attribute diff (a long line) leaves every column where it was, and the
+copy buttons copy one line per row without the rows' folded diffs.
+(The review list itself: tests/test_browser_big_plan.py.)
 """
 
 from __future__ import annotations
@@ -39,8 +41,18 @@ PLAN = {
             "changes": [{"path": "policy", "before": None, "after": LONG}],
         },
     ],
+    "drift": [
+        {
+            "address": "aws_security_group.web",
+            "action": "update",
+            "changes": [{"path": "ingress[0].cidr", "before": "10.0.0.0/8", "after": "0/0"}],
+        }
+    ],
 }
-WIDTHS = "t => [...t.rows[0].cells].map(c => Math.round(c.getBoundingClientRect().width))"
+#: Where each row's action, address and reason start, and how wide they are.
+COLUMNS = """n => [...n.querySelectorAll('.iac-plan-vline')].map(l =>
+  [...l.children].map(c => { const r = c.getBoundingClientRect();
+    return [Math.round(r.left), Math.round(r.width)]; }))"""
 
 
 @pytest.mark.parametrize("theme", ["JupyterLab Light", "JupyterLab Dark"])
@@ -72,21 +84,36 @@ def test_the_plan_card_is_framed_readable_and_its_columns_stay(
             assert frame == ["solid", "1px", "4px"], frame
 
             ratios = {}
-            for row in card.locator("tr.iac-plan-row").all():
+            for row in card.locator(".iac-plan-vrow").all():
                 action = row.get_attribute("data-action")
                 for part in ("iac-plan-action", "iac-plan-address", "iac-plan-reason"):
-                    ratios[f"{action} {part}"] = row.locator(f"td.{part}").evaluate(CONTRAST)
+                    ratios[f"{action} {part}"] = row.locator(f".{part}").evaluate(CONTRAST)
             low = {what: round(r, 2) for what, r in ratios.items() if r < MINIMUM}
             assert not low, f"{theme}: contrast below {MINIMUM}:1: {low}"
 
-            table = card.locator("table.iac-plan-table")
-            before = table.evaluate(WIDTHS)
-            row = table.locator("tr", has_text="aws_s3_bucket.logs")
-            row.locator("summary").click()
-            expect(row.locator("pre.iac-plan-diff")).to_be_visible()
-            expect(row.locator("pre.iac-plan-diff")).to_contain_text(LONG[:50])
-            after = table.evaluate(WIDTHS)
+            rows = card.locator(".iac-plan-list")
+            before = rows.evaluate(COLUMNS)
+            row = card.locator(".iac-plan-vrow", has_text="aws_s3_bucket.logs")
+            row.locator(".iac-plan-address").click()
+            diff = card.locator(
+                ".iac-plan-vrow[data-address='aws_s3_bucket.logs'] pre.iac-plan-diff"
+            )
+            expect(diff).to_be_visible()
+            expect(diff).to_contain_text(LONG[:50])
+            after = rows.evaluate(COLUMNS)
             assert after == before, (before, after)
+
+            # "Copy": one line per row, the action and the address; no folded diff text.
+            page.evaluate(
+                "() => { window.__copied = []; navigator.clipboard.writeText ="
+                " async t => { window.__copied.push(t); }; }"
+            )
+            card.locator(".iac-plan-list-box .iac-copy-button").click()
+            card.locator(".iac-plan-drift .iac-copy-button").click()
+            page.wait_for_function("() => window.__copied.length === 2")
+            plan_text, drift_text = page.evaluate("() => window.__copied")
+            assert plan_text == "delete\taws_db_instance.main\ncreate\taws_s3_bucket.logs"
+            assert drift_text == "~ update\taws_security_group.web\t", drift_text
             ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / f"browser-plan-card-{name}.png"))
         except Exception:

@@ -1,8 +1,8 @@
 """The destructive question is readable in every theme: JupyterLab Light, Dark and Dark
-High Contrast, in headless Chromium. For the command and the reason on the card (the
-question is shown once: the buttons carry no copy) and the first button, the text's
-contrast against the background it is drawn on (the page's backgrounds blended, as the
-browser computes them) is at least 4.5:1 (WCAG AA).
+High Contrast, in headless Chromium. For the "Destructive" heading, the command and the
+reason on the card (the question is shown once: the buttons carry no copy) and the first
+button, the text's contrast against the background it is drawn on (the page's
+backgrounds blended, as the browser computes them) is at least 4.5:1 (WCAG AA).
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ def test_the_danger_question_is_readable(tmp_path: Path, page, theme: str) -> No
             expect(cell.locator(".iac-question button").first).to_be_visible()
             expect(cell.locator(".iac-danger")).to_have_count(0)
             texts = {
+                "danger heading": question.locator(".iac-toolcard-question-title"),
                 "card command": question.locator(".iac-toolcard-question-command"),
                 "card reason": question.locator(".iac-toolcard-question-why"),
                 "card status word": card.locator(".iac-toolcard-status").first,

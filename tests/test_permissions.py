@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -284,3 +285,12 @@ async def test_a_literal_covers_only_the_program_in_command_position(
     apply = exec_request(["kubectl", "delete", "pod", "web"])
     assert (await gate.check_exec(apply, "call-1", "bash", never)).allowed is covered
     assert len(never.requests) == (0 if covered else 1)
+
+
+@pytest.mark.parametrize("name", ["x\nRisk: none", "x\u202eenon", "x\x1b[2Jy", "x\rAction: read"])
+async def test_a_path_outside_cannot_forge_a_line_of_the_question(tmp_path: Path, name: str):
+    ask = Asker("allow_once")
+    await check(PermissionGate(), ReadTool(), {"path": f"/outside/{name}"}, tmp_path, ask)
+    reason = ask.requests[0].reason
+    assert "\n" not in reason and "\r" not in reason
+    assert not any(unicodedata.category(c) in ("Cc", "Cf") for c in reason)

@@ -93,8 +93,8 @@ def test_an_approved_untouched_plan_applies(ws: Path, tmp_path: Path):
     )
     assert lines[2].startswith("Plan: 2 to add, 1 to change, 2 to destroy")
     assert lines[3].startswith("Plan file: p.tfplan (sha256 ")
-    assert lines[4].startswith("- delete terraform_data.old[0]")
-    assert lines[5].startswith("-/+ replace terraform_data.cache")
+    assert lines[4].startswith("-/+ replace terraform_data.cache")  # replacements first
+    assert lines[5].startswith("- delete terraform_data.old[0]")
     assert request.review["plan"]["counts"]["delete"] == 1
     # A destroy: an ACP client with form elicitation must type the workspace's name.
     assert request.review["workspace"] == "default"

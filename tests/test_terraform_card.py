@@ -42,17 +42,18 @@ def plan(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 @needs_terraform
-def test_the_card_groups_by_action_deletes_and_replaces_first(plan: dict[str, Any]):
+def test_the_card_lists_replacements_and_deletes_first(plan: dict[str, Any]):
     bundle = plan_card.bundle(plan, "c1", "s1")
     plain = bundle["text/plain"]
     assert plain.splitlines()[0] == plan["summary"]
     assert plain.splitlines()[1].startswith("plan file: tfplan · sha256 ")
-    headers = [line.split(" (")[0] for line in plain.splitlines() if not line.startswith(" ")]
-    assert headers[2:6] == ["delete", "replace", "create", "update"]
+    assert plain.splitlines()[2] == "changes: 1 replace · 1 delete · 2 update · 1 create"
+    actions = [line.split()[1] for line in plain.splitlines()[3:8]]
+    assert actions == ["replace", "delete", "update", "update", "create"]
     html = bundle["text/html"]
-    order = [html.index(f'data-action="{a}"') for a in ("delete", "replace", "create", "update")]
+    order = [html.index(f'data-action="{a}"') for a in ("replace", "delete", "update", "create")]
     assert order == sorted(order)
-    delete_row = html[order[0] : order[1]]
+    delete_row = html[order[1] : order[2]]
     assert f"background:{theme.RED_TINT}" in delete_row and "font-weight:600" in delete_row
     assert "triggers_replace[0]: &quot;small&quot; -&gt; &quot;large&quot;" in html
     payload = bundle[plan_card.PLAN_MIME]

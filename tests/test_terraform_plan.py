@@ -60,16 +60,17 @@ async def test_summary_counts_equal_the_plan_json(ws: Path):
     # Terraform's own summary line, from the same configuration.
     own = re.search(r"Plan: .*? to destroy\.", tf(ws, "plan", "-input=false").stdout).group(0)
     assert result.content.splitlines()[0].startswith(own.rstrip("."))
-    # The table: deletes and replaces first, with the reasons terraform gave.
+    # The table: replacements and deletes first, then updates, then creates, with the
+    # reasons terraform gave.
     rows = [line for line in result.content.splitlines() if line.startswith("| ")][1:]
     assert [row.split("|")[2].strip() for row in rows] == [
-        "terraform_data.old[0]",
         "terraform_data.cache",
-        "terraform_data.new[0]",
+        "terraform_data.old[0]",
         "terraform_data.app",
+        "terraform_data.new[0]",
     ]
-    assert "count index out of range" in rows[0]
-    assert "forces replacement: triggers_replace" in rows[1]
+    assert "count index out of range" in rows[1]
+    assert "forces replacement: triggers_replace" in rows[0]
     file = plan["file"]
     assert file["path"] == "stage2.tfplan" and len(file["short_hash"]) == 12
     assert SECRET not in result.content and SECRET not in json.dumps(result.raw_output)

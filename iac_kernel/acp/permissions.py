@@ -34,6 +34,7 @@ from iac_kernel.agent.permissions import (
     Answer,
     PermissionRequest,
 )
+from iac_kernel.textsafe import printable, shown_lines
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ def request_params(session_id: str, request: PermissionRequest) -> dict[str, Any
     """The ``session/request_permission`` params for one gate question."""
     tool_call = ToolCallUpdate(
         tool_call_id=request.call_id,
-        title=request.title or request.tool_name,
+        title=printable(request.title or request.tool_name),
         kind=acp_kind(request.kind),
         raw_input=request.input,
         content=[diff_content(request.diff)] if request.diff else _review_content(request),
@@ -54,7 +55,7 @@ def request_params(session_id: str, request: PermissionRequest) -> dict[str, Any
             "iac_kernel": {
                 "tool": request.tool_name,
                 "reason": request.reason,
-                **({"review": request.review} if request.review is not None else {}),
+                **({"review": _review_meta(request.review)} if request.review is not None else {}),
             }
         },
     )
@@ -66,11 +67,17 @@ def request_params(session_id: str, request: PermissionRequest) -> dict[str, Any
     return serialize_params(params)
 
 
+def _review_meta(review: Any) -> Any:
+    """The review without the plan's compact rows (every row: for the notebook's plan
+    card); the bounded ``plan`` stays, so a large plan keeps the question small."""
+    return {k: v for k, v in review.items() if k != "rows"} if isinstance(review, dict) else review
+
+
 def _review_content(request: PermissionRequest) -> list[Any] | None:
-    """A reviewed call (terraform apply: the plan summary, deletes first, failed checks)
-    shows its review text as the question's content."""
+    """A reviewed call (terraform apply: the plan summary, replacements and deletes first,
+    failed checks) shows its review text as the question's content."""
     text = request.review.get("text") if isinstance(request.review, dict) else None
-    return [text_content(text)] if text else None
+    return [text_content(shown_lines(text))] if text else None
 
 
 def parse_answer(result: Any) -> str:

@@ -21,7 +21,8 @@ On/off settings are ``boolean`` options (schema 1.25), offered only to a client 
 declared ``session.configOptions.boolean`` (``booleans=True``); any client may set them:
 
 * ``web_fetch_allow_private``: web_fetch may read localhost and private addresses;
-* ``sandbox_network``: bash commands get the network (off: the setting's ``none``).
+* ``sandbox_network``: bash commands reach the network through the egress proxy (off:
+  the setting's ``none``).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from __future__ import annotations
 from typing import Any
 
 from iac_kernel.agent.session import AgentSession
-from iac_kernel.config import MODES
+from iac_kernel.config import MODES, Settings
 from iac_kernel.models.providers import PROVIDERS
 from iac_kernel.models.registry import available_models, describe
 
@@ -65,8 +66,9 @@ BOOLEANS: dict[str, tuple[str, str, Any, Any]] = {
     ),
     "sandbox_network": (
         "Network in bash",
-        "Bash commands get the network (off: none; guarded programs keep theirs).",
-        "shared",
+        "Bash commands reach the network through the egress proxy (off: no way out; "
+        "guarded programs keep the proxy).",
+        Settings.sandbox_network,  # the setting's default ("proxy")
         "none",
     ),
 }

@@ -163,6 +163,7 @@ class ToolCalls:
         ctx = self._context(running_ask, lambda text: pump.push(readable(text)))
         # Exec-time approvals of guarded programs (issue 11), decided by the gate.
         ctx.ask_exec = self.gate.exec_asker(call.call_id, call.name, running_ask)
+        ctx.ask_egress = self.gate.egress_asker(call.call_id, call.name, running_ask)
         ctx.audit = _call_audit(ctx.audit, call)
         try:  # e.g. terraform_apply: the saved plan's bytes and summary, bound to the approval
             ctx.review = await call.tool.review(call.input, ctx)

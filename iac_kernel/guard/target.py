@@ -5,12 +5,14 @@ shows them, so approving ``terraform apply`` never hides ``TF_WORKSPACE=prod``."
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from iac_kernel.guard.hidden import is_secret
+from iac_kernel.masking.trust_store import is_path, is_trust_store
 from iac_kernel.textsafe import printable
 
 #: Variables that change what a guarded program acts on (exact names).
@@ -53,18 +55,58 @@ RETARGETING_PREFIXES = (
     "PULUMI_",
     "GIT_CONFIG_",
 )
+#: Name patterns of such variables: a program's config file or folder, plugin folders,
+#: its home, CA bundles and proxies, extra CLI arguments (``HELM_PLUGINS``,
+#: ``TF_PLUGIN_CACHE_DIR``, ``CLOUDSDK_CONFIG``, ``DOCKER_CONFIG``, ``PULUMI_HOME`` ...).
+RETARGETING_PATTERNS = (
+    "*_CONFIG_FILE",
+    "*_CONFIG_DIR",
+    "*_CONFIG_PATH",
+    "*CONFIG",
+    "*_PLUGIN*",
+    "*_HOME",
+    "*_CREDENTIALS_FILE",
+    "*_CA_BUNDLE",
+    "*_PROXY",
+    "TF_CLI_ARGS*",
+    "TOFU_CLI_ARGS*",
+)
 _TERRAFORM = ("terraform", "tofu", "terragrunt")
+
+
+def is_retargeting(name: str) -> bool:
+    """``name`` (any case) is a retargeting variable: an exact name, a prefix or a
+    pattern above."""
+    upper = name.upper()
+    return upper in RETARGETING or upper.startswith(RETARGETING_PREFIXES) or by_pattern(upper)
+
+
+def by_pattern(name: str) -> bool:
+    """``name`` matches one of :data:`RETARGETING_PATTERNS` (a config file or folder,
+    plugins, a home, a CA bundle, a proxy, extra CLI arguments)."""
+    return any(fnmatch.fnmatchcase(name.upper(), p) for p in RETARGETING_PATTERNS)
+
+
 _KUBE = ("kubectl", "oc", "helm")
 
 
 def retargeting_env(env: Mapping[str, str]) -> dict[str, str]:
-    """The retargeting variables of ``env``, secret values shown as ``***``."""
+    """The retargeting variables of ``env``, secret values shown as ``***`` (trust-store
+    variables are not among them: :func:`trust_store`)."""
     found = {
         k: ("***" if is_secret(k, v) else v)
         for k, v in env.items()
-        if k in RETARGETING or k.startswith(RETARGETING_PREFIXES)
+        if is_retargeting(k) and k.upper() not in ("HOME", "PATH") and not is_trust_store(k)
     }
     return dict(sorted(found.items()))
+
+
+def trust_store(env: Mapping[str, str]) -> dict[str, str]:
+    """The trust-store variables of ``env`` (``SSL_CERT_FILE``, ``AWS_CA_BUNDLE``, ...),
+    each under its own name with its path (a path is not a secret; certificate text in a
+    value is shown as such, not as the text)."""
+    found = {k: (v if is_path(v) else "(certificate text)") for k, v in env.items()}
+    return {k: found[k] for k in sorted(found) if is_trust_store(k)}
 
 
 def resolved(program: str, argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> dict:
@@ -120,13 +162,28 @@ def kube_context(program: str, argv: Sequence[str], env: Mapping[str, str]) -> s
     return f"{found.group(1).strip()} (from {path})" if found else ""
 
 
-def describe(program: str, argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> list[str]:
-    """Lines for a question: the retargeting environment and what it resolves to."""
+def describe(
+    program: str,
+    argv: Sequence[str],
+    cwd: str,
+    env: Mapping[str, str],
+    base: Mapping[str, str] | None = None,
+) -> list[str]:
+    """Lines for a question: the retargeting environment, the trust stores the command
+    set or changed (against ``base``, the environment it inherited; all of them without
+    it), and what it resolves to."""
     lines = []
     shown = retargeting_env(env)
     if shown:
         pairs = ", ".join(f"{k}={v}" for k, v in shown.items())
         lines.append("Environment: " + printable(pairs))  # no lines or controls of its own
+    stores = trust_store(env)
+    if base is not None:  # the user's own trust setup is no news; a change by the command is
+        inherited = trust_store(base)
+        stores = {k: v for k, v in stores.items() if inherited.get(k) != v}
+    if stores:
+        pairs = ", ".join(f"{k}={v}" for k, v in stores.items())
+        lines.append("Trust store set by the command: " + printable(pairs))
     for key, value in resolved(program, argv, cwd, env).items():
         lines.append(printable(f"Target: {key} {value}"))
     return lines

@@ -6,34 +6,31 @@ starts and then updated in place (``update_display_data``) while it streams; onc
 it gets one last update with the whole text in ``text/markdown`` and ``text/plain`` and is
 never touched again. Streaming updates carry ``text/markdown`` only.
 
-IOPub bytes stay linear in the answer, whatever the pace:
+Targets (``bench/bench_iopub.py`` measures them through a real kernel): IOPub at most
+3x the text plus :data:`PER_SECOND`-ish bytes a second of streaming; with the extension
+the visible text is at most :data:`LIVE_LAG` behind the model; without it the text never
+stands still for more than a second while the model writes, even on one long line.
 
-* at most one update per ``interval`` (10 a second);
-* only the open display is updated, and a long stretch is split at a blank line (outside
-  code fences) once it passes :data:`SPLIT_CHARS`, so an update never resends more than a
-  few KB of finished text;
-* the streaming updates of a turn share a byte budget (:class:`ByteBudget`): they, and
-  the message overhead of every final update, may cost at most :data:`ALLOWANCE` +
-  :data:`RATIO` × the text shown so far (a split happens only when the budget affords
-  it). Only the text of the final updates (2 × the text) is not counted, so a whole
-  answer costs at most about ``(2 + RATIO) ×`` its size plus a constant, at any pace.
-  ``bench/bench_iopub.py`` measures it.
+* Only the open display is updated, and a long stretch is split into a finished display
+  once it passes :data:`SPLIT_CHARS` (at a blank line, else a line break, else a space;
+  never inside a code fence), so an update never resends more than a few KB.
+* The streaming updates of a turn share a byte budget (:class:`ByteBudget`) that grows
+  with the text shown (``ratio`` x its bytes) and with time (``per_second`` from the
+  turn's first text). The text of the final updates is not charged (2x the text without
+  the extension: Markdown and plain; 1x with it), so a whole answer costs at most 3x its
+  size plus a fixed cost per second of streaming, at any pace. An update the budget cannot
+  pay for yet waits for the time that pays for it, never for more text.
 
-That is the path for frontends without the JupyterLab extension (nbclient, papermill, VS
-Code): coarse updates, since every one resends the open display's text. The allowance is
-released over the turn's first :data:`RELEASE_SECONDS` (a quarter at once), so a slow
-model's text gets regular updates instead of a burst and then a stall.
+Without the extension (nbclient, papermill, VS Code), every update resends the open
+display's text, at most every :data:`UPDATE_INTERVAL` and as often as the budget pays.
 
 **Deltas** (``deltas=True``: a client with the extension's renderer is connected, see
 :mod:`~iac_kernel.kernel.status`): each streaming update carries only the new text and its
 offset under :data:`DELTA_MIME`; the extension's renderer appends it. The final update
-carries the whole Markdown (no ``text/plain``), for other frontends and the saved file. So
-the text travels twice (deltas, final) and the third share of the 3× bound pays the
-messages: the budget allows :data:`LIVE_ALLOWANCE` + :data:`LIVE_RATIO` × the text shown,
-deltas' text included. Updates go out every :data:`LIVE_INTERVAL` while the budget has
-room for a few more, every :data:`LIVE_SLOW_INTERVAL` when it runs low, so a slow model's
-text still moves at least about once a second while the model writes; a long stretch is
-never split.
+carries the whole Markdown (no ``text/plain``), for other frontends and the saved file. An
+update goes out when the oldest text not yet sent is :data:`LIVE_LAG` old (at once when
+nothing was sent for that long), so the text is never further behind than that and a
+steady model costs about one message per ``LIVE_LAG``; a long stretch is never split.
 """
 
 from __future__ import annotations
@@ -49,17 +46,18 @@ from typing import Any, Literal, Protocol
 
 from iac_kernel.kernel.publish import Publisher
 
-#: Seconds between two updates of the open display (<= 10 updates per second).
-UPDATE_INTERVAL = 0.1
-#: Streaming updates may cost this many bytes, plus RATIO × the text shown so far.
-ALLOWANCE = 6000
-RATIO = 0.3
-#: The plain allowance is released over this many seconds (FIRST_SHARE of it at once).
-RELEASE_SECONDS = 6.0
-FIRST_SHARE = 0.25
+#: Seconds between two updates of the open display without deltas (at the least): each
+#: resends the open text, and the target there is no stall over a second.
+UPDATE_INTERVAL = 0.4
+#: Streaming updates may cost ALLOWANCE + ``ratio`` x the text shown + PER_SECOND bytes a
+#: second from the turn's first text (leaving room for the final messages and the footer
+#: under 3x the text + 6 KB a second).
+ALLOWANCE = 2000
+RATIO = 0.9
+PER_SECOND = 5400
 #: Bytes a display message costs besides its text (header, parent header, signature).
 MESSAGE_OVERHEAD = 700
-#: A stretch longer than this is split at its last blank line into a finished display.
+#: A stretch longer than this is split into a finished display (see split_point).
 SPLIT_CHARS = 3000
 CURSOR = " ▍"
 #: Streaming updates for the extension's renderer: ``{"v", "kind", "offset", "text"}``,
@@ -68,12 +66,10 @@ DELTA_MIME = "application/vnd.iac-kernel.text-delta+json"
 #: Bytes a delta update costs besides its bundle: the message, and the content's metadata
 #: and display id around the bundle.
 DELTA_OVERHEAD = MESSAGE_OVERHEAD + 100
-#: Deltas may cost this many bytes plus LIVE_RATIO × the text shown (their own text included).
-LIVE_ALLOWANCE = 6000
+#: With deltas the text travels twice (deltas, final): the third share pays messages.
 LIVE_RATIO = 2.0
-#: Seconds between delta updates: at the least, and at the most while the budget lasts.
-LIVE_INTERVAL = 0.15
-LIVE_SLOW_INTERVAL = 0.9
+#: With deltas, the longest the model's text waits before it is sent (seconds).
+LIVE_LAG = 0.15
 EMPTY_ANSWER = "_(no text in this answer)_"
 FENCE = re.compile(r"^\s*(```|~~~)")
 
@@ -92,52 +88,47 @@ class ByteBudget:
     """How many bytes the streaming updates of one turn may still spend."""
 
     @classmethod
-    def live(cls) -> ByteBudget:
-        """The budget of a turn streamed as deltas (paced by :func:`live_interval`)."""
-        return cls(LIVE_ALLOWANCE, LIVE_RATIO, release=0.0)
+    def live(cls, clock: Callable[[], float] = time.monotonic) -> ByteBudget:
+        """The budget of a turn streamed as deltas."""
+        return cls(ALLOWANCE, LIVE_RATIO, clock=clock)
 
     def __init__(
         self,
         allowance: int = ALLOWANCE,
         ratio: float = RATIO,
         *,
-        release: float = RELEASE_SECONDS,
+        per_second: float = PER_SECOND,
         clock: Callable[[], float] = time.monotonic,
     ):
         self.allowance = allowance
         self.ratio = ratio
-        self.release = release
+        self.per_second = per_second
         self.clock = clock
-        self.started = clock()
+        #: When the turn's first text came (the per-second share counts from there).
+        self.started: float | None = None
         self.shown = 0
         self.spent = 0
 
-    def released(self) -> float:
-        """The part of the allowance available now."""
-        if self.release <= 0:
-            return self.allowance
-        share = FIRST_SHARE + (1 - FIRST_SHARE) * (self.clock() - self.started) / self.release
-        return self.allowance * min(1.0, share)
-
     def grow(self, text: str) -> None:
+        if self.started is None and text:
+            self.started = self.clock()
         self.shown += len(text.encode())
 
+    def room(self) -> float:
+        """Bytes the budget can spend now."""
+        elapsed = 0.0 if self.started is None else max(self.clock() - self.started, 0.0)
+        return self.allowance + self.ratio * self.shown + self.per_second * elapsed - self.spent
+
     def affords(self, cost: int) -> bool:
-        return self.spent + cost <= self.released() + self.ratio * self.shown
+        return cost <= self.room()
+
+    def wait_for(self, cost: int) -> float:
+        """Seconds until the budget affords ``cost`` with no more text (0 when it does)."""
+        short = cost - self.room()
+        return 0.0 if short <= 0 else short / self.per_second
 
     def spend(self, cost: int) -> None:
         self.spent += cost
-
-
-def live_interval(rate: float) -> float:
-    """Seconds between delta updates for text written at ``rate`` bytes a second: the pace
-    the text pays for (each update's message out of the budget's ``LIVE_RATIO - 1`` share),
-    at least LIVE_INTERVAL, and at most LIVE_SLOW_INTERVAL (a slow model's updates draw on
-    the allowance: the text never stands still for long while the budget lasts)."""
-    if rate <= 0:
-        return LIVE_SLOW_INTERVAL
-    paid = DELTA_OVERHEAD / ((LIVE_RATIO - 1) * rate)
-    return min(max(LIVE_INTERVAL, paid), LIVE_SLOW_INTERVAL)
 
 
 def delta_bundle(kind: Kind, offset: int, text: str) -> dict[str, Any]:
@@ -166,22 +157,38 @@ def render(kind: Kind, text: str, *, streaming: bool, with_plain: bool = True) -
 
 
 def split_point(text: str, minimum: int) -> int | None:
-    """The index just after the last blank line at or after ``minimum`` that is outside a
-    fenced code block and has text after it, or ``None``."""
-    best = None
+    """Where to finish a long stretch's display: just after the last blank line at or
+    after ``minimum``; when that leaves ``minimum`` or more after it (or there is none),
+    just after the last line break, else the last space, there. Never inside a fenced code
+    block, and always with text after the cut; ``None`` when there is no such place."""
+    blank = line_end = space = None
     fence: str | None = None
     pos = 0
     for line in text.splitlines(keepends=True):
         match = FENCE.match(line)
+        start = pos
+        pos += len(line)
         if fence is not None:
             if match and match.group(1) == fence:
                 fence = None
-        elif match:
+            continue
+        if match:
             fence = match.group(1)
-        pos += len(line)
-        if fence is None and not line.strip() and pos >= minimum and text[pos:].strip():
-            best = pos
-    return best
+            continue
+        more = bool(text[pos:].strip())
+        if not line.strip():
+            if pos >= minimum and more:
+                blank = pos
+            continue
+        if pos >= minimum and more and line.endswith("\n"):
+            line_end = pos
+        cut = line.rstrip().rfind(" ")
+        if cut >= 0 and start + cut + 1 >= minimum:
+            space = start + cut + 1
+    for cut in (blank, line_end, space):
+        if cut is not None and len(text) - cut < minimum:
+            return cut
+    return blank or line_end or space
 
 
 class TextStream:
@@ -202,7 +209,7 @@ class TextStream:
         self.out = out
         self.budget = budget
         self.kind: Kind = kind
-        self.interval = interval or (LIVE_INTERVAL if deltas else UPDATE_INTERVAL)
+        self.interval = interval or UPDATE_INTERVAL
         self.clock = clock
         self._schedule = schedule
         self.split_chars = split_chars
@@ -219,7 +226,6 @@ class TextStream:
         self._last_sent = float("-inf")
         self._pending: Handle | None = None
         self._closed = False
-        self._started: float | None = None
 
     @property
     def whole(self) -> str:
@@ -229,8 +235,6 @@ class TextStream:
     def add(self, delta: str) -> None:
         if self._closed or not delta:
             return
-        if self._started is None:
-            self._started = self.clock()
         self.text += delta
         self.budget.grow(delta)
         self._maybe_send()
@@ -250,20 +254,25 @@ class TextStream:
     def _maybe_send(self) -> None:
         if self._pending is not None:
             return  # a send is scheduled; it will carry this delta
+        if self.deltas:
+            # The text waiting now is the oldest unsent: it goes out LIVE_LAG from now at
+            # the latest, at once when nothing was sent for that long.
+            if self.clock() - self._last_sent < LIVE_LAG:
+                self._pending = self._later(LIVE_LAG, self._on_timer)
+            else:
+                self._send_delta()
+            return
         wait = self._last_sent + self.interval - self.clock()
         if wait > 0:
             self._pending = self._later(wait, self._on_timer)
-            return
-        if self.deltas:
-            self._send_delta()
             return
         self._split()
         if not self.text or self.text == self._sent:
             return
         bundle = render(self.kind, self.text, streaming=True)
         cost = len(bundle["text/markdown"].encode()) + MESSAGE_OVERHEAD
-        if not self.budget.affords(cost):
-            return  # the next delta tries again; the end always sends the whole text
+        if self._wait_for_budget(cost):
+            return
         self.budget.spend(cost)
         self._send(bundle)
         self._sent = self.text
@@ -275,18 +284,19 @@ class TextStream:
         bundle = delta_bundle(self.kind, len(self._sent), new)
         cost = len(json.dumps(bundle, ensure_ascii=False).encode()) + DELTA_OVERHEAD
         # Room is kept for the final update's message (its text is not charged).
-        if not self.budget.affords(cost + DELTA_OVERHEAD):
-            return  # the next delta tries again; the end always sends the whole text
-        started = self.clock() if self._started is None else self._started
-        elapsed = max(self.clock() - started, 0.25)
-        rate = len(self.text.encode()) / elapsed
-        wait = self._last_sent + live_interval(rate) - self.clock()
-        if wait > 0:  # slow text: space the updates out rather than stall later
-            self._pending = self._later(wait, self._on_timer)
+        if self._wait_for_budget(cost + DELTA_OVERHEAD):
             return
         self.budget.spend(cost)
         self._send(bundle)
         self._sent = self.text
+
+    def _wait_for_budget(self, cost: int) -> bool:
+        """When the budget cannot pay ``cost`` yet, retry once time has paid for it."""
+        wait = self.budget.wait_for(cost)
+        if wait <= 0:
+            return False
+        self._pending = self._later(wait, self._on_timer)
+        return True
 
     def _on_timer(self) -> None:
         self._pending = None

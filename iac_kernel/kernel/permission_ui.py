@@ -46,6 +46,7 @@ from iac_kernel.agent.permissions import (
     Answer,
     PermissionRequest,
 )
+from iac_kernel.kernel import plan_card
 from iac_kernel.kernel.publish import Publisher, plain_text
 from iac_kernel.kernel.question_text import (
     button_label,
@@ -298,7 +299,15 @@ class PermissionUI:
             by = f"headless policy ({self.policy()})"
         return Answer(answer, getattr(answer, "note", ""), by=by)
 
+    def _show_plan(self, request: PermissionRequest) -> None:
+        """An apply's plan (its review), every row of it, as a plan card above the answer."""
+        review = request.review if isinstance(request.review, dict) else {}
+        if isinstance(review.get("plan"), dict):
+            card = plan_card.bundle(review["plan"], request.call_id, rows=review.get("rows"))
+            self.out.display(card, f"iac-plan-{uuid.uuid4().hex}")
+
     async def _ask(self, request: PermissionRequest) -> str:
+        self._show_plan(request)
         policy = self.policy()
         how = choose_ui(self.ui, self.allow_stdin and self.ask_stdin is not None, policy)
         if how == "policy":

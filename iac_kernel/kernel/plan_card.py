@@ -2,13 +2,16 @@
 
 A tool result whose ``raw_output`` carries ``"plan"`` (``Plan.to_dict()`` of
 :mod:`iac_kernel.terraform.plan`: ``terraform_plan``, a bash ``plan -out``) gets a card
-under its tool card, as a mime bundle with three forms:
+under its tool card, and so does an apply's question (its review's plan, with every row),
+as a mime bundle with three forms:
 
 * ``application/vnd.iac-kernel.plan+json``: ``{"version": 1, "callId", "sessionId",
-  "plan": {...}}`` for the JupyterLab renderer (labextension/src/plan.ts);
+  "plan": {...}, "rows": {...}}`` for the JupyterLab renderer (labextension/src/plan.ts);
+  ``rows`` (optional) is every changing row in compact form (``Plan.rows()``);
 * ``text/html``: the summary line, the plan file's identity (path, short hash, time),
-  a table grouped by action with deletes and replaces first and highlighted, each row's
-  attribute diff in a ``<details>``, output changes, drift, failed policy checks;
+  the counts, then the rows in review order (replacements and deletes first,
+  highlighted) up to :data:`MAX_ROWS` with a note of the rest, each row's attribute
+  diff in a ``<details>``, output changes, drift, failed policy checks;
 * ``text/plain``: the same as lines.
 
 Values arrive masked (``(sensitive)``); everything is escaped.
@@ -21,11 +24,11 @@ import json
 from typing import Any
 
 from iac_kernel.kernel import theme
+from iac_kernel.terraform.plan_rows import action_rank, expand_rows, review_key
 from iac_kernel.terraform.summary import SYMBOLS
 
 PLAN_MIME = "application/vnd.iac-kernel.plan+json"
 PLAN_VERSION = 1
-ORDER = ("delete", "replace", "create", "update", "read", "forget")
 #: Each action's row tint and the colour of its action word (see :mod:`.theme`: the rest
 #: of the row keeps the page's text colour, readable in light and dark themes).
 COLORS = {
@@ -37,7 +40,10 @@ COLORS = {
     "forget": (theme.GREY_TINT, theme.GREY),
 }
 DANGER = ("delete", "replace")
+#: Rows of the text form, and of the HTML form (which JupyterLab's table of contents
+#: parses again on every change of the cell's outputs: it must stay small).
 MAX_ROWS = 200
+HTML_ROWS = 100
 #: Rows per page of the HTML table (each page a ``<details>``; the first one open).
 PAGE_ROWS = 50
 VALUE_CHARS = 200
@@ -50,17 +56,21 @@ def plan_of(raw_output: Any) -> dict[str, Any] | None:
     return None
 
 
-def bundle(plan: dict[str, Any], call_id: str = "", session_id: str = "") -> dict[str, Any]:
-    """The mime bundle of one plan card."""
+def bundle(
+    plan: dict[str, Any],
+    call_id: str = "",
+    session_id: str = "",
+    rows: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The mime bundle of one plan card; ``rows``: every changing row in compact form
+    (``Plan.rows()``), which the extension renders as a virtualised list."""
+    data = {"version": PLAN_VERSION, "callId": call_id, "sessionId": session_id, "plan": plan}
+    if rows:  # they stand for the plan's bounded resource list, and the message stays small
+        data.update(plan={**plan, "resources": []}, rows=rows)
     return {
-        "text/plain": render_plain(plan),
-        "text/html": render_html(plan),
-        PLAN_MIME: {
-            "version": PLAN_VERSION,
-            "callId": call_id,
-            "sessionId": session_id,
-            "plan": plan,
-        },
+        "text/plain": render_plain(plan, rows),
+        "text/html": render_html(plan, rows),
+        PLAN_MIME: data,
     }
 
 
@@ -76,14 +86,80 @@ def identity(plan: dict[str, Any]) -> str:
 
 
 def grouped(plan: dict[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:
-    """Changing resources by action, deletes and replaces first."""
+    """Changing resources by action, in review order (replacements and deletes first,
+    then updates, then creates; by module and type, addresses in natural order)."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for resource in plan.get("resources") or []:
         action = resource.get("action", "")
         if action != "no-op":
             groups.setdefault(action, []).append(resource)
-    keys = [a for a in ORDER if a in groups] + sorted(a for a in groups if a not in ORDER)
-    return [(a, sorted(groups[a], key=lambda r: r.get("address", ""))) for a in keys]
+    keys = sorted(groups, key=lambda a: (action_rank(a), a))
+    return [(a, sorted(groups[a], key=_key)) for a in keys]
+
+
+def _key(resource: dict[str, Any]) -> tuple[Any, ...]:
+    return review_key(
+        str(resource.get("action", "")),
+        str(resource.get("address", "")),
+        str(resource.get("type", "")),
+        str(resource.get("mode", "managed")),
+    )
+
+
+def review_list(plan: dict[str, Any], rows: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Every changing row as ``{"action", "address", "why", "diff"}`` in review
+    order: from the compact ``rows`` (the whole plan) when given, else the plan's own."""
+    if rows:
+        return expand_rows(rows)
+    return [
+        {
+            "action": a,
+            "address": r.get("address", ""),
+            "why": _why(r),
+            "diff": _diff_of(r),
+        }
+        for a, resources in grouped(plan)
+        for r in resources
+    ]
+
+
+def _why(resource: dict[str, Any]) -> str:
+    why = resource.get("why")
+    if why is None:  # a payload from before "why" existed
+        replace = resource.get("replace_paths") or []
+        why = (resource.get("reason") or "").replace("_", " ")
+        why += f" · forces replacement: {', '.join(replace)}" if replace else ""
+    return str(why)
+
+
+def _diff_of(resource: dict[str, Any]) -> list[str]:
+    return [change_line(resource, c) for c in resource.get("changes") or []]
+
+
+def counts_text(plan: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+    """``2 replace · 3 delete · 1 update · 4 create`` (review order)."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row["action"]] = counts.get(row["action"], 0) + 1
+    if plan.get("truncated") and plan.get("counts"):  # a bounded plan: its own counts
+        counts = {k: v for k, v in plan["counts"].items() if k != "no-op" and v}
+    keys = sorted(counts, key=lambda a: (action_rank(a), a))
+    return " · ".join(f"{counts[a]} {a}" for a in keys)
+
+
+def cut_note(plan: dict[str, Any], rows: list[dict[str, Any]], shown: int) -> str:
+    """What the fallback leaves out, honestly, and how to see all ("" if nothing)."""
+    left = rows[shown:]
+    if not left:
+        return ""
+    destroying = sum(1 for r in left if r["action"] in DANGER)
+    file = (plan.get("file") or {}).get("path") or "PLANFILE"
+    program = plan.get("program") or "terraform"
+    return (
+        f"{len(left)} more row{'s' if len(left) != 1 else ''} not shown here"
+        + (f" ({destroying} of them replacements or deletes)" if destroying else "")
+        + f"; `{program} show {file}` lists every change."
+    )
 
 
 def _value(value: Any) -> str:
@@ -111,30 +187,32 @@ def more_note(plan: dict[str, Any]) -> str:
     if not plan.get("truncated") or not isinstance(total, int):
         return ""
     return (
-        f"Showing {shown} of {total} changing resources (deletes and replaces first); "
+        f"Showing {shown} of {total} changing resources (replacements and deletes first); "
         "ask terraform_plan_detail for any other address."
     )
 
 
-def render_plain(plan: dict[str, Any]) -> str:
+def render_plain(plan: dict[str, Any], rows: dict[str, Any] | None = None) -> str:
+    """The card as lines: counts, then the rows in review order (replacements and deletes
+    first) up to :data:`MAX_ROWS`, with an honest note of the rest."""
     lines = [title(plan)]
     if identity(plan):
         lines.append(f"plan file: {identity(plan)}")
-    groups = plan.get("groups") or []
-    if len(groups) > 1 or plan.get("truncated"):
-        lines += [f"  {g['count']:>7} {g['action']} {g['type']}" for g in groups]
-    if more_note(plan):
+    listed = review_list(plan, rows)
+    if listed:
+        lines.append(f"changes: {counts_text(plan, listed)}")
+    if more_note(plan) and not rows:
         lines.append(more_note(plan))
     for error in plan.get("errors") or []:
         lines.append(f"error: {error}")
-    for action, resources in grouped(plan):
-        lines.append(f"{action} ({len(resources)}):")
-        for resource in resources[:MAX_ROWS]:
-            reason = resource.get("why") or resource.get("reason") or ""
-            lines.append(
-                f"  {SYMBOLS.get(action, '?')} {resource['address']}"
-                + (f"  ({reason})" if reason else "")
-            )
+    for row in listed[:MAX_ROWS]:
+        action = row["action"]
+        lines.append(
+            f"  {SYMBOLS.get(action, '?'):>3} {action:<7} {row['address']}"
+            + (f"  ({row['why']})" if row["why"] else "")
+        )
+    if cut_note(plan, listed, MAX_ROWS):
+        lines.append(cut_note(plan, listed, MAX_ROWS))
     outputs = [o for o in plan.get("outputs") or [] if o.get("action") != "no-op"]
     if outputs:
         lines.append("outputs: " + ", ".join(f"{o['name']} ({o['action']})" for o in outputs))
@@ -151,16 +229,13 @@ def render_plain(plan: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _row_html(action: str, resource: dict[str, Any], checks: list[dict[str, Any]]) -> str:
+def _row_html(action: str, row: dict[str, Any], checks: list[dict[str, Any]]) -> str:
+    """One table row: ``row`` is a :func:`review_list` item."""
     esc = html.escape
     bg, fg = COLORS.get(action, COLORS["forget"])
-    why = resource.get("why")
-    if why is None:  # a payload from before "why" existed
-        replace = resource.get("replace_paths") or []
-        why = (resource.get("reason") or "").replace("_", " ")
-        why += f" · forces replacement: {', '.join(replace)}" if replace else ""
-    diff = "\n".join(change_line(resource, c) for c in resource.get("changes") or [])
-    failed = [c for c in checks if c.get("address") == resource.get("address")]
+    why = row["why"]
+    diff = None if row.get("diff") is None else "\n".join(row["diff"])
+    failed = [c for c in checks if c.get("address") == row["address"]]
     flags = "".join(
         f' <span class="iac-plan-check" style="color:{theme.RED}">✗ {esc(str(c.get("check_id")))}'
         "</span>"
@@ -171,19 +246,25 @@ def _row_html(action: str, resource: dict[str, Any], checks: list[dict[str, Any]
         f'<tr class="iac-plan-row" data-action="{esc(action)}" style="background:{bg}">'
         f'<td style="color:{fg};{weight}white-space:nowrap;text-align:left">'
         f"{esc(SYMBOLS.get(action, '?'))} {esc(action)}</td>"
-        f'<td style="text-align:left"><details><summary><code>{esc(resource.get("address", ""))}'
-        f"</code>{flags}</summary>"
-        f'<pre style="margin:2px 0;font-family:monospace">'
-        f"{esc(diff or '(no attribute changes)')}</pre></details></td>"
-        # Left-aligned: JupyterLab's HTML styles right-align table cells.
+        + (
+            f'<td style="text-align:left"><code>{esc(row["address"])}</code>{flags}</td>'
+            if diff is None  # a whole plan's card: the diffs are the extension's
+            else f'<td style="text-align:left"><details><summary><code>{esc(row["address"])}'
+            f"</code>{flags}</summary>"
+            f'<pre style="margin:2px 0;font-family:monospace">'
+            f"{esc(diff or '(no attribute changes)')}</pre></details></td>"
+        )
+        +  # Left-aligned: JupyterLab's HTML styles right-align table cells.
         f'<td style="{theme.MUTED};text-align:left">{esc(why)}</td></tr>'
     )
 
 
-def render_html(plan: dict[str, Any]) -> str:
+def render_html(plan: dict[str, Any], rows: dict[str, Any] | None = None) -> str:
+    """The card as HTML (see :func:`render_plain` for what it lists)."""
     esc = html.escape
     errored = bool(plan.get("errored"))
-    danger = any(a in DANGER for a, _ in grouped(plan))
+    listed = review_list(plan, rows)
+    danger = any(row["action"] in DANGER for row in listed)
     border = theme.RED if errored or danger else theme.GREEN
     parts = [
         f'<div class="iac-plan" data-errored="{str(errored).lower()}" '
@@ -199,6 +280,8 @@ def render_html(plan: dict[str, Any]) -> str:
     for error in plan.get("errors") or []:
         parts.append(f'<div class="iac-plan-error" style="color:{theme.RED}">{esc(error)}</div>')
     checks = plan.get("checks") or []
+    if listed:
+        parts.append(f'<div class="iac-plan-counts">{esc(counts_text(plan, listed))}</div>')
     counts = plan.get("groups") or []
     if len(counts) > 1 or plan.get("truncated"):
         cells = "".join(
@@ -207,24 +290,29 @@ def render_html(plan: dict[str, Any]) -> str:
             for g in counts
         )
         parts.append(f'<table class="iac-plan-groups" style="margin:4px 0">{cells}</table>')
-    if more_note(plan):
+    if more_note(plan) and not rows:
         parts.append(
             f'<div class="iac-plan-more" style="{theme.MUTED}">{esc(more_note(plan))}</div>'
         )
-    rows = [(a, r) for a, resources in grouped(plan) for r in resources[:MAX_ROWS]]
-    for start in range(0, len(rows), PAGE_ROWS):
-        page = rows[start : start + PAGE_ROWS]
-        if len(rows) > PAGE_ROWS:
+    shown = listed[:HTML_ROWS]
+    if rows and len(listed) > HTML_ROWS:  # a big plan's rows without their diffs: JupyterLab
+        shown = [{**row, "diff": None} for row in shown]  # re-parses this HTML on every change
+    for start in range(0, len(shown), PAGE_ROWS):
+        page = shown[start : start + PAGE_ROWS]
+        if len(shown) > PAGE_ROWS:
             opened = " open" if start == 0 else ""
             parts.append(
                 f'<details class="iac-plan-page"{opened}><summary>rows {start + 1}–'
-                f"{start + len(page)} of {len(rows)}</summary>"
+                f"{start + len(page)} of {len(listed)}</summary>"
             )
         parts.append('<table class="iac-plan-table" style="border-collapse:collapse;width:100%">')
-        parts += [_row_html(action, resource, checks) for action, resource in page]
+        parts += [_row_html(row["action"], row, checks) for row in page]
         parts.append("</table>")
-        if len(rows) > PAGE_ROWS:
+        if len(shown) > PAGE_ROWS:
             parts.append("</details>")
+    if cut_note(plan, listed, HTML_ROWS):
+        note = esc(cut_note(plan, listed, HTML_ROWS))
+        parts.append(f'<div class="iac-plan-cut" style="{theme.MUTED}">{note}</div>')
     outputs = [o for o in plan.get("outputs") or [] if o.get("action") != "no-op"]
     if outputs:
         rows = "\n".join(
@@ -246,7 +334,14 @@ def render_html(plan: dict[str, Any]) -> str:
             f'<div class="iac-plan-drift">{heading}'
             '<table style="border-collapse:collapse;width:100%">'
         )
-        parts += [_row_html("update", r, []) for r in drift[:MAX_ROWS]]
+        parts += [
+            _row_html(
+                "update",
+                {"address": r.get("address", ""), "why": _why(r), "diff": _diff_of(r)},
+                [],
+            )
+            for r in drift[:MAX_ROWS]
+        ]
         parts.append("</table></div>")
     if checks:
         items = "".join(

@@ -28,6 +28,9 @@ Requests a client may send on the comm:
   "call_outcome", "callId", "card": <payload> | null, "outcome": str | null}``: what became
   of a call whose card a notebook saved while it asked (``done``, ``failed``, ``denied``,
   ``not_run``, ``awaiting_permission`` when it still asks, null when nobody knows).
+* ``{"request": "plan_row", "key": SHA256, "address": ADDR}``: ``{"type": "plan_row",
+  "key", "address", "diff": [line] | null}``: one row's attribute diff of a plan card whose
+  compact rows left it out (null when this kernel showed no such plan or row).
 
 The kernel also sends ``{"type": "card", "card": <toolcall+json payload>}`` on every tool
 card change, so a client can update a card it restored from a saved notebook.
@@ -45,6 +48,8 @@ from iac_kernel.kernel.question_text import button_label, reason_text
 from iac_kernel.kernel.questions import PendingQuestions
 from iac_kernel.kernel.session_info import session_info
 from iac_kernel.kernel.state import KernelState
+from iac_kernel.redact import redact_value
+from iac_kernel.terraform.plan_rows import row_diff
 
 STATUS_TARGET = "iac-kernel.status"
 
@@ -173,6 +178,11 @@ class StatusChannel:
                     str(data.get("note") or ""),
                 )
                 _send(comm, {"type": "answer", "ok": error is None, "error": error})
+            elif request == "plan_row":  # a row's diff that did not fit its plan card
+                key, address = str(data.get("key", "")), str(data.get("address", ""))
+                diff = row_diff(key, address)
+                shown = redact_value(diff) if diff is not None else None
+                _send(comm, {"type": "plan_row", "key": key, "address": address, "diff": shown})
             elif request == "call_outcome" and self.call_outcome is not None:
                 call_id = str(data.get("callId", ""))
                 found = self.call_outcome(call_id, str(data.get("sessionId", "")))

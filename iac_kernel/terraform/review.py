@@ -64,6 +64,8 @@ class ApprovedPlan:
     #: what to add when the record is written (the state after).
     audit_base: dict[str, Any] = field(default_factory=dict)
     after: Callable[[], dict[str, Any]] | None = None
+    #: What the apply acts on, fixed at question time (a ``binding.Binding``), if bound.
+    binding: Any = None
 
     def audit_record(self) -> dict[str, Any]:
         """The reviewed part of this apply's audit record (plan hash, summary, policy)."""
@@ -87,9 +89,15 @@ class ApprovedPlan:
         return f"{counts_line(self.plan, self.shown_path)}\n{question_text(self.plan)}"
 
     def summary(self) -> dict[str, Any]:
-        """What front ends show with the question: the text, the structured plan and the
+        """What front ends show with the question: the text, the structured plan, every
+        changing row in compact form (``rows``: for the notebook's plan card) and the
         workspace the apply changes (a typed confirmation names it)."""
-        summary = {"kind": "terraform_apply", "text": self.question(), "plan": self.plan.to_dict()}
+        summary = {
+            "kind": "terraform_apply",
+            "text": self.question(),
+            "plan": self.plan.to_dict(),
+            "rows": self.plan.rows(),
+        }
         state = self.audit_base.get("state_before")
         if isinstance(state, dict) and state.get("workspace"):
             summary["workspace"] = state["workspace"]

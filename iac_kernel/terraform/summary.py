@@ -1,7 +1,7 @@
 """A plan as text: the compact table the model reads, one address's detail, the question.
 
-Deletes and replaces come first everywhere. Values are already masked in the
-:class:`~.plan.Plan` (by path); callers mask by value as well.
+Replacements and deletes come first everywhere (review order: :mod:`.plan_rows`). Values
+are already masked in the :class:`~.plan.Plan` (by path); callers mask by value as well.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from iac_kernel.terraform.plan import Plan, reason_text, summary_line
+from iac_kernel.textsafe import printable
 
 SYMBOLS = {
     "delete": "-",
@@ -113,19 +114,22 @@ def detail_text(plan: Plan, address: str) -> str:
 
 
 def question_text(plan: Plan) -> str:
-    """The apply question's body: summary, plan identity, deletes first, failed checks."""
+    """The apply question's body: summary, plan identity, replacements and deletes first,
+    failed checks."""
     lines = [summary_line(plan), identity(plan)]
     rows = plan.changed
     for resource in rows[:30]:
         reason = reason_text(resource)
         lines.append(
-            f"{SYMBOLS.get(resource.action, '?')} {resource.action} {resource.address}"
-            + (f" ({reason})" if reason else "")
+            f"{SYMBOLS.get(resource.action, '?')} {resource.action} "
+            + printable(resource.address)
+            + (f" ({printable(reason)})" if reason else "")
         )
     if len(rows) > 30:
         lines.append(f"… and {len(rows) - 30} more")
     if plan.checks:
         lines.append(f"Failed policy checks (checkov): {len(plan.checks)}")
         for check in plan.checks[:20]:
-            lines.append(f"  ✗ {check.get('address')}: {check.get('check_id')} {check.get('name')}")
+            shown = f"{check.get('address')}: {check.get('check_id')} {check.get('name')}"
+            lines.append(f"  ✗ {printable(shown)}")
     return "\n".join(line for line in lines if line)

@@ -105,6 +105,15 @@ export class KernelChannel {
     return this._fullOutputByMagic(callId);
   }
 
+  /** One row's attribute diff of a plan card that left it out (kernel/status.py). */
+  async planRow(key: string, address: string): Promise<string[] | null> {
+    const reply = await this._request(
+      { request: 'plan_row', key, address },
+      data => data.type === 'plan_row' && data.key === key && data.address === address
+    );
+    return Array.isArray(reply.diff) ? reply.diff.map(String) : null;
+  }
+
   /** What became of a call whose card was saved while it asked (see kernel/status.py). */
   async callOutcome(
     callId: string,

@@ -42,9 +42,17 @@ export function withCopy(node: HTMLElement, text: () => string, what: string): H
   return box;
 }
 
+/** A cell's visible text: a folded <details> gives its summary only (a plan row's
+ * address, not its attribute diff). */
+function cellText(cell: HTMLElement): string {
+  const copy = cell.cloneNode(true) as HTMLElement;
+  for (const hidden of copy.querySelectorAll('details > :not(summary)')) {
+    hidden.remove();
+  }
+  return (copy.textContent ?? '').trim();
+}
+
 /** A table's text: one line per row, cells separated by tabs (pastes into a sheet). */
 export function tableText(table: HTMLTableElement): string {
-  return [...table.rows]
-    .map(row => [...row.cells].map(cell => (cell.textContent ?? '').trim()).join('\t'))
-    .join('\n');
+  return [...table.rows].map(row => [...row.cells].map(cellText).join('\t')).join('\n');
 }

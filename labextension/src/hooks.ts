@@ -11,6 +11,8 @@ export const appHooks: {
   openLocation?: (location: string) => boolean;
   /** The whole output of a call, fetched from the kernel of the panel holding `node`. */
   fullOutput?: (callId: string, node: HTMLElement) => Promise<string>;
+  /** A plan row's attribute diff (a card left it out), from the kernel of `node`'s panel. */
+  planRow?: (key: string, address: string, node: HTMLElement) => Promise<string[] | null>;
 } = {};
 
 /** Cards remembered, so a re-created renderer keeps the user's open/closed sections. */

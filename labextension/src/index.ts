@@ -442,6 +442,14 @@ const plugin: JupyterFrontEndPlugin<void> = {
       return entry.channel.fullOutput(callId);
     };
 
+    appHooks.planRow = (key, address, node) => {
+      const entry = entryOf(node);
+      if (!entry) {
+        return Promise.reject(new Error('this card is not in a notebook with a running kernel'));
+      }
+      return entry.channel.planRow(key, address);
+    };
+
     app.commands.addCommand(GOTO_PENDING, {
       label: 'Go to Agent Permission Request',
       caption: 'Scroll to the tool call that waits for Allow / Reject (or answer it here)',

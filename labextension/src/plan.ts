@@ -1,12 +1,14 @@
 /**
  * Plan cards: renders `application/vnd.iac-kernel.plan+json` (a Terraform / OpenTofu
  * plan or drift check, see iac_kernel/kernel/plan_card.py) as a reviewable card: the
- * summary line, the plan file's identity, a table grouped by action with deletes and
- * replaces first and highlighted, each address's attribute diff in a <details>, output
- * changes, drift and failed policy checks. Values arrive masked ("(sensitive)"); the
- * renderer only sets textContent, so it is safe in untrusted notebooks.
+ * summary line, the plan file's identity, the review list of every changing row
+ * (planlist.ts: replacements and deletes first, grouped by module and type, filter,
+ * search, each row's attribute diff on demand, virtualised), output changes, drift and
+ * failed policy checks. Values arrive masked ("(sensitive)"); the renderer only sets
+ * textContent, so it is safe in untrusted notebooks.
  */
 
+import { el } from './cardbase';
 import { tableText, withCopy } from './copy';
 import type { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { Widget } from '@lumino/widgets';
@@ -20,28 +22,16 @@ import {
   PLAN_MIME,
   SYMBOLS,
   changeLine,
-  groupByAction,
   moreNote,
   parsePlan,
   shown
 } from './planmodel';
+import { appHooks } from './hooks';
+import { FetchDiff, PlanList } from './planlist';
+import { rowsOf } from './planrows';
 
 export { PLAN_MIME } from './planmodel';
 
-function el<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  className: string,
-  text?: string
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  if (className) {
-    node.className = className;
-  }
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  return node;
-}
 
 function resourceRow(action: string, resource: IPlanResource, checks: IPlanCheck[]): HTMLElement {
   const row = el('tr', `iac-plan-row iac-plan-${action}`);
@@ -87,12 +77,18 @@ function planTable(): HTMLTableElement {
   return table;
 }
 
-/** Fill `node` with the plan card. */
-export function renderPlan(node: HTMLElement, plan: IPlan): void {
+/** Fill `node` with the plan card (`compact`: the kernel's rows of the whole plan;
+ * `fetchDiff`: asks the kernel for a row's diff the rows left out). */
+export function renderPlan(
+  node: HTMLElement,
+  plan: IPlan,
+  compact?: unknown,
+  fetchDiff?: FetchDiff
+): void {
   node.textContent = '';
   const card = el('div', 'iac-plan');
-  const groups = groupByAction(plan.resources);
-  const danger = plan.errored || groups.some(([action]) => DANGER.has(action));
+  const rows = rowsOf(plan, compact);
+  const danger = plan.errored || rows.some(row => DANGER.has(row.action));
   card.classList.add(danger ? 'iac-plan-has-danger' : 'iac-plan-safe');
   card.appendChild(el('div', 'iac-plan-summary', plan.summary));
   if (plan.file) {
@@ -104,24 +100,25 @@ export function renderPlan(node: HTMLElement, plan: IPlan): void {
   for (const error of plan.errors ?? []) {
     card.appendChild(el('div', 'iac-plan-error', error));
   }
-  const more = moreNote(plan);
+  // Rows from the kernel's compact form are the whole plan; a bounded plan says what
+  // it leaves out.
+  const more = compact === undefined ? moreNote(plan) : '';
   if (more) {
     for (const group of plan.groups ?? []) {
       card.appendChild(
         el('div', 'iac-plan-group', `${group.count} ${group.action} ${group.type}`)
       );
     }
-    card.appendChild(el('div', 'iac-plan-more', more));
   }
   const checks = plan.checks ?? [];
-  if (groups.length) {
-    const table = planTable();
-    for (const [action, resources] of groups) {
-      for (const resource of resources) {
-        table.appendChild(resourceRow(action, resource, checks));
-      }
+  if (rows.length) {
+    const flags = new Map<string, string[]>();
+    for (const check of checks) {
+      const list = flags.get(check.address ?? '') ?? [];
+      list.push(check.check_id ?? '');
+      flags.set(check.address ?? '', list);
     }
-    card.appendChild(withCopy(table, () => tableText(table), 'the plan table'));
+    card.appendChild(new PlanList(rows, flags, more, fetchDiff).node);
   }
   const outputs = (plan.outputs ?? []).filter(o => o.action !== 'no-op');
   if (outputs.length) {
@@ -168,12 +165,19 @@ export class PlanRenderer extends Widget implements IRenderMime.IRenderer {
   }
 
   async renderModel(model: IRenderMime.IMimeModel): Promise<void> {
-    const parsed = parsePlan(model.data[this._mimeType]);
+    // Read once: an output model's `data` is a fresh deep copy on every read.
+    const raw = model.data[this._mimeType] as { rows?: unknown } | null;
+    const parsed = parsePlan(raw);
     if (!parsed.ok) {
       this.node.textContent = `Unreadable iac-kernel plan card: ${parsed.error}`;
       return;
     }
-    renderPlan(this.node, parsed.value);
+    const rows = raw?.rows as { key?: unknown } | undefined;
+    const key = typeof rows?.key === 'string' ? rows.key : '';
+    const hook = appHooks.planRow;
+    const fetchDiff =
+      key && hook ? (address: string) => hook(key, address, this.node) : undefined;
+    renderPlan(this.node, parsed.value, rows, fetchDiff);
   }
 
   private _mimeType: string;

@@ -1,6 +1,6 @@
 /**
  * The plan card's data (no DOM): the payload of `application/vnd.iac-kernel.plan+json`
- * (iac_kernel/kernel/plan_card.py), parsed, grouped by action (deletes and replaces
+ * (iac_kernel/kernel/plan_card.py), parsed, grouped by action (replacements and deletes
  * first) and written as diff lines. Rendered by plan.ts.
  */
 
@@ -18,6 +18,8 @@ export interface IPlanChange {
 export interface IPlanResource {
   address: string;
   action: string;
+  type?: string;
+  mode?: string;
   reason?: string;
   /** The reason in words (e.g. "no longer in the configuration; forces replacement: x"). */
   why?: string;
@@ -56,12 +58,13 @@ export function moreNote(plan: IPlan): string {
   }
   const shown = plan.resources.filter(r => r.action !== 'no-op').length;
   return (
-    `Showing ${shown} of ${plan.rows_total} changing resources (deletes and replaces ` +
+    `Showing ${shown} of ${plan.rows_total} changing resources (replacements and deletes ` +
     'first); ask terraform_plan_detail for any other address.'
   );
 }
 
-export const ACTION_ORDER = ['delete', 'replace', 'create', 'update', 'read', 'forget'];
+/** Review order: what destroys data first (replacements, deletes), then updates, creates. */
+export const ACTION_ORDER = ['replace', 'delete', 'update', 'create', 'read', 'forget'];
 export const SYMBOLS: Record<string, string> = {
   delete: '-',
   replace: '-/+',
@@ -74,7 +77,7 @@ export const DANGER = new Set(['delete', 'replace']);
 /** An accent of the theme, mixed with its text colour: darker in light themes and lighter
  * in dark ones, so the word reads on either. */
 function accent(name: string, fallback: string): string {
-  return `color-mix(in srgb, var(--jp-${name}, ${fallback}) 65%, var(--jp-content-font-color1, #000))`;
+  return `color-mix(in srgb, var(--jp-${name}, ${fallback}) 45%, var(--jp-content-font-color1, #000))`;
 }
 
 /**
@@ -105,27 +108,29 @@ export function parsePlan(raw: unknown): { ok: true; value: IPlan } | { ok: fals
   return { ok: true, value };
 }
 
-/** Changing resources grouped by action, deletes and replaces first. */
-export function groupByAction(resources: IPlanResource[]): [string, IPlanResource[]][] {
-  const groups = new Map<string, IPlanResource[]>();
-  for (const resource of resources) {
-    if (resource.action === 'no-op') {
+/** Compares runs of digits as numbers: `old[2]` before `old[10]`. */
+export function naturalCompare(a: string, b: string): number {
+  const left = a.split(/(\d+)/);
+  const right = b.split(/(\d+)/);
+  for (let i = 0; i < Math.min(left.length, right.length); i++) {
+    if (left[i] === right[i]) {
       continue;
     }
-    const list = groups.get(resource.action) ?? [];
-    list.push(resource);
-    groups.set(resource.action, list);
+    if (i % 2) {
+      const diff = Number(left[i]) - Number(right[i]);
+      if (diff) {
+        return diff;
+      }
+    }
+    return left[i] < right[i] ? -1 : 1;
   }
-  const rank = (action: string) => {
-    const i = ACTION_ORDER.indexOf(action);
-    return i < 0 ? ACTION_ORDER.length : i;
-  };
-  return [...groups.entries()]
-    .sort((a, b) => rank(a[0]) - rank(b[0]) || a[0].localeCompare(b[0]))
-    .map(([action, list]) => [
-      action,
-      [...list].sort((a, b) => a.address.localeCompare(b.address))
-    ]);
+  return left.length - right.length;
+}
+
+/** An action's place in the review order (unknown actions last). */
+export function actionRank(action: string): number {
+  const i = ACTION_ORDER.indexOf(action);
+  return i < 0 ? ACTION_ORDER.length : i;
 }
 
 export function shown(value: unknown): string {

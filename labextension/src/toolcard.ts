@@ -103,7 +103,24 @@ function questionBlock(call: IToolCall): HTMLElement | null {
     el('pre', 'iac-toolcard-question-command', typeof command === 'string' ? `$ ${command}` : call.title)
   );
   if (question.reason) {
-    box.appendChild(el('div', 'iac-toolcard-question-why', question.reason));
+    box.appendChild(reasonLines(question.reason));
+  }
+  return box;
+}
+
+/** A plan row of a reason: `-/+ replace module.a.x (why)`. */
+const PLAN_LINE = /^(?:-\/\+|-|\+|~|<=|\.) (replace|delete|update|create|read|forget) /;
+
+/** The reason, one line per line (a plan summary reads as a list, not one paragraph). */
+function reasonLines(reason: string): HTMLElement {
+  const box = el('div', 'iac-toolcard-question-why');
+  for (const line of reason.split('\n')) {
+    const item = el('div', 'iac-toolcard-question-line', line);
+    const plan = PLAN_LINE.exec(line);
+    if (plan) {
+      item.dataset.action = plan[1];
+    }
+    box.appendChild(item);
   }
   return box;
 }

@@ -1,2 +1,3 @@
 import './base.css';
 import './console.css';
+import './plan.css';

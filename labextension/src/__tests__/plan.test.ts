@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { changeLine, groupByAction, moreNote, parsePlan } from '../planmodel';
+import { changeLine, moreNote, parsePlan } from '../planmodel';
+import { rowsOf } from '../planrows';
 
 const plan = {
   summary: 'Plan: 2 to add, 1 to change, 2 to destroy (1 replaced).',
@@ -28,15 +29,11 @@ test('a plan payload parses; a broken one says why', () => {
   assert.equal(parsePlan(null).ok, false);
 });
 
-test('resources are grouped with deletes and replaces first, no-ops left out', () => {
-  const groups = groupByAction(plan.resources);
+test('rows: replacements and deletes first, then updates, creates; no-ops left out', () => {
+  const rows = rowsOf(plan, undefined);
   assert.deepEqual(
-    groups.map(([action]) => action),
-    ['delete', 'replace', 'create', 'update']
-  );
-  assert.equal(
-    groups.flatMap(([, list]) => list).some(r => r.action === 'no-op'),
-    false
+    rows.map(r => r.action),
+    ['replace', 'delete', 'update', 'create']
   );
 });
 
