@@ -23,26 +23,12 @@ import logging
 from typing import Any
 
 from acp import PROTOCOL_VERSION, RequestError, update_agent_message_text
-from acp.schema import (
-    AgentCapabilities,
-    Implementation,
-    InitializeResponse,
-    ListSessionsResponse,
-    McpCapabilities,
-    PromptCapabilities,
-    PromptResponse,
-    SessionAdditionalDirectoriesCapabilities,
-    SessionCapabilities,
-    SessionCloseCapabilities,
-    SessionDeleteCapabilities,
-    SessionForkCapabilities,
-    SessionListCapabilities,
-    SessionResumeCapabilities,
-)
+from acp.schema import Implementation, InitializeResponse, ListSessionsResponse, PromptResponse
 
 from iac_kernel import __version__
 from iac_kernel.acp import commands, errors, notify, session_config, session_state
 from iac_kernel.acp.attached import AttachedSessions
+from iac_kernel.acp.capabilities import CAPABILITIES
 from iac_kernel.acp.channel import ClientChannel
 from iac_kernel.acp.client_features import ClientFeatures, from_initialize
 from iac_kernel.acp.content import to_anthropic
@@ -66,20 +52,6 @@ from iac_kernel.sessions.manager import SessionManager
 from iac_kernel.sessions.store import SessionNotFoundError
 
 log = logging.getLogger(__name__)
-
-CAPABILITIES = AgentCapabilities(
-    load_session=True,
-    prompt_capabilities=PromptCapabilities(image=False, audio=False, embedded_context=True),
-    mcp_capabilities=McpCapabilities(http=True, sse=True),
-    session_capabilities=SessionCapabilities(
-        additional_directories=SessionAdditionalDirectoriesCapabilities(),
-        list=SessionListCapabilities(),
-        close=SessionCloseCapabilities(),
-        delete=SessionDeleteCapabilities(),
-        fork=SessionForkCapabilities(),
-        resume=SessionResumeCapabilities(),
-    ),
-)
 
 
 class IacAgent:
