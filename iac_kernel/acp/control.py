@@ -84,10 +84,12 @@ class Mirrored:
         self.session_id = session_id
         self.member = member
 
-    async def update(self, session_id: str, update: Any) -> None:
-        await self.channel.update(session_id, update)
+    async def update(
+        self, session_id: str, update: Any, extra: dict[str, Any] | None = None
+    ) -> None:
+        await self.channel.update(session_id, update, extra)
         for other in LEASES.observers(self.session_id, self.member):
-            await other.update(session_id, update)
+            await other.update(session_id, update, extra)
 
     async def forward_update(self, params: dict[str, Any]) -> None:
         await self.channel.forward_update(params)

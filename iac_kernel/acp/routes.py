@@ -106,6 +106,8 @@ class Dispatcher:
                 log.warning("notification %s before initialize ignored", method)
                 return None
             raise errors.not_initialized(method)
+        if method == AGENT_METHODS["initialize"]:
+            self.agent.declare(params)
         if not self.agent.allow_bypass:
             field = bypass.bypass_field(method, params)
             if field is not None and is_notification:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from iac_kernel.config import path_list
 from iac_kernel.egress import broker, inside
 from iac_kernel.egress.broker import Brokered
 from iac_kernel.egress.decide import AskEgress
@@ -55,13 +56,12 @@ def guarded_programs(settings: Any) -> list[str]:
 
 
 def writable_paths(settings: Any) -> list[Path]:
-    raw = getattr(settings, "sandbox_writable_paths", "") or ""
-    items = (
-        raw
-        if isinstance(raw, (list, tuple))
-        else str(raw).replace(",", os.pathsep).split(os.pathsep)
-    )
-    return [Path(os.path.realpath(os.path.expanduser(str(i).strip()))) for i in items if i]
+    """What the sandbox binds writable besides the cwd and /tmp: the user's
+    ``sandbox_writable_paths`` and the session's ``additional_directories``."""
+    return [
+        *path_list(getattr(settings, "sandbox_writable_paths", "")),
+        *path_list(getattr(settings, "additional_directories", "")),
+    ]
 
 
 _WRITTEN: set[tuple[Path, tuple[str, ...], str]] = set()
