@@ -13,6 +13,7 @@ import pytest
 from guard_support import Asker, Harness, changing_calls, gather_limited, logged, make_fakes
 from iac_kernel.agent.permissions import ALLOW_ALWAYS, ALLOW_ONCE, REJECT_ONCE
 from iac_kernel.guard.sandbox import unusable_reason
+from iac_kernel.tools import tf_guard
 from iac_kernel.tools.danger import literal_commands
 
 pytestmark = pytest.mark.skipif(unusable_reason() is not None, reason="bubblewrap unusable")
@@ -311,8 +312,10 @@ async def test_control_commands_run_without_any_question(harness, tmp_path):
 
 
 async def test_approved_exec_runs_with_the_exact_argv(harness, tmp_path):
+    tf_guard.register()  # as the agent's tools do: an apply runs where it was asked
     ask = Asker(exec_answer=ALLOW_ONCE)
     result = await harness.run("t=terraform; $t apply -var 'a=b c'", ask)
     assert result is not None and "fake terraform ran" in result.content
-    assert logged(harness.log) == [["terraform", "apply", "-var", "a=b c"]]
+    folder = f"-chdir={harness.cwd.resolve()}"
+    assert logged(harness.log) == [["terraform", folder, "apply", "-var", "a=b c"]]
     assert len(ask.exec_questions()) == 1

@@ -19,6 +19,7 @@ from iac_kernel.agent.permissions import ALLOW_ONCE, REJECT_ONCE
 from iac_kernel.guard import call as guard_call
 from iac_kernel.guard import reviews, sandbox
 from iac_kernel.guard.reviews import Review
+from iac_kernel.tools import tf_guard
 from iac_kernel.tools.base import ToolError
 
 pytestmark = pytest.mark.skipif(sandbox.unusable_reason() is not None, reason="no bwrap")
@@ -140,10 +141,12 @@ async def test_timeout_does_not_count_time_spent_waiting_for_the_user(harness: H
             await asyncio.sleep(1.5)
             return await super().__call__(request)
 
+    tf_guard.register()  # as the agent's tools do: an apply runs where it was asked
     ask = SlowAsker(exec_answer=ALLOW_ONCE)
     result = await harness.run("t=terraform; $t apply", ask, timeout=1)
     assert result is not None and not result.raw_output["timed_out"], result.content
-    assert logged(harness.log) == [["terraform", "apply"]]
+    folder = f"-chdir={harness.cwd.resolve()}"
+    assert logged(harness.log) == [["terraform", folder, "apply"]]
 
 
 async def test_outside_the_sandbox_is_a_per_call_question_that_says_so(harness: Harness):

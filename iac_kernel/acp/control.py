@@ -18,6 +18,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from iac_kernel.acp.client_features import ClientFeatures
+
 log = logging.getLogger(__name__)
 
 METHOD = "_iac/session/control"
@@ -100,6 +102,11 @@ class Mirrored:
         """An update for the observers only (the prompt the controller sent)."""
         for other in LEASES.observers(self.session_id, self.member):
             await other.update(self.session_id, update)
+
+    @property
+    def features(self) -> ClientFeatures:
+        """What the controller's client declared (schema 1.25 capabilities)."""
+        return getattr(self.channel, "features", ClientFeatures())
 
     async def request(self, method: str, params: dict[str, Any]) -> Any:
         return await self.channel.request(method, params)

@@ -74,9 +74,10 @@ def connect(port: int, host: str, host_port: str) -> None:
     out.write(rest)
 
     def upstream() -> None:
+        # No half-close at the end of stdin: the proxy may end the whole connection on
+        # it, before the server's last answer (git's push status) has come back.
         while data := os.read(0, 65536):
             sock.sendall(data)
-        sock.shutdown(socket.SHUT_WR)
 
     threading.Thread(target=upstream, daemon=True).start()
     while data := sock.recv(65536):
