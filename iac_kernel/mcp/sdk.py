@@ -28,8 +28,6 @@ from iac_kernel.mcp.config import ServerSpec
 LINE = 2 if hasattr(mcp, "Client") else 1
 #: An error answer of the server, or a closed connection (``McpError`` on 1.x).
 MCPError: type[Exception] = getattr(mcp, "MCPError", None) or mcp.McpError
-#: The JSON-RPC code both lines give a request whose connection closed.
-CONNECTION_CLOSED: int = getattr(types, "CONNECTION_CLOSED", -32000)
 #: The HTTP client timeouts of both lines' default client (connect, read of a stream).
 HTTP_TIMEOUT, HTTP_READ_TIMEOUT = 30.0, 300.0
 
@@ -42,9 +40,11 @@ def wire(model: Any) -> dict[str, Any]:
 
 
 def closed(exc: BaseException) -> bool:
-    """Whether ``exc`` says the connection closed (not an error answer of the server)."""
-    code = getattr(getattr(exc, "error", None), "code", None)
-    return isinstance(exc, MCPError) and (code == CONNECTION_CLOSED or "closed" in str(exc).lower())
+    """Whether ``exc`` says the connection closed (not an error answer of the server).
+
+    By its words ("Connection closed" on both lines): its code, -32000, is also the first
+    of the codes servers may use for errors of their own."""
+    return isinstance(exc, MCPError) and "closed" in str(exc).lower()
 
 
 class Connection:
@@ -64,11 +64,10 @@ class Connection:
         tools: list[types.Tool] = []
         cursor: str | None = None
         for _page in range(pages):
-            result = (
-                await self._peer.list_tools(cursor=cursor)
-                if cursor
-                else (await self._peer.list_tools())
-            )
+            if cursor:
+                result = await self._peer.list_tools(cursor=cursor)
+            else:
+                result = await self._peer.list_tools()
             tools.extend(result.tools)
             cursor = wire(result).get("nextCursor")
             if not cursor:
