@@ -73,13 +73,14 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def web_server(log: Path) -> Iterator[str]:
-    """The demo FastMCP server over HTTP (``/mcp``) and SSE (``/sse``); yields its base URL."""
+def web_server(log: Path, mode: str = "web", **env: str) -> Iterator[str]:
+    """The demo MCP server over HTTP (``/mcp``) and SSE (``/sse``), or (``mode``
+    ``stateless``) over stateless streamable HTTP only; yields its base URL."""
     port = free_port()
-    env = {**os.environ, "DEMO_API_TOKEN": SECRET}
+    env = {**os.environ, "DEMO_API_TOKEN": SECRET, **env}
     with open(log, "wb") as err:
         process = subprocess.Popen(
-            [sys.executable, str(DEMO_SERVER), "web", str(port)], stderr=err, env=env
+            [sys.executable, str(DEMO_SERVER), mode, str(port)], stderr=err, env=env
         )
     try:
         deadline = time.monotonic() + START_WAIT

@@ -2,13 +2,14 @@
 
 The SDK's transports are anyio context managers that must be entered and left in one
 task, so each server runs in a task of its own (:meth:`McpServer._run`) that opens the
-transport and the ``ClientSession``, lists the tools, then waits until it is told to
-stop. Tool calls are made from the turn's task through the open ``ClientSession``.
+connection (:func:`~iac_kernel.mcp.sdk.connect`: the 2026-07-28 spec or the
+``initialize`` handshake of the earlier ones), lists the tools, then waits until it is
+told to stop. Tool calls are made from the turn's task through the open connection.
 
-A server that cannot start (bad command, refused connection, no answer to
-``initialize`` within :data:`START_TIMEOUT`) or that stops later is ``failed`` with one
-readable line saying why (a stdio server's last stderr lines included); it never raises
-into the session that uses it.
+A server that cannot start (bad command, refused connection, no answer within
+:data:`START_TIMEOUT`) or that stops later is ``failed`` with one readable line saying
+why (a stdio server's last stderr lines included); it never raises into the session
+that uses it.
 """
 
 from __future__ import annotations
@@ -18,21 +19,14 @@ import contextlib
 import logging
 import os
 import tempfile
-from datetime import timedelta
 from typing import Any
 
-from mcp import ClientSession, McpError, types
-from mcp.client import streamable_http
-from mcp.client.sse import sse_client
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import create_mcp_http_client, streamablehttp_client
+from mcp import types
 
+from iac_kernel.mcp import sdk
 from iac_kernel.mcp.config import ServerSpec
 
 log = logging.getLogger(__name__)
-
-#: The streamable HTTP client of mcp >= 1.26 (``streamablehttp_client`` is deprecated).
-streamable_http_client = getattr(streamable_http, "streamable_http_client", None)
 
 
 def _seconds(name: str, default: float) -> float:
@@ -63,7 +57,9 @@ class McpServer:
         self.error = ""
         self.tools: list[types.Tool] = []
         self.server_info: str = ""
-        self._session: ClientSession | None = None
+        #: The spec version agreed with the server (``2026-07-28`` needs no handshake).
+        self.protocol: str = ""
+        self._session: sdk.Connection | None = None
         self._task: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
         self._stop = asyncio.Event()
@@ -111,11 +107,13 @@ class McpServer:
     async def _run(self) -> None:
         try:
             async with contextlib.AsyncExitStack() as stack:
-                read, write = await self._open(stack)
-                session = await stack.enter_async_context(ClientSession(read, write))
-                init = await session.initialize()
-                self.server_info = f"{init.serverInfo.name} {init.serverInfo.version}".strip()
-                self.tools = await _list_tools(session)
+                if self.spec.transport == "stdio":
+                    self._stderr = tempfile.TemporaryFile(
+                        mode="w+", encoding="utf-8", errors="replace"
+                    )
+                session = await sdk.connect(stack, self.spec, self._stderr)
+                self.server_info, self.protocol = session.server_info, session.protocol
+                self.tools = await session.list_tools()
                 self._session = session
                 self.state = "running"
                 self._ready.set()
@@ -130,27 +128,6 @@ class McpServer:
             if self.state == "running":
                 self._fail("stopped unexpectedly")
             self._ready.set()
-
-    async def _open(self, stack: contextlib.AsyncExitStack) -> tuple[Any, Any]:
-        spec = self.spec
-        if spec.transport == "stdio":
-            self._stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
-            params = StdioServerParameters(
-                command=spec.command, args=spec.args, env=spec.env or None, cwd=spec.cwd
-            )
-            return await stack.enter_async_context(stdio_client(params, errlog=self._stderr))
-        if spec.transport == "sse":
-            return await stack.enter_async_context(sse_client(spec.url, headers=spec.headers))
-        if streamable_http_client is None:  # mcp before 1.26
-            streams = await stack.enter_async_context(
-                streamablehttp_client(spec.url, headers=spec.headers)
-            )
-        else:
-            http = await stack.enter_async_context(create_mcp_http_client(headers=spec.headers))
-            streams = await stack.enter_async_context(
-                streamable_http_client(spec.url, http_client=http)
-            )
-        return streams[0], streams[1]
 
     def _fail(self, reason: str) -> None:
         if self.state in ("failed", "stopped"):
@@ -181,8 +158,8 @@ class McpServer:
             raise McpCallError(self.status_line())
         try:
             return await self._call_or_die(session, tool, arguments)
-        except McpError as exc:
-            if (self._task is not None and self._task.done()) or "closed" in str(exc).lower():
+        except sdk.MCPError as exc:
+            if (self._task is not None and self._task.done()) or sdk.closed(exc):
                 self._fail(f"stopped while {tool} was running")
                 raise McpCallError(self.status_line()) from None
             raise McpCallError(f"MCP server {self.name!r}: {exc}") from None
@@ -193,14 +170,11 @@ class McpServer:
             raise McpCallError(self.status_line()) from None
 
     async def _call_or_die(
-        self, session: ClientSession, tool: str, arguments: dict[str, Any]
+        self, session: sdk.Connection, tool: str, arguments: dict[str, Any]
     ) -> types.CallToolResult:
         """The call's result; :class:`McpCallError` as soon as the connection's task ends
         (a transport that fails does not fail the pending request itself)."""
-        timeout = timedelta(seconds=CALL_TIMEOUT)
-        call = asyncio.ensure_future(
-            session.call_tool(tool, arguments, read_timeout_seconds=timeout)
-        )
+        call = asyncio.ensure_future(session.call_tool(tool, arguments, CALL_TIMEOUT))
         try:
             watch = {call} if self._task is None else {call, self._task}
             await asyncio.wait(watch, return_when=asyncio.FIRST_COMPLETED)
@@ -224,25 +198,13 @@ class McpCallError(Exception):
     """A tool call could not be made or did not get an answer."""
 
 
-async def _list_tools(session: ClientSession) -> list[types.Tool]:
-    tools: list[types.Tool] = []
-    cursor: str | None = None
-    for _page in range(100):
-        result = await session.list_tools(cursor=cursor) if cursor else await session.list_tools()
-        tools.extend(result.tools)
-        cursor = result.nextCursor
-        if not cursor:
-            break
-    return tools
-
-
 def _reason(exc: BaseException, started: bool) -> str:
     """One readable line for a failure (the first leaf of an exception group)."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     if isinstance(exc, FileNotFoundError):
         return f"could not start: command not found ({exc.filename or exc})"
-    if isinstance(exc, McpError) and "closed" in str(exc).lower():
+    if sdk.closed(exc):
         return "stopped (connection closed)" if started else "exited before it answered"
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     prefix = "stopped" if started else "could not start"

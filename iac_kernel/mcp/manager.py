@@ -130,7 +130,8 @@ class McpManager:
         return notices
 
     def statuses(self) -> list[dict[str, Any]]:
-        """One entry per server: name, transport, status, tools, error, origin."""
+        """One entry per server: name, transport, status, tools, error, origin, and the
+        spec version agreed with it (``protocol``, once it answered)."""
         out = []
         for server in self.servers.values():
             entry: dict[str, Any] = {
@@ -140,6 +141,8 @@ class McpManager:
                 "origin": server.spec.origin,
                 "tools": [t.name for t in self.tools if _owned_by(t, server)],
             }
+            if server.protocol:
+                entry["protocol"] = server.protocol
             if server.error:
                 entry["error"] = server.error
             out.append(entry)

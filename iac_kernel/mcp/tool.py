@@ -19,6 +19,7 @@ from typing import Any
 from mcp import types
 
 from iac_kernel.mcp.client import McpCallError, McpServer
+from iac_kernel.mcp.sdk import wire
 from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError, ToolResult
 
 PREFIX = "mcp__"
@@ -39,17 +40,18 @@ class McpTool(Tool):
     category = Category.EXECUTE
 
     def __init__(self, server: McpServer, tool: types.Tool, name: str | None = None) -> None:
+        spec = wire(tool)
         self.server = server
         self.remote_name = tool.name
         self.name = name or tool_name(server.name, tool.name)
-        description = (tool.description or tool.title or tool.name).strip()
+        description = (spec.get("description") or spec.get("title") or tool.name).strip()
         self.description = f"[MCP server {server.name}] {description}"
-        schema = dict(tool.inputSchema or {})
+        schema = dict(spec.get("inputSchema") or {})
         schema.setdefault("type", "object")
         if schema.get("type") != "object":
             schema = {"type": "object", "properties": {}}
         self.input_schema = schema
-        self.hints = _hints(tool.annotations)
+        self.hints = _hints(spec.get("annotations") or {})
 
     def title(self, args: dict[str, Any]) -> str:
         hint = f" (server says: {', '.join(self.hints)})" if self.hints else ""
@@ -61,49 +63,52 @@ class McpTool(Tool):
         except McpCallError as exc:
             raise ToolError(str(exc)) from None
         limit = max(int(getattr(ctx.settings, "output_limit", 30_000)), 1_000)
-        text = result_text(result)
+        answer = wire(result)
+        text = result_text(answer)
         if len(text) > limit:
             text = text[:limit] + f"\n\n[output truncated at {limit} characters]"
         raw: dict[str, Any] = {"server": self.server.name, "tool": self.remote_name}
-        if result.structuredContent is not None:
-            raw["structuredContent"] = result.structuredContent
-        return ToolResult(text or "(no output)", is_error=bool(result.isError), raw_output=raw)
+        if answer.get("structuredContent") is not None:
+            raw["structuredContent"] = answer["structuredContent"]
+        return ToolResult(
+            text or "(no output)", is_error=bool(answer.get("isError")), raw_output=raw
+        )
 
 
-def result_text(result: types.CallToolResult) -> str:
+def result_text(result: types.CallToolResult | dict[str, Any]) -> str:
     """The text the model sees for a tool result."""
-    parts = [_block_text(block) for block in result.content]
+    answer = wire(result)
+    parts = [_block_text(block) for block in answer.get("content") or []]
     parts = [p for p in parts if p]
-    if not parts and result.structuredContent is not None:
-        parts.append(json.dumps(result.structuredContent, indent=1, default=str))
+    if not parts and answer.get("structuredContent") is not None:
+        parts.append(json.dumps(answer["structuredContent"], indent=1, default=str))
     return "\n".join(parts)
 
 
-def _block_text(block: Any) -> str:
-    if isinstance(block, types.TextContent):
-        return block.text
-    if isinstance(block, types.ImageContent):
-        return f"[image: {block.mimeType}, about {len(block.data) * 3 // 4} bytes, not shown]"
-    if isinstance(block, types.AudioContent):
-        return f"[audio: {block.mimeType}, about {len(block.data) * 3 // 4} bytes, not shown]"
-    if isinstance(block, types.EmbeddedResource):
-        resource = block.resource
-        if isinstance(resource, types.TextResourceContents):
-            return f'<resource uri="{resource.uri}">\n{resource.text}\n</resource>'
-        return f"[binary resource: {resource.uri}, {resource.mimeType or 'unknown type'}]"
-    if isinstance(block, types.ResourceLink):
-        return f"[resource: {block.uri}] {block.name}"
+def _block_text(block: dict[str, Any]) -> str:
+    kind = block.get("type")
+    if kind == "text":
+        return str(block.get("text", ""))
+    if kind in ("image", "audio"):
+        size = len(block.get("data") or "") * 3 // 4
+        return f"[{kind}: {block.get('mimeType')}, about {size} bytes, not shown]"
+    if kind == "resource":
+        resource = block.get("resource") or {}
+        if "text" in resource:
+            return f'<resource uri="{resource.get("uri")}">\n{resource["text"]}\n</resource>'
+        mime = resource.get("mimeType") or "unknown type"
+        return f"[binary resource: {resource.get('uri')}, {mime}]"
+    if kind == "resource_link":
+        return f"[resource: {block.get('uri')}] {block.get('name')}"
     return ""
 
 
-def _hints(annotations: types.ToolAnnotations | None) -> list[str]:
-    if annotations is None:
-        return []
+def _hints(annotations: dict[str, Any]) -> list[str]:
     hints = []
-    if annotations.readOnlyHint:
+    if annotations.get("readOnlyHint"):
         hints.append("read-only")
-    if annotations.destructiveHint:
+    if annotations.get("destructiveHint"):
         hints.append("destructive")
-    if annotations.openWorldHint:
+    if annotations.get("openWorldHint"):
         hints.append("reaches outside")
     return hints
