@@ -25,6 +25,17 @@ FLOOR_SCRIPT = (
 )
 
 
+def main_runs_mb(doc: str, run: Callable, report: Callable) -> None:
+    """A ``--runs N --mb M`` benchmark's command line: ``report(run(runs, mb))``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--mb", type=int, default=50)
+    args = parser.parse_args()
+    report(run(args.runs, args.mb))
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values)
 

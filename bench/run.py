@@ -1,6 +1,6 @@
 """Every speed figure of issue 16, each beside its floor or peer measured in the same run.
 
-Run: ``python bench/run.py [--runs N] [--only startup,streaming,search,clients,plan,load]``
+Run: ``python bench/run.py [--runs N] [--only startup,streaming,search,clients,plan,load,acpload]``
 (a few minutes; the 100,000-file tree is built once and cached in the temp dir).
 Figures are medians of N interleaved runs; ratios compare medians. This is a benchmark,
 not a test: nothing is asserted, the targets are printed beside the ratios.
@@ -15,7 +15,11 @@ not a test: nothing is asserted, the targets are printed beside the ratios.
   ``plan -out`` + ``show -json``, with the call's ACP bytes and its plan card's bytes
   (``bench/plan_scale.py``; one run per five of ``--runs``);
 * load: ``SessionStore.read`` of a 50 MB session against ``json.loads`` of its lines,
-  and its peak memory against the file's size (``bench/session_load.py``).
+  and its peak memory against the file's size (``bench/session_load.py``);
+* acpload: ``session/load`` of a 50 MB session of varied text timed from an ACP client
+  over stdio against ``json.loads`` of its lines (``bench/acp_load.py``).
+* egress: added latency per request and per MB through a sandbox's egress proxy against
+  a direct connection (``bench/egress.py``).
 """
 
 from __future__ import annotations
@@ -134,6 +138,18 @@ def load(runs: int) -> None:
     bench.report(bench.run(runs))
 
 
+def acpload(runs: int) -> None:
+    import acp_load as bench
+
+    bench.report(bench.run(max(1, runs // 2)))
+
+
+def egress(runs: int) -> None:
+    import egress as bench
+
+    bench.report(bench.run(runs))
+
+
 PARTS = {
     "startup": startup,
     "streaming": streaming,
@@ -141,6 +157,8 @@ PARTS = {
     "clients": clients,
     "plan": plan,
     "load": load,
+    "acpload": acpload,
+    "egress": egress,
 }
 
 

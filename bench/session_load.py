@@ -6,14 +6,13 @@ Run: ``python bench/session_load.py [--mb 50] [--runs 3]``. Not a test.
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from common import median
+from common import main_runs_mb, median
 
 #: Runs in a child process: prints seconds and the peak RSS growth (bytes) of the load.
 CHILD = """
@@ -121,11 +120,7 @@ def report(f: dict[str, list[float]]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--mb", type=int, default=50)
-    args = parser.parse_args()
-    report(run(args.runs, args.mb))
+    main_runs_mb(__doc__, run, report)
 
 
 if __name__ == "__main__":

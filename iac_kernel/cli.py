@@ -111,6 +111,19 @@ environment:
   IAC_KERNEL_SESSIONS_DIR  the session store (default ~/.iac-code/sessions)"""
 
 
+EGRESS_HELP = """\
+Every bash sandbox has its own network namespace; its only way out is the egress proxy
+(mitmproxy, in an environment of its own: its pins clash with Jupyter's). Without it
+sandboxes have no network at all. "install" makes (or repairs) that environment once.
+
+examples:
+  iac-kernel egress install
+  iac-kernel egress status
+
+environment:
+  IAC_KERNEL_EGRESS_ENV    where the environment lives (default ~/.cache/iac-kernel/egress)"""
+
+
 def _subparser(
     sub: argparse._SubParsersAction, name: str, summary: str, text: str
 ) -> argparse.ArgumentParser:
@@ -177,7 +190,26 @@ def build_parser() -> argparse.ArgumentParser:
         "--cwd", metavar="DIR", help="only applies of sessions in DIR or below it (default: all)"
     )
     audit.add_argument("--json", action="store_true", help="one JSON record a line")
+    egress = _subparser(
+        sub, "egress", "install the sandboxes' egress proxy (mitmproxy)", EGRESS_HELP
+    )
+    egress.add_argument("action", choices=("install", "status"))
     return parser
+
+
+def _egress(action: str) -> int:
+    from iac_kernel.egress import environment
+    from iac_kernel.egress.proxy import status_text
+
+    if action == "install":
+        try:
+            python = environment.ensure_environment(quiet=True)
+        except (RuntimeError, OSError) as exc:
+            print(f"iac-kernel egress install: {exc}", file=sys.stderr)
+            return 1
+        print(f"egress proxy environment ready: {python.parent.parent}")
+    print(status_text())
+    return 0
 
 
 def _audit(cwd: str | None, as_json: bool) -> int:
@@ -217,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
 
         print(install(user=args.user, sys_prefix=args.sys_prefix, prefix=args.prefix))
         return 0
+    if args.command == "egress":
+        return _egress(args.action)
     if args.command == "audit":
         return _audit(args.cwd, args.json)
     if args.command == "demo":

@@ -17,13 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from iac_kernel.egress.policy import DEFAULT_ALLOW, check_private_setting
+
 MODES = ("default", "accept_edits", "read_only", "bypass")
 HEADLESS_POLICIES = ("deny", "allow", "stdin")
 ENV_PREFIX = "IAC_KERNEL_"
 #: Settings whose value must be one of a few words (add yours with a new field).
 CHOICES: dict[str, tuple[str, ...]] = {"mode": MODES, "headless_policy": HEADLESS_POLICIES}
 CHOICES["sandbox"] = ("auto", "required")  # guard (H1): required refuses bash without bwrap
-CHOICES["sandbox_network"] = ("shared", "none")
+CHOICES["sandbox_network"] = ("proxy", "none")
 #: ``IAC_KERNEL_*`` variables that are not Settings fields: name -> accepted words,
 #: ``NUMBER`` (a number, 0 or more) or ``None`` (free text: a path, a program). Checked at
 #: start like the fields.
@@ -54,6 +56,7 @@ OTHER_ENV: dict[str, tuple[str, ...] | None] = {
     # iac-kernel acp --remote (acp/remote.py, acp/bridge.py); the token is never echoed.
     "IAC_KERNEL_REMOTE_TOKEN": None,
     "IAC_KERNEL_REMOTE_RECONNECT": NUMBER,
+    "IAC_KERNEL_EGRESS_ENV": None,  # the egress proxy's environment (egress/environment.py)
 }
 
 log = logging.getLogger(__name__)
@@ -81,6 +84,9 @@ class Settings:
     context_window: int | None = None
     #: Compact when the context reaches this fraction of the window.
     compact_threshold: float = 0.8
+    #: Seconds to wait for a model endpoint's first byte before the turn ends with an
+    #: error (0: no limit); a stream that has started is never cut by it.
+    model_first_byte_timeout: float = 90.0
     bash_timeout: float = 120.0
     #: Seconds between SIGINT and SIGTERM (and SIGTERM and SIGKILL) when a command is cancelled.
     bash_grace: float = 5.0
@@ -99,8 +105,13 @@ class Settings:
     #: Extra paths hidden inside the sandbox (empty mounts), like the credential stores
     #: (``~/.aws``, ``~/.ssh`` ...) that are always hidden (``:`` or ``,`` separated).
     sandbox_hidden_paths: str = ""
-    #: Network of a bash call's shell: shared, or none (guarded programs keep theirs).
-    sandbox_network: str = "shared"
+    #: Network of a bash call's shell: proxy (its own namespace, out only through the
+    #: egress proxy), or none (no way out; guarded programs keep the proxy).
+    sandbox_network: str = "proxy"
+    #: Hosts sandboxes reach without a question (names and ``*.suffix``, comma separated).
+    egress_allow: str = DEFAULT_ALLOW
+    #: Loopback/private addresses sandboxes may reach (``127.0.0.1:8080``, ``10.0.0.0/8``).
+    egress_allow_private: str = ""
     #: Programs whose changing commands need a per-call approval at exec time.
     guarded_programs: str = "terraform,tofu,terragrunt,kubectl,helm,aws,gcloud,gsutil,az,pulumi,git"
 
@@ -208,6 +219,7 @@ def _check_model(model_id: Any) -> None:
 
 #: Checks beyond the type, by setting (they raise with a readable message).
 CHECKS: dict[str, Callable[[Any], None]] = {"model": _check_model}
+CHECKS["egress_allow_private"] = check_private_setting
 
 
 def accepts(key: str, type_name: Any = None) -> str:

@@ -8,7 +8,7 @@ import dataclasses
 import functools
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from iac_kernel.masking.shapes import mask_shapes
@@ -50,6 +50,12 @@ def redact(text: str, env: Mapping[str, str] | None = None) -> str:
     if not text:
         return text
     return _redact_with(text, _maskers(frozenset(secret_values(env).items())))
+
+
+def redactor(env: Mapping[str, str] | None = None) -> Callable[[str], str]:
+    """:func:`redact` with the environment's secrets read once (for many texts)."""
+    maskers = _maskers(frozenset(secret_values(env).items()))
+    return lambda text: _redact_with(text, maskers) if text else text
 
 
 def _redact_with(text: str, maskers: tuple[ValueMasker, ...]) -> str:

@@ -77,6 +77,17 @@ def printable(text: str) -> str:
     return "".join(_printable_char(c) for c in readable(text))
 
 
+def shown_lines(text: str) -> str:
+    """``text`` for a question that may hold several lines (a script, a plan summary):
+    its line breaks and tabs kept, every other control character (CR, terminal escapes,
+    C1), line/paragraph separator and invisible format character (bidirectional
+    overrides, zero-width) shown as ``\\r``, ``\\x1b``, ``\\u202e``."""
+    return "\n".join(
+        "".join(c if c == "\t" else _printable_char(c) for c in line)
+        for line in readable(text).split("\n")
+    )
+
+
 def _printable_char(char: str) -> str:
     if unicodedata.category(char) not in ("Cc", "Cf", "Zl", "Zp"):
         return char

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,6 +90,8 @@ class StreamedMessage:
         default_factory=lambda: {"type": "overloaded_error", "message": "Overloaded"}
     )
     hold_before: int | None = None
+    #: Seconds between two events (a slow but steady stream).
+    pace: float = 0.0
     #: Set by the server when it has written that many events (read by tests).
     events_sent: int = 0
     _released: threading.Event = field(default_factory=threading.Event, repr=False)
@@ -267,20 +270,14 @@ class _Handler(FakeHandler):
             if position == message.error_after:
                 self._write_event("error", {"type": "error", "error": message.error})
                 break
+            if message.pace and position:
+                time.sleep(message.pace)
             self._write_event(name, data)
             message.events_sent = position + 1
         self._end_chunks()
 
     def _write_event(self, name: str, data: dict[str, Any]) -> None:
         self._write_chunk(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
-
-    def _abort(self) -> None:
-        """Cut the connection in the middle of the chunked body."""
-        self.close_connection = True
-        try:
-            self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
 
 
 class FakeAnthropicServer(ScriptedServer[StreamedMessage | ErrorResponse]):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import json
+import socket
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -43,6 +44,14 @@ class FakeHandler(BaseHTTPRequestHandler):
 
     def _headers(self) -> dict[str, str]:
         return {k.lower(): v for k, v in self.headers.items()}
+
+    def _abort(self) -> None:
+        """Cut the connection in the middle of the chunked body."""
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
     def _read(self, method: str) -> Recorded:
         """The request, its body parsed as JSON where it is JSON."""
@@ -151,3 +160,40 @@ def pieces(text: str, size: int) -> list[str]:
     """``text`` cut into pieces of ``size`` characters (at least 1)."""
     size = max(1, size)
     return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+class SilentServer:
+    """A loopback endpoint that accepts connections, reads what arrives and never
+    answers (a model endpoint that hangs). ``connections`` counts the accepted ones."""
+
+    def __init__(self) -> None:
+        self._sock = socket.socket()
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(16)
+        self._held: list[socket.socket] = []
+        self.connections = 0
+        self._closed = threading.Event()
+
+    @property
+    def root(self) -> str:
+        host, port = self._sock.getsockname()[:2]
+        return f"http://{host}:{port}"
+
+    def _serve(self) -> None:
+        while not self._closed.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            self._held.append(conn)  # kept open, never answered
+
+    def __enter__(self) -> Self:
+        threading.Thread(target=self._serve, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._closed.set()
+        self._sock.close()
+        for conn in self._held:
+            conn.close()

@@ -17,6 +17,7 @@ Tests queue :class:`Chat` (a streamed answer), :class:`Failure` (a non-200 JSON 
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +48,10 @@ class Chat:
     chunk_size: int = 4
     #: Field name of the reasoning delta (``reasoning_content`` for DeepSeek/Qwen).
     reasoning_field: str = "reasoning_content"
+    #: Abort the TCP connection mid-body after that many chunks.
+    drop_after: int | None = None
+    #: Seconds between two chunks (a slow but steady stream).
+    pace: float = 0.0
 
     def chunks(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = [_chunk({"role": "assistant", "content": ""})]
@@ -112,12 +117,22 @@ class _Handler(FakeHandler):
                 scripted.headers,
             )
         else:
-            self._stream([] if isinstance(scripted, Empty) else scripted.chunks())
+            if isinstance(scripted, Empty):
+                self._stream([])
+            else:
+                self._stream(scripted.chunks(), scripted.drop_after, scripted.pace)
 
-    def _stream(self, chunks: list[dict[str, Any]]) -> None:
+    def _stream(
+        self, chunks: list[dict[str, Any]], drop_after: int | None = None, pace: float = 0.0
+    ) -> None:
         self._start_stream({"content-type": "text/event-stream"})
         try:
-            for chunk in chunks:
+            for position, chunk in enumerate(chunks):
+                if position == drop_after:
+                    self._abort()
+                    return
+                if pace and position:
+                    time.sleep(pace)
                 self._write_chunk(f"data: {json.dumps(chunk)}\n\n".encode())
             if chunks:
                 self._write_chunk(b"data: [DONE]\n\n")

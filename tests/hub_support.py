@@ -48,6 +48,7 @@ c.JupyterHub.pid_file = {dir!r} + "/hub.pid"
 c.JupyterHub.authenticator_class = "dummy"
 c.Authenticator.allowed_users = {{"alice", "bob"}}
 c.JupyterHub.spawner_class = "simple"
+c.JupyterHub.allow_named_servers = True
 c.SimpleLocalProcessSpawner.home_dir_template = {dir!r} + "/home/{{username}}"
 c.Spawner.args = ["--allow-root"]
 c.Spawner.environment = {environment!r}
@@ -84,8 +85,9 @@ class Hub:
     def home(self, user: str) -> Path:
         return self.directory / "home" / user
 
-    def acp_url(self, user: str) -> str:
-        return f"ws://127.0.0.1:{self.port}/user/{user}/iac-kernel/acp"
+    def acp_url(self, user: str, server: str = "") -> str:
+        named = f"{server}/" if server else ""
+        return f"ws://127.0.0.1:{self.port}/user/{user}/{named}iac-kernel/acp"
 
     def start(self) -> Hub:
         keep = ("PATH", "LANG", "LC_ALL", "TMPDIR", "HOME", "USER")
@@ -119,15 +121,19 @@ class Hub:
     def api(self, method: str, path: str, body: Any = None) -> Any:
         return call_api(self.http + path, self.admin, method, body) or {}
 
-    def add_user_with_server(self, user: str) -> None:
+    def add_user_with_server(self, user: str, server: str = "") -> None:
+        """Start ``user``'s default server, or the named ``server``."""
         # Allowed users exist from the hub's start; this only starts the server.
-        self.api("POST", f"/hub/api/users/{user}/server")
+        path = (
+            f"/hub/api/users/{user}/servers/{server}" if server else f"/hub/api/users/{user}/server"
+        )
+        self.api("POST", path)
 
         def ready() -> bool:
-            server = self.api("GET", f"/hub/api/users/{user}")["servers"].get("", {})
-            return bool(server.get("ready"))
+            state = self.api("GET", f"/hub/api/users/{user}")["servers"].get(server, {})
+            return bool(state.get("ready"))
 
-        self._wait(ready, f"{user}'s server")
+        self._wait(ready, f"{user}'s server {server!r}")
 
     def token(self, user: str, scopes: list[str]) -> str:
         answer = self.api(

@@ -293,3 +293,70 @@ def user_texts(store: SessionStore, sid: str) -> list[str]:
         if text:
             out.append(text)
     return out
+
+
+class WsClient:
+    """A raw ACP client on the endpoint's WebSocket: requests by hand, every message
+    the server sends kept in :attr:`seen` (answers also resolve their call)."""
+
+    def __init__(self, conn: Any) -> None:
+        import asyncio
+
+        self.conn = conn
+        self.seen: list[dict[str, Any]] = []
+        self._next = 0
+        self._waiting: dict[Any, asyncio.Future[dict[str, Any]]] = {}
+        self._reader = asyncio.ensure_future(self._read())
+        self._sending: set[asyncio.Task[None]] = set()
+
+    @classmethod
+    async def open(cls, url: str, token: str) -> WsClient:
+        from tornado.httpclient import HTTPRequest
+        from tornado.websocket import websocket_connect
+
+        request = HTTPRequest(url, headers={"Authorization": f"Bearer {token}"})
+        return cls(await websocket_connect(request))
+
+    async def _read(self) -> None:
+        while True:
+            frame = await self.conn.read_message()
+            if frame is None:
+                return
+            message = json.loads(frame)
+            self.seen.append(message)
+            waiting = (
+                self._waiting.pop(message.get("id"), None) if "method" not in message else None
+            )
+            if waiting is not None and not waiting.done():
+                waiting.set_result(message)
+
+    async def send(self, message: dict[str, Any]) -> None:
+        await self.conn.write_message(json.dumps({"jsonrpc": "2.0", **message}))
+
+    def start(self, method: str, params: Any) -> Any:
+        """Send a request; the future of its answer (result or error, as sent)."""
+        import asyncio
+
+        self._next += 1
+        request_id = f"c{self._next}"
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._waiting[request_id] = future
+        sending = asyncio.ensure_future(
+            self.send({"id": request_id, "method": method, "params": params})
+        )
+        self._sending.add(sending)
+        sending.add_done_callback(self._sending.discard)
+        return future
+
+    async def call(self, method: str, params: Any) -> dict[str, Any]:
+        import asyncio
+
+        return await asyncio.wait_for(self.start(method, params), WAIT)
+
+    def requests(self, method: str) -> list[dict[str, Any]]:
+        """Requests the server made of this client (``session/request_permission``)."""
+        return [m for m in self.seen if m.get("method") == method and "id" in m]
+
+    def close(self) -> None:
+        self._reader.cancel()
+        self.conn.close()

@@ -151,3 +151,61 @@ def test_a_killed_process_folder_is_removed_by_the_next(tmp_path: Path, monkeypa
     assert sandbox.process_dir() == mine  # made once per process
     shutil.rmtree(mine)
     assert sandbox.process_dir() != mine and sandbox.process_dir().is_dir()  # made again
+
+
+#: A guarded program through the bash tool, then a changing one whose question must be
+#: asked (answered "no" here): the launcher really ran in the sandbox.
+SYMLINK_DRIVER = r"""
+import asyncio, os, sys
+from pathlib import Path
+from iac_kernel.config import Settings
+from iac_kernel.tools.base import ToolContext
+from iac_kernel.tools.bash import BashTool
+
+env = {"PATH": os.environ["PATH"], "TF_CLI_CONFIG_FILE": "/dev/null", "CHECKPOINT_DISABLE": "1"}
+asked = []
+
+
+async def ask_exec(request):
+    asked.append(request)
+    return False, "no"
+
+
+async def main():
+    ctx = ToolContext(cwd=Path(sys.argv[1]), settings=Settings(), env=env, ask_exec=ask_exec)
+    shown = await BashTool().run({"command": "terraform version; echo rc=$?"}, ctx)
+    print(shown.content)
+    changing = await BashTool().run({"command": "terraform destroy -auto-approve; echo rc=$?"}, ctx)
+    print(changing.content)
+    print("asked", len(asked))
+
+
+asyncio.run(main())
+"""
+
+
+def test_a_venv_reached_through_a_symlink_runs_guarded_programs() -> None:
+    """``/tmp/link -> /tmp/venv``: the sandbox binds the real folder only, so the
+    launchers' ``#!`` line and the helpers must name the interpreter by its real folder
+    (this gave exit 127 and no question at all)."""
+    root = Path(tempfile.mkdtemp(prefix="iac-real-", dir="/tmp"))
+    link = Path(f"{root}-link")
+    try:
+        make_install(root)
+        link.symlink_to(root)
+        python = str(link / "venv" / "bin" / "python")
+        ws = root / "ws"
+        ws.mkdir()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+        done = subprocess.run(
+            [python, "-c", SYMLINK_DRIVER, str(ws)],
+            env=env, capture_output=True, text=True, timeout=240, cwd=ws,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        out = done.stdout
+        assert "Terraform v" in out and "rc=0" in out, out
+        assert "required file not found" not in out and "rc=127" not in out, out
+        assert "asked 1" in out, out  # the changing command's question was asked
+    finally:
+        link.unlink(missing_ok=True)
+        shutil.rmtree(root, ignore_errors=True)

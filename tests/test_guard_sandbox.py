@@ -340,3 +340,12 @@ async def test_the_private_tmp_is_the_temp_folder_whatever_the_host_tmpdir(
     assert result is not None and result.raw_output["sandbox"] == "bwrap"
     assert "made /tmp/tmp." in result.content and "in /tmp" in result.content, result.content
     assert not os.listdir(outside)
+
+
+def test_status_says_how_to_install_the_egress_proxy(monkeypatch, tmp_path):
+    monkeypatch.setenv("IAC_KERNEL_EGRESS_ENV", str(tmp_path / "missing"))
+    if sandbox.unusable_reason() is None:
+        assert sandbox.status_text().endswith("install it: iac-kernel egress install)")
+    from iac_kernel.cli import main
+
+    assert main(["egress", "status"]) == 0

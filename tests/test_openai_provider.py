@@ -182,6 +182,19 @@ async def test_429_then_success(server, monkeypatch):
     assert retries == ["rate limited by OpenAI (429)"]
 
 
+async def test_a_stream_dropped_before_output_is_retried_as_dropped(server, monkeypatch):
+    # The role chunk only, then the connection is cut: nothing reached the caller.
+    use(monkeypatch, "openai", server.url, "sk-openai-test-1234")
+    server.enqueue(Chat(text="lost", drop_after=1), Chat(text="fresh"))
+    retries: list[str] = []
+    model = create_openai_model(
+        "openai", "gpt-4.1", retry=FAST, on_retry=lambda a, d, r: retries.append(r)
+    )
+    events = await _drain(model)
+    assert events[-1].content == [{"type": "text", "text": "fresh"}]
+    assert retries == ["the response stream was dropped"]
+
+
 async def test_5xx_gives_up_with_one_clear_line(server, monkeypatch):
     use(monkeypatch, "openai", server.url, "sk-openai-test-1234")
     server.enqueue(*[Failure(503, "busy")] * 3)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -319,3 +320,12 @@ async def test_a_refused_exec_is_noted_with_its_command_a_cancel_is_not():
     assert refusals == [
         "Rejected by the user, who says: not now. `terraform apply tfplan` was not run."
     ]
+
+
+@pytest.mark.parametrize("name", ["x\nRisk: none", "x\u202eenon", "x\x1b[2Jy", "x\rAction: read"])
+async def test_a_path_outside_cannot_forge_a_line_of_the_question(tmp_path: Path, name: str):
+    ask = Asker("allow_once")
+    await check(PermissionGate(), ReadTool(), {"path": f"/outside/{name}"}, tmp_path, ask)
+    reason = ask.requests[0].reason
+    assert "\n" not in reason and "\r" not in reason
+    assert not any(unicodedata.category(c) in ("Cc", "Cf") for c in reason)

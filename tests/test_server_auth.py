@@ -51,6 +51,35 @@ async def test_the_upgrade_needs_the_servers_token(server: JupyterServer) -> Non
     assert await upgrade_status(other, {"Authorization": f"token {server.token}"}) == 404
 
 
+async def test_a_token_in_the_url_is_refused_even_a_valid_one(server: JupyterServer) -> None:
+    """Jupyter itself takes ``?token=``; our endpoint takes the bearer only from the
+    ``Authorization`` header: a URL with a token is refused before anything reads it,
+    and the answer (and the server's log) never echoes the token."""
+    from tornado.httpclient import HTTPClientError
+
+    header = {"Authorization": f"Bearer {server.token}"}
+    for query in (
+        f"?token={server.token}",
+        f"?access_token={server.token}",
+        f"?Token={server.token}",
+        f"?x=1&token={server.token}",
+    ):
+        url = server.acp_url + query
+        for headers in ({}, header):  # with the right header too: the URL is still wrong
+            with pytest.raises(HTTPClientError) as refused:
+                await websocket_connect(HTTPRequest(url, headers=headers))
+            answer = refused.value
+            assert answer.code == 400, (query, answer.code)
+            # The status line says what to do instead, without the token.
+            assert "token in the Authorization header" in str(answer)
+            assert server.token not in str(answer)
+    # The same token in the header opens it; the plain server still takes ?token= for
+    # its own pages (what Jupyter does elsewhere is not changed).
+    assert await upgrade_status(server.acp_url, header) == 101
+    assert await asyncio.to_thread(server.api, "GET", "/api/status")
+    assert server.token not in server.log.read_text()
+
+
 async def test_operators_can_refuse_the_endpoint_by_its_auth_resource(
     root: Path, tmp_path: Path, isolated_runtime_dir: Path
 ) -> None:

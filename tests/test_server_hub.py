@@ -49,6 +49,18 @@ def hub(tmp_path: Path) -> Iterator[Hub]:
         hub.stop()
 
 
+async def one_turn(url: str, token: str, work: Path, log: Path) -> str:
+    """Through the bridge: a new session in ``work`` and one turn; its id."""
+    async with bridge(url, token, log) as (conn, *_rest):
+        created = await asyncio.wait_for(conn.new_session(cwd=str(work), mcp_servers=[]), WAIT)
+        answer = await asyncio.wait_for(
+            conn.prompt(session_id=created.session_id, prompt=[text_block("editor follow-up")]),
+            WAIT,
+        )
+        assert answer.stop_reason == "end_turn"
+    return created.session_id
+
+
 async def test_a_users_token_reaches_their_sessions_and_no_one_elses(
     hub: Hub, tmp_path: Path
 ) -> None:
@@ -61,14 +73,7 @@ async def test_a_users_token_reaches_their_sessions_and_no_one_elses(
     work = home / "infra"
     work.mkdir()
 
-    async with bridge(hub.acp_url("alice"), alice, tmp_path / "alice.log") as (conn, *_rest):
-        sid = (
-            await asyncio.wait_for(conn.new_session(cwd=str(work), mcp_servers=[]), WAIT)
-        ).session_id
-        answer = await asyncio.wait_for(
-            conn.prompt(session_id=sid, prompt=[text_block("editor follow-up")]), WAIT
-        )
-        assert answer.stop_reason == "end_turn"
+    sid = await one_turn(hub.acp_url("alice"), alice, work, tmp_path / "alice.log")
     # Stored on alice's home volume; listed again from there by a new connection.
     store = SessionStore(home / ".iac-code" / "sessions")
     assert [m.session_id for m in store.list()] == [sid]
@@ -103,3 +108,24 @@ async def test_a_users_token_reaches_their_sessions_and_no_one_elses(
     for log in (tmp_path / "alice.log", tmp_path / "alice2.log"):
         assert alice not in log.read_text()
     assert refused.stdout == b""
+
+
+async def test_a_named_server_under_jupyterhub_6_rules(hub: Hub, tmp_path: Path) -> None:
+    """JupyterHub 6 takes only lowercase slugs as new server names; the endpoint of a
+    named server is ``/user/NAME/SERVER/iac-kernel/acp`` and reaches that server's
+    sessions, stored on the user's home volume."""
+    from urllib.error import HTTPError
+
+    with pytest.raises(HTTPError) as invalid:
+        await asyncio.to_thread(hub.api, "POST", "/hub/api/users/alice/servers/Infra_Review")
+    assert invalid.value.code == 400
+    await asyncio.to_thread(hub.add_user_with_server, "alice", "infra-review")
+    token = await asyncio.to_thread(hub.token, "alice", ["access:servers!user=alice"])
+    work = hub.home("alice") / "named"
+    work.mkdir(parents=True)
+    url = hub.acp_url("alice", "infra-review")
+    sid = await one_turn(url, token, work, tmp_path / "named.log")
+    store = SessionStore(hub.home("alice") / ".iac-code" / "sessions")
+    assert [m.session_id for m in store.list()] == [sid]
+    # The default server is not running: its endpoint is not reached with that token.
+    assert await upgrade_status(hub.acp_url("alice"), {"Authorization": f"Bearer {token}"}) != 101

@@ -35,14 +35,24 @@ def link(path: Path, target: Path) -> None:
     path.symlink_to(target)
 
 
-def test_a_symlinked_log_is_refused_for_writes_and_reads(store, tmp_path, outside):
+def hard_link(path: Path, target: Path) -> None:
+    path.unlink()
+    os.link(target, path)
+
+
+@pytest.mark.parametrize("kind", ["symbolic link", "hard-linked"])
+def test_a_linked_log_is_refused_for_writes_and_reads(store, tmp_path, outside, kind):
+    """A log that is a symlink, or a file that is also a name elsewhere (a hard link:
+    its bytes are not the store's alone), is refused."""
     meta = store.create(str(tmp_path))
     writer = store.open_writer(meta.session_id, "test")
     writer.append_message(PROMPT)
-    link(store.root / f"{meta.session_id}.jsonl", outside)
-    with pytest.raises(StoreLinkError, match="symbolic link"):
+    (link if kind == "symbolic link" else hard_link)(
+        store.root / f"{meta.session_id}.jsonl", outside
+    )
+    with pytest.raises(StoreLinkError, match=kind):
         writer.append_message(PROMPT)
-    with pytest.raises(StoreLinkError):
+    with pytest.raises(StoreLinkError, match=kind):
         store.read(meta.session_id)
     writer.close()
     assert outside.read_text() == "precious\n"
@@ -91,7 +101,8 @@ def test_a_symlinked_index_folder_is_refused(tmp_path, outside):
     assert list(elsewhere.iterdir()) == []
 
 
-async def test_acp_load_of_a_symlinked_log_is_a_clear_error(tmp_path: Path, outside: Path):
+@pytest.mark.parametrize("kind", ["symbolic link", "hard-linked"])
+async def test_acp_load_of_a_linked_log_is_a_clear_error(tmp_path: Path, outside: Path, kind: str):
     from test_acp_support import RawServer, server_env
 
     sessions = tmp_path / "store"
@@ -103,10 +114,11 @@ async def test_acp_load_of_a_symlinked_log_is_a_clear_error(tmp_path: Path, outs
         prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "hello"}]}
         assert "result" in await server.call("session/prompt", prompt)
         await server.call("session/close", {"sessionId": sid})
-        link(sessions / f"{sid}.jsonl", outside)
+        (link if kind == "symbolic link" else hard_link)(sessions / f"{sid}.jsonl", outside)
         load = {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []}
         answer = await server.call("session/load", load)
-        assert "symbolic link" in json.dumps(answer["error"])
+        assert kind in json.dumps(answer["error"])
+        assert "Traceback" not in json.dumps(answer["error"])
         assert "result" in await server.call("session/list", {"cwd": str(tmp_path)})
     assert await asyncio.to_thread(outside.read_text) == "precious\n"
 
@@ -118,3 +130,74 @@ def test_a_store_root_the_user_linked_is_followed_once(tmp_path):
     store = SessionStore(tmp_path / "linked")
     meta = store.create(str(tmp_path))
     assert (real / f"{meta.session_id}.jsonl").is_file()
+
+
+def test_a_hard_linked_metadata_file_is_refused(store, tmp_path, outside):
+    meta = store.create(str(tmp_path))
+    hard_link(store.root / f"{meta.session_id}.json", outside)
+    with pytest.raises(StoreLinkError, match="hard-linked"):
+        store.read_meta(meta.session_id)
+    assert outside.read_text() == "precious\n"
+
+
+def test_a_hard_linked_audit_log_is_refused(tmp_path, outside):
+    from iac_kernel.sessions.audit import AuditLog
+
+    log = AuditLog(tmp_path / "store")
+    log.append({"outcome": "applied"})
+    hard_link(log.path, outside)
+    with pytest.raises(StoreLinkError):
+        log.append({"outcome": "applied"})
+    with pytest.raises(StoreLinkError):
+        log.records()
+    assert outside.read_text() == "precious\n"
+
+
+def test_control_a_normal_store_works(store, tmp_path):
+    meta = store.create(str(tmp_path))
+    writer = store.open_writer(meta.session_id, "test")
+    writer.append_message(PROMPT)
+    writer.close()
+    assert store.read(meta.session_id).messages[-1] == PROMPT
+    assert [m.session_id for m in store.list(str(tmp_path))] == [meta.session_id]
+
+
+def test_a_store_folder_swapped_for_a_link_after_start_is_refused(tmp_path, outside):
+    """Files are opened under their folder's descriptor, the folder opened without
+    following a link: the store root replaced by a link once the store is running is
+    refused, not followed (the check and the open are one step)."""
+    store = SessionStore(tmp_path / "sessions")
+    meta = store.create(str(tmp_path))
+    elsewhere = tmp_path / "elsewhere"
+    (tmp_path / "sessions").rename(elsewhere)
+    (tmp_path / "sessions").symlink_to(elsewhere)
+    with pytest.raises(StoreLinkError, match="symbolic link"):
+        store.read_meta(meta.session_id)
+    with pytest.raises(StoreLinkError):
+        store.read(meta.session_id)
+
+
+async def test_acp_a_store_swapped_for_a_link_is_one_error_not_a_dead_server(tmp_path: Path):
+    from test_acp_support import RawServer, server_env
+
+    sessions = tmp_path / "store"
+    env = server_env(IAC_KERNEL_SESSIONS_DIR=str(sessions))
+    async with RawServer.start(env, tmp_path / "err.log") as server:
+        await server.initialize()
+        new = await server.call("session/new", {"cwd": str(tmp_path), "mcpServers": []})
+        sid = new["result"]["sessionId"]
+        await server.call("session/close", {"sessionId": sid})
+        elsewhere = tmp_path / "elsewhere"
+        await asyncio.to_thread(sessions.rename, elsewhere)
+        await asyncio.to_thread(sessions.symlink_to, elsewhere)
+        for method, params in (
+            ("session/load", {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []}),
+            ("session/new", {"cwd": str(tmp_path), "mcpServers": []}),
+        ):
+            answer = await server.call(method, params)
+            error = answer["error"]
+            assert error["code"] in (-32603, -32602), (method, answer)
+            assert "symbolic link" in json.dumps(error) and "Traceback" not in json.dumps(error)
+        await asyncio.to_thread(sessions.unlink)
+        await asyncio.to_thread(elsewhere.rename, sessions)
+        assert "result" in await server.call("session/list", {"cwd": str(tmp_path)})

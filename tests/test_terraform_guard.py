@@ -46,8 +46,8 @@ def test_apply_of_a_plan_file_shows_its_summary_and_runs_a_private_copy(ws: Path
     assert plan.startswith("Plan: 2 to add, 1 to change, 2 to destroy")
     assert row.startswith("-/+ replace terraform_data.cache")  # replacements first
     assert review.summary["plan"]["file"]["path"] == "p.tfplan"
-    assert review.argv[:3] == ["terraform", "apply", "-input=false"]
-    copy = review.argv[3]
+    assert review.argv[:4] == ["terraform", f"-chdir={ws}", "apply", "-input=false"]
+    copy = review.argv[4]
     assert copy.startswith("/guard/approved-plan-") and copy.endswith("/approved.tfplan")
     host_copy = private / os.path.relpath(copy, "/guard")
     assert host_copy.read_bytes() == (ws / "p.tfplan").read_bytes()
@@ -64,26 +64,35 @@ def test_apply_of_a_plan_file_shows_its_summary_and_runs_a_private_copy(ws: Path
 def test_chdir_and_value_flags_are_understood(ws: Path, tmp_path):
     argv = ["terraform", "-chdir=ws", "apply", "-var", "stage=2", "p.tfplan"]
     review = review_exec(info(ws.parent, tmp_path / "private", *argv))
-    assert review.argv[:5] == argv[:5] and review.argv[5].startswith("/guard/")
+    assert review.argv[:5] == ["terraform", f"-chdir={ws}", *argv[2:5]]
+    assert review.argv[5].startswith("/guard/")
 
 
 def test_the_program_as_invoked_is_kept(ws: Path, tmp_path):
     argv = ["/opt/tf-1.11/terraform", "apply", "p.tfplan"]  # the guard picks the real one by it
     review = review_exec(info(ws, tmp_path / "private", *argv))
-    assert review.argv[:2] == argv[:2] and review.argv[2].startswith("/guard/")
+    assert review.argv[:3] == [argv[0], f"-chdir={ws}", argv[1]]
+    assert review.argv[3].startswith("/guard/")
 
 
 def test_apply_without_a_plan_file_warns(ws: Path, tmp_path):
     review = review_exec(info(ws, tmp_path / "p", "terraform", "apply", "-auto-approve"))
     assert review.text.startswith("⚠️ No reviewed plan backs this apply")
     assert "-auto-approve: terraform applies without showing its plan" in review.text
-    assert review.argv is None and review.recheck is None
+    # Bound: run in the folder the question named, with its workspace and data folder.
+    assert review.argv == ["terraform", f"-chdir={ws}", "apply", "-auto-approve"]
+    assert review.env["TF_WORKSPACE"] == "default"
+    assert review.env["TF_DATA_DIR"] == f"{ws}/.terraform"
+    assert review.recheck() is None
     destroy = review_exec(info(ws, tmp_path / "p", "terraform", "destroy", "-auto-approve"))
     assert destroy.text.startswith("⚠️ DESTROY: destroys every resource")
 
 
-def test_other_commands_get_no_review(ws: Path, tmp_path):
-    assert review_exec(info(ws, tmp_path / "p", "terraform", "state", "rm", "x")) is None
+def test_state_commands_are_bound_and_other_commands_get_no_review(ws: Path, tmp_path):
+    review = review_exec(info(ws, tmp_path / "p", "terraform", "state", "rm", "x"))
+    assert review.argv == ["terraform", f"-chdir={ws}", "state", "rm", "x"]
+    assert review.covered_by_literal and review.text.startswith(f"Runs in: {ws} ")
+    assert review_exec(info(ws, tmp_path / "p", "terraform", "plan", "-out=x")) is None
 
 
 def run_bash(ws: Path, command: str, swap: bool) -> tuple[object, list]:

@@ -8,7 +8,10 @@ not subclass ``acp.Agent``, so methods it lacks (``authenticate``, extensions) a
 
 A ``session/prompt`` on a session that is already running a turn is refused with
 -32602 (``{"session_id": "Session is busy: ..."}``); prompts are not queued, so there are
-never two loops on one history.
+never two loops on one history. The connection that started a turn controls it: another
+client of the same session (a second editor on the server's endpoint) cannot cancel it or
+change its mode, model or options while it runs (-32602, ``controlled by another
+client``), and the turn's permission questions go to the controlling connection only.
 
 A session whose lock a running Jupyter kernel holds runs in that kernel: load and resume
 attach to it (:mod:`~iac_kernel.acp.attached`).
@@ -83,6 +86,8 @@ class IacAgent:
         self.attached = AttachedSessions(manager, self._channel)
         #: MCP server states last told to the client, by session id.
         self._mcp_seen: dict[str, Any] = {}
+        #: False: requests that set bypass mode are refused (routes.py, acp/bypass.py).
+        self.allow_bypass = True
 
     def attach(self, channel: ClientChannel) -> None:
         self.channel = channel
@@ -200,7 +205,7 @@ class IacAgent:
     # -- settings ----------------------------------------------------------------------
 
     async def set_session_mode(self, session_id: str, mode_id: str, **_: Any) -> dict[str, Any]:
-        session = self._live(session_id)
+        session = self._steerable(session_id, "session/set_mode")
         session_config.set_mode(session, mode_id)
         after_answer(lambda: notify.send_options(self._channel(), session))
         return {}
@@ -208,7 +213,7 @@ class IacAgent:
     async def set_session_model(self, session_id: str, model_id: str, **_: Any) -> dict[str, Any]:
         """``session/set_model``: not in schema v1.19 (the model is a config option), kept
         for clients that still send it."""
-        session = self._live(session_id)
+        session = self._steerable(session_id, "session/set_model")
         session_config.set_model(session, model_id)
         after_answer(lambda: notify.send_options(self._channel(), session))
         return {}
@@ -216,7 +221,7 @@ class IacAgent:
     async def set_config_option(
         self, config_id: str, session_id: str, value: Any, **_: Any
     ) -> dict[str, Any]:
-        session = self._live(session_id)
+        session = self._steerable(session_id, "session/set_config_option")
         session_config.apply(session, config_id, value)
         if config_id == "mode":
             after_answer(lambda: notify.send_mode(self._channel(), session))
@@ -230,6 +235,8 @@ class IacAgent:
         session = self._live(session_id)
         blocks = to_anthropic(prompt)
         if session.busy:
+            if session.session_id not in self._turns:
+                raise errors.not_in_control("session/prompt")
             raise errors.session_busy()
         command = commands.parse(blocks)
         if command is not None:
@@ -275,10 +282,16 @@ class IacAgent:
         return prompt_response(TurnEnded("end_turn", Usage()))
 
     async def cancel(self, session_id: str, **_: Any) -> None:
+        """Cancel this connection's turn on the session. A turn another client started is
+        not this one's to cancel: refused (a notification gets no answer, so it is only
+        logged)."""
         relay = self._turns.get(session_id) if isinstance(session_id, str) else None
+        session = self.manager.sessions.get(session_id) if isinstance(session_id, str) else None
+        if relay is None and session is not None and session.busy:
+            log.warning("session/cancel refused: another client's turn runs on %s", session_id)
+            raise errors.not_in_control("session/cancel")
         if relay is not None:
             relay.cancel_requested = True
-        session = self.manager.sessions.get(session_id) if isinstance(session_id, str) else None
         if session is None or not session.cancel():
             log.info("session/cancel: no running turn on %s", session_id)
 
@@ -305,6 +318,13 @@ class IacAgent:
             raise errors.session_not_found() from None
         if session.closed:
             raise errors.session_not_found()
+        return session
+
+    def _steerable(self, session_id: str, action: str) -> AgentSession:
+        """The live session, unless a turn another client started is running on it."""
+        session = self._live(session_id)
+        if session.busy and session.session_id not in self._turns:
+            raise errors.not_in_control(action)
         return session
 
     def _mcp_answer(self, session: AgentSession) -> dict[str, Any]:

@@ -10,8 +10,9 @@ Authentication: the first line of every connection must be ``{"token": "..."}``.
 wrong, missing or late token (:data:`AUTH_TIMEOUT`) gets one JSON-RPC error line
 (``-32600 "unauthorized"``) and the connection is closed; nothing else is read or
 served. On Linux the peer must also run as the same user (``SO_PEERCRED``), and must
-not be a process of one of the kernel's running tool calls (:mod:`iac_kernel.guard.callers`:
-the peer's pid and its ancestors against the calls' shells and guarded programs), so a
+not be a sandboxed process (:mod:`iac_kernel.guard.peers`: the peer's pid and its
+ancestors against the kernel's calls' shells and guarded programs, or another agent's
+sandbox by its mount namespace and guard folder), so a
 tool call can never attach to the session that runs it, answer its questions or raise
 its mode. The runtime file and socket are also hidden from every bash call's sandbox
 (:mod:`iac_kernel.guard.hidden`).
@@ -52,7 +53,7 @@ from iac_kernel.acp.runtime import (
 from iac_kernel.acp.runtime import runtime_dir as default_runtime_dir
 from iac_kernel.acp.transport import READ_LIMIT
 from iac_kernel.agent.session import AgentSession
-from iac_kernel.guard import callers, hidden
+from iac_kernel.guard import hidden, peers
 from iac_kernel.guard.racers import peer_pid
 from iac_kernel.sessions.manager import SessionManager
 from iac_kernel.sessions.store import SessionMeta, SessionNotFoundError, now_iso
@@ -328,11 +329,12 @@ async def _refuse(writer: asyncio.StreamWriter, request_id: Any, reason: str) ->
 
 
 def _from_a_call(writer: asyncio.StreamWriter) -> bool:
-    """The peer is a process of a running tool call (Linux; False when unknown)."""
+    """The peer is a process of a running tool call, of this kernel or any agent's
+    sandbox (guard/peers.py; Linux; False when unknown)."""
     sock = writer.get_extra_info("socket")
     if sock is None or not sys.platform.startswith("linux"):
         return False
-    return callers.from_a_call(peer_pid(sock) or 0)
+    return peers.sandboxed(peer_pid(sock) or 0)
 
 
 def _same_user(writer: asyncio.StreamWriter) -> bool:

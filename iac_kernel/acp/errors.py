@@ -34,6 +34,16 @@ def session_busy() -> RequestError:
     )
 
 
+def not_in_control(action: str) -> RequestError:
+    """-32602 for a client that tries to steer a turn another client started."""
+    return RequestError.invalid_params(
+        {
+            "session_id": "Session is controlled by another client while its turn runs: "
+            f"{action} refused; wait for the turn to end"
+        }
+    )
+
+
 def invalid_field(field: str, message: str) -> RequestError:
     """-32602 naming one bad field (``{"cwd": "must be an absolute path"}``)."""
     return RequestError.invalid_params({field: _clip(message)})

@@ -31,6 +31,7 @@ from iac_kernel.agent.permissions import (
     Answer,
     PermissionRequest,
 )
+from iac_kernel.textsafe import printable, shown_lines
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ def request_params(session_id: str, request: PermissionRequest) -> dict[str, Any
     """The ``session/request_permission`` params for one gate question."""
     tool_call = ToolCallUpdate(
         tool_call_id=request.call_id,
-        title=request.title or request.tool_name,
+        title=printable(request.title or request.tool_name),
         kind=acp_kind(request.kind),
         raw_input=request.input,
         content=[diff_content(request.diff)] if request.diff else _review_content(request),
@@ -73,7 +74,7 @@ def _review_content(request: PermissionRequest) -> list[Any] | None:
     """A reviewed call (terraform apply: the plan summary, replacements and deletes first,
     failed checks) shows its review text as the question's content."""
     text = request.review.get("text") if isinstance(request.review, dict) else None
-    return [text_content(text)] if text else None
+    return [text_content(shown_lines(text))] if text else None
 
 
 def parse_answer(result: Any) -> str:

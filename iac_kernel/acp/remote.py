@@ -18,8 +18,10 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 TOKEN_VARS = ("IAC_KERNEL_REMOTE_TOKEN", "JUPYTERHUB_API_TOKEN")
+#: Query parameters Jupyter servers and JupyterHub take a bearer token from.
+TOKEN_PARAMS = frozenset({"token", "access_token"})
 #: Query parameters that carry credentials in Jupyter URLs.
-SECRET_PARAMS = frozenset({"token", "access_token", "_xsrf"})
+SECRET_PARAMS = TOKEN_PARAMS | {"_xsrf"}
 #: Hang guard for opening the connection (not a timing assertion).
 CONNECT_TIMEOUT = 20.0
 #: Largest message accepted from the server (as the line transport's limit).

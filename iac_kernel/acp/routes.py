@@ -9,6 +9,11 @@ every failure a clean JSON-RPC error.
 * ``sessions/list`` and ``config/set`` (the names our reference used) and
   ``session/set_model`` (dropped from schema v1.19) get routes of their own: the SDK
   hands unknown names to ``ext_method`` only when they start with ``_``;
+* ``session/cancel`` sent as a request (it is a notification) is answered, so a client
+  that may not cancel (another client's turn) hears why;
+* a switch to ``bypass`` mode is -32602 when the front does not allow it
+  (:mod:`~iac_kernel.acp.bypass`: the Jupyter server's WebSocket without the owner's
+  opt-in), before any routing or forwarding;
 * requests for a session a running kernel holds (after ``session/load`` attached to it)
   go to that kernel as they are (:class:`~iac_kernel.acp.proxy.RemoteSession`);
 * anything before ``initialize`` is -32600; bad params are -32602 naming the fields;
@@ -28,6 +33,7 @@ from acp.router import MessageRouter, Route
 from acp.schema import (
     AcpMcpServer,
     BaseModel,
+    CancelNotification,
     DeleteSessionRequest,
     HttpMcpServer,
     ListSessionsRequest,
@@ -39,7 +45,7 @@ from acp.schema import (
 from acp.utils import normalize_result
 from pydantic import Field, ValidationError
 
-from iac_kernel.acp import errors
+from iac_kernel.acp import bypass, errors
 from iac_kernel.acp.agent import IacAgent
 from iac_kernel.acp.proxy import RemoteSession
 
@@ -89,6 +95,13 @@ class Dispatcher:
                 log.warning("notification %s before initialize ignored", method)
                 return None
             raise errors.not_initialized(method)
+        if not self.agent.allow_bypass:
+            field = bypass.bypass_field(method, params)
+            if field is not None and is_notification:
+                log.warning("notification %s setting bypass mode ignored", method)
+                return None
+            if field is not None:
+                raise bypass.refusal(field)
         remote = self.agent.attached.for_request(method, params)
         if remote is not None:
             return await _forward(remote, method, params, is_notification)
@@ -131,6 +144,13 @@ def build_router(agent: IacAgent) -> MessageRouter:
         DeleteSessionRequest,
         agent,
         "delete_session",
+        adapt_result=normalize_result,
+    )
+    router.route_request(
+        AGENT_METHODS["session_cancel"],
+        CancelNotification,
+        agent,
+        "cancel",
         adapt_result=normalize_result,
     )
     router.route_request("sessions/list", ListSessionsRequest, agent, "list_sessions")

@@ -33,6 +33,7 @@ async def serve(
     *,
     initialized: dict[str, Any] | None = None,
     early_sessions: Iterable[tuple[AgentSession, dict[str, Any]]] = (),
+    allow_bypass: bool = True,
 ) -> None:
     """Answer ACP messages from ``reader`` on ``writer`` until the input ends.
 
@@ -43,11 +44,13 @@ async def serve(
     are sessions whose ``session/new`` was answered then too, with their answers: the
     agent adopts them (their commands are sent now, as after any new session's answer)
     and the answers are checked against the SDK's models at the same moment.
+    ``allow_bypass=False`` refuses every request that would set bypass mode.
 
     Turns this connection started are cancelled (and end with a valid history) when it
     ends; the sessions stay open in ``manager``.
     """
     agent = IacAgent(manager)
+    agent.allow_bypass = allow_bypass
     dispatcher = Dispatcher(agent)
     conn = connect(dispatcher, LineTransport(reader, writer), listening=False)
     agent.attach(ClientChannel(conn))

@@ -9,6 +9,7 @@ known to be sensitive is not replayed with it.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,7 +24,7 @@ from iac_kernel.events import (
     ToolCallStarted,
     UserMessage,
 )
-from iac_kernel.redact import redact, redact_diff, redact_value
+from iac_kernel.redact import redact_diff, redact_value, redactor
 from iac_kernel.sessions.records import result_text
 from iac_kernel.terraform.sensitive import mask_text
 from iac_kernel.terraform.workspace import sensitive_values
@@ -40,6 +41,8 @@ def replay(
     """
     names: dict[str, str] = {}
     values = sensitive_values(ctx.cwd) if ctx is not None else frozenset()
+    env = dict(os.environ)  # read once, not once per stored result
+    redact_output = redactor(env)
     for message in messages:
         content = message.get("content")
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
@@ -49,7 +52,7 @@ def replay(
                 if block.get("type") == "tool_result":
                     call_id = block.get("tool_use_id", "")
                     output = result_text(block.get("content"))
-                    output = readable(mask_text(redact(output), values))
+                    output = readable(mask_text(redact_output(output), values))
                     yield ToolCallResult(
                         call_id,
                         names.get(call_id, "tool"),
@@ -78,7 +81,7 @@ def replay(
                     block.get("name", "tool"),
                     title,
                     tool_kind,
-                    readable_value(redact_value(args)),
+                    readable_value(redact_value(args, env)),
                     locations=[readable(p) for p in _locations(tool, args, ctx)],
                     diff=shown_diff(_stored_diff(block.get("name", ""), args)),
                 )

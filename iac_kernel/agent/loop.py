@@ -156,6 +156,7 @@ class AgentLoop:
             tools=[t.definition() for t in self.tools.values() if self._offered(t)],
             max_tokens=self.settings.max_tokens,
             thinking_budget=self.settings.thinking_budget,
+            first_byte_timeout=self.settings.model_first_byte_timeout,
         )
         if hasattr(self.model, "on_retry"):
             # Providers that retry (429/529/5xx before output) tell the user they are waiting.

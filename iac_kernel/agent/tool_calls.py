@@ -169,6 +169,7 @@ class ToolCalls:
         ctx.ask_exec = refused_exec(
             self.gate.exec_asker(call.call_id, call.name, running_ask), refusals
         )
+        ctx.ask_egress = self.gate.egress_asker(call.call_id, call.name, running_ask)
         ctx.audit = _call_audit(ctx.audit, call)
         try:  # e.g. terraform_apply: the saved plan's bytes and summary, bound to the approval
             ctx.review = await call.tool.review(call.input, ctx)

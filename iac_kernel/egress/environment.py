@@ -18,6 +18,8 @@ from pathlib import Path
 #: What the environment holds: the proxy engine (newest release for Python 3.11) and
 #: botocore for re-signing AWS requests with Signature V4.
 REQUIREMENTS = ("mitmproxy==11.0.2", "botocore>=1.34")
+#: The status line when the environment is missing.
+INSTALL_HINT = "no egress proxy: sandboxes have no network (install it: iac-kernel egress install)"
 
 
 def environment_dir() -> Path:

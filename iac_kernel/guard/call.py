@@ -9,15 +9,19 @@ Usage (the bash tool)::
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import shutil
-import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from iac_kernel.egress import broker, inside
+from iac_kernel.egress.broker import Brokered
+from iac_kernel.egress.decide import AskEgress
+from iac_kernel.egress.proxy import Route, open_route
 from iac_kernel.guard import hidden
 from iac_kernel.guard.exec_request import AskExec, AuditSink
 from iac_kernel.guard.launcher import SOCKET_ENV, write_launchers
@@ -34,6 +38,7 @@ from iac_kernel.guard.sandbox import (
     unusable_reason,
 )
 from iac_kernel.guard.server import ApprovalServer
+from iac_kernel.interpreter import sandbox_python
 
 
 class SandboxRequired(Exception):
@@ -78,7 +83,7 @@ def launchers_and_reals(settings: Any, path: str) -> tuple[Path, dict[str, list[
     """This process's launcher directory for the guarded programs, and their real files
     on ``path`` (each program's copies, launchers left out)."""
     programs = guarded_programs(settings)
-    launchers = _launchers(tuple(sorted(programs)), sys.executable)
+    launchers = _launchers(tuple(sorted(programs)), sandbox_python())
     return launchers, find_real(programs, path, skip=(str(launchers), LAUNCHER_MOUNT))
 
 
@@ -100,13 +105,23 @@ class GuardedCall:
         ask_exec: AskExec | None,
         sandbox: bool = True,
         audit: AuditSink | None = None,
+        overlays: Callable[[Path], list[tuple[Path, Path]]] | None = None,
+        ask_egress: AskEgress | None = None,
+        brokered: Brokered | None = None,
     ) -> None:
+        #: (masked copy, original) for a folder: mounted over the originals in the sandbox.
+        self.overlays = overlays
         self.cwd = Path(os.path.realpath(cwd))
         self.settings = settings
         self.base_env = dict(env)
         self.ask_exec = ask_exec
         self.want_sandbox = sandbox
         self.audit = audit
+        self.ask_egress = ask_egress
+        self.route: Route | None = None
+        #: The credential broker (placeholders for guarded programs); by default the
+        #: process's own (:func:`~iac_kernel.egress.broker.current`) for sandboxed calls.
+        self.brokered = brokered
         self.env: dict[str, str] = dict(env)
         self.sandboxed = False
         self.server: ApprovalServer | None = None
@@ -133,6 +148,16 @@ class GuardedCall:
         if self.sandboxed:
             tmp_dir = private_tmp()
             self._dirs.append(tmp_dir)
+            masked = await asyncio.to_thread(self.overlays, self.cwd) if self.overlays else []
+            network = getattr(self.settings, "sandbox_network", "proxy")
+            self.route = await open_route(
+                guard_dir / inside.SOCKET_NAME, self.settings, self.ask_egress
+            )
+            if self.brokered is None:
+                self.brokered = await asyncio.to_thread(broker.current)
+            # Guarded programs get placeholders, not the values (the proxy swaps them in).
+            brokered_env, other = self.brokered.env(secret_env)
+            secret_env, placeholders = {**other, **brokered_env}, self.brokered.mounts
             layout = Layout(
                 cwd=self.cwd,
                 tmp_dir=tmp_dir,
@@ -143,13 +168,18 @@ class GuardedCall:
                 masks=[copies_dir()],
                 hidden=hidden.control_plane(self.settings, self.base_env),
                 secrets=hidden.credential_paths(self.settings, self.base_env),
-                network=getattr(self.settings, "sandbox_network", "shared") != "none",
+                overlays=masked,
+                placeholders=placeholders,
+                network=network != "none",
+                egress_port=self.route.port if self.route else None,
             )
             bwrap = bwrap_path()
             assert bwrap is not None
             self._prefix = layout.bwrap_args(bwrap)
             self.env["PATH"] = f"{LAUNCHER_MOUNT}{os.pathsep}{path}"
             self.env.update(SANDBOX_ENV)
+            if self.route is not None and network != "none":
+                self.env.update(inside.proxy_env(self.route.port))
             self.env.pop(SOCKET_ENV, None)
             self.server = ApprovalServer(
                 reals, self.ask_exec, guard_dir, layout, bwrap, audit=self.audit
@@ -175,5 +205,7 @@ class GuardedCall:
     async def __aexit__(self, *exc: object) -> None:
         if self.server is not None:
             await self.server.close()
+        if self.route is not None:
+            await self.route.close()
         for directory in self._dirs:
             shutil.rmtree(directory, ignore_errors=True)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,8 +37,9 @@ from iac_kernel.guard.sandbox import (
     state_dir,
     unusable_reason,
 )
+from iac_kernel.interpreter import sandbox_python
 
-HELPER = str(Path(__file__).with_name("exec_helper.py"))
+HELPER = os.path.realpath(Path(__file__).with_name("exec_helper.py"))  # seen in the sandbox
 
 
 @dataclass
@@ -71,11 +71,14 @@ def confine(
     share: Path | None = None,
     writable: bool = False,
     settings: object = None,
+    egress_port: int | None = None,
 ) -> Confined | None:
     """The sandboxed command running the real ``executable`` (a host path) with
     ``args`` in ``cwd`` (see the module docstring). ``share`` is a host directory shown
     read-only at :attr:`Confined.share_inside`; ``writable`` leaves ``cwd`` and the
-    user's ``sandbox_writable_paths`` writable. None when bubblewrap is unusable."""
+    user's ``sandbox_writable_paths`` writable; ``egress_port``: the forwarder's port of
+    a route whose relay socket is in ``share`` (else no network). None when bubblewrap
+    is unusable."""
     bwrap = bwrap_path()
     if bwrap is None or unusable_reason() is not None:
         return None
@@ -100,6 +103,7 @@ def confine(
             writable=writable_paths(settings) if writable else [],
             masks=[copies_dir()],
             hidden=control_plane(settings, env),
+            egress_port=egress_port,
         )
         extra = [] if writable else ["--remount-ro", str(cwd)]
         fd, script = exec_fd(real)
@@ -108,7 +112,7 @@ def confine(
             shutil.rmtree(directory, ignore_errors=True)
         raise
     argv = layout.bwrap_args(bwrap, extra=extra)
-    argv += [sys.executable, "-IS", HELPER, str(fd), "1" if script else "0"]
+    argv += [sandbox_python(), "-IS", HELPER, str(fd), "1" if script else "0"]
     argv += [os.path.basename(executable), *args]
     inner = {k: v for k, v in env.items() if k != SOCKET_ENV}
     inner["PATH"] = f"{LAUNCHER_MOUNT}{os.pathsep}{path}"

@@ -36,7 +36,8 @@ async def exec_verdict(
         verdict = await git_creds.git_verdict(
             argv, cwd, run_env, git_reader, layout, reveal, verdict, peer
         )
-    redirected = redirect.reason(program, argv, run_env, base_env)
+    writable = ["/tmp", str(layout.cwd), *map(str, layout.writable)] if layout else ["/tmp", cwd]
+    redirected = redirect.reason(program, argv, run_env, base_env, writable)
     if redirected:
         shown = f"{verdict.reason}; {redirected}" if verdict.changing else redirected
         verdict = Verdict(CHANGE, shown)

@@ -17,15 +17,15 @@ import contextlib
 import os
 import re
 import signal
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from iac_kernel.guard import realbin
 from iac_kernel.guard.rules import CHANGE, Verdict, program_name
 from iac_kernel.guard.sandbox import Layout
+from iac_kernel.interpreter import sandbox_python
 
-HELPER = str(Path(__file__).with_name("exec_helper.py"))
+HELPER = os.path.realpath(Path(__file__).with_name("exec_helper.py"))  # seen in the sandbox
 READ_TIMEOUT = 15.0
 _KEY = re.compile(r"remote\..+\.(push|mirror)")
 #: git global options that change which configuration is read (value in the next argv
@@ -133,7 +133,7 @@ class GitConfigReader:
                 if key and "=" not in key:
                     extra += ["--setenv", key, value]
             command = self.layout.bwrap_args(self.bwrap, chdir=cwd, extra=extra, guarded=True)
-            command += [sys.executable, "-IS", HELPER, str(fd), "1" if script else "0"]
+            command += [sandbox_python(), "-IS", HELPER, str(fd), "1" if script else "0"]
             command += ["git", *args]
             kwargs: dict = {"pass_fds": (fd,), "env": {"PATH": os.environ.get("PATH", "")}}
         else:

@@ -5,8 +5,10 @@ Two kinds, because they are treated differently:
 
 * control plane (the runtime folder with the kernel endpoint's file and socket, the
   session store, the MCP trust file, all of ``~/.iac-code``, Jupyter's runtime folder
-  with kernel connection files, plus whatever the fronts :func:`register`): hidden from
-  every process of a call, the guarded programs the guard runs included;
+  with kernel connection files and the server's configuration files, found by
+  :mod:`jupyter_core.paths`, plus whatever the fronts :func:`register`; and every
+  ``JUPYTER_*``, ``JPY_*``, ``JUPYTERHUB_*`` variable): hidden from every process of a
+  call, the guarded programs the guard runs included;
 * credentials (cloud CLI stores, SSH keys, ``.netrc`` ..., the ``sandbox_hidden_paths``
   setting, files named by credential variables, and secret-bearing variables): hidden
   from the shell only; a guarded program the guard runs gets them back (``aws s3 ls``
@@ -135,18 +137,53 @@ def control_plane(settings: Any, env: Mapping[str, str] | None = None) -> list[P
     runtime = env.get("IAC_KERNEL_RUNTIME_DIR") or os.environ.get("IAC_KERNEL_RUNTIME_DIR")
     if runtime:
         paths.append(Path(runtime).expanduser())
+    egress = env.get("IAC_KERNEL_EGRESS_DIR") or os.environ.get("IAC_KERNEL_EGRESS_DIR")
+    if egress:  # the credential broker's table and the interception CA's key
+        paths.append(Path(egress).expanduser())
     sessions = getattr(settings, "sessions_dir", None) or os.environ.get("IAC_KERNEL_SESSIONS_DIR")
     if sessions:
         sessions = Path(sessions).expanduser()
         paths += [sessions, sessions.parent / "mcp-trust.json"]
-    jupyter = env.get("JUPYTER_RUNTIME_DIR") or os.environ.get("JUPYTER_RUNTIME_DIR")
-    data = env.get("XDG_DATA_HOME") or str(home() / ".local" / "share")
-    paths.append(Path(jupyter) if jupyter else Path(data) / "jupyter" / "runtime")
+    paths += jupyter_paths(env)
     paths += sorted(_REGISTERED)
     # Every kernel's endpoint socket folder when its runtime path was too long (any
     # kernel of this user, not only this one's).
     paths += sorted(Path(tempfile.gettempdir()).glob("iac-kernel-endpoint-*"))
     return _existing(paths)
+
+
+#: The Jupyter server's (and JupyterHub's) own configuration files: they may hold its
+#: token or password (``c.IdentityProvider.token``, ``c.ServerApp.password``).
+JUPYTER_CONFIG_FILES = tuple(
+    f"{name}.{ext}"
+    for name in ("jupyter_server_config", "jupyter_notebook_config", "jupyterhub_config")
+    for ext in ("json", "py")
+)
+#: Variables that name Jupyter's folders: the call's own values count too.
+_JUPYTER_DIR_VARIABLES = ("JUPYTER_RUNTIME_DIR", "JUPYTER_DATA_DIR", "JUPYTER_CONFIG_DIR")
+
+
+def jupyter_paths(env: Mapping[str, str]) -> list[Path]:
+    """Jupyter's runtime folder (connection files with their keys, server files with
+    tokens) and the server's configuration files, found as Jupyter finds them
+    (:mod:`jupyter_core.paths`: ``JUPYTER_*``, ``XDG_*``, ``JUPYTER_PREFER_ENV_PATH``),
+    for this process's environment and for the folders ``env`` names."""
+    from jupyter_core import paths as jp
+
+    runtime = [Path(jp.jupyter_runtime_dir())]
+    # ~/.jupyter too: the server may run with another JUPYTER_CONFIG_DIR than the kernel.
+    config = [Path(p) for p in jp.jupyter_config_path()] + [home() / ".jupyter"]
+    if env.get("JUPYTER_RUNTIME_DIR"):
+        runtime.append(Path(env["JUPYTER_RUNTIME_DIR"]))
+    if env.get("JUPYTER_DATA_DIR"):
+        runtime.append(Path(env["JUPYTER_DATA_DIR"]) / "runtime")
+    if env.get("JUPYTER_CONFIG_DIR"):
+        config.append(Path(env["JUPYTER_CONFIG_DIR"]))
+    for item in (env.get("JUPYTER_CONFIG_PATH") or "").split(os.pathsep):
+        if item.strip():
+            config.append(Path(item.strip()))
+    files = [folder / name for folder in config for name in JUPYTER_CONFIG_FILES]
+    return [Path(os.path.expanduser(p)) for p in [*runtime, *files]]
 
 
 def credential_paths(settings: Any, env: Mapping[str, str]) -> list[Path]:
@@ -212,12 +249,24 @@ def _mixed(value: str) -> bool:
     )
 
 
+#: Variables of Jupyter and JupyterHub (tokens, session names, folders, the hub's API):
+#: the control plane, removed from every process of a call, guarded programs included.
+CONTROL_PREFIXES = ("JUPYTER_", "JPY_", "JUPYTERHUB_")
+
+
+def is_control(name: str) -> bool:
+    """A Jupyter or JupyterHub variable (:data:`CONTROL_PREFIXES`), whatever its value."""
+    return name.upper().startswith(CONTROL_PREFIXES)
+
+
 def split_env(env: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
-    """(what the shell sees, the secrets taken out)."""
+    """(what the shell sees, the secrets taken out); control-plane variables are in
+    neither (:func:`is_control`)."""
     shown: dict[str, str] = {}
     secret: dict[str, str] = {}
     for key, value in env.items():
-        (secret if is_secret(key, value) else shown)[key] = value
+        if not is_control(key):
+            (secret if is_secret(key, value) else shown)[key] = value
     return shown, secret
 
 

@@ -17,6 +17,7 @@ import socket
 import struct
 from pathlib import Path
 
+from iac_kernel.egress.inside import is_forwarder
 from iac_kernel.guard.rules import CHANGE, Verdict
 
 
@@ -78,7 +79,7 @@ def others_alive(pid: int | None) -> list[int] | None:
         if not name.isdigit() or int(name) in ancestors or _namespace(int(name)) != namespace:
             continue
         stat = _stat(int(name))
-        if stat is not None and stat[0] not in ("Z", "X"):
+        if stat is not None and stat[0] not in ("Z", "X") and not is_forwarder(int(name)):
             others.append(int(name))
     return others
 

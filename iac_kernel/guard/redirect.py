@@ -5,16 +5,20 @@ and interpreter paths that make it run code the call wrote (a kubeconfig ``exec`
 aws ``credential_process``, ``PYTHONPATH`` for the Python CLIs, terraform's CLI config
 ``dev_overrides``, git's ssh/askpass/pager commands).
 
-git and terraform are left out of the variables: git is checked by its own configuration
-(git_creds.py), and terraform's workspace files (``.terraform/providers``) already let a
-call run code in it, a known limit (docs/sandbox-secrets.md); their users set ``HOME`` or
-``TF_CLI_CONFIG_FILE`` routinely."""
+Variables are matched by name and by pattern (``*_CONFIG_FILE``, ``*_PLUGIN*``,
+``*_HOME`` ..., :mod:`.target`); ``PATH`` counts for the programs that find plugins or
+credential helpers on it. git is checked by its own configuration (git_creds.py);
+terraform by where its CLI configuration and plugin folders are (:func:`terraform_reason`:
+a place the call can write), since its workspace files (``.terraform/providers``) already
+let a call run code in it, a known limit (docs/sandbox-secrets.md)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 
 from iac_kernel.guard.git_creds import needs_credentials
+from iac_kernel.guard.target import by_pattern
 
 #: Options that send the program's credentials elsewhere or run a program it names.
 FLAGS: dict[str, tuple[str, ...]] = {
@@ -108,11 +112,22 @@ GIT_VARIABLES = (
 )
 
 
+#: Programs that find programs on PATH with your credentials: kubeconfig ``exec``
+#: plugins, aws ``credential_process``, helm and kubectl plugins, the Python CLIs.
+_PATH_RUNS = ("kubectl", "oc", "helm", "aws", "gcloud", "gsutil", "az", "pulumi")
+#: terraform's CLI configuration and plugin folders: asked when they name a place the
+#: call can write (``dev_overrides``, ``provider_installation``, a plugin cache), wherever
+#: the value comes from; ``HOME`` and ``XDG_DATA_HOME`` only when the command set them.
+TF_VARIABLES = ("TF_CLI_CONFIG_FILE", "TERRAFORM_CONFIG", "TF_PLUGIN_CACHE_DIR")
+TF_SET_BY_COMMAND = ("HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME")
+
+
 def changed(
     env: Mapping[str, str], base: Mapping[str, str], names: Sequence[str] | None = None
 ) -> list[str]:
-    """Redirecting variables (``names``, else :data:`VARIABLES` and :data:`PREFIXES`)
-    that ``env`` sets differently from ``base``."""
+    """Redirecting variables (``names``, else :data:`VARIABLES`, :data:`PREFIXES` and
+    the patterns of :func:`~.target.by_pattern`) that ``env`` sets differently from
+    ``base``."""
     found = []
     for key in sorted(set(env) | set(base)):
         upper = key.upper()
@@ -120,7 +135,8 @@ def changed(
             if upper not in names:
                 continue
         elif upper not in VARIABLES and not upper.startswith(PREFIXES):
-            continue
+            if not by_pattern(upper):
+                continue
         if env.get(key) != base.get(key) and env.get(key):
             found.append(key)
     return found
@@ -130,10 +146,43 @@ def _remote(argv: Sequence[str]) -> bool:
     return needs_credentials(argv)
 
 
-def reason(
-    program: str, argv: Sequence[str], env: Mapping[str, str], base: Mapping[str, str]
+def terraform_reason(
+    program: str, env: Mapping[str, str], base: Mapping[str, str], writable: Sequence[str]
 ) -> str | None:
-    """Why this command is asked although it only reads, or None."""
+    """Why a terraform command is asked: its CLI config or plugin folders come from a
+    place the call can write (``writable``: folders as the sandbox sees them)."""
+    named: list[str] = []
+    for key in sorted(env):
+        upper = key.upper()
+        value = env[key]
+        if upper in TF_SET_BY_COMMAND and base.get(key) == value:
+            continue
+        if upper in (*TF_VARIABLES, *TF_SET_BY_COMMAND) and _inside(value, writable):
+            named.append(f"{key}={value}")
+        elif upper.startswith(("TF_CLI_ARGS", "TOFU_CLI_ARGS")) and "-plugin-dir" in value:
+            named.append(f"{key}={value}")
+    if not named:
+        return None
+    return (
+        f"{program} with {', '.join(named)}: its CLI configuration or plugins come from a "
+        "place the command can write (provider overrides run that code with your credentials)"
+    )
+
+
+def _inside(value: str, folders: Sequence[str]) -> bool:
+    path = os.path.normpath(value) if os.path.isabs(value) else ""
+    return bool(path) and any(path == f or path.startswith(f.rstrip("/") + "/") for f in folders)
+
+
+def reason(
+    program: str,
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    base: Mapping[str, str],
+    writable: Sequence[str] = ("/tmp",),
+) -> str | None:
+    """Why this command is asked although it only reads, or None (``writable``: the
+    folders the call can write, as it sees them)."""
     flags = FLAGS.get(program, ())
     for arg in argv[1:]:
         if arg == "--":
@@ -141,10 +190,14 @@ def reason(
         name = arg.partition("=")[0]
         if name in flags or (len(arg) > 2 and arg[:2] in flags and arg[1] != "-"):
             return f"{program} {name}: sends your credentials to, or runs, what it names"
+    if program in _OWN_CODE:
+        return terraform_reason(program, env, base, writable)
     if program == "git":
         names = [n for n in changed(env, base, GIT_VARIABLES) if _remote(argv)]
     else:
-        names = [] if program in _OWN_CODE else changed(env, base)
+        names = changed(env, base)
+        if program in _PATH_RUNS:
+            names += changed(env, base, ("PATH",))
     if names:
         shown = ", ".join(names)
         return (

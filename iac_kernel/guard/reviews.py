@@ -42,6 +42,12 @@ class ExecInfo:
     env: dict[str, str] = field(default_factory=dict)
     #: The host path behind an absolute path the program sees (the sandbox's /tmp).
     host_path: Callable[[str], str] = os.path.normpath
+    #: The working directory as the program sees it (empty: ``cwd``).
+    sandbox_cwd: str = ""
+
+    @property
+    def inner_cwd(self) -> str:
+        return self.sandbox_cwd or self.cwd
 
 
 @dataclass
@@ -79,9 +85,24 @@ class Review:
 
 ReviewFn = Callable[[ExecInfo], Review | None]
 ObserveFn = Callable[[ExecInfo], None]
+#: Given an exec, a maker of one masking filter per output stream (``feed``/``flush``).
+FilterFn = Callable[[ExecInfo], Callable[[], Any] | None]
 
 _REVIEWS: dict[str, list[ReviewFn]] = {}
 _OBSERVERS: dict[str, list[ObserveFn]] = {}
+_FILTERS: dict[str, FilterFn] = {}
+
+
+def filter_output(programs: Iterable[str], fn: FilterFn) -> None:
+    """Mask what each of ``programs`` prints inside the exec (:mod:`.output_filter`)."""
+    for program in programs:
+        _FILTERS[program] = fn
+
+
+def output_filter(info: ExecInfo) -> Callable[[], Any] | None:
+    """The filter maker for ``info``'s program (None: its output goes straight out)."""
+    fn = _FILTERS.get(info.program)
+    return fn(info) if fn is not None else None
 
 
 def register(programs: Iterable[str], fn: ReviewFn) -> None:

@@ -25,7 +25,7 @@ from iac_kernel.guard.ruleset import (
 )
 from iac_kernel.guard.ruleset import each_verb as _each
 from iac_kernel.guard.ruleset import rule as _r
-from iac_kernel.guard.secret_reads import PRINTS_CREDENTIALS
+from iac_kernel.guard.secret_reads import PRINTS_CREDENTIALS, k8s_secret_read
 
 __all__ = ["CHANGE", "DEFAULT_PROGRAMS", "OTHER", "READ", "Rule", "Verdict", "classify"]
 __all__ += ["git_argv", "has_flag", "matches", "positionals", "program_name"]
@@ -207,6 +207,10 @@ def classify(program: str, argv: Sequence[str], env: Mapping[str, str] | None = 
         if matches(rule, args, strict):
             shown = " ".join([name, *rule.words])
             return Verdict(CHANGE, f"{shown}: {rule.reason}")
+    if name in ("kubectl", "oc"):
+        secret = k8s_secret_read(args, grammar.canonical(name, _parsed(name, args).words))
+        if secret:
+            return Verdict(CHANGE, secret)
     if name in ("kubectl", "oc", "helm"):
         unknown = _k8s_unknown(name, args)
         if unknown:

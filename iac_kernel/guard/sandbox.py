@@ -2,10 +2,11 @@
 
 Inside: the whole filesystem read-only, except the session's cwd, a private /tmp (a
 host directory removed after the call) and the user's ``sandbox_writable_paths``; its
-own PID namespace (nothing outlives the call); no capabilities; network shared (or none,
-``sandbox_network``). Every copy of a guarded program found on PATH has a guard launcher
-bind-mounted over it. The agent's control plane and, for the shell, the credential stores
-are empty mounts (:mod:`.hidden`).
+own PID namespace (nothing outlives the call); no capabilities; its own network namespace,
+whose only way out is the egress proxy (:mod:`iac_kernel.egress`) when the call has one.
+Every copy of a guarded program found on PATH has a guard launcher bind-mounted over it.
+The agent's control plane and, for the shell, the credential stores are empty mounts
+(:mod:`.hidden`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
+
+from iac_kernel.egress import inside
+from iac_kernel.egress.environment import INSTALL_HINT, mitmdump
 
 #: Where the call's private temporary folder appears in the sandbox: its TMPDIR, the only
 #: temporary folder a call can write (a TMPDIR pointing elsewhere is read-only inside and
@@ -84,7 +88,9 @@ def unusable_reason() -> str | None:
 def status_text() -> str:
     """One line for the user: the sandbox works, or the guard is reduced and why."""
     reason = unusable_reason()
-    return SANDBOX_STATUS if reason is None else f"{REDUCED_STATUS} ({reason})"
+    if reason is not None:
+        return f"{REDUCED_STATUS} ({reason})"
+    return SANDBOX_STATUS if mitmdump() is not None else f"{SANDBOX_STATUS}; {INSTALL_HINT}"
 
 
 def state_dir() -> Path:
@@ -245,8 +251,16 @@ class Layout:
     hidden: list[Path] = field(default_factory=list)
     #: Credential stores: empty for the shell, shown to guarded programs the guard runs.
     secrets: list[Path] = field(default_factory=list)
+    #: Credential file or folder -> its placeholder copy (egress/broker.py), mounted over
+    #: it for guarded programs.
+    placeholders: dict[Path, Path] = field(default_factory=dict)
     #: False: the shell gets no network (``sandbox_network = none``).
     network: bool = True
+    #: (masked copy, original): terraform's sensitive files, shown masked and read-only
+    #: to every process but the guarded terraform/tofu (``originals``).
+    overlays: list[tuple[Path, Path]] = field(default_factory=list)
+    #: The port of the egress forwarder inside (None: no route out at all).
+    egress_port: int | None = None
 
     def bwrap_args(
         self,
@@ -254,8 +268,10 @@ class Layout:
         chdir: str | None = None,
         extra: Sequence[str] = (),
         guarded: bool = False,
+        originals: bool = False,
     ) -> list[str]:
-        """``bwrap`` and its options (``extra`` last), up to and including ``--``.
+        """``bwrap`` and its options (``extra`` last), up to and including ``--`` (and,
+        with the egress route, the forwarder that then runs the command).
         ``guarded``: the sandbox of a guarded program the guard runs (credentials and
         the network are its own)."""
         args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
@@ -274,15 +290,23 @@ class Layout:
                 args += ["--ro-bind", str(self.launcher_dir / program), real]
         for mask in self.masks:
             args += ["--tmpfs", str(mask)]
+        for copy, original in [] if originals else self.overlays:
+            args += ["--ro-bind", str(copy), str(original)]
         for key, value in SANDBOX_ENV.items():
             args += ["--setenv", key, value]
         args += self._empty_mounts([*self.hidden, *([] if guarded else self.secrets)])
+        for real, placeholder in sorted(self.placeholders.items()) if guarded else ():
+            if os.path.lexists(real) and placeholder.exists():
+                args += ["--ro-bind", str(placeholder), str(real)]
         args += self._empty_mounts([state_dir()])  # last: the empty file lives there
-        if not guarded and not self.network:
-            args.append("--unshare-net")
-        args += [*_userns_args(bwrap), "--unshare-pid", "--die-with-parent", "--cap-drop", "ALL"]
-        args += ["--chdir", chdir or str(self.cwd), *extra, "--"]
-        return args
+        args += ["--unshare-net", *_userns_args(bwrap), "--unshare-pid", "--die-with-parent"]
+        args += ["--cap-drop", "ALL", "--chdir", chdir or str(self.cwd), *extra]
+        if self.egress_port is None or not (guarded or self.network):
+            return [*args, "--"]
+        for key, value in inside.proxy_env(self.egress_port).items():
+            args += ["--setenv", key, value]  # after ``extra``: a --clearenv keeps them
+        socket_inside = f"{GUARD_MOUNT}/{inside.SOCKET_NAME}"
+        return [*args, "--", *inside.forwarder_argv(self.egress_port, socket_inside)]
 
     def _empty_mounts(self, paths: Sequence[Path]) -> list[str]:
         """Empty mounts over ``paths``: a tmpfs over a folder, an empty file over anything

@@ -16,23 +16,28 @@ import logging
 import os
 import signal
 import socket
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from iac_kernel.guard import callers, git_creds, gitconfig, realbin, reviews, target, tf_init, wire
 from iac_kernel.guard.exec_audit import Trail, record
 from iac_kernel.guard.exec_request import AskExec, AuditSink, ExecRequest
 from iac_kernel.guard.exec_verdict import exec_verdict
+from iac_kernel.guard.output_filter import Relay
 from iac_kernel.guard.procs import signal_group
 from iac_kernel.guard.racers import peer_pid
 from iac_kernel.guard.rules import Verdict, program_name
 from iac_kernel.guard.sandbox import GUARD_MOUNT, Layout, is_pyenv_shim
+from iac_kernel.interpreter import sandbox_python
 
 log = logging.getLogger(__name__)
 
-HELPER = str(Path(__file__).with_name("exec_helper.py"))
+HELPER = os.path.realpath(Path(__file__).with_name("exec_helper.py"))  # seen in the sandbox
+#: The programs that read terraform's sensitive files themselves (the rest, and the
+#: shell, see masked copies: sandbox.Layout.overlays).
+ORIGINALS = frozenset({"terraform", "tofu"})
 
 
 class Refused(Exception):
@@ -164,14 +169,19 @@ class ApprovalServer:
             if verdict.changing and wire.gone_or_signalled(conn):
                 raise Refused("the command that asked was stopped before it was approved")
             numbers = request.get("fds", [])
+            masking = await asyncio.to_thread(reviews.output_filter, info)
             if not verdict.changing and tf_init.is_init(program, argv):
 
                 async def run(words: list[str]) -> int:
-                    return await self._run(program, words, cwd, env, numbers, fds, conn, reveal)
+                    return await self._run(
+                        program, words, cwd, env, numbers, fds, conn, reveal, masking
+                    )
 
                 code = await tf_init.without_input(program, run_argv, numbers, fds, run)
             else:
-                code = await self._run(program, run_argv, cwd, env, numbers, fds, conn, reveal)
+                code = await self._run(
+                    program, run_argv, cwd, env, numbers, fds, conn, reveal, masking
+                )
         except Refused as exc:
             entry["outcome"] = "refused"
             await record(self.audit, trail, "refused", None, str(exc))
@@ -202,6 +212,7 @@ class ApprovalServer:
         host_cwd = self.layout.host_path(cwd) if self.layout else cwd
         inside = GUARD_MOUNT if self.layout else str(self.guard_dir)
         info = reviews.ExecInfo(program, list(argv), host_cwd, self.guard_dir, inside, dict(env))
+        info = dataclasses.replace(info, sandbox_cwd=cwd)
         if self.layout is not None:
             info = dataclasses.replace(info, host_path=self.layout.host_path)
         return info
@@ -268,10 +279,15 @@ class ApprovalServer:
         fds: list,
         conn,
         reveal: bool = True,
+        masking: Any = None,
     ) -> int:
         """Start the real program with the launcher's stdio ``fds`` (its fd ``numbers``);
-        ``fds`` are closed here and the list emptied (the caller must not close them)."""
+        ``fds`` are closed here and the list emptied (the caller must not close them).
+        ``masking``: a filter maker its stdout and stderr go through (``Relay``)."""
         stdio = dict(zip(numbers, fds, strict=False))
+        relay = Relay(stdio, masking) if masking is not None else None
+        if relay is not None:
+            stdio = {**stdio, **relay.child}
         real = self._pick_real(program, argv[0])
         # A dashed git helper (`git-receive-pack`) keeps its name: git dispatches on it.
         dashed = program == "git" and program_name(argv[0]).startswith("git-")
@@ -283,8 +299,10 @@ class ApprovalServer:
             for key, value in env.items():
                 if key and "=" not in key:
                     extra += ["--setenv", key, value]
-            command = self.layout.bwrap_args(self.bwrap, chdir=cwd, extra=extra, guarded=reveal)
-            command += [sys.executable, "-IS", HELPER, str(fd), "1" if script else "0"]
+            command = self.layout.bwrap_args(
+                self.bwrap, chdir=cwd, extra=extra, guarded=reveal, originals=program in ORIGINALS
+            )
+            command += [sandbox_python(), "-IS", HELPER, str(fd), "1" if script else "0"]
             command += run_argv
             try:
                 proc = await asyncio.create_subprocess_exec(
@@ -311,18 +329,25 @@ class ApprovalServer:
                     start_new_session=True,
                 )
             except OSError as exc:
+                if relay is not None:
+                    relay.close()
                 raise Refused(f"cannot start {program}: {exc.strerror or exc}") from None
         for fd in fds:
             with contextlib.suppress(OSError):
                 os.close(fd)
         fds.clear()
+        if relay is not None:
+            relay.start()
         self._groups.add(proc.pid)
         callers.started(proc.pid)
         with contextlib.suppress(OSError):
             await wire.send(conn, {"started": True})
         watcher = asyncio.create_task(self._watch(conn, proc))
         try:
-            return await proc.wait()
+            code = await proc.wait()
+            if relay is not None:  # all it printed is out before its exit status
+                await asyncio.to_thread(relay.join)
+            return code
         finally:
             watcher.cancel()
             with contextlib.suppress(ProcessLookupError, PermissionError):

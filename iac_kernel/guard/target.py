@@ -5,6 +5,7 @@ shows them, so approving ``terraform apply`` never hides ``TF_WORKSPACE=prod``."
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -54,7 +55,38 @@ RETARGETING_PREFIXES = (
     "PULUMI_",
     "GIT_CONFIG_",
 )
+#: Name patterns of such variables: a program's config file or folder, plugin folders,
+#: its home, CA bundles and proxies, extra CLI arguments (``HELM_PLUGINS``,
+#: ``TF_PLUGIN_CACHE_DIR``, ``CLOUDSDK_CONFIG``, ``DOCKER_CONFIG``, ``PULUMI_HOME`` ...).
+RETARGETING_PATTERNS = (
+    "*_CONFIG_FILE",
+    "*_CONFIG_DIR",
+    "*_CONFIG_PATH",
+    "*CONFIG",
+    "*_PLUGIN*",
+    "*_HOME",
+    "*_CREDENTIALS_FILE",
+    "*_CA_BUNDLE",
+    "*_PROXY",
+    "TF_CLI_ARGS*",
+    "TOFU_CLI_ARGS*",
+)
 _TERRAFORM = ("terraform", "tofu", "terragrunt")
+
+
+def is_retargeting(name: str) -> bool:
+    """``name`` (any case) is a retargeting variable: an exact name, a prefix or a
+    pattern above."""
+    upper = name.upper()
+    return upper in RETARGETING or upper.startswith(RETARGETING_PREFIXES) or by_pattern(upper)
+
+
+def by_pattern(name: str) -> bool:
+    """``name`` matches one of :data:`RETARGETING_PATTERNS` (a config file or folder,
+    plugins, a home, a CA bundle, a proxy, extra CLI arguments)."""
+    return any(fnmatch.fnmatchcase(name.upper(), p) for p in RETARGETING_PATTERNS)
+
+
 _KUBE = ("kubectl", "oc", "helm")
 
 
@@ -64,7 +96,7 @@ def retargeting_env(env: Mapping[str, str]) -> dict[str, str]:
     found = {
         k: ("***" if is_secret(k, v) else v)
         for k, v in env.items()
-        if (k in RETARGETING or k.startswith(RETARGETING_PREFIXES)) and not is_trust_store(k)
+        if is_retargeting(k) and k.upper() not in ("HOME", "PATH") and not is_trust_store(k)
     }
     return dict(sorted(found.items()))
 

@@ -11,6 +11,7 @@ from iac_kernel.agent.permissions import (
     PermissionRequest,
 )
 from iac_kernel.kernel import theme
+from iac_kernel.textsafe import printable, shown_lines
 
 DANGER_RED = theme.RED
 #: A translucent red over whatever the page is: the text keeps the page's own colour.
@@ -60,11 +61,16 @@ def label_html(request: PermissionRequest, danger: bool = False) -> str:
     """The question as the widget box shows it (HTML, all text escaped)."""
     import html
 
-    title, reason = html.escape(request.title), html.escape(reason_text(request))
+    title = html.escape(printable(request.title))
+    reason = html.escape(shown_lines(reason_text(request)))
     if not danger:
         return f"✋ <b>{title}</b> needs your approval: {reason}"
     command = request.input.get("command") if isinstance(request.input, dict) else None
-    shown = html.escape(str(command)) if command else title
+    # An exec-time question's command is one argv: on one line. A script keeps its lines.
+    one_line = isinstance(request.input, dict) and "argv" in request.input
+    shown = (
+        html.escape((printable if one_line else shown_lines)(str(command))) if command else title
+    )
     # The text keeps the page's colour over a translucent tint (kernel/theme.py), so it
     # reads in light and dark themes, with or without JupyterLab's variables.
     return (

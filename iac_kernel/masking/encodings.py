@@ -3,15 +3,20 @@
 A value is found as is, JSON-escaped (Python's and Go's: Terraform writes ``&``, ``<``,
 ``>`` as ``\\u0026``, ``\\u003c``, ``\\u003e``), URL-encoded, in hex, in base64 (at any of
 the three byte alignments, so a value inside a longer encoded text is found too) and
-reversed; a JSON form inside another JSON string too. Transformations of the value itself
-(upper case, ``od -c``, wrapped dumps) are not forms: masking by value cannot know them.
+reversed; a JSON form inside another JSON string too. Each spelling counts: hex and every
+per-character escape in any case (:func:`caseless_forms`), ``\\u003C`` and ``%2f``,
+HTML entities, octal; and every form of :data:`MIN_SPLIT` characters or more split by
+whitespace or dump columns (:mod:`.values`). Transformations of the value itself (upper
+case, arithmetic, compression) are not forms: masking by value cannot know them.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import html
 import json
+import re
 from urllib.parse import quote, quote_plus
 
 #: Values this long or longer are also looked for encoded and reversed.
@@ -19,6 +24,9 @@ MIN_VALUE = 4
 #: A base64 core shorter than this is too likely by chance (a 4-byte value's own padded
 #: encoding is always looked for).
 MIN_ENCODED = 6
+#: Forms this long or longer are also found split by whitespace and dump columns
+#: (wrapped base64, ``xxd``, ``od``, one character per line).
+MIN_SPLIT = 8
 
 
 def json_forms(value: str) -> set[str]:
@@ -56,6 +64,31 @@ def base64_cores(data: bytes) -> set[str]:
     return cores
 
 
+def _upper_escapes(form: str) -> str:
+    """``\\u003c`` spelt ``\\u003C``, ``%2f`` spelt ``%2F`` (and the other way)."""
+    form = re.sub(r"\\u([0-9a-fA-F]{4})", lambda m: "\\u" + m.group(1).upper(), form)
+    return re.sub(r"%[0-9a-fA-F]{2}", lambda m: m.group(0).lower(), form)
+
+
+def caseless_forms(value: str) -> set[str]:
+    """Forms whose letters are hex digits and escape markers only: found in any case
+    (``416D70``, ``\\X41``, ``&#X41;``). Each character escaped: ``\\x41\\x42``,
+    ``\\u0041``, ``%41%42``, ``&#x41;``, and octal ``\\101`` per byte."""
+    if len(value) < MIN_VALUE:
+        return set()
+    data = value.encode("utf-8", "surrogatepass")
+    units = value.encode("utf-16-be", "surrogatepass")
+    u16 = [units[i : i + 2].hex() for i in range(0, len(units), 2)]
+    return {
+        binascii.hexlify(data).decode(),
+        "".join(f"\\x{b:02x}" for b in data),
+        "".join(f"%{b:02x}" for b in data),
+        "".join(f"\\u{u}" for u in u16),
+        "".join(f"&#x{ord(c):x};" for c in value),
+        "".join(f"&#x{b:02x};" for b in data if len(data) == len(value)),
+    } - {""}
+
+
 def forms(value: str) -> set[str]:
     """Every printed form of ``value`` (``value`` itself included)."""
     out = {value} | json_forms(value)
@@ -72,4 +105,9 @@ def forms(value: str) -> set[str]:
         out |= {hexed, hexed.upper()}
         out |= {quote(value, safe=""), quote(value), quote_plus(value)}
         out.add(value[::-1])
+        out.add(html.escape(value))
+        out.add("".join(f"&#{ord(c)};" for c in value))  # decimal entities
+        out.add("".join(f"\\{b:03o}" for b in data))  # octal escapes (printf, od -b)
+        out.add("".join(f"{b:03o}" for b in data))  # od -b with its spaces squeezed
+        out |= {_upper_escapes(form) for form in out if "\\u" in form or "%" in form}
     return {form for form in out if form}

@@ -8,10 +8,11 @@ the text by chance.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterable
 
-from iac_kernel.masking.encodings import forms
+from iac_kernel.masking.encodings import MIN_SPLIT, caseless_forms, forms
 
 #: Values this long or shorter are masked only as whole tokens / JSON strings.
 SHORT = 3
@@ -19,6 +20,15 @@ SHORT = 3
 #: exceed Python's recursion limit); shorter ones go through one trie pattern.
 TRIE_MAX = 96
 _TOKEN_CHAR = r"[A-Za-z0-9_.\-/+@]"
+#: What a split form may be split by: whitespace (wrapped base64, one character per
+#: line, ``od -An -tx1``), and a dump's ASCII column and next offset (``xxd``,
+#: ``hexdump -C``, ``od -c`` / ``od -tx1``).
+_NOISE = re.compile(
+    r"(?:(?<! )  (?:\|[^\n]{0,16}\||(?! )(?:(?!  )[^\n]){1,16})\n[0-9a-fA-F]{7,8}(?::|(?= ))"
+    r"|\n[0-9a-fA-F]{7,8}(?::|(?= ))|\s)+"
+)
+#: Per-character escapes are this much longer than the value: their trie is deeper.
+CASELESS_MAX = 6 * TRIE_MAX
 
 
 def trie_pattern(words: Iterable[str]) -> str:
@@ -49,6 +59,7 @@ class ValueMasker:
     def __init__(self, values: Iterable[str], mask: str):
         self.mask = mask
         long_forms: set[str] = set()
+        caseless: set[str] = set()
         short: set[str] = set()
         for value in values:
             if not value or not value.strip():
@@ -57,6 +68,7 @@ class ValueMasker:
                 short.add(value)
             else:
                 long_forms |= forms(value)
+                caseless |= caseless_forms(value)
         #: The longest form: how much of a stream's tail may be the start of a value.
         self.longest = max((len(f) for f in long_forms), default=0)
         if short:
@@ -72,6 +84,15 @@ class ValueMasker:
             parts.append(f'(?<=")(?:{alternatives})(?=")')
             parts.append(f"(?<!{_TOKEN_CHAR})(?:{alternatives})(?!{_TOKEN_CHAR})")
         self.pattern = re.compile("|".join(parts)) if parts else None
+        self.longest = max([self.longest, *map(len, caseless)])
+        small = {f.lower() for f in caseless if len(f) <= CASELESS_MAX}
+        #: Hex and per-character escapes, in any case.
+        self.caseless = re.compile(trie_pattern(small), re.IGNORECASE) if small else None
+        #: Forms split by whitespace, lines and dump columns: searched in the text with
+        #: those taken out (:meth:`_split_sub`), their own whitespace taken out too.
+        split = {"".join(f.split()) for f in long_forms if len(f) <= TRIE_MAX}
+        split = {f for f in split if len(f) >= MIN_SPLIT}  # hex in both cases is a form
+        self.split = re.compile(trie_pattern(split)) if split else None
 
     def __bool__(self) -> bool:
         return self.pattern is not None or bool(self.literals)
@@ -82,4 +103,43 @@ class ValueMasker:
         for literal in self.literals:
             if literal in text:
                 text = text.replace(literal, self.mask)
-        return text if self.pattern is None else self.pattern.sub(self.mask, text)
+        if self.pattern is not None:
+            text = self.pattern.sub(self.mask, text)
+        if self.caseless is not None:
+            text = self.caseless.sub(self.mask, text)
+        return text if self.split is None else self._split_sub(text)
+
+    def _split_sub(self, text: str) -> str:
+        """Mask the forms split by :data:`_NOISE` (the mask keeps the line breaks the
+        form spanned, so line counts and a dump's layout stay)."""
+        assert self.split is not None
+        if not self.split.search(_NOISE.sub("", text)):
+            return text  # the usual case, at C speed
+        squeezed: list[str] = []
+        starts: list[int] = []  # where each kept piece starts in the squeezed text
+        origins: list[int] = []  # ... and in ``text``
+        pos = size = 0
+        for noise in _NOISE.finditer(text):
+            if noise.start() > pos:
+                starts.append(size)
+                origins.append(pos)
+                squeezed.append(text[pos : noise.start()])
+                size += noise.start() - pos
+            pos = noise.end()
+        if pos < len(text):
+            starts.append(size)
+            origins.append(pos)
+            squeezed.append(text[pos:])
+        if len(starts) < 2:
+            return text  # nothing split
+        spans = []
+        for match in self.split.finditer("".join(squeezed)):
+            first = bisect.bisect_right(starts, match.start()) - 1
+            last = bisect.bisect_right(starts, match.end() - 1) - 1
+            if first != last:  # split: the unsplit ones are masked already
+                begin = origins[first] + match.start() - starts[first]
+                end = origins[last] + match.end() - starts[last]
+                spans.append((begin, end))
+        for begin, end in reversed(spans):
+            text = text[:begin] + self.mask + "\n" * text.count("\n", begin, end) + text[end:]
+        return text

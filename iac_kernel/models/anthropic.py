@@ -46,7 +46,7 @@ from iac_kernel.models.base import ModelError, ModelEvent, ModelRequest
 from iac_kernel.models.credentials import PROVIDERS, provider_from_env
 from iac_kernel.models.providers import ANTHROPIC_CAPABILITIES, api_key, base_url, capabilities
 from iac_kernel.models.providers import PROVIDERS as ALL_PROVIDERS
-from iac_kernel.models.retry import read_body, retrying
+from iac_kernel.models.retry import first_byte_within, read_body, retrying
 from iac_kernel.redact import redact
 
 __all__ = [
@@ -117,7 +117,7 @@ class AnthropicModel:
             thinking="thinking" in self.capabilities,
         )
         async for event in retrying(
-            lambda: self._attempt(params),
+            lambda: self._attempt(params, request.first_byte_timeout),
             lambda exc: classify(exc, self._api_model),
             self.retry,
             lambda: self.on_retry,
@@ -125,18 +125,21 @@ class AnthropicModel:
         ):
             yield event
 
-    async def _attempt(self, params: dict[str, Any]) -> AsyncIterator[ModelEvent]:
-        stream = await self.client.messages.create(**params, stream=True)
-        async with stream:
-            builder = MessageBuilder()
-            async for raw in read_body(
-                stream, anthropic.APIConnectionError, anthropic.APITimeoutError
-            ):
-                for event in builder.feed(raw):
-                    yield event
-            if not builder.finished:
-                raise IncompleteStream("the response stream ended before message_stop")
-            yield builder.done()
+    async def _attempt(
+        self, params: dict[str, Any], first_byte: float
+    ) -> AsyncIterator[ModelEvent]:
+        async with first_byte_within(first_byte) as clock:
+            stream = await self.client.messages.create(**params, stream=True)
+            async with stream:
+                builder = MessageBuilder()
+                async for raw in read_body(
+                    stream, anthropic.APIConnectionError, anthropic.APITimeoutError, clock
+                ):
+                    for event in builder.feed(raw):
+                        yield event
+                if not builder.finished:
+                    raise IncompleteStream("the response stream ended before message_stop")
+                yield builder.done()
 
     def _scrub(self, text: str) -> str:
         """Remove secrets: secret-looking env values and the client's own credentials."""

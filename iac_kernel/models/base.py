@@ -14,6 +14,9 @@ from typing import Any, Protocol
 
 from iac_kernel.events import Usage
 
+#: Default of the ``model_first_byte_timeout`` setting (the SDKs' own is 600 s).
+FIRST_BYTE_TIMEOUT = 90.0
+
 
 @dataclass
 class ModelRequest:
@@ -25,6 +28,9 @@ class ModelRequest:
     thinking_budget: int = 0
     #: Marks the compaction call, so the scripted model can answer it without a script entry.
     purpose: str = "turn"
+    #: Seconds to wait for the response's first byte (0: no limit); a stream that has
+    #: started is never cut by it (the ``model_first_byte_timeout`` setting).
+    first_byte_timeout: float = FIRST_BYTE_TIMEOUT
 
 
 @dataclass

@@ -25,7 +25,14 @@ from iac_kernel.models.openai_errors import CutStream, EmptyStream, classify
 from iac_kernel.models.openai_request import build_params
 from iac_kernel.models.openai_stream import ChunkBuilder
 from iac_kernel.models.providers import PROVIDERS, Provider, api_key, base_url
-from iac_kernel.models.retry import Failure, RetryCallback, RetryPolicy, read_body, retrying
+from iac_kernel.models.retry import (
+    Failure,
+    RetryCallback,
+    RetryPolicy,
+    first_byte_within,
+    read_body,
+    retrying,
+)
 from iac_kernel.redact import redact
 
 DEFAULT_CONTEXT_WINDOW = 128_000
@@ -81,7 +88,7 @@ class OpenAIModel:
         """Stream one assistant message; see the module docstring for the retry rules."""
         params = build_params(request, model=self.api_model, provider=self.provider)
         async for event in retrying(
-            lambda: self._attempt(params),
+            lambda: self._attempt(params, request.first_byte_timeout),
             lambda exc: classify(exc, self.provider, self.url, self.api_model),
             self.retry,
             lambda: self.on_retry,
@@ -90,13 +97,18 @@ class OpenAIModel:
         ):
             yield event
 
-    async def _attempt(self, params: dict[str, Any]) -> AsyncIterator[ModelEvent]:
-        stream = await self.client.chat.completions.create(**params)
+    async def _attempt(
+        self, params: dict[str, Any], first_byte: float
+    ) -> AsyncIterator[ModelEvent]:
         builder = ChunkBuilder()
-        async with stream:
-            async for chunk in read_body(stream, openai.APIConnectionError, openai.APITimeoutError):
-                for event in builder.feed(chunk):
-                    yield event
+        async with first_byte_within(first_byte) as clock:
+            stream = await self.client.chat.completions.create(**params)
+            async with stream:
+                async for chunk in read_body(
+                    stream, openai.APIConnectionError, openai.APITimeoutError, clock
+                ):
+                    for event in builder.feed(chunk):
+                        yield event
         if builder.chunks == 0:
             raise EmptyStream()
         if builder.finish_reason is None and not (builder.text or builder.calls):

@@ -74,7 +74,8 @@ def default_model_id() -> str:
 
 def available_models() -> list[str]:
     """The ids a user can pick from: the active provider's first (its settings' ids, then
-    what its endpoint lists), other providers with credentials, the scripted model."""
+    what its endpoint lists), other providers with credentials (their preset ids: only
+    the active provider's endpoint is asked), the scripted model."""
     active = known_active_provider()
     ids: list[str] = []
     names = [active] if active else []
@@ -87,7 +88,10 @@ def available_models() -> list[str]:
         provider = PROVIDERS[name]
         if name != active and not _has_own_key(name):
             continue
-        offered = [*provider.models, *endpoint_models.cached(name)]
+        # Only the provider in use is asked for its list: one the user did not pick is
+        # never contacted (its key would go out with the request).
+        listed = endpoint_models.cached(name) if name == active else []
+        offered = [*provider.models, *listed]
         chosen = os.environ.get("IAC_KERNEL_MODEL", "").strip()
         found = _resolve(chosen) if chosen and name == active else None
         if found is not None and found[0] == name:

@@ -11,6 +11,7 @@ before anything was yielded.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import inspect
 import logging
@@ -54,13 +55,43 @@ class StreamDropped(Exception):
     """
 
 
+class NoFirstByte(Exception):
+    """The endpoint sent nothing within the first-byte timeout (no answer, or headers
+    and then no event)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"nothing arrived within {seconds:g} s")
+        self.seconds = seconds
+
+
+@contextlib.asynccontextmanager
+async def first_byte_within(seconds: float) -> AsyncIterator[asyncio.Timeout]:
+    """A deadline for a response's first item (0: none). :func:`read_body` disarms it
+    when the first item arrives, so a slow but steady stream is never cut; until then,
+    ``seconds`` without it raise :class:`NoFirstByte`.
+
+    The deadline cancels the current task, so only awaits of the request and of the
+    first item may run under it: nothing is yielded to a consumer before it is disarmed.
+    """
+    clock = asyncio.timeout(seconds if seconds > 0 else None)
+    try:
+        async with clock:
+            yield clock
+    except TimeoutError:
+        if clock.expired():
+            raise NoFirstByte(seconds) from None
+        raise
+
+
 async def read_body(
     body: AsyncIterator[T],
     connection_error: type[BaseException],
     timeout_error: type[BaseException],
+    first_byte: asyncio.Timeout | None = None,
 ) -> AsyncIterator[T]:
     """The items of a streamed response; a connection failure while reading raises
-    :class:`StreamDropped` (a read timeout stays a timeout)."""
+    :class:`StreamDropped` (a read timeout stays a timeout). ``first_byte`` (from
+    :func:`first_byte_within`) is disarmed once the first item is in."""
     items = aiter(body)
     while True:
         try:
@@ -73,6 +104,9 @@ async def read_body(
             cause = exc.__cause__
             detail = f"{error_text(exc)} ({type(cause).__name__})" if cause else error_text(exc)
             raise StreamDropped(detail) from exc
+        if first_byte is not None:
+            first_byte.reschedule(None)
+            first_byte = None
         yield item
 
 
@@ -166,6 +200,14 @@ async def retrying(
             return
         except ModelError:
             raise
+        except NoFirstByte as exc:
+            # Not retried: the setting is the bound the user chose for the whole wait.
+            failure = Failure(
+                False,
+                None,
+                "the model endpoint did not answer",
+                f"{exc} (model_first_byte_timeout; raise it for a slow endpoint)",
+            )
         except Exception as exc:
             failure = classify(exc)
         if explain is not None and not failure.retryable:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from jupyter_server.extension.application import ExtensionApp
+from traitlets import Bool
 
 from iac_kernel.server.handler import AcpSocket
 from iac_kernel.server.sessions import RootedManager, make_manager
@@ -16,6 +17,12 @@ class IacKernelServer(ExtensionApp):
 
     name = "iac_kernel"
     load_other_extensions = True
+    allow_remote_bypass = Bool(
+        False,
+        config=True,
+        help="Let WebSocket clients switch a session to bypass mode (session/set_mode, "
+        "the mode config option, /mode bypass). Off: such requests get a JSON-RPC error.",
+    )
     _session_manager: RootedManager | None = None
 
     def manager(self) -> RootedManager:
@@ -26,7 +33,8 @@ class IacKernelServer(ExtensionApp):
         return self._session_manager
 
     def initialize_handlers(self) -> None:
-        self.handlers.append((rf"/{PATH}", AcpSocket, {"manager": self.manager}))
+        options = {"manager": self.manager, "allow_bypass": lambda: self.allow_remote_bypass}
+        self.handlers.append((rf"/{PATH}", AcpSocket, options))
 
     async def stop_extension(self) -> None:
         """Close the sessions this server opened (histories saved, locks released)."""

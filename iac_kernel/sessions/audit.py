@@ -48,6 +48,7 @@ class AuditLog:
             fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except FileNotFoundError:
             return []
+        files.refuse_hard_link(fd, self.path)
         with os.fdopen(fd, "rb") as fh:
             lines = fh.read().splitlines()
         out = []
@@ -100,6 +101,12 @@ def describe(record: dict[str, Any]) -> list[str]:
     before, after = record.get("state_before") or {}, record.get("state_after") or {}
     if before or after:
         lines.append(f"  state serial {_mark(before)} -> {_mark(after)}")
+    mismatch = record.get("lineage_mismatch")
+    if mismatch:
+        lines.append(
+            f"  LINEAGE MISMATCH: asked about lineage {str(mismatch.get('expected'))[:8]}, "
+            f"found {str(mismatch.get('found'))[:8]}"
+        )
     if record.get("message"):
         lines.append(f"  {str(record['message']).splitlines()[0][:200]}")
     lines.append(f"  session {record.get('session_id', '?')} in {record.get('cwd', '?')}")

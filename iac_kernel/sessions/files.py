@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,12 +27,20 @@ class StoreOpenError(OSError):
 
 
 class StoreLinkError(StoreOpenError):
-    """A store file or folder is a symbolic link: refused, nothing read or written."""
+    """A store file or folder is a symbolic link, or a file has another hard link (its
+    bytes are also elsewhere): refused, nothing read or written."""
 
-    def __init__(self, path: Path):
-        super().__init__(
-            errno.ELOOP, f"refusing to follow a symbolic link in the session store: {path}"
-        )
+    def __init__(self, path: Path, kind: str = "symbolic link"):
+        verb = "follow" if kind == "symbolic link" else "use"
+        super().__init__(errno.ELOOP, f"refusing to {verb} a {kind} in the session store: {path}")
+
+
+def refuse_hard_link(fd: int, path: Path) -> None:
+    """Close ``fd`` and refuse when the regular file it opened has more than one name."""
+    info = os.fstat(fd)
+    if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+        os.close(fd)
+        raise StoreLinkError(path, "hard-linked file")
 
 
 def _refuse_link(path: Path) -> None:
@@ -59,22 +68,39 @@ def open_fd(path: Path, flags: int) -> int:
     """``os.open`` with mode 0600 (forced, the umask may have taken bits away), never
     through a symbolic link (:class:`StoreLinkError`)."""
     try:
-        fd = os.open(path, flags | os.O_CLOEXEC | os.O_NOFOLLOW, FILE_MODE)
+        # The file is opened by name under its folder's descriptor, the folder opened
+        # without following a link: a folder swapped for a link after any check is
+        # refused, not followed.
+        dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise StoreLinkError(path.parent) from None
+        _too_many(exc, path)
+        raise
+    try:
+        fd = os.open(path.name, flags | os.O_CLOEXEC | os.O_NOFOLLOW, FILE_MODE, dir_fd=dir_fd)
     except FileNotFoundError:
         raise
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise StoreLinkError(path) from None
-        if exc.errno in (errno.EMFILE, errno.ENFILE):
-            raise StoreOpenError(
-                exc.errno, f"cannot open {path.name}: {describe(exc)}; close some sessions"
-            ) from None
+        _too_many(exc, path)
         raise
+    finally:
+        os.close(dir_fd)
+    refuse_hard_link(fd, path)
     if flags & os.O_CREAT:
         with contextlib.suppress(OSError):
             if os.fstat(fd).st_mode & 0o777 != FILE_MODE:
                 os.fchmod(fd, FILE_MODE)
     return fd
+
+
+def _too_many(exc: OSError, path: Path) -> None:
+    if exc.errno in (errno.EMFILE, errno.ENFILE):
+        raise StoreOpenError(
+            exc.errno, f"cannot open {path.name}: {describe(exc)}; close some sessions"
+        ) from None
 
 
 def read(path: Path) -> bytes:

@@ -171,12 +171,19 @@ def resolve(
 def var_assignments(words: Iterable[str]) -> list[str]:
     """Every ``NAME=VALUE`` given to ``-var`` among ``words`` (``-var X``, ``-var=X``,
     ``--var``), read without parsing the rest: also for a line terraform rejects."""
+    return flag_values(words, "var")
+
+
+def flag_values(words: Iterable[str], name: str) -> list[str]:
+    """Every value given to ``-NAME`` among ``words`` (``-NAME X``, ``-NAME=X``,
+    ``--NAME``), read without parsing the rest."""
     found: list[str] = []
     words = list(words)
+    spellings = (f"-{name}", f"--{name}")
     for i, word in enumerate(words):
-        if word in ("-var", "--var") and i + 1 < len(words):
+        if word in spellings and i + 1 < len(words):
             found.append(words[i + 1])
-        elif word.startswith(("-var=", "--var=")):
+        elif word.startswith((f"-{name}=", f"--{name}=")):
             found.append(word.partition("=")[2])
     return found
 

@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 _SECRET_SETTING = re.compile(r"key|secret|token|password|passw|credential|sas", re.IGNORECASE)
 
 
-def _unquote(value: Any) -> Any:
+def unquote(value: Any) -> Any:
     """python-hcl2 8 keeps the quotes of string literals."""
     if isinstance(value, str) and len(value) >= 2 and value[0] == value[-1] == '"':
         try:
@@ -32,9 +32,9 @@ def _unquote(value: Any) -> Any:
         except json.JSONDecodeError:
             return value[1:-1]
     if isinstance(value, dict):
-        return {k.strip('"'): _unquote(v) for k, v in value.items()}
+        return {k.strip('"'): unquote(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_unquote(v) for v in value]
+        return [unquote(v) for v in value]
     return value
 
 
@@ -55,7 +55,7 @@ def parse(path: Path) -> Any:
             return json.loads(text)
         import hcl2
 
-        return _unquote(hcl2.loads(text))
+        return unquote(hcl2.loads(text))
     except Exception:  # a file we cannot parse is skipped, not fatal
         log.debug("cannot parse %s", path)
         return None
@@ -70,7 +70,7 @@ def given_leaves(text: str) -> list[str]:
         try:
             import hcl2
 
-            found += leaves(_unquote(hcl2.loads(f"v = {text}\n")).get("v"))
+            found += leaves(unquote(hcl2.loads(f"v = {text}\n")).get("v"))
         except Exception:  # terraform rejects it too (and prints the text, found above)
             log.debug("a given value is no HCL")
     return found

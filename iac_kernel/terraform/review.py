@@ -64,6 +64,8 @@ class ApprovedPlan:
     #: what to add when the record is written (the state after).
     audit_base: dict[str, Any] = field(default_factory=dict)
     after: Callable[[], dict[str, Any]] | None = None
+    #: What the apply acts on, fixed at question time (a ``binding.Binding``), if bound.
+    binding: Any = None
 
     def audit_record(self) -> dict[str, Any]:
         """The reviewed part of this apply's audit record (plan hash, summary, policy)."""

@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from iac_kernel.terraform.plan import Plan, reason_text, summary_line
+from iac_kernel.textsafe import printable
 
 SYMBOLS = {
     "delete": "-",
@@ -120,13 +121,15 @@ def question_text(plan: Plan) -> str:
     for resource in rows[:30]:
         reason = reason_text(resource)
         lines.append(
-            f"{SYMBOLS.get(resource.action, '?')} {resource.action} {resource.address}"
-            + (f" ({reason})" if reason else "")
+            f"{SYMBOLS.get(resource.action, '?')} {resource.action} "
+            + printable(resource.address)
+            + (f" ({printable(reason)})" if reason else "")
         )
     if len(rows) > 30:
         lines.append(f"… and {len(rows) - 30} more")
     if plan.checks:
         lines.append(f"Failed policy checks (checkov): {len(plan.checks)}")
         for check in plan.checks[:20]:
-            lines.append(f"  ✗ {check.get('address')}: {check.get('check_id')} {check.get('name')}")
+            shown = f"{check.get('address')}: {check.get('check_id')} {check.get('name')}"
+            lines.append(f"  ✗ {printable(shown)}")
     return "\n".join(line for line in lines if line)

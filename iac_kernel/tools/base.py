@@ -45,6 +45,9 @@ class ToolContext:
     #: Asks the permission gate whether a guarded program may run an argv (exec time);
     #: supplied by the agent loop. None: changing commands are refused.
     ask_exec: AskExec | None = None
+    #: Asks the permission gate whether a sandbox may reach a host not on
+    #: ``egress_allow`` (``(host, port) -> (allowed, message)``). None: refused.
+    ask_egress: Callable[[str, int], Awaitable[tuple[bool, str]]] | None = None
     #: Live output while a command runs: called with each decoded, redacted chunk (the
     #: agent loop supplies it and turns it into ``ToolCallOutput`` events).
     on_output: Callable[[str], None] | None = None

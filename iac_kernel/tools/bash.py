@@ -14,6 +14,7 @@ from typing import Any
 from iac_kernel.guard import callers
 from iac_kernel.guard.call import GuardedCall, SandboxRequired, guarded_programs
 from iac_kernel.guard.sandbox import unusable_reason
+from iac_kernel.tools import tf_files
 from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError, ToolResult
 from iac_kernel.tools.danger import (
     REVIEWED_PROGRAMS,
@@ -219,6 +220,8 @@ class BashTool(Tool):
             ctx.ask_exec,
             sandbox=args.get("sandbox", True) is not False,
             audit=ctx.audit,
+            overlays=tf_files.mounts,
+            ask_egress=ctx.ask_egress,
         )
         try:
             await guard.__aenter__()

@@ -82,7 +82,7 @@ class EditFileTool(Tool):
         args = check(self, args)
         shown = args["path"]
         path = resolve_path(ctx, shown)
-        old_text = read_text_if_exists(path, shown, strict=True)
+        old_text = read_text_if_exists(path, shown, strict=True, cwd=Path(ctx.cwd))
         remember_target(path, ctx.cwd)
         if old_text is None:
             raise ToolError(f"file not found: {shown} (use write_file to create a file)")

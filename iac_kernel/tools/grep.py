@@ -11,6 +11,7 @@ from iac_kernel.tools.base import ToolContext, ToolError, ToolResult
 from iac_kernel.tools.glob import compile_glob, matching_files
 from iac_kernel.tools.paths import prefix_for, resolve_path
 from iac_kernel.tools.rg import SearchTool, run_rg, search_root
+from iac_kernel.tools.tf_files import rg_masking
 from iac_kernel.tools.validate import check
 
 OUTPUT_MODES = ("content", "files_with_matches", "count")
@@ -88,9 +89,11 @@ class GrepTool(SearchTool):
         # JSON is verbose: read well past the output limit before stopping rg. rg runs
         # on every core and its output is sorted here; only when the output is cut short
         # is it run again sorted (one thread), so what is kept is the same every time.
-        out = await run_rg(argv, root, limit * 20)
-        if out.truncated:
-            out = await run_rg(["--sort=path", *argv], root, limit * 20)
+        with rg_masking(root, Path(ctx.cwd)) as masking:  # terraform's files: masked
+            argv = [*masking, *argv]
+            out = await run_rg(argv, root, limit * 20)
+            if out.truncated:
+                out = await run_rg(["--sort=path", *argv], root, limit * 20)
         if out.returncode == 2 and not out.stdout:
             raise ToolError(f"grep failed: {out.stderr or 'rg exit code 2'}")
         prefix = prefix_for(root, Path(ctx.cwd))

@@ -8,6 +8,7 @@ from typing import Any
 
 from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError, ToolResult
 from iac_kernel.tools.paths import resolve_path, short, tool_paths
+from iac_kernel.tools.tf_files import readable
 from iac_kernel.tools.validate import check
 
 #: Lines returned when no ``limit`` is given (and the most one call returns).
@@ -65,7 +66,12 @@ class ReadFileTool(Tool):
         limit = min(args.get("limit", DEFAULT_LINE_LIMIT), DEFAULT_LINE_LIMIT)
         byte_cap = max(int(ctx.settings.read_limit_bytes), 1)
         try:
-            return _read(path, args["path"], offset, limit, byte_cap)
+            shown = readable(path, ctx.cwd)  # terraform's sensitive files: masked
+            result = _read(shown, args["path"], offset, limit, byte_cap)
+            if shown != path:
+                result.raw_output["path"] = str(path)
+                result.raw_output["masked"] = True
+            return result
         except FileNotFoundError:
             raise ToolError(f"file not found: {args['path']}") from None
         except IsADirectoryError:

@@ -14,10 +14,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from iac_kernel.egress import inside
+from iac_kernel.egress.proxy import open_route
 from iac_kernel.guard.confine import confine
-from iac_kernel.guard.sandbox import GUARD_MOUNT
+from iac_kernel.guard.sandbox import GUARD_MOUNT, unusable_reason
 from iac_kernel.terraform import cli
-from iac_kernel.terraform.audit import state_mark
+from iac_kernel.terraform.binding import bind, lineage_check
 from iac_kernel.terraform.review import ApprovedPlan, review_plan_file, stale_message
 from iac_kernel.terraform.sensitive import mask_text
 from iac_kernel.terraform.workspace import is_plan_file, remember, sensitive_values
@@ -84,13 +86,18 @@ class TerraformApplyTool(Tool):
         )
         remember(ctx.cwd, f"plan:{path.resolve()}:{approved.sha256}", approved.sensitive)
         env = {**os.environ, **ctx.env}
+        # The folder (symlinks resolved), workspace and data folder are fixed now.
+        binding = await asyncio.to_thread(
+            bind, approved.plan.program, None, "apply", str(workdir), env, []
+        )
+        approved.binding = binding
         approved.audit_base = {
             **self.refusal_record(args, ""),
             "command": f"{approved.plan.program} apply -input=false {approved.shown_path}",
-            "workdir": str(workdir),
-            "state_before": state_mark(workdir, env),
+            "workdir": str(binding.host_workdir),
+            "state_before": binding.state,
         }
-        approved.after = lambda: {"state_after": state_mark(workdir, env)}
+        approved.after = lambda: lineage_check(binding.state, binding.state_now())
         return approved
 
     def refusal_record(self, args: dict[str, Any], error: str) -> dict[str, Any]:
@@ -107,7 +114,8 @@ class TerraformApplyTool(Tool):
             workdir = workdir_of(args, ctx)
             if approved.original.resolve() != (workdir / args["plan"]).resolve():
                 raise ToolError("Not applied: the reviewed plan is not the file this call names.")
-            refusal = approved.recheck()
+            refusal = approved.recheck() or approved.binding.changed()
+            workdir = approved.binding.host_workdir
             if refusal:
                 return ToolResult(refusal, is_error=True, raw_output=_raw(approved, "refused"))
             executable = cli.find_program(args.get("program"))
@@ -147,24 +155,35 @@ async def _apply(
     user's writable paths) when bubblewrap works: the workspace's provider plugins run
     there, as they would for an apply through bash."""
     args = ["apply", "-input=false", "-no-color"]
-    env = cli.automation_env(ctx.env)
-    confined = confine(
-        executable,
-        [*args, f"{GUARD_MOUNT}/{approved.copy.name}"],
-        workdir,
-        env,
-        share=approved.copy.parent,
-        writable=True,
-        settings=ctx.settings,
-    )
-    if confined is None:  # reduced mode: bash runs unsandboxed too
-        return await cli.run([executable, *args, str(approved.copy)], workdir, env, APPLY_TIMEOUT)
+    env = cli.automation_env(approved.binding.env(ctx.env))
+    share = approved.copy.parent
+    # The sandbox's only way to the cloud APIs: the egress proxy (issue 31).
+    route = None
+    if unusable_reason() is None:
+        route = await open_route(share / inside.SOCKET_NAME, ctx.settings, ctx.ask_egress)
     try:
-        return await cli.run(
-            confined.argv, workdir, confined.env, APPLY_TIMEOUT, confined.pass_fds, True
+        confined = confine(
+            executable,
+            [*args, f"{GUARD_MOUNT}/{approved.copy.name}"],
+            workdir,
+            env,
+            share=share,
+            writable=True,
+            settings=ctx.settings,
+            egress_port=route.port if route else None,
         )
+        if confined is None:  # reduced mode: bash runs unsandboxed too
+            run = [executable, *args, str(approved.copy)]
+            return await cli.run(run, workdir, env, APPLY_TIMEOUT)
+        try:
+            return await cli.run(
+                confined.argv, workdir, confined.env, APPLY_TIMEOUT, confined.pass_fds, True
+            )
+        finally:
+            confined.close()
     finally:
-        confined.close()
+        if route is not None:
+            await route.close()
 
 
 def _raw(approved: ApprovedPlan, outcome: str, code: int | None = None) -> dict[str, Any]:

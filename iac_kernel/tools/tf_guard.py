@@ -26,19 +26,25 @@ gives to variables its configuration declares sensitive known secrets before it 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shlex
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from iac_kernel.guard import reviews
 from iac_kernel.guard.reviews import ExecInfo, Review
+from iac_kernel.masking.shapes import HOLD
+from iac_kernel.redact import redact
 from iac_kernel.terraform import cli, config_scan
 from iac_kernel.terraform.apply_args import ApplyLine, resolve, var_assignments
 from iac_kernel.terraform.audit import plan_fields, state_line, state_mark, var_scrubber
+from iac_kernel.terraform.binding import BOUND, Binding, bind, lineage_check
 from iac_kernel.terraform.commands import split_argv
 from iac_kernel.terraform.review import NO_PLAN_WARNING, counts_line, review_plan_file
-from iac_kernel.terraform.sensitive import keep
+from iac_kernel.terraform.sensitive import StreamMasker, keep
 from iac_kernel.terraform.summary import question_text
 from iac_kernel.terraform.workspace import (
     is_plan_file,
@@ -79,7 +85,7 @@ def review_exec(info: ExecInfo) -> Review | None:
     """The review of one guarded terraform/tofu exec (None: nothing to add)."""
     line = resolve(list(info.argv), info.env, info.program)
     if line is None:
-        return _test_review(info)
+        return _test_review(info) or _bound_review(info)
     assignments = var_assignments([*info.argv, *line.args, *_env_words(line.env_args)])
     review = _review(info, line)
     if review.audit is not None:  # no -var value in the record, even on a rejected line
@@ -106,6 +112,44 @@ def _test_review(info: ExecInfo) -> Review | None:
     }
     scrub = var_scrubber(var_assignments([*info.argv, *_env_words(env_args)]))
     return Review(text=TEST_TEXT, audit=audit, scrub=scrub, covered_by_literal=True)
+
+
+def _bound_review(info: ExecInfo) -> Review | None:
+    """``import``, ``state rm|mv|push|replace-provider``, ``taint``, ``untaint``,
+    ``force-unlock``, ``workspace delete``: run where the question said (folder,
+    workspace, data folder, CLI config, var files fixed now), or refused."""
+    command = split_argv([info.program, *info.argv[1:]])
+    if command is None or command.subcommand not in BOUND:
+        return None
+    cli_args = {k: v for k, v in info.env.items() if k.startswith("TF_CLI_ARGS")}
+    binding = _bind(info, command.chdir, command.subcommand, [*command.args, *_env_words(cli_args)])
+    text = f"{printable(binding.shown())}\n{printable(state_line(binding.state))}"
+    return Review(
+        text=text,
+        argv=binding.argv(list(info.argv)),
+        env=binding.env(info.env),
+        recheck=binding.changed,
+        # A question about the literal command covers it unless a symlink makes its
+        # folder other than the one its text names: then it is asked with the folder.
+        covered_by_literal=not binding.through_link,
+    )
+
+
+def _bind(
+    info: ExecInfo, chdir: str | None, sub: str, words: list[str], state: str | None = None
+) -> Binding:
+    return bind(
+        info.program,
+        chdir,
+        sub,
+        info.inner_cwd,
+        info.env,
+        words,
+        host_path=info.host_path,
+        private_dir=Path(info.private_dir),
+        sandbox_private_dir=info.sandbox_private_dir,
+        state_flag=state,
+    )
 
 
 def observe_exec(info: ExecInfo) -> None:
@@ -205,9 +249,6 @@ def _review(info: ExecInfo, line: ApplyLine) -> Review:
         "state_before": state_mark(workdir, env, state_flag),
     }
 
-    def after() -> dict[str, Any]:
-        return {"state_after": state_mark(workdir, env, state_out)}
-
     if line.error:
         why = REJECTED_LINE.format(
             program=line.program, why=printable(line.error), shown=_reads(line)
@@ -216,12 +257,29 @@ def _review(info: ExecInfo, line: ApplyLine) -> Review:
     if line.no_op:
         text = f"{_reads(line)} prints terraform's {line.no_op}; it applies nothing."
         return Review(text=text, summary={"kind": "terraform_apply", "text": text, "plan": None})
+    binding = _bind(info, line.chdir, line.subcommand, line.args, state_flag)
+    audit.update(workdir=str(binding.host_workdir), state_before=binding.state)
+
+    def after() -> dict[str, Any]:
+        return lineage_check(binding.state, binding.state_now(state_out))
+
+    where = printable(binding.shown())
     if line.plan is None:
-        text = flags_text(line, workdir, cwd) + "\n" + printable(state_line(audit["state_before"]))
+        text = flags_text(line, binding.host_workdir, cwd)
+        text += f"\n{printable(state_line(binding.state))}\n{where}"
         summary = {"kind": audit["kind"], "text": text, "plan": None, "flags": flags(line)}
         audit.update(plan_file=None, summary="no saved plan", flags=flags(line))
-        return Review(text=text, summary=summary, audit=audit, after=after)
-    plan_file = Path(info.host_path(line.plan)) if os.path.isabs(line.plan) else workdir / line.plan
+        return Review(
+            text=text,
+            summary=summary,
+            audit=audit,
+            after=after,
+            argv=binding.argv(list(info.argv)),
+            env=binding.env(info.env),
+            recheck=binding.changed,
+        )
+    plan_file = Path(info.host_path(line.plan)) if os.path.isabs(line.plan) else None
+    plan_file = plan_file or binding.host_workdir / line.plan
     shown = line.plan if os.path.isabs(line.plan) else _shown(plan_file, cwd)
     if not plan_file.is_file() or not is_plan_file(plan_file):
         audit.update(plan_file=shown)
@@ -236,22 +294,22 @@ def _review(info: ExecInfo, line: ApplyLine) -> Review:
         info.sandbox_private_dir, os.path.relpath(approved.copy, Path(info.private_dir))
     )
     head = [counts_line(approved.plan, printable(shown)), f"Terraform reads: {_reads(line)}."]
-    head += [*_env_lines(line), printable(state_line(audit["state_before"]))]
+    head += [*_env_lines(line), printable(state_line(binding.state))]
     ignored = line.ignored_with_plan()
     if ignored:
         head.append(
             f"Ignored with a saved plan: {', '.join(ignored)} (terraform applies the plan "
             "as saved)."
         )
-    text = "\n".join([*head, question_text(approved.plan)])
+    text = "\n".join([*head, question_text(approved.plan), where])
     summary = {**approved.summary(), "text": text}
     audit.update(plan_fields(approved.plan))
     return Review(
         text=text,
         summary=summary,
-        argv=line.run_argv(inside),
-        env={k: v for k, v in info.env.items() if k not in line.env_names()},
-        recheck=approved.recheck,
+        argv=dataclasses.replace(line, chdir=binding.workdir).run_argv(inside),
+        env=binding.env({k: v for k, v in info.env.items() if k not in line.env_names()}),
+        recheck=lambda: approved.recheck() or binding.changed(),
         audit=audit,
         after=after,
     )
@@ -269,7 +327,7 @@ def flags(line: ApplyLine) -> dict[str, Any]:
 
 def flags_text(line: ApplyLine, workdir: Path, cwd: Path) -> str:
     """The question for an apply with no saved plan: what the flags will do."""
-    where = printable(_shown(workdir, cwd)) if workdir != cwd else "this folder"
+    where = printable(_shown(workdir, cwd)) if workdir.resolve() != cwd.resolve() else "this folder"
     program = line.program
     if line.destroy:
         lines = [
@@ -320,6 +378,42 @@ def _shown(path: Path, cwd: Path) -> str:
         return str(path)
 
 
+#: Subcommands that print one JSON document or values: held whole, so the values of a
+#: remote state they print (never on disk) are masked too.
+HELD = {"show", "output", "state", "console"}
+#: How often a running command's values are looked up again (a scan of the workspace).
+REFRESH_SECONDS = 1.0
+
+
+def output_masker(info: ExecInfo) -> Callable[[], StreamMasker] | None:
+    """terraform/tofu's own stdout and stderr, masked inside the exec (issue 32): the
+    workspace's sensitive values (looked up again while it runs: an apply creates
+    some), the values this exec gives, and secret environment values and shapes."""
+    command = split_argv([info.program, *info.argv[1:]])
+    workdir = _workdir(info, command.chdir if command else None)
+    hold = command is not None and command.subcommand in HELD
+    env = dict(info.env)
+    last = [0.0]
+
+    def refresh() -> frozenset[str]:
+        if time.monotonic() - last[0] < REFRESH_SECONDS:
+            return frozenset()
+        last[0] = time.monotonic()
+        return sensitive_values(workdir)
+
+    def make() -> StreamMasker:
+        return StreamMasker(
+            sensitive_values(workdir),
+            hold_all=hold,
+            refresh=refresh,
+            redact=lambda text: redact(text, env),
+            redact_hold=HOLD,
+        )
+
+    return make
+
+
 def register() -> None:
     reviews.register(PROGRAMS, review_exec)
     reviews.observe(PROGRAMS, observe_exec)
+    reviews.filter_output(PROGRAMS, output_masker)

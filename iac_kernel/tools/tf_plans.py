@@ -208,7 +208,9 @@ async def guarded_run(argv: list[str], ctx: ToolContext, seconds: float) -> cli.
     """``argv`` through the same guarded execution as bash (sandbox, launchers, exec-time
     approval of changing commands), in the session's working directory."""
     env = cli.automation_env(ctx.env)
-    async with GuardedCall(ctx.cwd, ctx.settings, env, ctx.ask_exec) as guard:
+    async with GuardedCall(
+        ctx.cwd, ctx.settings, env, ctx.ask_exec, ask_egress=ctx.ask_egress
+    ) as guard:
         return await cli.run(guard.wrap(argv), ctx.cwd, guard.env, seconds)
 
 

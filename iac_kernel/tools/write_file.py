@@ -10,10 +10,13 @@ from iac_kernel.events import Diff
 from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError, ToolResult
 from iac_kernel.tools.paths import resolve_path, short, tool_paths
 from iac_kernel.tools.safe_write import previewed_target, remember_target, write_confined
+from iac_kernel.tools.tf_files import refuse_rewrite
 from iac_kernel.tools.validate import check
 
 
-def read_text_if_exists(path: Path, shown: str, strict: bool = False) -> str | None:
+def read_text_if_exists(
+    path: Path, shown: str, strict: bool = False, cwd: Path | None = None
+) -> str | None:
     """The current text of ``path`` (``None`` when absent); ToolError for dirs and I/O errors.
 
     ``strict`` refuses text that is not UTF-8 instead of replacing bad bytes (an edit
@@ -26,6 +29,7 @@ def read_text_if_exists(path: Path, shown: str, strict: bool = False) -> str | N
             return None
         if not stat.S_ISREG(path.stat().st_mode):
             raise ToolError(f"{shown} is not a regular file")
+        refuse_rewrite(path, cwd or path.parent, shown)
         errors = "strict" if strict else "replace"
         with path.open("r", encoding="utf-8", errors=errors, newline="") as fh:
             return fh.read()
@@ -82,7 +86,7 @@ class WriteFileTool(Tool):
     def preview(self, args: dict[str, Any], ctx: ToolContext) -> Diff:
         args = check(self, args)
         path = resolve_path(ctx, args["path"])
-        old = read_text_if_exists(path, args["path"])
+        old = read_text_if_exists(path, args["path"], cwd=Path(ctx.cwd))
         remember_target(path, ctx.cwd)
         return Diff(path=str(path), old_text=old, new_text=args["content"])
 

@@ -1,0 +1,131 @@
+"""``session/load`` of a 50 MB session with varied text, timed from a real ACP client
+(the official Python SDK's client side over stdio, the agent in its own process) until
+the load's answer arrived and every replayed update was read, against the floor of
+``json.loads`` of each of the log's lines in this process.
+
+Run: ``python bench/acp_load.py [--mb 50] [--runs 3]``. Not a test. Target: <= 3x.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import tempfile
+import time
+from pathlib import Path
+
+from acp import spawn_agent_process
+from bench_acp import Counter
+from common import acp_command, main_runs_mb, median
+
+from iac_kernel.sessions.store import SessionStore, now_iso
+
+TOOLS = ("read_file", "bash", "grep", "list_files", "terraform_plan", "write_file")
+
+
+def words(rng: random.Random, vocabulary: list[str], n: int) -> str:
+    return " ".join(rng.choices(vocabulary, k=n))
+
+
+def build(store: SessionStore, cwd: str, megabytes: int) -> tuple[str, Path]:
+    """A session of prompts, answers, tool calls (varied tools and inputs) and tool
+    outputs (varied text of varied length) of about ``megabytes``."""
+    rng = random.Random(7)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    vocabulary = ["".join(rng.choices(letters, k=rng.randint(2, 11))) for _ in range(5000)]
+    meta = store.create(cwd, title="bench acp load")
+    path = store.root / f"{meta.session_id}.jsonl"
+    size, i, count = 0, 0, 0
+    with path.open("w") as out:
+        while size < megabytes * 1024 * 1024:
+            call, tool = f"toolu_{i:06d}", rng.choice(TOOLS)
+            output = "\n".join(words(rng, vocabulary, rng.randint(4, 16)) for _ in range(60))
+            messages = [
+                {"role": "user", "content": [{"type": "text", "text": words(rng, vocabulary, 20)}]},
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "text", "text": words(rng, vocabulary, rng.randint(10, 80))},
+                        {
+                            "type": "tool_use",
+                            "id": call,
+                            "name": tool,
+                            "input": {"path": f"{rng.choice(vocabulary)}/{i}.tf", "n": i},
+                        },
+                    ],
+                },
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": call, "content": output}],
+                },
+            ]
+            for message in messages:
+                line = json.dumps({"type": "message", "ts": now_iso(), "message": message}) + "\n"
+                out.write(line)
+                size += len(line)
+                count += 1
+            i += 1
+    meta.message_count = count
+    store.write_meta(meta)
+    return meta.session_id, path
+
+
+def floor(path: Path) -> float:
+    t = time.perf_counter()
+    with path.open("rb") as fh:
+        for line in fh:
+            json.loads(line)
+    return time.perf_counter() - t
+
+
+async def load_once(root: Path, sid: str, cwd: str, cmd: list[str]) -> tuple[float, int]:
+    client = Counter()
+    env = {"IAC_KERNEL_SESSIONS_DIR": str(root / "sessions")}
+    async with spawn_agent_process(
+        client,
+        cmd[0],
+        *cmd[1:],
+        env=env,
+        transport_kwargs={"stderr": None, "limit": 64 * 1024 * 1024},
+        use_unstable_protocol=True,
+    ) as (conn, _process):
+        await conn.initialize(protocol_version=1)
+        t = time.perf_counter()
+        await conn.load_session(cwd=cwd, session_id=sid)
+        took = time.perf_counter() - t
+        await conn.close_session(session_id=sid)
+    return took, client.updates
+
+
+def run(runs: int, megabytes: int = 50) -> dict[str, list[float]]:
+    """Client-side load times and floors (seconds), interleaved; the size and updates."""
+    figures: dict[str, list[float]] = {"load s": [], "floor s": []}
+    with tempfile.TemporaryDirectory(prefix="bench-acp-load-") as tmp:
+        root = Path(tmp)
+        cwd = root.resolve() / "workspace"
+        cwd.mkdir()
+        sid, path = build(SessionStore(root / "sessions"), str(cwd), megabytes)
+        for _ in range(runs):  # interleaved: both see the same machine load
+            figures["floor s"].append(floor(path))
+            took, updates = asyncio.run(load_once(root, sid, str(cwd), acp_command()))
+            figures["load s"].append(took)
+        figures["size"], figures["updates"] = [float(path.stat().st_size)], [float(updates)]
+    return figures
+
+
+def report(f: dict[str, list[float]]) -> None:
+    ours, base = median(f["load s"]), median(f["floor s"])
+    print(f"session/load over ACP ({f['size'][0] / 1e6:.0f} MB, {f['updates'][0]:.0f} updates)")
+    print(
+        f"  client-side load {ours * 1000:8.0f} ms  json.loads of its lines "
+        f"{base * 1000:.0f} ms  {ours / base:.2f}x  target <= 3x"
+    )
+
+
+def main() -> None:
+    main_runs_mb(__doc__, run, report)
+
+
+if __name__ == "__main__":
+    main()

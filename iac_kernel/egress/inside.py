@@ -1,0 +1,50 @@
+"""What a sandbox with the egress route gets: the forwarder in front of its command and
+the proxy variables (``HTTP(S)_PROXY``, ``ALL_PROXY``, lower case too, ``NO_PROXY=``)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from iac_kernel.interpreter import sandbox_python
+
+FORWARDER = os.path.realpath(Path(__file__).with_name("forward.py"))  # seen in the sandbox
+#: Where the call's relay socket appears inside (in the guard folder, read-only mount).
+SOCKET_NAME = "egress.sock"
+
+#: Extra variables for every sandbox with the egress route (e.g. the broker's CA bundle
+#: and placeholder credentials): each hook returns a mapping, merged after ours.
+ENV_HOOKS: list[Callable[[], dict[str, str]]] = []
+
+
+def proxy_env(port: int) -> dict[str, str]:
+    """The variables that send every common client through the forwarder."""
+    http = f"http://127.0.0.1:{port}"
+    env = {"HTTP_PROXY": http, "HTTPS_PROXY": http, "ALL_PROXY": f"socks5h://127.0.0.1:{port}"}
+    env["NO_PROXY"] = ""
+    env.update({k.lower(): v for k, v in env.items()})
+    for hook in ENV_HOOKS:
+        env.update(hook())
+    return env
+
+
+def forwarder_argv(port: int, socket_inside: str) -> list[str]:
+    return [sandbox_python(), "-IS", FORWARDER, str(port), socket_inside, "--"]
+
+
+def is_forwarder(pid: int) -> bool:
+    """``pid`` runs the real forwarder (this interpreter on :data:`FORWARDER`): the one
+    process of a call that the guard's race check does not count."""
+    try:
+        exe = os.readlink(f"/proc/{pid}/exe")
+        words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return (
+        os.path.realpath(exe) == os.path.realpath(sys.executable)
+        and len(words) > 3
+        and words[1] == b"-IS"
+        and words[2] == FORWARDER.encode()
+    )

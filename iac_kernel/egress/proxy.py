@@ -1,0 +1,337 @@
+"""This process's egress proxy: one ``mitmdump`` (started on first use, stopped at exit),
+the private socket its policy addon asks, and the per-sandbox relays.
+
+Everything network-side runs on one background thread with its own event loop, so it
+serves any number of agent loops (kernel, ACP, tests); a decision hops to the loop of the
+call it belongs to (the permission gate lives there). A relay connection is told apart
+by the TCP source port it opens to mitmdump (bound before connecting and registered, so
+the addon's question finds it): no credential is needed from the sandboxed client, and
+the sandbox cannot forge one (its network namespace cannot reach mitmdump at all).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import json
+import logging
+import os
+import random
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from concurrent.futures import Future
+from pathlib import Path
+
+from iac_kernel.egress import broker, environment, inside
+from iac_kernel.egress.decide import AskEgress, Decision, EgressCall, jupyter_ports
+from iac_kernel.guard import hidden
+from iac_kernel.guard.racers import peer_pid
+
+log = logging.getLogger(__name__)
+
+INSTALL_HINT = environment.INSTALL_HINT
+#: Addon scripts mitmdump loads, in order (the broker appends its own).
+ADDONS: list[Path] = [Path(__file__).with_name("addon_policy.py")]
+#: Extra ``--set name=value`` options for mitmdump (the broker adds its own).
+OPTIONS: dict[str, str] = {}
+START_TIMEOUT = 30.0
+
+
+class EgressProxy:
+    """The process-wide proxy (see the module doc); use :func:`proxy`."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.process: subprocess.Popen | None = None
+        self.ports: dict[str, int] = {}
+        self.failure: str | None = None
+        self.calls: dict[int, EgressCall] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._dir: Path | None = None
+        self._ready = threading.Event()
+        #: The credential broker mitmdump runs with, and its CA's trust variables.
+        self._broker: broker.Brokered | None = None
+        self.trust_env: dict[str, str] = {}
+
+    # -- life cycle -------------------------------------------------------------
+    def ensure(self) -> bool:
+        """Start the proxy if it is not running (again when the credential broker
+        changed); False (see :attr:`failure`) when it cannot run. Blocking: call it from
+        a thread."""
+        with self._lock:
+            program = environment.mitmdump()
+            if program is None:
+                self._stop_process()
+                self.failure = INSTALL_HINT
+                return False
+            made = broker.current()
+            running = self.process is not None and self.process.poll() is None
+            if running and self._ready.is_set() and made is self._broker:
+                return True
+            self._stop_process()
+            self._start_loop()
+            self._trust(made)
+            for _ in range(3):  # a port taken between choosing and binding: try again
+                if self._launch(program, made):
+                    self.failure = None
+                    return True
+            return False
+
+    def _trust(self, made: broker.Brokered) -> None:
+        """Sandboxes trust the broker's CA (a bundle beside the proxy's environment:
+        readable in every sandbox, certificates only)."""
+        self.trust_env = made.ca_bundle(environment.environment_dir() / "sandbox-ca-bundle.pem")
+
+    def _start_loop(self) -> None:
+        if self._loop is not None:
+            return
+        self._dir = Path(tempfile.mkdtemp(prefix="iac-egress-"))
+        os.chmod(self._dir, 0o700)
+        hidden.register(self._dir)
+        loop = asyncio.new_event_loop()
+        started = threading.Event()
+
+        def run() -> None:
+            asyncio.set_event_loop(loop)
+            loop.call_soon(started.set)
+            loop.run_forever()
+
+        threading.Thread(target=run, name="iac-egress", daemon=True).start()
+        started.wait()
+        self._loop = loop
+        self._submit(self._serve_decisions()).result()
+        atexit.register(self.stop)
+
+    def _launch(self, program: Path, made: broker.Brokered) -> bool:
+        assert self._dir is not None
+        ports = {"http": _free_port(), "socks5": _free_port()}
+        args = [str(program), "-q", "--listen-host", "127.0.0.1"]
+        args += ["--mode", f"regular@{ports['http']}", "--mode", f"socks5@{ports['socks5']}"]
+        for script in [*ADDONS, broker.ADDON]:
+            args += ["-s", str(script)]
+        options = {
+            "iac_egress_socket": str(self._dir / "decide.sock"),
+            # TLS is intercepted (with the broker's CA) only for the hosts a brokered
+            # credential belongs to; the broker's addon tunnels the rest untouched.
+            "iac_egress_intercept": "true",
+            broker.TABLE_OPTION: str(made.table),
+            "confdir": str(made.confdir),
+            **OPTIONS,
+        }
+        for key, value in options.items():
+            args += ["--set", f"{key}={value}"]
+        self._ready.clear()
+        self.process = subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        self.ports = ports
+        self._broker = made
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self._ready.wait(0.05):
+                return True
+            if self.process.poll() is not None:
+                err = (self.process.stderr.read() if self.process.stderr else b"").decode()
+                lines = err.strip().splitlines() or ["exited"]
+                self.failure = f"the egress proxy did not start: {lines[-1]}"
+                return False
+        self.failure = "the egress proxy did not start in time"
+        self._stop_process()
+        return False
+
+    def _stop_process(self) -> None:
+        process, self.process = self.process, None
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        self._ready.clear()
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stop_process()
+
+    def protected_ports(self) -> set[int]:
+        return set(self.ports.values()) | jupyter_ports()
+
+    # -- the background loop ----------------------------------------------------
+    def _submit(self, coro) -> Future:
+        assert self._loop is not None
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+
+    async def _serve_decisions(self) -> None:
+        assert self._dir is not None
+        await asyncio.start_unix_server(self._decision, path=str(self._dir / "decide.sock"))
+
+    async def _decision(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            sock = writer.get_extra_info("socket")
+            process = self.process
+            if process is None or peer_pid(sock) != process.pid:
+                return  # only our mitmdump asks
+            message = json.loads(await reader.readline() or b"{}")
+            if message.get("hello"):
+                self._ready.set()
+                await reader.read()  # held open: mitmdump stops when we go away
+                return
+            decision = await self._decide(message)
+            writer.write(json.dumps(decision.wire()).encode() + b"\n")
+            await writer.drain()
+        except (OSError, ValueError) as exc:
+            log.debug("egress decision failed: %s", exc)
+        finally:
+            writer.close()
+
+    async def _decide(self, message: dict) -> Decision:
+        call = self.calls.get(int(message.get("peer", 0)))
+        if call is None or call.loop is None:
+            return Decision(False, reason="not a connection of a running sandboxed call")
+        host, port = str(message["host"]), int(message["port"])
+        future = asyncio.run_coroutine_threadsafe(
+            call.decide(host, port, self.protected_ports()), call.loop
+        )
+        try:
+            return await asyncio.wrap_future(future)
+        except Exception as exc:  # the call ended, its loop is gone
+            return Decision(False, reason=f"refused: {exc or type(exc).__name__}")
+
+    # -- relays -----------------------------------------------------------------
+    def open_relay(self, path: Path, call: EgressCall) -> Future:
+        """Serve ``path`` (a Unix socket the sandbox sees) for ``call``; the future's
+        result is the server (pass it to :meth:`close_relay`)."""
+        return self._submit(self._relay_server(path, call))
+
+    def close_relay(self, server: asyncio.base_events.Server) -> Future:
+        async def close() -> None:
+            server.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(server.wait_closed(), 1)
+
+        return self._submit(close())
+
+    async def _relay_server(self, path: Path, call: EgressCall) -> asyncio.base_events.Server:
+        connections: set[asyncio.Task] = set()
+
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            task = asyncio.current_task()
+            assert task is not None
+            connections.add(task)
+            try:
+                await self._relay(reader, writer, call)
+            finally:
+                connections.discard(task)
+
+        server = await asyncio.start_unix_server(handle, path=str(path))
+        os.chmod(path, 0o666)  # the sandbox's processes are the user's, but be explicit
+        original_close = server.close
+
+        def close() -> None:
+            original_close()
+            for task in list(connections):
+                task.cancel()
+
+        server.close = close  # type: ignore[method-assign]
+        return server
+
+    async def _relay(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, call: EgressCall
+    ) -> None:
+        upstream_writer = None
+        source = 0
+        try:
+            first = await reader.read(1)
+            if not first:
+                return
+            port = self.ports["socks5" if first == b"\x05" else "http"]
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("127.0.0.1", 0))
+            source = sock.getsockname()[1]
+            self.calls[source] = call  # before connecting: the addon may ask at once
+            sock.setblocking(False)
+            await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+            upstream_reader, upstream_writer = await asyncio.open_connection(sock=sock)
+            upstream_writer.write(first)
+            await asyncio.gather(_copy(reader, upstream_writer), _copy(upstream_reader, writer))
+        except (OSError, KeyError):
+            pass
+        finally:
+            self.calls.pop(source, None)
+            for w in (writer, upstream_writer):
+                if w is not None:
+                    w.close()
+
+
+async def _copy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+        if writer.can_write_eof():
+            writer.write_eof()
+    except OSError:
+        pass
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+_PROXY: EgressProxy | None = None
+
+
+def _trust_env() -> dict[str, str]:
+    return dict(_PROXY.trust_env) if _PROXY is not None else {}
+
+
+inside.ENV_HOOKS.append(_trust_env)
+
+
+def proxy() -> EgressProxy:
+    """This process's egress proxy (made on first use; started by ``ensure``)."""
+    global _PROXY
+    if _PROXY is None:
+        _PROXY = EgressProxy()
+    return _PROXY
+
+
+def status_text() -> str:
+    """One line: the proxy is installed (sandboxes reach allowed hosts) or how to get it."""
+    if environment.mitmdump() is None:
+        return INSTALL_HINT
+    return "network: own namespace per sandbox, egress through the proxy (egress_allow)"
+
+
+class Route:
+    """One sandboxed call's way out: its relay socket and the forwarder's port inside."""
+
+    def __init__(self, owner: EgressProxy, server: asyncio.base_events.Server) -> None:
+        self.owner = owner
+        self.server = server
+        self.port = random.randint(20000, 60000)  # any port: the namespace is the call's
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await asyncio.wrap_future(self.owner.close_relay(self.server))
+
+
+async def open_route(path: Path, settings: object, ask: AskEgress | None) -> Route | None:
+    """Start the proxy if needed and serve ``path`` for one call; None when the proxy
+    cannot run (:func:`status_text` and ``proxy().failure`` say why)."""
+    owner = proxy()
+    if not await asyncio.to_thread(owner.ensure):
+        return None
+    call = EgressCall(settings, ask, asyncio.get_running_loop())
+    server = await asyncio.wrap_future(owner.open_relay(path, call))
+    return Route(owner, server)

@@ -1,0 +1,215 @@
+"""Terraform's files recognised by their content, never by their name, and masked copies.
+
+* a saved plan: a zip archive with terraform's members (``tfplan``, or ``tfstate`` with
+  ``tfconfig/``); its sensitive values are those of its embedded states and any the
+  caller knows (a ``show -json`` of it, values given at exec time);
+* a state: JSON with ``version``, ``serial`` and ``lineage`` (``terraform.tfstate``, its
+  backups, ``errored.tfstate``, ``state pull > x.json``); gzip-compressed too;
+* the backend cache ``terraform init`` writes (``.terraform/terraform.tfstate``): JSON
+  with ``backend.type`` and ``backend.config``, whose secret settings
+  (:mod:`.backends`) are masked;
+* other terraform JSON documents (``show -json``, ``output -json`` saved to a file);
+* HCL attribute files: var files giving values to variables declared sensitive, and
+  backend configuration files (``*.tfbackend``, ``-backend-config=FILE``) setting a
+  backend's secret settings.
+
+:func:`masked` returns the masked bytes of such a file when it holds something
+sensitive, else None (a plan or state without sensitive values is shown whole). Text is
+masked with :data:`.sensitive.MASK` in every form a value prints in; binary plan members
+(``tfplan`` is protobuf and msgpack) have each value overwritten with as many ``*``, so
+the archive stays well-formed.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import re
+import zipfile
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from iac_kernel.terraform import backends
+from iac_kernel.terraform.sensitive import (
+    keep,
+    leaves,
+    mask_text,
+    values_from_state,
+    values_in_document,
+)
+
+#: Larger files are not read (terraform's own files are far smaller).
+MAX_BYTES = 64 * 1024 * 1024
+#: HCL attribute files larger than this are not var files or backend configs.
+MAX_HCL_BYTES = 1024 * 1024
+_ATTRIBUTE = re.compile(r'(?m)^[ \t]*"?([A-Za-z_][A-Za-z0-9_-]*)"?[ \t]*=')
+
+
+@dataclass(frozen=True)
+class Found:
+    """A terraform file: its kind and the sensitive values of its own."""
+
+    kind: str  # "plan", "state", "backend", "document", "tfvars", "backend-config"
+    values: frozenset[str]
+
+
+def may_be(head: bytes, size: int) -> bool:
+    """Whether a file starting with ``head`` (``size`` bytes long) may be one of
+    terraform's files (a cheap look before reading it whole)."""
+    if head[:2] == b"\x1f\x8b" or head[:4] == b"PK\x03\x04" or head.lstrip()[:1] == b"{":
+        return size <= MAX_BYTES
+    return size <= MAX_HCL_BYTES and b"\0" not in head
+
+
+def recognise(data: bytes, names: Iterable[str] = ()) -> Found | None:
+    """What terraform file ``data`` is (None: none), with the values it holds;
+    ``names``: the variables the workspace declares sensitive (for var files)."""
+    if data[:2] == b"\x1f\x8b":
+        inner = _gunzip(data)
+        return recognise(inner, names) if inner is not None else None
+    if data[:4] == b"PK\x03\x04":
+        return _plan(data)
+    head = data[:64].lstrip()
+    if head.startswith(b"{"):
+        return _json(data, frozenset(names))
+    return _hcl(data, frozenset(names))
+
+
+def masked(data: bytes, names: Iterable[str] = (), known: Iterable[str] = ()) -> bytes | None:
+    """``data`` masked (its own values and ``known`` ones) when it is a terraform file
+    holding any; None when it is no terraform file or holds nothing sensitive."""
+    names = frozenset(names)
+    found = recognise(data, names)
+    if found is None:
+        return None
+    values = found.values | keep(known)
+    if not values:
+        return None
+    if data[:2] == b"\x1f\x8b":
+        inner = _gunzip(data)
+        out = masked(inner or b"", names, values)
+        return gzip.compress(out, mtime=0) if out is not None else None
+    if found.kind == "plan":
+        return _masked_zip(data, values)
+    text = data.decode("utf-8", "surrogateescape")
+    out = mask_text(text, values)
+    return out.encode("utf-8", "surrogateescape") if out != text else None
+
+
+def _gunzip(data: bytes) -> bytes | None:
+    try:
+        inflate = zlib.decompressobj(wbits=31)
+        out = inflate.decompress(data, MAX_BYTES)
+    except zlib.error:
+        return None
+    return None if inflate.unconsumed_tail else out
+
+
+def _plan(data: bytes) -> Found | None:
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            members = archive.namelist()
+            is_plan = "tfplan" in members or (
+                "tfstate" in members and any(m.startswith("tfconfig/") for m in members)
+            )
+            if not is_plan:
+                return None
+            found: set[str] = set()
+            for member in ("tfstate", "tfstate-prev"):
+                if member in members:
+                    try:
+                        found |= values_from_state(json.loads(archive.read(member) or b"{}"))
+                    except (ValueError, AttributeError):
+                        continue
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return None
+    return Found("plan", frozenset(found))
+
+
+def _masked_zip(data: bytes, values: frozenset[str]) -> bytes | None:
+    out = io.BytesIO()
+    changed = False
+    with (
+        zipfile.ZipFile(io.BytesIO(data)) as archive,
+        zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as copy,
+    ):
+        for info in archive.infolist():
+            body = archive.read(info)
+            new = _masked_member(body, values)
+            changed |= new != body
+            copy.writestr(info, new)
+    return out.getvalue() if changed else None
+
+
+def _masked_member(body: bytes, values: frozenset[str]) -> bytes:
+    if b"\0" not in body:
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+        else:
+            return mask_text(text, values).encode("utf-8")
+    for value in sorted(values, key=len, reverse=True):  # protobuf / msgpack: same length
+        raw = value.encode("utf-8", "surrogatepass")
+        if len(raw) >= 4 or body.count(raw) == 1:
+            body = body.replace(raw, b"*" * len(raw))
+    return body
+
+
+def _json(data: bytes, names: frozenset[str]) -> Found | None:
+    if len(data) > MAX_BYTES:
+        return None
+    try:
+        doc = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(doc, dict):
+        return None
+    backend = doc.get("backend")
+    if isinstance(backend, dict) and isinstance(backend.get("config"), dict):
+        kind = backend.get("type") if isinstance(backend.get("type"), str) else None
+        values = backends.secret_values(backend["config"], kind)
+        return Found("backend", frozenset(keep(values)))
+    if {"version", "serial", "lineage"} <= doc.keys():
+        return Found("state", frozenset(values_from_state(doc)))
+    values = values_in_document(doc)
+    if values:
+        return Found("document", frozenset(values))
+    given = [leaf for name in names & doc.keys() for leaf in leaves(doc[name])]
+    return Found("tfvars", frozenset(keep(given))) if given else None
+
+
+def _hcl(data: bytes, names: frozenset[str]) -> Found | None:
+    if len(data) > MAX_HCL_BYTES or b"\0" in data[:8192]:
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    keys = set(_ATTRIBUTE.findall(text))
+    wanted = keys & (names | backends.ALL_SECRET_SETTINGS)
+    if not wanted:
+        return None
+    doc = _parse_hcl(text)
+    if not isinstance(doc, dict):
+        return None
+    given = [leaf for name in names & doc.keys() for leaf in leaves(doc[name])]
+    if given:
+        return Found("tfvars", frozenset(keep(given)))
+    settings = {k: v for k, v in doc.items() if k in backends.ALL_SECRET_SETTINGS}
+    values = keep(backends.secret_values(settings))
+    return Found("backend-config", frozenset(values)) if values else None
+
+
+def _parse_hcl(text: str) -> Any:
+    from iac_kernel.terraform.config_scan import unquote
+
+    try:
+        import hcl2
+
+        return unquote(hcl2.loads(text))
+    except Exception:  # not HCL: not a var file
+        return None

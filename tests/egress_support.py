@@ -1,0 +1,164 @@
+"""Test helpers for the egress proxy: a real ``mitmdump`` with our addons, a recording
+HTTP(S) API, ``moto_server`` on loopback."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from iac_kernel.egress.environment import ensure_environment, mitmdump
+
+_LISTENING = re.compile(r"proxy listening at [^\s]*:(\d+)")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Terminate ``proc``, killed when it does not exit within 10 seconds."""
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def egress_ready() -> Path:
+    """The egress environment's mitmdump (installed once per machine, then cached)."""
+    try:
+        ensure_environment()
+    except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
+        pytest.skip(f"the egress environment cannot be installed here: {exc}")
+    found = mitmdump()
+    assert found is not None
+    return found
+
+
+@contextlib.contextmanager
+def running_mitmdump(args: list[str], log: Path) -> Iterator[int]:
+    """Run ``mitmdump`` on a free loopback port with ``args``; yield its port."""
+    program = egress_ready()
+    command = [str(program), "--listen-host", "127.0.0.1", "--listen-port", "0", *args]
+    with open(log, "w") as out:
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            found = _LISTENING.search(log.read_text())
+            if found:
+                break
+            if proc.poll() is not None:
+                raise AssertionError(f"mitmdump exited: {log.read_text()}")
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"mitmdump did not start: {log.read_text()}")
+        yield int(found.group(1))
+    finally:
+        stop(proc)
+
+
+class Recorder(BaseHTTPRequestHandler):
+    """Answers every request with 200 ``ok`` and records (method, path, headers)."""
+
+    seen: list[tuple[str, str, dict[str, str]]]
+
+    def _any(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length)
+        self.server.seen.append((self.command, self.path, dict(self.headers.items())))  # type: ignore[attr-defined]
+        body = b"ok\n"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = do_PUT = _any
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def recording_api(context: ssl.SSLContext | None = None) -> Iterator[ThreadingHTTPServer]:
+    """A loopback HTTP (or HTTPS with ``context``) server that records requests in
+    ``.seen``; its port is ``.server_address[1]``."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    server.seen = []  # type: ignore[attr-defined]
+    if context is not None:
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@contextlib.contextmanager
+def moto(env: dict[str, str] | None = None) -> Iterator[str]:
+    """``moto_server`` (from the test environment, never the proxy's) on a free loopback
+    port; yields its endpoint URL."""
+    pytest.importorskip("moto.server")
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+                break
+            assert proc.poll() is None, "moto_server exited"
+            time.sleep(0.2)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop(proc)
+
+
+ALLOW_ALL = (
+    '{"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}'
+)
+
+
+@contextlib.contextmanager
+def aws_user(region: str = "us-east-1") -> Iterator[dict[str, str]]:
+    """moto's server authenticating every request after the first three, which make a
+    user allowed everything; yields its real keys and ``AWS_ENDPOINT_URL``."""
+    boto3 = pytest.importorskip("boto3")
+    with moto({"INITIAL_NO_AUTH_ACTION_COUNT": "3"}) as endpoint:
+        iam = boto3.client(
+            "iam",
+            endpoint_url=endpoint,
+            region_name=region,
+            aws_access_key_id="AKIASETUPSETUPSETUP0",
+            aws_secret_access_key="setup",
+        )
+        iam.create_user(UserName="agent")
+        iam.put_user_policy(UserName="agent", PolicyName="all", PolicyDocument=ALLOW_ALL)
+        key = iam.create_access_key(UserName="agent")["AccessKey"]
+        yield {
+            "AWS_ACCESS_KEY_ID": key["AccessKeyId"],
+            "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"],
+            "AWS_ENDPOINT_URL": endpoint,
+        }

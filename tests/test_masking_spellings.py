@@ -1,0 +1,127 @@
+"""Issue 32 item 2: masking by value finds each encoding family in every spelling - case
+(hex, ``\\u`` escapes, ``%2f``), each character escaped (``\\x41``, ``\\u0041``, ``%41``,
+``&#65;``, ``&#x41;``, octal), and split forms (base64 and hex wrapped by real ``base64``,
+``xxd``, ``od``, ``hexdump``; one character per line). Controls stay readable."""
+
+from __future__ import annotations
+
+import base64
+import shutil
+import subprocess
+
+import pytest
+
+from iac_kernel.masking.encodings import caseless_forms, forms
+from iac_kernel.redact import redact
+from iac_kernel.terraform.sensitive import MASK, StreamMasker, mask_text
+
+VALUE = "Zq9-Secret&Value<77>"
+DATA = VALUE.encode()
+
+
+def each(fmt: str, upper: bool = False) -> str:
+    out = "".join(fmt.format(b) for b in DATA)
+    return out.upper() if upper else out
+
+
+SPELLINGS = {
+    "hex lower": DATA.hex(),
+    "hex upper": DATA.hex().upper(),
+    "hex mixed": "".join(c.upper() if i % 3 else c for i, c in enumerate(DATA.hex())),
+    "\\x each": each("\\x{:02x}"),
+    "\\X each upper": each("\\x{:02X}"),
+    "%XX each": each("%{:02X}"),
+    "%xx each": each("%{:02x}"),
+    "url %2f-style lower": "Zq9-Secret%26Value%3c77%3e",
+    "\\u each": "".join(f"\\u{ord(c):04x}" for c in VALUE),
+    "\\u each upper": "".join(f"\\u{ord(c):04X}" for c in VALUE),
+    "go json upper escapes": "Zq9-Secret\\u0026Value\\u003C77\\u003E",
+    "&#dd;": "".join(f"&#{ord(c)};" for c in VALUE),
+    "&#xhh;": "".join(f"&#x{ord(c):x};" for c in VALUE),
+    "&#XHH;": "".join(f"&#X{ord(c):X};" for c in VALUE),
+    "html escape": "Zq9-Secret&amp;Value&lt;77&gt;",
+    "octal escapes": each("\\{:03o}"),
+    "one char per line": "\n".join(VALUE),
+    "split in two lines": VALUE[:9] + "\n" + VALUE[9:],
+    "base64 wrapped at 76": base64.encodebytes(b"x" * 70 + DATA + b"y" * 70).decode(),
+    "base64 wrapped at 8": "\n".join(
+        base64.b64encode(DATA)[i : i + 8].decode() for i in range(0, 28, 8)
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SPELLINGS))
+def test_every_spelling_is_masked(name: str):
+    text = f"before\n{SPELLINGS[name]}\nafter"
+    masked = mask_text(text, {VALUE})
+    assert MASK in masked and "before" in masked and "after" in masked, masked
+    assert masked.count("\n") == text.count("\n")  # line breaks kept
+
+
+DUMPS = ["xxd", "xxd -p -c 4", "xxd -g 1", "od -c", "od -tx1", "od -An -tx1", "od -b"]
+DUMPS += ["hexdump -C", "base64 -w 8", "base64 -w 64", "base64 -w 76"]
+
+
+@pytest.mark.parametrize("command", DUMPS)
+def test_real_dumps_are_masked(command: str):
+    if shutil.which(command.split()[0]) is None:
+        pytest.skip(f"{command.split()[0]} is not installed")
+    done = subprocess.run(command.split(), input=b"k=" + DATA + b";", capture_output=True)
+    text = done.stdout.decode()
+    masked = mask_text(text, {VALUE})
+    assert MASK in masked, masked
+    assert "Secret" not in masked and DATA.hex()[8:20] not in masked.replace(" ", "")
+
+
+def test_secret_env_values_get_the_same_spellings():
+    env = {"API_TOKEN": VALUE}
+    for name in ("\\x each", "&#xhh;", "one char per line", "hex upper"):
+        assert "[REDACTED:API_TOKEN]" in redact(SPELLINGS[name], env), name
+
+
+def test_a_stream_masks_a_split_value_when_whole():
+    stream = StreamMasker({VALUE})
+    out = "".join(stream.feed(c + "\n") for c in VALUE) + stream.flush()
+    assert MASK in out and "Secret" not in out.replace("\n", "")
+
+
+CONTROLS = [
+    "a1b2c3d fix the thing\n9f8e7d6 add more\n",  # git log --oneline
+    "00000000: 6865 6c6c 6f20 776f 726c 640a            hello world.\n",  # a harmless dump
+    "The quick brown fox\njumps over the lazy dog\n",
+    "Zq9-Secret and Value are words; 77 is a number\n",  # the value's parts, apart
+    base64.encodebytes(b"nothing secret here, just a long text " * 4).decode(),
+]
+
+
+@pytest.mark.parametrize("text", CONTROLS)
+def test_controls_stay_readable(text: str):
+    assert mask_text(text, {VALUE}) == text
+
+
+def test_caseless_forms_are_forms_of_the_value_only():
+    assert DATA.hex() in caseless_forms(VALUE)
+    assert caseless_forms("abc") == set()  # short values: whole tokens only
+    assert all(len(f) >= len(VALUE) for f in forms(VALUE) | caseless_forms(VALUE))
+
+
+@pytest.mark.parametrize("name", sorted(SPELLINGS))
+async def test_every_spelling_is_masked_where_results_go(name: str, tmp_path):
+    """The place every tool result passes before the model, the store, notebook cards
+    and ACP updates: a state (renamed: found by content) holds VALUE."""
+    from iac_kernel.terraform.masked_files import MaskedFiles
+    from iac_kernel.tools.base import ToolResult
+    from iac_kernel.tools.tf_results import after_tool_call
+
+    state = {
+        "version": 4,
+        "serial": 1,
+        "lineage": "l",
+        "outputs": {"tok": {"value": VALUE, "type": "string", "sensitive": True}},
+        "resources": [],
+    }
+    (tmp_path / "notes.json").write_text(__import__("json").dumps(state))
+    MaskedFiles(tmp_path / "copies").mounts(tmp_path)  # what a bash call does first
+    raw = ToolResult(f"out: {SPELLINGS[name]}\n", raw_output={})
+    shown = await after_tool_call("bash", {"command": "cat x"}, tmp_path, raw)
+    assert MASK in shown.content, shown.content
