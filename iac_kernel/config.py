@@ -57,6 +57,7 @@ OTHER_ENV: dict[str, tuple[str, ...] | None] = {
     "IAC_KERNEL_REMOTE_TOKEN": None,
     "IAC_KERNEL_REMOTE_RECONNECT": NUMBER,
     "IAC_KERNEL_EGRESS_ENV": None,  # the egress proxy's environment (egress/environment.py)
+    "IAC_KERNEL_EGRESS_DIR": None,  # the credential broker's private folder (egress/broker.py)
 }
 
 log = logging.getLogger(__name__)
@@ -102,6 +103,9 @@ class Settings:
     #: Extra paths writable inside the sandbox besides the cwd and a private /tmp
     #: (separated by ``:`` or ``,``).
     sandbox_writable_paths: str = ""
+    #: Workspace roots beyond the cwd (ACP ``additionalDirectories``): tools read and
+    #: write there as in the cwd, and the sandbox binds them writable (``:`` separated).
+    additional_directories: str = ""
     #: Extra paths hidden inside the sandbox (empty mounts), like the credential stores
     #: (``~/.aws``, ``~/.ssh`` ...) that are always hidden (``:`` or ``,`` separated).
     sandbox_hidden_paths: str = ""
@@ -167,6 +171,16 @@ class Settings:
     def public(self) -> dict[str, Any]:
         """The settings as plain JSON values."""
         return {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(self).items()}
+
+
+def path_list(raw: Any) -> list[Path]:
+    """The paths of a ``:``/``,`` separated setting (or a list), each expanded and resolved."""
+    raw = raw or ""
+    items = raw if isinstance(raw, (list, tuple)) else str(raw).replace(",", os.pathsep)
+    if not isinstance(items, (list, tuple)):
+        items = items.split(os.pathsep)
+    paths = (os.path.expanduser(str(item).strip()) for item in items)
+    return [Path(os.path.realpath(p)) for p in paths if p]
 
 
 def _coerce(key: str, type_name: Any, value: Any) -> Any:

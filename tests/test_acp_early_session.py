@@ -209,5 +209,5 @@ async def test_a_bad_early_cwd_is_answered_by_the_sdk_with_the_field(tmp_path):
 class _NullChannel:
     """A client channel that takes the session updates the SDK path sends."""
 
-    async def update(self, session_id, update) -> None:
+    async def update(self, session_id, update, extra=None) -> None:
         return None

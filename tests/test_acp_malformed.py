@@ -4,8 +4,9 @@ and keeps serving. Also the method aliases, and a clean stdout under noisy code.
 from __future__ import annotations
 
 import json
+import os
 
-from test_acp_support import SCRIPTS, RawServer, server_env
+from test_acp_support import CHECKOUT, SCRIPTS, RawServer, server_env
 
 SECRET = "s3cr3t-value-do-not-leak"
 
@@ -160,7 +161,7 @@ async def test_stdout_carries_only_json_rpc_even_when_code_prints(tmp_path, work
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(NOISE)
-    env = server_env(PYTHONPATH=str(site))
+    env = server_env(PYTHONPATH=os.pathsep.join((str(site), str(CHECKOUT))))
     stderr = tmp_path / "stderr.log"
     async with RawServer.start(env, stderr) as server:
         await server.initialize()

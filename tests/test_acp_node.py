@@ -46,9 +46,20 @@ def test_typescript_sdk_client_validates_every_message(workspace):
         "update:session_info_update",
         "update:available_commands_update",
         "update:user_message_chunk",
+        "update:plan",
         "request:session/request_permission",
         "result:session/delete",
         "error:session/load",
     ):
         assert counts.get(kind), (kind, counts)
     assert (workspace / "out.txt").exists()  # the approved write really ran
+    # Schema 1.25 (sent raw, validated above by the TS SDK's zod schemas): every chunk has
+    # a messageId, live and replayed; every tool call its tool's name.
+    new = report["schema125"]
+    assert new["chunksWithoutMessageId"] == [] and new["messageIds"] >= 4, new
+    assert new["toolCallNames"] and None not in new["toolCallNames"], new
+    # It declares boolean config options: it is offered the on/off settings, and sets one.
+    assert set(new["booleanOptions"]) == {"sandbox_network", "web_fetch_allow_private"}, new
+    assert new["booleanSet"] is False, new
+    # The model's update_plan checklist: a plan update live, and again in the load's replay.
+    assert new["plans"] == ["completed,in_progress,pending"] * 2, new

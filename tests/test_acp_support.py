@@ -15,7 +15,6 @@ import contextlib
 import inspect
 import json
 import os
-import shutil
 import sys
 from collections import deque
 from collections.abc import AsyncIterator, Callable
@@ -26,17 +25,22 @@ from acp import spawn_agent_process
 from acp.connection import StreamDirection, StreamEvent
 from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
 
+import iac_kernel
 from iac_kernel.acp.sdk_connection import MESSAGE_TRANSPORT
 
 SCRIPTS = Path(__file__).parent / "scripts"
 MAIN_SCRIPT = SCRIPTS / "acp_main.json"
 WAIT = 20.0
 STREAM_LIMIT = 64 * 1024 * 1024
+#: The checkout under test. The server subprocess must run this code: an ``iac-kernel``
+#: first on PATH may belong to another venv or checkout (a venv of main used with
+#: ``PYTHONPATH=<worktree>`` runs main's code there, which is what failed the 1.25 checks).
+CHECKOUT = Path(iac_kernel.__file__).resolve().parent.parent
 
 
 def server_command() -> list[str]:
-    exe = shutil.which("iac-kernel")
-    return [exe, "acp"] if exe else [sys.executable, "-m", "iac_kernel", "acp"]
+    """``iac-kernel acp`` as this interpreter runs it (see :data:`CHECKOUT`)."""
+    return [sys.executable, "-m", "iac_kernel", "acp"]
 
 
 def server_env(script: Path | None = MAIN_SCRIPT, **extra: str) -> dict[str, str]:
@@ -313,4 +317,6 @@ def _log_file(path: Path) -> Any:
 
 def _base_env() -> dict[str, str]:
     keep = ("HOME", "PATH", "LANG", "LC_ALL", "USER", "LOGNAME", "SHELL", "TERM")
-    return {k: v for k, v in os.environ.items() if k in keep}
+    env = {k: v for k, v in os.environ.items() if k in keep}
+    env["PYTHONPATH"] = str(CHECKOUT)  # the code under test, not the venv's install
+    return env

@@ -150,7 +150,7 @@ def test_tool_updates_and_replay_closes_open_calls():
         ToolCallStarted("c2", "read_file", "read_file", "read"),
         ToolCallInput("c2", "read_file", "read_file: a.tf", "read", {"path": "a.tf"}, ["/w/a.tf"]),
     ]
-    updates = list(replay_updates(events))
+    updates = [update for update, _ in replay_updates(events)]
     kinds = [u.session_update for u in updates]
     assert kinds == ["user_message_chunk", "tool_call", "tool_call_update", "tool_call_update"]
     assert updates[2].locations[0].path == "/w/a.tf"

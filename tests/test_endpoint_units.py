@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from acp import RequestError
 
+from iac_kernel.acp.client_features import ClientFeatures
 from iac_kernel.acp.endpoint import parse_token_line, start_endpoint, unauthorized
 from iac_kernel.acp.proxy import AttachError, RemoteSession
 from iac_kernel.acp.runtime import (
@@ -180,6 +181,32 @@ async def test_proxy_loads_prompts_and_detaches(
         await remote.close()
         await endpoint.close()
     assert not endpoint.info_file.exists() and not endpoint.socket_path.exists()
+
+
+async def test_the_kernel_sends_what_the_editor_declared(
+    manager: SessionManager, workspace: Path, tmp_path: Path
+) -> None:
+    """Schema 1.25: the editor's capabilities reach the kernel's agent (boolean options
+    in its answers), and a typed confirmation the kernel asks goes on to the editor."""
+    session = manager.new(str(workspace), title="nb")
+    sid = session.session_id
+    endpoint = await start_endpoint(manager, runtime_dir=tmp_path / "run", sessions=[sid])
+    editor = FakeEditor()
+    editor.features = ClientFeatures(
+        {"session": {"configOptions": {"boolean": {}}}, "elicitation": {"form": {}}}
+    )
+    remote = await RemoteSession.attach(sid, endpoint.info, editor)
+    try:
+        params = {"cwd": str(workspace), "sessionId": sid, "mcpServers": []}
+        loaded = await remote.forward("session/load", params)
+        kinds = {option["type"] for option in loaded["configOptions"]}
+        assert kinds == {"select", "boolean"}
+        asked = {"sessionId": sid, "mode": "form", "message": "type it", "requestedSchema": {}}
+        await remote._from_kernel("elicitation/create", asked, False)
+        assert editor.requests == [("elicitation/create", asked)]
+    finally:
+        await remote.close()
+        await endpoint.close()
 
 
 async def test_proxy_with_a_wrong_token_cannot_attach(

@@ -197,6 +197,7 @@ def git_attempts(git_daemon) -> dict[str, tuple[str, Attempt]]:
     async def one(i: int, command: str):
         repo = _git_setup(root / f"g{i}", f"{url}/g{i}/remote.git")
         harness = real_harness(root / f"h{i}")
+        harness.settings.egress_allow_private = url.removeprefix("git://")  # the daemon
         ask = trusting_asker()
         line = _git_env_prefix(repo) + "cd repo && " + hidden(command)
         result = await harness.run(line, ask, cwd=repo.parent, timeout=60)
@@ -228,6 +229,7 @@ async def test_plain_git_push_and_reads_run_unasked(tmp_path, git_daemon):
     root, url = git_daemon
     repo = _git_setup(root / "plain", f"{url}/plain/remote.git", diverged=False)
     harness = real_harness(tmp_path / "h")
+    harness.settings.egress_allow_private = url.removeprefix("git://")  # the daemon
     ask = Asker(exec_answer=REJECT_ONCE)
     command = "git status --short; git log --oneline -1; git push -q origin main; echo rc=$?"
     result = await harness.run(_git_env_prefix(repo) + command, ask, cwd=repo)

@@ -1,8 +1,9 @@
 # ruff: noqa: F811  (the fixtures imported from server_support are test arguments)
-"""Two editors on one session through the server's endpoint: the client that started a
-turn controls it. The other cannot cancel it, prompt over it, change its mode or
-options, or answer its permission question; it gets a clear JSON-RPC error. Two real
-WebSocket clients against a real ``jupyter server``."""
+"""Two editors on one session through the server's endpoint: one holds the control lease
+(the first to open the session), the other observes: it sees the controller's turns
+but cannot cancel them, prompt, change the mode or options, or answer a permission
+question (a clear JSON-RPC error); it takes the lease with ``_iac/session/control``
+when no turn runs. Two real WebSocket clients against a real ``jupyter server``."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from server_support import (  # noqa: F401  (fixtures)
 from test_acp_support import WAIT, wait_until
 
 CONTROL = "controlled by another client"
+CLAIM = "_iac/session/control"
+UPDATE = "session/update"
 
 
 def refused(answer: dict, method: str) -> bool:
@@ -43,6 +46,9 @@ async def test_a_second_client_cannot_steer_a_turn_it_did_not_start(
             "session/resume", {"sessionId": sid, "cwd": str(work), "mcpServers": []}
         )
         assert "result" in resumed, resumed
+        control = {"sessionId": sid}
+        assert (await first.call(CLAIM, control))["result"]["controller"] is True
+        assert (await second.call(CLAIM, control))["result"]["controller"] is False
         prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "run the slow check"}]}
         turn = first.start("session/prompt", prompt)
         asked = await wait_until(
@@ -62,10 +68,10 @@ async def test_a_second_client_cannot_steer_a_turn_it_did_not_start(
             for method, params in (
                 ("session/cancel", {"sessionId": sid}),
                 ("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "x"}]}),
-                ("session/set_mode", {"sessionId": sid, "modeId": "bypass"}),
+                ("session/set_mode", {"sessionId": sid, "modeId": "accept_edits"}),
                 (
                     "session/set_config_option",
-                    {"sessionId": sid, "configId": "mode", "value": "bypass"},
+                    {"sessionId": sid, "configId": "mode", "value": "accept_edits"},
                 ),
             ):
                 answer = await second.call(method, params)
@@ -74,6 +80,8 @@ async def test_a_second_client_cannot_steer_a_turn_it_did_not_start(
             await second.send({"method": "session/cancel", "params": {"sessionId": sid}})
 
         await steer_is_refused()
+        # No claim while the controller's turn runs.
+        assert refused(await second.call(CLAIM, {**control, "claim": True}), CLAIM)
         await asyncio.sleep(0.5)  # the stray answer and the cancel had their chance
         assert not turn.done()
         await first.send(
@@ -95,7 +103,19 @@ async def test_a_second_client_cannot_steer_a_turn_it_did_not_start(
         await first.send({"method": "session/cancel", "params": {"sessionId": sid}})
         answer = await asyncio.wait_for(turn, WAIT)
         assert answer["result"]["stopReason"] == "cancelled"
-        # The mode stayed; the turn is over, so the other client may now take its turn.
+        # The observer saw the turn: the prompt, and the controller's updates.
+        updates = [m["params"]["update"] for m in second.seen if m.get("method") == UPDATE]
+        asked = [u for u in updates if u["sessionUpdate"] == "user_message_chunk"]
+        assert [u["content"]["text"] for u in asked] == ["run the slow check"]
+        calls = [u for u in updates if u["sessionUpdate"] == "tool_call"]
+        assert [c["toolCallId"] for c in calls] == [question["params"]["toolCall"]["toolCallId"]]
+        # Between turns the lease still holds: the observer must claim it first.
+        assert refused(await second.call("session/prompt", prompt), "session/prompt")
+        claimed = await second.call(CLAIM, {**control, "claim": True})
+        assert claimed["result"] == {"sessionId": sid, "controller": True}
+        assert (await first.call(CLAIM, control))["result"]["controller"] is False
+        assert refused(await first.call("session/prompt", prompt), "session/prompt")
+        # The mode stayed; the other client now controls the session.
         state = await second.call(
             "session/set_config_option", {"sessionId": sid, "configId": "mode", "value": "default"}
         )

@@ -215,12 +215,15 @@ async def test_a_turn_cut_by_a_killed_server_fails_and_the_session_goes_on(
             conn.prompt(session_id=sid, prompt=[text_block("run the slow check")])
         )
         await wait_until(lambda: client.tool_ids(sid), "the slow tool call to start")
-        # The pod dies mid-turn (no clean shutdown): the editor gets an error answer.
+        # The pod dies mid-turn (no clean shutdown). The bridge waits to resume; the
+        # new server does not know the connection, so the turn gets an error answer.
         await asyncio.to_thread(server.stop, signal.SIGKILL)
+        await wait_until(lambda: "reconnecting" in log.read_text(), "the bridge to notice")
+        assert not turn.done()
+        await asyncio.to_thread(server.start)
         with pytest.raises(RequestError) as lost:
             await asyncio.wait_for(turn, WAIT)
         assert "connection to the server was lost" in json.dumps(lost.value.data)
-        await asyncio.to_thread(server.start)
         await wait_until(lambda: "reconnected" in log.read_text(), "the bridge to reconnect")
         assert "1 session(s) resumed" in log.read_text()
         client.clear()

@@ -1,12 +1,16 @@
 # ruff: noqa: F811  (the fixtures imported from server_support are test arguments)
-"""Issue 31, item 3: the Jupyter server's ACP WebSocket refuses a connection from a bash
-call's sandbox, even with the right token (defense in depth: its peer on loopback is
-mapped to a pid through /proc and found sandboxed). Control: the same client run on the
-host is upgraded."""
+"""Issue 31: a bash call's sandbox cannot reach the Jupyter server at all (its own
+network namespace, item 1); and, as defense in depth (item 3), the server's ACP WebSocket
+refuses a sandboxed peer even with the right token: its peer on loopback is mapped to a
+pid through /proc and found sandboxed. That is tried from a sandbox that shares the
+host's network (bubblewrap run by the test, with a guard folder as our calls have), as
+an older agent or another tool's sandbox would. Control: the same client run on the host
+is upgraded."""
 
 from __future__ import annotations
 
 import asyncio
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from guard_support import Asker
-from iac_kernel.guard.sandbox import unusable_reason
+from iac_kernel.guard.sandbox import GUARD_MOUNT, own_paths_under_tmp, unusable_reason
 from server_support import (  # noqa: F401  (fixtures)
     JupyterServer,
     root,
@@ -49,28 +53,36 @@ async def _from_a_call(server: JupyterServer, tmp_path: Path, outside_tmp: Path)
     return result.content, harness
 
 
+def _bwrap_sharing_the_network(argv: list[str]) -> list[str]:
+    """A sandbox like a call's (a guard folder at GUARD_MOUNT) without its own network."""
+    bwrap = shutil.which("bwrap")
+    assert bwrap is not None
+    command = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    for path in own_paths_under_tmp():  # this Python, if it lives under /tmp
+        command += ["--ro-bind", path, path]
+    return [*command, "--dir", GUARD_MOUNT, "--unshare-pid", "--", *argv]
+
+
 @sandboxed
-async def test_a_sandboxed_call_is_refused_by_the_acp_websocket(
-    server: JupyterServer, tmp_path: Path, outside_tmp: Path
+async def test_a_sandboxed_peer_is_refused_by_the_acp_websocket(
+    server: JupyterServer, outside_tmp: Path
 ) -> None:
-    output, harness = await _from_a_call(server, tmp_path, outside_tmp)
-    assert "status: HTTP/1.1 403" in output, output
+    client = outside_tmp / "client.py"
+    client.write_text(CLIENT)
+    argv = [sys.executable, str(client), str(server.port), server.token]
+
+    def run(command: list[str]) -> str:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        return done.stdout + done.stderr
+
+    boxed = await asyncio.to_thread(run, _bwrap_sharing_the_network(argv))
+    assert "status: HTTP/1.1 403" in boxed, boxed
     # Control: the same client from the host is upgraded.
-    done = await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, str(harness.cwd / "client.py"), str(server.port), server.token],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert "status: HTTP/1.1 101" in done.stdout, done.stdout + done.stderr
+    host = await asyncio.to_thread(run, argv)
+    assert "status: HTTP/1.1 101" in host, host
 
 
 @sandboxed
-@pytest.mark.skip(
-    reason="needs issue 31 item 1 (each sandbox in its own network namespace, branch "
-    "`net`): until it is merged a sandbox shares the host's loopback and can connect"
-)
 async def test_a_sandboxed_call_cannot_reach_the_server_at_all(
     server: JupyterServer, tmp_path: Path, outside_tmp: Path
 ) -> None:

@@ -1,5 +1,6 @@
-"""Units of the remote attach: URL and token policy of ``--remote``, the WebSocket
-frame <-> line pair, the root_dir check, and the bridge's start-up failures."""
+"""Units of the remote attach: URL and token policy of ``--remote``, frames to lines,
+resumable links and their outboxes, operation ids, the root_dir check, and the
+bridge's start-up failures."""
 
 from __future__ import annotations
 
@@ -10,10 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from iac_kernel.acp.operations import Operations, operation_key
 from iac_kernel.acp.remote import RemoteError, target
+from iac_kernel.acp.resume import ACK_EVERY, Outbox, ack_count, ack_frame, parse_count
 from iac_kernel.config import Settings
+from iac_kernel.server.link import Link, Links
 from iac_kernel.server.sessions import RootedManager, inside
-from iac_kernel.server.stream import FrameReader, FrameWriter
+from iac_kernel.server.stream import FrameReader
 from server_support import bridge_command, bridge_env, free_port
 
 TOKEN = "s3cr3t-token-value"
@@ -93,23 +97,113 @@ async def test_one_frame_is_one_line_and_back() -> None:
     assert await frames.reader.readline() == b'{"a": "\\n"}\n'
     assert await frames.reader.readline() == b""
 
-    sent: list[str] = []
 
-    class Socket:
-        def write_message(self, message: str, binary: bool = False) -> None:
-            assert not binary
-            sent.append(message)
+class Socket:
+    """A WebSocket stand-in: what the link sends on it."""
 
-        def close(self, code: int | None = None, reason: str | None = None) -> None:
-            sent.append("<closed>")
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+        self.closed: int | None = None
 
-    writer = FrameWriter(Socket())
-    writer.write(b'{"id":1}\n{"id":2}\n')
-    await writer.drain()
-    writer.close()
-    assert sent == ['{"id":1}', '{"id":2}', "<closed>"]
+    def write_message(self, message: str, binary: bool = False) -> None:
+        assert not binary
+        self.sent.append(message)
+
+    def close(self, code: int | None = None, reason: str | None = None) -> None:
+        self.closed = code
+
+
+async def test_a_resumable_link_keeps_numbered_frames_until_acknowledged() -> None:
+    links = Links(window=60)
+    link = links.new("me", resumable=True)
+    served: list[Link] = []
+
+    async def serve(served_link: Link) -> None:
+        served.append(served_link)
+
+    first = Socket()
+    link.attach(first, 0, serve)
+    link.write(b'{"id":1}\n{"id":2}\n')
+    assert first.sent == ['{"id":1}', '{"id":2}']
+    link.detach(first, clean=False)  # dropped: kept, frames wait in the outbox
+    assert links.find(link.id, 1) is link and not link.ended
+    link.write(b'{"id":3}\n')
+    second = Socket()
+    link.take_over()
+    link.attach(second, 1, serve)  # the client has frame 1 only
+    assert second.sent == ['{"id":2}', '{"id":3}']
+    link.feed(second, ack_frame(3))
+    assert link.outbox.after(3) == [] and link.outbox.after(2) is None
+    assert links.find(link.id, 2) is None  # frame 3 is gone: not resumable from 2
+    # Client frames are counted (acknowledged every ACK_EVERY); a stale socket's are not.
+    link.feed(first, '{"jsonrpc":"2.0","method":"x"}')
+    for _ in range(ACK_EVERY):
+        link.feed(second, '{"jsonrpc":"2.0","method":"x"}')
+    assert link.received == ACK_EVERY and second.sent[-1] == ack_frame(ACK_EVERY)
+    link.detach(second, clean=True)  # closed with 1000: ends at once
+    assert link.ended and links.find(link.id, 3) is None
+    assert await link.frames.reader.read() == b'{"jsonrpc":"2.0","method":"x"}\n' * ACK_EVERY
+    await asyncio.sleep(0)
+    assert served == [link]
+
+
+async def test_a_link_that_cannot_resume_fails_its_writes_once_dropped() -> None:
+    link = Links().new("me", resumable=False)
+
+    async def serve(_link: Link) -> None:
+        return None
+
+    socket = Socket()
+    link.attach(socket, 0, serve)
+    link.detach(socket, clean=False)
+    assert link.ended
     with pytest.raises(ConnectionError):
-        writer.write(b'{"id":3}\n')
+        link.write(b'{"id":1}\n')
+
+
+def test_outbox_and_acknowledgements() -> None:
+    box = Outbox()
+    for n in range(1, 5):
+        assert box.add(f"f{n}") == n
+    assert box.after(2) == ["f3", "f4"] and box.after(5) is None
+    box.ack(2)
+    assert box.after(2) == ["f3", "f4"] and box.after(1) is None and box.acked == 2
+    assert ack_count(ack_frame(7)) == 7
+    assert (
+        ack_count('{"jsonrpc":"2.0","id":1,"method":"_iac/received","params":{"count":1}}') is None
+    )
+    assert ack_count('{"jsonrpc":"2.0","method":"session/update","params":{}}') is None
+    assert parse_count(" 12 ") == 12 and parse_count("-1") is None and parse_count(None) is None
+
+
+async def test_an_operation_runs_once_and_a_cut_one_runs_again() -> None:
+    ops = Operations(keep=2)
+    runs: list[str] = []
+    gate = asyncio.Event()
+
+    async def work() -> str:
+        runs.append("ran")
+        await gate.wait()
+        return f"answer {len(runs)}"
+
+    key = operation_key("session/prompt", {"sessionId": "s", "_meta": {"operationId": "a"}})
+    assert key == ("session/prompt", "s", "a")
+    assert operation_key("session/prompt", {"_meta": {"operationId": 3}}) is None
+    first = asyncio.ensure_future(ops.run(key, work))
+    retry = asyncio.ensure_future(ops.run(key, work))
+    await asyncio.sleep(0)
+    gate.set()
+    assert await first == await retry == "answer 1" and runs == ["ran"]
+    assert await ops.run(key, work) == "answer 1" and runs == ["ran"]
+    gate.clear()
+    other = ("session/prompt", "s", "b")
+    cut = asyncio.ensure_future(ops.run(other, work))
+    await asyncio.sleep(0)
+    cut.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await cut
+    gate.set()
+    assert await ops.run(other, work) == "answer 3"  # not run to an answer: runs again
 
 
 def test_bridge_start_failures_are_one_line_and_an_exit_status(tmp_path: Path) -> None:

@@ -117,8 +117,8 @@ class RecordingChannel:
     async def forward_update(self, params: dict) -> None:
         self.sent.append(params["update"])
 
-    async def update(self, session_id: str, update) -> None:
-        self.sent.append(serialize_params(update))
+    async def update(self, session_id: str, update, extra=None) -> None:
+        self.sent.append({**serialize_params(update), **(extra or {})})
 
 
 def _texts(sent: list[dict]) -> list[tuple[str, str]]:

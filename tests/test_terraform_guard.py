@@ -46,6 +46,7 @@ def test_apply_of_a_plan_file_shows_its_summary_and_runs_a_private_copy(ws: Path
     assert plan.startswith("Plan: 2 to add, 1 to change, 2 to destroy")
     assert row.startswith("-/+ replace terraform_data.cache")  # replacements first
     assert review.summary["plan"]["file"]["path"] == "p.tfplan"
+    assert review.summary["workspace"] == "default"  # a typed confirmation names it
     assert review.argv[:4] == ["terraform", f"-chdir={ws}", "apply", "-input=false"]
     copy = review.argv[4]
     assert copy.startswith("/guard/approved-plan-") and copy.endswith("/approved.tfplan")

@@ -38,6 +38,7 @@ ACP_KINDS = {
     "terraform_plan": ("execute", Category.EXECUTE),
     "terraform_plan_detail": ("read", Category.READ),
     "terraform_apply": ("execute", Category.EXECUTE),
+    "update_plan": ("think", Category.READ),
 }
 
 

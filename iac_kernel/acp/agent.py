@@ -22,34 +22,31 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from acp import PROTOCOL_VERSION, RequestError, update_agent_message_text
-from acp.schema import (
-    AgentCapabilities,
-    Implementation,
-    InitializeResponse,
-    ListSessionsResponse,
-    McpCapabilities,
-    PromptCapabilities,
-    PromptResponse,
-    SessionCapabilities,
-    SessionCloseCapabilities,
-    SessionDeleteCapabilities,
-    SessionForkCapabilities,
-    SessionListCapabilities,
-    SessionResumeCapabilities,
-)
+from acp import PROTOCOL_VERSION, RequestError, update_agent_message_text, update_user_message_text
+from acp.schema import Implementation, InitializeResponse, ListSessionsResponse, PromptResponse
 
 from iac_kernel import __version__
 from iac_kernel.acp import commands, errors, notify, session_config, session_state
 from iac_kernel.acp.attached import AttachedSessions
+from iac_kernel.acp.capabilities import CAPABILITIES
 from iac_kernel.acp.channel import ClientChannel
+from iac_kernel.acp.client_features import ClientFeatures, from_initialize
 from iac_kernel.acp.content import to_anthropic
-from iac_kernel.acp.lifecycle import check_cwd, delete_stored, mcp_specs, start_mcp
+from iac_kernel.acp.control import LEASES, Mirrored
+from iac_kernel.acp.control import METHOD as METHOD_CONTROL
+from iac_kernel.acp.lifecycle import (
+    check_cwd,
+    check_dirs,
+    delete_stored,
+    mcp_specs,
+    set_dirs,
+    start_mcp,
+)
 from iac_kernel.acp.listing import list_page
 from iac_kernel.acp.permissions import PermissionAsker, approver
 from iac_kernel.acp.transport import after_answer
 from iac_kernel.acp.turn import TurnRelay, prompt_response, run_turn
-from iac_kernel.acp.updates import replay_updates
+from iac_kernel.acp.updates import new_message_id, replay_updates
 from iac_kernel.agent.session import AgentSession, SessionBusyError, SessionClosedError
 from iac_kernel.events import TurnEnded, Usage
 from iac_kernel.models.providers import auth_methods
@@ -58,19 +55,6 @@ from iac_kernel.sessions.store import SessionNotFoundError
 
 log = logging.getLogger(__name__)
 
-CAPABILITIES = AgentCapabilities(
-    load_session=True,
-    prompt_capabilities=PromptCapabilities(image=False, audio=False, embedded_context=True),
-    mcp_capabilities=McpCapabilities(http=True, sse=True),
-    session_capabilities=SessionCapabilities(
-        list=SessionListCapabilities(),
-        close=SessionCloseCapabilities(),
-        delete=SessionDeleteCapabilities(),
-        fork=SessionForkCapabilities(),
-        resume=SessionResumeCapabilities(),
-    ),
-)
-
 
 class IacAgent:
     """ACP methods for one connection."""
@@ -78,6 +62,8 @@ class IacAgent:
     def __init__(self, manager: SessionManager) -> None:
         self.manager = manager
         self.channel: ClientChannel | None = None
+        #: What the client declared in ``initialize`` (:meth:`declare`).
+        self.features = ClientFeatures()
         self.initialized = False
         self.client_info: Any = None
         #: Turns this connection started and that are still running, by session id.
@@ -91,6 +77,18 @@ class IacAgent:
 
     def attach(self, channel: ClientChannel) -> None:
         self.channel = channel
+        channel.features = self.features
+
+    def declare(self, params: Any) -> None:
+        """Note what the client declared in ``initialize`` (raw params: the SDK's models
+        drop the capabilities newer than schema 1.19); the channel's senders read it."""
+        self.features = from_initialize(params)
+        if self.channel is not None:
+            self.channel.features = self.features
+
+    def _booleans(self) -> bool:
+        """Whether the client takes ``boolean`` config options."""
+        return self.features.boolean_options
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -110,25 +108,37 @@ class IacAgent:
             auth_methods=auth_methods(),
         )
 
-    async def new_session(self, cwd: str, mcp_servers: Any = None, **_: Any) -> dict[str, Any]:
+    async def new_session(
+        self, cwd: str, mcp_servers: Any = None, additional_directories: Any = None, **_: Any
+    ) -> dict[str, Any]:
         specs = mcp_specs(mcp_servers, cwd)
+        dirs = check_dirs(additional_directories)
         try:
             session = self.manager.new(cwd)
         except ValueError as exc:
             raise errors.invalid_field("cwd", str(exc)) from None
+        if dirs:
+            set_dirs(session, dirs)
         await start_mcp(session, specs)
         after_answer(lambda: notify.send_commands(self._channel(), session))
         self._remember_mcp(session)
-        return session_state.new_session_answer(session)
+        self._join(session)
+        return session_state.new_session_answer(session, self._booleans())
 
     async def adopt(self, session: AgentSession) -> None:
         """A session whose ``session/new`` was answered before the SDK loaded
         (:mod:`iac_kernel.acp.early_start`): what :meth:`new_session` does after its answer."""
         self._remember_mcp(session)
+        self._join(session)
         await notify.send_commands(self._channel(), session)
 
     async def load_session(
-        self, cwd: str, session_id: str, mcp_servers: Any = None, **_: Any
+        self,
+        cwd: str,
+        session_id: str,
+        mcp_servers: Any = None,
+        additional_directories: Any = None,
+        **_: Any,
     ) -> dict[str, Any]:
         """Replay the whole history, the title and the commands as session/update, then
         answer: nothing of the load follows its answer.
@@ -138,51 +148,78 @@ class IacAgent:
         """
         check_cwd(cwd)
         specs = mcp_specs(mcp_servers, cwd)
-        session = await self.attached.open_or_forward("session/load", cwd, session_id)
+        dirs = check_dirs(additional_directories)
+        session = await self.attached.open_or_forward("session/load", cwd, session_id, dirs)
         if not isinstance(session, AgentSession):
             return session  # the kernel's answer; it replayed the history itself
+        set_dirs(session, dirs)
         await start_mcp(session, specs)
+        self._join(session)
         channel = self._channel()
-        for update in replay_updates(session.replay()):
-            await channel.update(session.session_id, update)
+        for update, extra in replay_updates(session.replay(), session.session_id):
+            await channel.update(session.session_id, update, extra)
         await notify.send_info(channel, session)
         await notify.send_commands(channel, session)
-        return {**session_state.session_state(session), **self._mcp_answer(session)}
+        return {
+            **session_state.session_state(session, self._booleans()),
+            **self._mcp_answer(session),
+        }
 
     async def resume_session(
-        self, cwd: str, session_id: str, mcp_servers: Any = None, **_: Any
+        self,
+        cwd: str,
+        session_id: str,
+        mcp_servers: Any = None,
+        additional_directories: Any = None,
+        **_: Any,
     ) -> dict[str, Any]:
         """Like load without the replay (the client already shows the history)."""
         check_cwd(cwd)
         specs = mcp_specs(mcp_servers, cwd)
-        session = await self.attached.open_or_forward("session/resume", cwd, session_id)
+        dirs = check_dirs(additional_directories)
+        session = await self.attached.open_or_forward("session/resume", cwd, session_id, dirs)
         if not isinstance(session, AgentSession):
             return session
+        set_dirs(session, dirs)
         await start_mcp(session, specs)
+        self._join(session)
         await notify.send_info(self._channel(), session)
         await notify.send_commands(self._channel(), session)
-        return {**session_state.session_state(session), **self._mcp_answer(session)}
+        return {
+            **session_state.session_state(session, self._booleans()),
+            **self._mcp_answer(session),
+        }
 
     async def fork_session(
-        self, session_id: str, cwd: str, mcp_servers: Any = None, **_: Any
+        self,
+        session_id: str,
+        cwd: str,
+        mcp_servers: Any = None,
+        additional_directories: Any = None,
+        **_: Any,
     ) -> dict[str, Any]:
         """A new session with a copy of the history (stored or live), in the source's cwd."""
         check_cwd(cwd)
         specs = mcp_specs(mcp_servers, cwd)
+        dirs = check_dirs(additional_directories)
         try:
             session = self.manager.fork(session_id)
         except (SessionNotFoundError, TypeError):
             raise errors.session_not_found() from None
+        set_dirs(session, dirs)
         await start_mcp(session, specs)
         channel = self._channel()
         after_answer(lambda: notify.send_info(channel, session))
         after_answer(lambda: notify.send_commands(channel, session))
         self._remember_mcp(session)
-        return session_state.new_session_answer(session)
+        self._join(session)
+        return session_state.new_session_answer(session, self._booleans())
 
     async def close_session(self, session_id: str, **_: Any) -> dict[str, Any]:
         if await self.attached.detach(session_id):
             return {}  # the kernel keeps its session
+        if isinstance(session_id, str):
+            LEASES.leave(session_id, self)
         try:
             await self.manager.close(session_id)
         except (SessionNotFoundError, TypeError):
@@ -225,7 +262,7 @@ class IacAgent:
         session_config.apply(session, config_id, value)
         if config_id == "mode":
             after_answer(lambda: notify.send_mode(self._channel(), session))
-        return {"configOptions": session_state.config_options(session)}
+        return {"configOptions": session_state.config_options(session, self._booleans())}
 
     # -- turns -------------------------------------------------------------------------
 
@@ -238,13 +275,21 @@ class IacAgent:
             if session.session_id not in self._turns:
                 raise errors.not_in_control("session/prompt")
             raise errors.session_busy()
+        if not LEASES.may_steer(session.session_id, self):
+            raise errors.not_in_control("session/prompt", turn=False)
         command = commands.parse(blocks)
         if command is not None:
             return await self._command(session, *command)
         sid = session.session_id
-        channel = self._channel()
+        channel = Mirrored(self._channel(), sid, self)
+        for block in blocks:  # the observers see what was asked
+            if block.get("type") == "text" and block.get("text"):
+                await channel.observers_update(update_user_message_text(block["text"]))
         relay = TurnRelay(
-            channel, sid, session.cwd, on_model_call=lambda: notify.call_usage(channel, session)
+            channel,
+            sid,
+            session.cwd,
+            on_model_call=lambda usage: notify.call_usage(channel, session, usage),
         )
         title = session.title
         self._turns[sid] = relay
@@ -274,7 +319,11 @@ class IacAgent:
     async def _command(self, session: AgentSession, name: str, args: str) -> PromptResponse:
         channel = self._channel()
         outcome = await commands.run(session, name, args)
-        await channel.update(session.session_id, update_agent_message_text(outcome.text))
+        await channel.update(
+            session.session_id,
+            update_agent_message_text(outcome.text),
+            {"messageId": new_message_id()},
+        )
         if outcome.changed == "mode":
             await notify.send_mode(channel, session)
         if outcome.changed:
@@ -290,6 +339,10 @@ class IacAgent:
         if relay is None and session is not None and session.busy:
             log.warning("session/cancel refused: another client's turn runs on %s", session_id)
             raise errors.not_in_control("session/cancel")
+        holder = LEASES.holder(session_id) if isinstance(session_id, str) else None
+        if holder is not None and holder is not self:
+            log.warning("session/cancel refused: another client controls %s", session_id)
+            raise errors.not_in_control("session/cancel", turn=False)
         if relay is not None:
             relay.cancel_requested = True
         if session is None or not session.cancel():
@@ -303,6 +356,17 @@ class IacAgent:
             session = self.manager.sessions.get(sid)
             if session is not None and session.cancel():
                 await session.wait_idle()
+        LEASES.leave_all(self)
+
+    async def control_session(self, session_id: str, claim: bool = False, **_: Any) -> dict:
+        """``_iac/session/control``: whether this client controls the session; with
+        ``claim``, take the lease (refused while a turn another client started runs)."""
+        session = self._live(session_id)
+        if claim:
+            if session.busy and session.session_id not in self._turns:
+                raise errors.not_in_control(METHOD_CONTROL)
+            LEASES.claim(session.session_id, self)
+        return {"sessionId": session.session_id, "controller": LEASES.holder(session_id) is self}
 
     # -- helpers -----------------------------------------------------------------------
 
@@ -325,7 +389,13 @@ class IacAgent:
         session = self._live(session_id)
         if session.busy and session.session_id not in self._turns:
             raise errors.not_in_control(action)
+        if not LEASES.may_steer(session.session_id, self):
+            raise errors.not_in_control(action, turn=False)
         return session
+
+    def _join(self, session: AgentSession) -> None:
+        """This connection has ``session`` open: a member, its controller if nobody is."""
+        LEASES.join(session.session_id, self, self._channel())
 
     def _mcp_answer(self, session: AgentSession) -> dict[str, Any]:
         """The answer's MCP ``_meta``, remembered to tell later changes."""

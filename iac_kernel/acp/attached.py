@@ -61,16 +61,19 @@ class AttachedSessions:
         self.remotes.clear()
 
     async def open_or_forward(
-        self, method: str, cwd: str, session_id: str
+        self, method: str, cwd: str, session_id: str, dirs: list[str] | None = None
     ) -> AgentSession | dict[str, Any]:
         """The session opened here, or the kernel's answer to ``method`` when a running
         kernel holds it. If the kernel has let it go meanwhile (the notebook switched
-        sessions), open it again: its lock is free now."""
+        sessions), open it again: its lock is free now. ``dirs``: the request's
+        ``additionalDirectories``, passed on to the kernel."""
         for attempt in (1, 2):
             opened = await self._open(session_id)
             if isinstance(opened, AgentSession):
                 return opened
-            params = {"cwd": cwd, "sessionId": session_id, "mcpServers": []}
+            params: dict[str, Any] = {"cwd": cwd, "sessionId": session_id, "mcpServers": []}
+            if dirs:
+                params["additionalDirectories"] = dirs
             try:
                 return await opened.forward(method, params)
             except RequestError:

@@ -7,14 +7,19 @@ unchanged; the bridge only watches them to remember what it must restore after a
 dropped connection: the ``initialize`` request and the sessions the editor opened
 (``session/new``, ``load``, ``resume``, ``fork``; closed and deleted ones are dropped).
 
-When the connection drops, requests that were waiting for an answer on it are answered
-with an error (a turn in flight is cancelled by the server when its connection ends), and
-the bridge reconnects (backing off, for up to :data:`RECONNECT_FOR` seconds or
-``$IAC_KERNEL_REMOTE_RECONNECT``), initializes again
-and sends ``session/resume`` for each remembered session, without showing those answers
-to the editor. Messages the editor sends meanwhile wait and go out once that is done.
-Answers to server requests made on the old connection (a permission question) are
-dropped: nobody there waits for them.
+The connection is resumable (:mod:`iac_kernel.acp.resume`): the bridge counts the
+frames it receives and keeps the frames it sends until the server acknowledges them.
+After a drop it reconnects (backing off, for up to :data:`RECONNECT_FOR` seconds or
+``$IAC_KERNEL_REMOTE_RECONNECT``) with its connection id and cursor. If the server still
+holds the connection, each side resends what the other lacks and nothing else: a turn
+in flight goes on, its updates arrive once, and a permission question asked before
+the drop is answered on the new socket. Messages the editor sends meanwhile wait.
+
+If the server no longer holds it (it restarted, or the bridge stayed away longer than
+the server keeps connections), requests that were waiting for an answer are answered
+with an error, the bridge initializes again and sends ``session/resume`` for each
+remembered session, without showing those answers to the editor; answers to server
+requests of the old connection are dropped: nobody there waits for them.
 """
 
 from __future__ import annotations
@@ -28,6 +33,16 @@ import sys
 from typing import Any
 
 from iac_kernel.acp.remote import RemoteError, Target, connect
+from iac_kernel.acp.resume import (
+    ACK_EVERY,
+    CONNECTION_HEADER,
+    NORMAL_CLOSE,
+    RECEIVED_HEADER,
+    Outbox,
+    ack_count,
+    ack_frame,
+    parse_count,
+)
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +91,12 @@ class Bridge:
         self.ready = False
         self.stdin_done = False
         self._next = 0
+        #: The server's id of the logical connection, frames received on it, the last
+        #: count acknowledged, and the frames sent on it the server may not have yet.
+        self.link: str | None = None
+        self.got = 0
+        self._acked = 0
+        self.outbox = Outbox()
 
     # -- running ---------------------------------------------------------------------
 
@@ -93,22 +114,63 @@ class Bridge:
         finally:
             editor.cancel()
             if self.conn is not None:
-                self.conn.close()
+                self.conn.close(NORMAL_CLOSE)  # done: the server need not keep it
 
-    async def _open(self) -> None:
-        self.conn = await connect(self.where)
+    async def _open(self) -> bool:
+        """Connect; whether the server resumed the connection (else it is a new one)."""
+        headers = {RECEIVED_HEADER: str(self.got)}
+        if self.link is not None:
+            headers[CONNECTION_HEADER] = self.link
+        self.conn = await connect(self.where, headers)
+        answer = getattr(self.conn, "headers", None) or {}
+        link, server_has = answer.get(CONNECTION_HEADER), parse_count(answer.get(RECEIVED_HEADER))
+        if self.link is not None and link == self.link and server_has is not None:
+            self.outbox.ack(server_has)
+            for text in self.outbox.after(server_has) or []:
+                await self._write_frame(text)
+            return True
+        self.link, self.got, self._acked, self.outbox = link, 0, 0, Outbox()
         self.asked.clear()
+        return False
+
+    async def _read(self) -> str | None:
+        """The next counted text frame (acknowledgements handled), ``None`` at a drop."""
+        while True:
+            frame = await self.conn.read_message()
+            if frame is None:
+                return None
+            if isinstance(frame, bytes):
+                continue  # ACP messages are text frames; binary ones are ignored
+            count = ack_count(frame)
+            if count is not None:
+                self.outbox.ack(count)
+                continue
+            self.got += 1
+            if self.got - self._acked >= ACK_EVERY:
+                self._acked = self.got
+                await self._write_frame(ack_frame(self.got))
+            return frame
+
+    async def _write_frame(self, text: str) -> None:
+        """Write one frame; a lost one is sent again after resuming (from the outbox)."""
+        try:
+            await self.conn.write_message(text)
+        except Exception as exc:  # tornado's WebSocketClosedError
+            log.info("a frame waits for the connection: %s", exc)
+
+    async def _post(self, text: str) -> None:
+        """Number, keep and send a frame of the connection."""
+        self.outbox.add(text)
+        await self._write_frame(text)
 
     async def _from_server(self, editor: asyncio.Task[None]) -> int:
         while True:
-            reading = asyncio.ensure_future(self.conn.read_message())
+            reading = asyncio.ensure_future(self._read())
             await asyncio.wait([reading, editor], return_when=asyncio.FIRST_COMPLETED)
             if editor.done() and not reading.done():
                 reading.cancel()
                 return 0
             message = reading.result()
-            if isinstance(message, bytes):
-                continue  # ACP messages are text frames; binary ones are ignored
             if message is not None:
                 await self._to_editor(message)
                 continue
@@ -151,12 +213,7 @@ class Bridge:
         if not self.ready:
             self.queue.append(text)
             return
-        try:
-            await self.conn.write_message(text)
-        except Exception:  # tornado's WebSocketClosedError
-            # Lost with the connection: a request among them is answered with an error
-            # when the drop is noticed, as if it had gone out.
-            log.info("a message was lost with the connection")
+        await self._post(text)
 
     # -- server -> editor ------------------------------------------------------------
 
@@ -195,22 +252,23 @@ class Bridge:
     # -- after a drop ----------------------------------------------------------------
 
     async def _restore(self) -> None:
-        """Fail what the old connection owed, reconnect, initialize, resume, flush."""
+        """Reconnect; resume the connection, or fail what the old one owed and open the
+        sessions again on a new one; then send what the editor sent meanwhile."""
         self.ready = False
         old = self.generation
-        self.generation += 1  # what the editor sends from now on goes to the new one
-        for key, (_method, _params, generation) in list(self.pending.items()):
-            if generation == old:
-                del self.pending[key]
-                await self._write(_error(key, "the connection to the server was lost; retry"))
+        self.generation += 1  # what the editor sends from now on waits for the new socket
         _say("connection to the server lost; reconnecting")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.reconnect_for
         pause = BACKOFF[0]
+        new_link = False
         while not self.stdin_done:  # the editor left: nothing to restore for
             try:
-                await self._open()
-                await asyncio.wait_for(self._resume_all(), RESTORE_TIMEOUT)
+                if not await self._open():
+                    new_link = True  # and stays so if this one drops before it is set up
+                    await self._fail(old, "the connection to the server was lost; retry")
+                if new_link:
+                    await asyncio.wait_for(self._resume_all(), RESTORE_TIMEOUT)
                 break
             except (RemoteError, ConnectionError, TimeoutError) as exc:
                 if isinstance(exc, RemoteError) and exc.final:
@@ -222,11 +280,22 @@ class Bridge:
                 pause = min(pause * 2, BACKOFF[1])
         if self.stdin_done:
             return
-        _say(f"reconnected; {len(self.sessions)} session(s) resumed")
+        if new_link:
+            _say(f"reconnected; {len(self.sessions)} session(s) resumed")
+        else:
+            _say("reconnected; the connection resumed")
         self.ready = True
         queued, self.queue = self.queue, []
         for text in queued:
             await self._send(text)
+
+    async def _fail(self, generation: int, details: str) -> None:
+        """Answer the requests sent up to ``generation`` (on the connection that ended,
+        through any socket it had) with an error."""
+        for key, (_method, _params, sent_on) in list(self.pending.items()):
+            if sent_on <= generation:
+                del self.pending[key]
+                await self._write(_error(key, details))
 
     async def _resume_all(self) -> None:
         if self.initialize is not None:
@@ -244,18 +313,13 @@ class Bridge:
         see); everything else read meanwhile goes to the editor."""
         self._next += 1
         request_id = f"iac-kernel-bridge-{self._next}"
-        try:
-            await self.conn.write_message(
-                json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-            )
-        except Exception as exc:
-            raise ConnectionError(str(exc)) from None
+        await self._post(
+            json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        )
         while True:
-            frame = await self.conn.read_message()
+            frame = await self._read()
             if frame is None:
                 raise ConnectionError("the connection dropped again")
-            if isinstance(frame, bytes):
-                continue
             message = _parse(frame)
             if message is not None and message.get("id") == request_id and "method" not in message:
                 return message

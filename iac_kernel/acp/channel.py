@@ -11,6 +11,8 @@ from acp.meta import CLIENT_METHODS
 from acp.schema import SessionNotification
 from acp.utils import serialize_params
 
+from iac_kernel.acp.client_features import ClientFeatures
+
 log = logging.getLogger(__name__)
 
 UPDATE = CLIENT_METHODS["session_update"]
@@ -23,9 +25,17 @@ class ClientChannel:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
         self._gone = False
+        #: What the client declared in ``initialize`` (set when it arrives).
+        self.features = ClientFeatures()
 
-    async def update(self, session_id: str, update: Any) -> None:
+    async def update(
+        self, session_id: str, update: Any, extra: dict[str, Any] | None = None
+    ) -> None:
+        """Send one update; ``extra`` adds fields of schema 1.25 that the SDK's models lack
+        (``messageId``, a tool call's ``name``), sent as raw JSON."""
         params = serialize_params(SessionNotification(session_id=session_id, update=update))
+        if extra:
+            params["update"].update(extra)
         await self.forward_update(params)
 
     async def forward_update(self, params: dict[str, Any]) -> None:

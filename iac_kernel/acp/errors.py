@@ -34,14 +34,18 @@ def session_busy() -> RequestError:
     )
 
 
-def not_in_control(action: str) -> RequestError:
-    """-32602 for a client that tries to steer a turn another client started."""
-    return RequestError.invalid_params(
-        {
-            "session_id": "Session is controlled by another client while its turn runs: "
-            f"{action} refused; wait for the turn to end"
-        }
-    )
+def not_in_control(action: str, *, turn: bool = True) -> RequestError:
+    """-32602 for a client that tries to steer a turn another client started, or (not
+    ``turn``) a session whose control lease another client holds."""
+    if turn:
+        why = f"while its turn runs: {action} refused; wait for the turn to end"
+    else:
+        why = (
+            f"(it holds the lease; this client observes): {action} refused; claim "
+            "control with _iac/session/control while no turn runs"
+        )
+    why = f"Session is controlled by another client {why}"
+    return RequestError.invalid_params({"session_id": why})
 
 
 def invalid_field(field: str, message: str) -> RequestError:

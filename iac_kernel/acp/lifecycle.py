@@ -20,6 +20,36 @@ def check_cwd(cwd: Any) -> str:
     return os.path.normpath(cwd)
 
 
+def check_dirs(dirs: Any) -> list[str]:
+    """The request's ``additionalDirectories`` (missing = none), normalised; -32602 unless
+    each is an absolute path of an existing directory."""
+    if dirs is None:
+        return []
+    if not isinstance(dirs, list):
+        raise errors.invalid_field("additionalDirectories", "must be a list of absolute paths")
+    out: list[str] = []
+    for item in dirs:
+        if not isinstance(item, str) or not os.path.isabs(item) or "\0" in item:
+            raise errors.invalid_field(
+                "additionalDirectories", f"each must be an absolute path, got {item!r}"
+            )
+        if not os.path.isdir(item):
+            raise errors.invalid_field("additionalDirectories", f"not a directory: {item}")
+        if os.pathsep in item or "," in item:
+            raise errors.invalid_field(
+                "additionalDirectories",
+                f"a path with {os.pathsep!r} or ',' is not supported: {item}",
+            )
+        out.append(os.path.normpath(item))
+    return out
+
+
+def set_dirs(session: AgentSession, dirs: list[str]) -> None:
+    """Make ``dirs`` the session's additional workspace roots (replacing any): tools use
+    them like the cwd and the sandbox binds them writable."""
+    session.set_config("additional_directories", os.pathsep.join(dirs))
+
+
 def mcp_specs(servers: Any, cwd: Any) -> list[ServerSpec]:
     """The request's ``mcpServers`` (missing = none); -32602 naming what is wrong."""
     try:

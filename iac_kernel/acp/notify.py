@@ -14,6 +14,7 @@ from typing import Any
 from acp import RequestError
 from acp.schema import (
     ConfigOptionUpdate,
+    Cost,
     CurrentModeUpdate,
     SessionInfoUpdate,
     UsageUpdate,
@@ -23,6 +24,7 @@ from iac_kernel.acp import session_state
 from iac_kernel.acp.channel import ClientChannel
 from iac_kernel.acp.commands import commands_update
 from iac_kernel.agent.session import AgentSession
+from iac_kernel.events import Usage
 from iac_kernel.models.scripted import estimate_tokens
 
 DEFAULT_CONTEXT_WINDOW = 200_000
@@ -48,7 +50,7 @@ def mcp_statuses(session: AgentSession) -> list[dict[str, Any]] | None:
 async def send_options(channel: ClientChannel, session: AgentSession) -> None:
     update = ConfigOptionUpdate(
         session_update="config_option_update",
-        config_options=session_state.config_options(session),
+        config_options=session_state.config_options(session, channel.features.boolean_options),
     )
     await channel.update(session.session_id, update)
 
@@ -62,17 +64,32 @@ async def send_commands(channel: ClientChannel, session: AgentSession) -> None:
     await channel.update(session.session_id, commands_update())
 
 
-async def send_usage(channel: ClientChannel, session: AgentSession) -> None:
+async def send_usage(
+    channel: ClientChannel, session: AgentSession, turn_usage: Usage | None = None
+) -> None:
+    """The context filled so far and, where the footer has a price, the session's cost
+    (``turn_usage``: the running turn's usage so far, not yet in ``session.cost``)."""
     used, size = context_usage(session)
-    update = UsageUpdate(session_update="usage_update", used=used, size=size)
+    update = UsageUpdate(
+        session_update="usage_update", used=used, size=size, cost=session_cost(session, turn_usage)
+    )
     await channel.update(session.session_id, update)
 
 
-async def call_usage(channel: ClientChannel, session: AgentSession) -> None:
+def session_cost(session: AgentSession, turn_usage: Usage | None = None) -> Cost | None:
+    """``Cost`` (USD, list price) of the session's turns since it was opened, with the
+    running turn's usage so far; ``None`` where the price is not known."""
+    running = session.turn_cost(turn_usage) if turn_usage is not None else None
+    used = turn_usage is not None and bool(turn_usage.input_tokens or turn_usage.output_tokens)
+    amount = session.cost.total(running, used)
+    return None if amount is None else Cost(amount=round(amount, 6), currency="USD")
+
+
+async def call_usage(channel: ClientChannel, session: AgentSession, turn_usage: Usage) -> None:
     """A model call of a running turn finished: the usage so far. A client that went away
     does not stop the turn (its answer reports the failure, if any)."""
     try:
-        await send_usage(channel, session)
+        await send_usage(channel, session, turn_usage)
     except (ConnectionError, RequestError) as exc:
         log.info("usage update not sent: %s", exc)
 

@@ -9,7 +9,9 @@ edit), and offers exactly the options the gate allows for that call. Answers acc
   ``{"outcome": "denied"}``.
 
 A selected ``reject_*`` option is a refusal, never an approval; anything unreadable is
-a refusal too. When the turn is cancelled while the question is open, the pending
+a refusal too. A destroy or a production apply asks a client that declared form
+elicitation for the workspace name typed instead (:mod:`iac_kernel.acp.elicit`).
+When the turn is cancelled while the question is open, the pending
 request is abandoned (the turn's task is cancelled) and the late answer is ignored.
 """
 
@@ -23,6 +25,7 @@ from acp.meta import CLIENT_METHODS
 from acp.schema import PermissionOption, RequestPermissionRequest, ToolCallUpdate
 from acp.utils import serialize_params
 
+from iac_kernel.acp import elicit
 from iac_kernel.acp.updates import acp_kind, diff_content, text_content
 from iac_kernel.agent.permissions import (
     ALLOW_ONCE,
@@ -117,6 +120,10 @@ class PermissionAsker:
         self.by = by
 
     async def __call__(self, request: PermissionRequest) -> str:
+        features = getattr(self.channel, "features", None)
+        target = elicit.confirmation_target(request)
+        if target is not None and features is not None and features.elicitation_form:
+            return await self._typed(request, target)
         params = request_params(self.session_id, request)
         try:
             result = await self.channel.request(METHOD, params)
@@ -130,6 +137,20 @@ class PermissionAsker:
         if answer == UNREADABLE:
             log.warning("unreadable permission answer; treating it as a refusal")
         return Answer(answer, by=self.by)
+
+    async def _typed(self, request: PermissionRequest, target: str) -> str:
+        """Ask for the workspace name typed (:mod:`iac_kernel.acp.elicit`)."""
+        params = elicit.elicitation_params(self.session_id, request, target)
+        try:
+            result = await self.channel.request(elicit.METHOD, params)
+        except RequestError as exc:
+            log.warning("client failed the typed confirmation: %s", exc)
+            return UNREADABLE
+        except ConnectionError:
+            return CANCELLED
+        answer = elicit.parse_confirmation(result, target)
+        note = "" if answer == ALLOW_ONCE else "the typed confirmation did not match"
+        return Answer(answer, note=note, by=f"{self.by}, typed confirmation")
 
 
 def approver(origin: str, client_info: Any) -> str:

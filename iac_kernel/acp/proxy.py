@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 
 UPDATE = CLIENT_METHODS["session_update"]
 PERMISSION = CLIENT_METHODS["session_request_permission"]
+ELICIT = CLIENT_METHODS["elicitation_create"]  # a typed confirmation (acp.elicit)
 #: Methods of the editor that go to the kernel as they are, for an attached session.
 FORWARDED = frozenset(
     {
@@ -60,7 +61,8 @@ KERNEL_STOPPED = "The kernel stopped before this tool call finished."
 
 
 class EditorSide(Protocol):
-    """What the proxy needs of the editor's connection (a ``ClientChannel``)."""
+    """What the proxy needs of the editor's connection (a ``ClientChannel``; its
+    ``features``, if any, are the editor's capabilities, passed on to the kernel)."""
 
     async def forward_update(self, params: dict[str, Any]) -> None: ...
 
@@ -119,7 +121,8 @@ class RemoteSession:
             "initialize",
             {
                 "protocolVersion": PROTOCOL_VERSION,
-                "clientCapabilities": {},
+                # The editor's: the kernel's agent sends what the editor can take.
+                "clientCapabilities": getattr(getattr(self.editor, "features", None), "raw", {}),
                 "clientInfo": {"name": "iac-kernel acp", "version": __version__},
             },
         )
@@ -177,8 +180,10 @@ class RemoteSession:
         await self.editor.forward_update(params)
 
     async def _from_kernel(self, method: str, params: Any, is_notification: bool) -> Any:
-        """Requests the kernel's agent makes of its client: only permission questions."""
-        if method == PERMISSION:
+        """Requests the kernel's agent makes of its client: only permission questions
+        (``session/request_permission``, and ``elicitation/create`` for a typed
+        confirmation, which the kernel asks only if the editor declared it)."""
+        if method in (PERMISSION, ELICIT):
             return await self.editor.request(method, params)
         if is_notification:
             log.info("ignoring %s from the kernel", method)

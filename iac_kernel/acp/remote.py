@@ -96,14 +96,15 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-async def connect(where: Target) -> Any:
-    """An open ``WebSocketClientConnection`` to ``where``; raises RemoteError."""
+async def connect(where: Target, extra: dict[str, str] | None = None) -> Any:
+    """An open ``WebSocketClientConnection`` to ``where`` (``extra`` headers added; the
+    server's answer headers are its ``headers``); raises RemoteError."""
     from tornado.httpclient import HTTPClientError, HTTPRequest
     from tornado.websocket import websocket_connect
 
     request = HTTPRequest(
         where.url,
-        headers=where.headers(),
+        headers={**where.headers(), **(extra or {})},
         connect_timeout=CONNECT_TIMEOUT,
         request_timeout=CONNECT_TIMEOUT,
         follow_redirects=False,

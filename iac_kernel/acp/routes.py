@@ -16,6 +16,8 @@ every failure a clean JSON-RPC error.
   opt-in), before any routing or forwarding;
 * requests for a session a running kernel holds (after ``session/load`` attached to it)
   go to that kernel as they are (:class:`~iac_kernel.acp.proxy.RemoteSession`);
+* a request with ``_meta.operationId`` seen before is not run again: it gets the first
+  run's answer (:mod:`~iac_kernel.acp.operations`);
 * anything before ``initialize`` is -32600; bad params are -32602 naming the fields;
   an unexpected failure is -32603 with a one-line, redacted reason (never a traceback).
 """
@@ -47,6 +49,8 @@ from pydantic import Field, ValidationError
 
 from iac_kernel.acp import bypass, errors
 from iac_kernel.acp.agent import IacAgent
+from iac_kernel.acp.control import METHOD as CONTROL
+from iac_kernel.acp.operations import OPERATIONS, operation_key
 from iac_kernel.acp.proxy import RemoteSession
 
 log = logging.getLogger(__name__)
@@ -82,6 +86,13 @@ class ConfigSetRequest(BaseModel):
     value: str | int | bool
 
 
+class ControlRequest(BaseModel):
+    """``_iac/session/control`` params (:mod:`iac_kernel.acp.control`)."""
+
+    session_id: Annotated[str, Field(alias="sessionId")]
+    claim: bool = False
+
+
 class Dispatcher:
     """The ``MethodHandler`` the SDK connection calls for every request and notification."""
 
@@ -95,6 +106,8 @@ class Dispatcher:
                 log.warning("notification %s before initialize ignored", method)
                 return None
             raise errors.not_initialized(method)
+        if method == AGENT_METHODS["initialize"]:
+            self.agent.declare(params)
         if not self.agent.allow_bypass:
             field = bypass.bypass_field(method, params)
             if field is not None and is_notification:
@@ -102,6 +115,12 @@ class Dispatcher:
                 return None
             if field is not None:
                 raise bypass.refusal(field)
+        key = None if is_notification else operation_key(method, params)
+        if key is not None:
+            return await OPERATIONS.run(key, lambda: self._dispatch(method, params, False))
+        return await self._dispatch(method, params, is_notification)
+
+    async def _dispatch(self, method: str, params: Any, is_notification: bool) -> Any:
         remote = self.agent.attached.for_request(method, params)
         if remote is not None:
             return await _forward(remote, method, params, is_notification)
@@ -154,6 +173,7 @@ def build_router(agent: IacAgent) -> MessageRouter:
         adapt_result=normalize_result,
     )
     router.route_request("sessions/list", ListSessionsRequest, agent, "list_sessions")
+    router.handle_extension_request(_extensions(agent))
     router.route_request(
         "session/set_model",
         SetSessionModelRequest,
@@ -170,6 +190,18 @@ def build_router(agent: IacAgent) -> MessageRouter:
         )
     )
     return router
+
+
+def _extensions(agent: IacAgent):
+    """Requests named with a leading ``_`` (the SDK strips it before calling this)."""
+
+    async def handle(name: str, params: Any) -> Any:
+        if "_" + name != CONTROL:
+            raise RequestError.method_not_found("_" + name)
+        request = ControlRequest.model_validate(params)
+        return await agent.control_session(request.session_id, request.claim)
+
+    return handle
 
 
 def _config_set(agent: IacAgent):

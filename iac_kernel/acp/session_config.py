@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from iac_kernel.acp import errors
-from iac_kernel.acp.session_state import CONFIG_IDS, LIMITS
+from iac_kernel.acp.session_state import BOOLEANS, CONFIG_IDS, LIMITS
 from iac_kernel.agent.session import AgentSession
 
 
@@ -20,23 +20,40 @@ def apply(session: AgentSession, config_id: str, value: Any) -> None:
         raise errors.invalid_field(
             "configId", f"unknown config option {config_id!r}; known: {', '.join(CONFIG_IDS)}"
         )
-    if isinstance(value, bool) or not isinstance(value, str | int):
+    if config_id in BOOLEANS:
+        value = _on_off(config_id, value)
+    elif isinstance(value, bool) or not isinstance(value, str | int):
         raise errors.invalid_field(
             "value", f"{config_id} = {value!r} is not valid (expects a string)"
         )
-    text = str(value).strip()
-    if config_id in LIMITS:
+    elif config_id in LIMITS:
+        text = str(value).strip()
         if not text.isdigit() or int(text) < 1:
             raise errors.invalid_field(
                 "value", f"{config_id} = {value!r} is not valid (expects a whole number, 1 or more)"
             )
         value = int(text)
     else:
-        value = text
+        value = str(value).strip()
     try:
         session.set_config(config_id, value)
     except ValueError as exc:
         raise errors.invalid_field("value", str(exc)) from None
+
+
+def _on_off(config_id: str, value: Any) -> Any:
+    """The setting's value for a ``boolean`` option: from ``true``/``false`` (or, from
+    clients without boolean options, ``on``/``off`` or the setting's own words)."""
+    on, off = BOOLEANS[config_id][2:]
+    if isinstance(value, bool):
+        return on if value else off
+    words = {"true": on, "on": on, str(on).lower(): on, "false": off, "off": off}
+    words[str(off).lower()] = off
+    if isinstance(value, str) and value.strip().lower() in words:
+        return words[value.strip().lower()]
+    raise errors.invalid_field(
+        "value", f"{config_id} = {value!r} is not valid (expects true or false)"
+    )
 
 
 def set_mode(session: AgentSession, mode_id: str) -> None:

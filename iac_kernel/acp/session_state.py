@@ -7,7 +7,7 @@ validates them with the SDK's ``NewSessionResponse`` and checks nothing changes)
 ``iac-kernel acp`` can answer a ``session/new`` before the SDK has finished importing
 (:mod:`iac_kernel.acp.early`). Changing options is :mod:`iac_kernel.acp.session_config`.
 
-Config options (all ``select``, the kind every client supports):
+Config options (``select``, the kind every client supports):
 
 * ``model``: the model id (``scripted``, ``scripted:/path/script.json`` or a Claude id);
 * ``mode``: ``default`` (edits and commands ask), ``accept_edits``, ``read_only``, ``bypass``;
@@ -16,6 +16,13 @@ Config options (all ``select``, the kind every client supports):
 * ``max_tokens``: the output token limit of each model call.
 
 The numeric options list common values and accept any positive integer.
+
+On/off settings are ``boolean`` options (schema 1.25), offered only to a client that
+declared ``session.configOptions.boolean`` (``booleans=True``); any client may set them:
+
+* ``web_fetch_allow_private``: web_fetch may read localhost and private addresses;
+* ``sandbox_network``: bash commands reach the network through the egress proxy (off:
+  the setting's ``none``).
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from __future__ import annotations
 from typing import Any
 
 from iac_kernel.agent.session import AgentSession
-from iac_kernel.config import MODES
+from iac_kernel.config import MODES, Settings
 from iac_kernel.models.providers import PROVIDERS
 from iac_kernel.models.registry import available_models, describe
 
@@ -49,22 +56,40 @@ LIMITS = {
         [1024, 4096, 8192, 16384, 32000],
     ),
 }
-CONFIG_IDS = ("model", "mode", *LIMITS)
+#: config id -> (name, description, the setting's value when on, when off).
+BOOLEANS: dict[str, tuple[str, str, Any, Any]] = {
+    "web_fetch_allow_private": (
+        "Fetch private addresses",
+        "web_fetch may read localhost and private-network addresses (off: public only).",
+        True,
+        False,
+    ),
+    "sandbox_network": (
+        "Network in bash",
+        "Bash commands reach the network through the egress proxy (off: no way out; "
+        "guarded programs keep the proxy).",
+        Settings.sandbox_network,  # the setting's default ("proxy")
+        "none",
+    ),
+}
+CONFIG_IDS = ("model", "mode", *LIMITS, *BOOLEANS)
 
 
-def session_state(session: AgentSession) -> dict[str, Any]:
-    """``modes``, ``configOptions`` and ``models`` for session/new, load, fork, resume."""
+def session_state(session: AgentSession, booleans: bool = False) -> dict[str, Any]:
+    """``modes``, ``configOptions`` and ``models`` for session/new, load, fork, resume
+    (``booleans``: the client takes ``boolean`` options)."""
     return {
         "modes": modes_state(session),
-        "configOptions": config_options(session),
+        "configOptions": config_options(session, booleans),
         "models": models_state(session),
     }
 
 
-def new_session_answer(session: AgentSession) -> dict[str, Any]:
+def new_session_answer(session: AgentSession, booleans: bool = False) -> dict[str, Any]:
     """The whole answer of ``session/new`` (and ``session/fork``): the id, the state and
     the ``_meta``."""
-    return {"sessionId": session.session_id, **session_state(session), **answer_meta(session)}
+    state = session_state(session, booleans)
+    return {"sessionId": session.session_id, **state, **answer_meta(session)}
 
 
 def modes_state(session: AgentSession) -> dict[str, Any]:
@@ -86,8 +111,9 @@ def models_state(session: AgentSession) -> dict[str, Any]:
     }
 
 
-def config_options(session: AgentSession) -> list[dict[str, Any]]:
-    """The ``select`` config options (``SessionConfigOptionSelect``), serialized."""
+def config_options(session: AgentSession, booleans: bool = False) -> list[dict[str, Any]]:
+    """The ``select`` config options (``SessionConfigOptionSelect``), serialized, and the
+    ``boolean`` ones (``SessionConfigOptionBoolean``) if ``booleans``."""
     options = [
         _select(
             "model",
@@ -112,6 +138,18 @@ def config_options(session: AgentSession) -> list[dict[str, Any]]:
         options.append(
             _select(key, name, description, str(current), [(str(v), str(v)) for v in choices])
         )
+    if booleans:
+        for key, (name, description, on, _off) in BOOLEANS.items():
+            current_on = getattr(session.settings, key) == on
+            options.append(
+                {
+                    "type": "boolean",
+                    "id": key,
+                    "name": name,
+                    "description": description,
+                    "currentValue": current_on,
+                }
+            )
     return options
 
 

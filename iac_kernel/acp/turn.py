@@ -10,8 +10,18 @@ from typing import Any
 from acp.schema import PromptResponse, Usage
 
 from iac_kernel.acp.channel import ClientChannel
+from iac_kernel.acp.client_features import ClientFeatures
 from iac_kernel.acp.locations import grep_locations
-from iac_kernel.acp.updates import ToolCallTracker, chunk_kind, chunk_update, to_update
+from iac_kernel.acp.notices import live_update
+from iac_kernel.acp.plan import PlanTracker
+from iac_kernel.acp.updates import (
+    ToolCallTracker,
+    chunk_kind,
+    chunk_update,
+    extra_fields,
+    new_message_id,
+    to_update,
+)
 from iac_kernel.events import AgentEvent, ModelCallDone, ToolCallResult, TurnEnded
 from iac_kernel.events import Usage as CoreUsage
 
@@ -33,15 +43,20 @@ class TurnRelay:
         channel: ClientChannel,
         session_id: str,
         cwd: Any = None,
-        on_model_call: Callable[[], Awaitable[None]] | None = None,
+        on_model_call: Callable[[CoreUsage], Awaitable[None]] | None = None,
     ) -> None:
         self.channel = channel
-        #: Sends a ``usage_update`` after each model call (the context filled so far).
+        #: Sends a ``usage_update`` after each model call (the context filled so far; it
+        #: gets the turn's usage so far, for the cost).
         self.on_model_call = on_model_call
         self.session_id = session_id
         #: The session's folder: grep's relative match paths become absolute locations.
         self.cwd = cwd
         self.tracker = ToolCallTracker()
+        #: What the client declared (notices and compactions as updates of their own).
+        self.features: ClientFeatures = getattr(channel, "features", ClientFeatures())
+        #: ``update_plan`` calls: their completion sends the model's plan.
+        self.plans = PlanTracker()
         #: Set by session/cancel: the turn ends ``cancelled`` whatever happens next.
         self.cancel_requested = False
         #: Deltas not sent yet, all of ``_held_kind``; whether a send of them is scheduled.
@@ -51,6 +66,8 @@ class TurnRelay:
         self._senders: set[asyncio.Task[None]] = set()
         #: A send of held text waiting for the client to read (back-pressure).
         self._draining: asyncio.Task[Any] | None = None
+        #: The ``messageId`` of the model call streaming now (one message a model call).
+        self._message_id: str | None = None
 
     async def __call__(self, event: AgentEvent) -> None:
         kind = chunk_kind(event)
@@ -69,16 +86,24 @@ class TurnRelay:
             return
         await self.send_held()
         if isinstance(event, ModelCallDone):
+            self._message_id = None
             if self.on_model_call is not None:
-                await self.on_model_call()
+                await self.on_model_call(event.usage)
             return
         self.tracker.see(event)
-        update = to_update(event)
-        if update is None:
+        special = live_update(event, self.features)
+        if special is not None:
+            await self.channel.forward_update({"sessionId": self.session_id, "update": special})
             return
-        if isinstance(event, ToolCallResult) and event.name == "grep" and self.cwd is not None:
-            update.locations = grep_locations(event.output, self.cwd)
-        await self.channel.update(self.session_id, update)
+        plan = self.plans.see(event)
+        update = to_update(event)
+        if update is not None:
+            if isinstance(event, ToolCallResult) and event.name == "grep" and self.cwd:
+                update.locations = grep_locations(event.output, self.cwd)
+            extra = extra_fields(event, self._message_id)
+            await self.channel.update(self.session_id, update, extra)
+        if plan is not None:
+            await self.channel.update(self.session_id, plan)
 
     async def send_held(self) -> None:
         """Send the deltas held, as one chunk."""
@@ -86,7 +111,9 @@ class TurnRelay:
             return
         text = "".join(self._held)
         self._held.clear()
-        update = chunk_update(self._held_kind or "agent_message_chunk", text)
+        if self._message_id is None:
+            self._message_id = new_message_id()
+        update = chunk_update(self._held_kind or "agent_message_chunk", text, self._message_id)
         await self.channel.forward_update({"sessionId": self.session_id, "update": update})
 
     async def _send_held_soon(self) -> None:

@@ -9,12 +9,14 @@ with ``rawOutput``. Compaction notices and errors are shown as message text.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from acp import update_agent_message_text, update_agent_thought_text, update_user_message_text
 from acp.schema import (
     AgentMessageChunk,
+    AgentPlanUpdate,
     AgentThoughtChunk,
     ContentToolCallContent,
     FileEditToolCallContent,
@@ -25,6 +27,7 @@ from acp.schema import (
 )
 
 from iac_kernel.acp.locations import input_locations
+from iac_kernel.acp.plan import PlanTracker
 from iac_kernel.events import (
     AgentEvent,
     Compacted,
@@ -39,7 +42,14 @@ from iac_kernel.events import (
     UserMessage,
 )
 
-Update = UserMessageChunk | AgentMessageChunk | AgentThoughtChunk | ToolCallStart | ToolCallProgress
+Update = (
+    UserMessageChunk
+    | AgentMessageChunk
+    | AgentThoughtChunk
+    | ToolCallStart
+    | ToolCallProgress
+    | AgentPlanUpdate
+)
 
 ACP_KINDS = frozenset(
     {"read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode"}
@@ -65,9 +75,35 @@ def chunk_kind(event: AgentEvent) -> str | None:
     return _CHUNK_KINDS.get(type(event))
 
 
-def chunk_update(kind: str, text: str) -> dict[str, Any]:
-    """A message or thought chunk update, in its wire form."""
-    return {"content": {"text": text, "type": "text"}, "sessionUpdate": kind}
+def chunk_update(kind: str, text: str, message_id: str | None = None) -> dict[str, Any]:
+    """A message or thought chunk update, in its wire form (``messageId``: schema 1.25)."""
+    update = {"content": {"text": text, "type": "text"}, "sessionUpdate": kind}
+    if message_id is not None:
+        update["messageId"] = message_id
+    return update
+
+
+def new_message_id() -> str:
+    """A ``messageId`` for the chunks of one live message (schema 1.25: a UUID)."""
+    return str(uuid.uuid4())
+
+
+def stored_message_id(session_id: str, index: int) -> str:
+    """The ``messageId`` of the ``index``-th message of a stored session's replay: the
+    same on every load, so a client can tell a replayed message it already shows."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"iac-kernel:{session_id}:{index}"))
+
+
+def extra_fields(event: AgentEvent, message_id: str | None) -> dict[str, Any] | None:
+    """Fields of schema 1.25 the SDK's models lack, for :meth:`ClientChannel.update`:
+    the ``messageId`` of chunks, the ``name`` (the tool's) of a tool call."""
+    if isinstance(event, TextDelta | ThinkingDelta | UserMessage) and message_id is not None:
+        return {"messageId": message_id}
+    if isinstance(event, Compacted | ErrorNotice):  # a notice is a message of its own
+        return {"messageId": new_message_id()}
+    if isinstance(event, ToolCallStarted):
+        return {"name": event.name}
+    return None
 
 
 def acp_kind(kind: str) -> str:
@@ -182,13 +218,32 @@ class ToolCallTracker:
         return updates
 
 
-def replay_updates(events: Iterable[AgentEvent]) -> Iterator[Update]:
-    """The updates that show a stored history: user prompts, answers, thoughts and tool
-    calls ending in their final status."""
+def replay_updates(
+    events: Iterable[AgentEvent], session_id: str = ""
+) -> Iterator[tuple[Update, dict[str, Any] | None]]:
+    """The updates that show a stored history (user prompts, answers, thoughts, tool
+    calls ending in their final status, the model's plans), each with its
+    :func:`extra_fields`.
+
+    Messages are told apart as they were stored: a prompt is one user message; an answer's
+    text and thinking form one agent message until a prompt or a tool result follows."""
     tracker = ToolCallTracker()
+    plans = PlanTracker()
+    index = -1
+    in_answer = False
     for event in events:
         tracker.see(event)
+        if isinstance(event, UserMessage) or (
+            isinstance(event, TextDelta | ThinkingDelta) and not in_answer
+        ):
+            index += 1
+        in_answer = not isinstance(event, UserMessage | ToolCallResult)
         update = to_update(event)
         if update is not None:
-            yield update
-    yield from tracker.closing_updates(INTERRUPTED)
+            message_id = stored_message_id(session_id, index) if index >= 0 else None
+            yield update, extra_fields(event, message_id)
+        plan = plans.see(event)
+        if plan is not None:
+            yield plan, None
+    for update in tracker.closing_updates(INTERRUPTED):
+        yield update, None

@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from iac_kernel.config import path_list
 from iac_kernel.events import Diff
 from iac_kernel.guard.exec_request import ExecRequest
 from iac_kernel.sessions.meta import now_iso
@@ -165,7 +166,10 @@ class PermissionGate:
         """Decide whether the call may run, asking the user when the rules say so."""
         from iac_kernel.tools.paths import is_inside
 
-        outside = [p for p in tool.paths(args, ctx) if not is_inside(p, ctx.cwd)]
+        roots = [ctx.cwd, *path_list(getattr(ctx.settings, "additional_directories", ""))]
+        outside = [
+            p for p in tool.paths(args, ctx) if not any(is_inside(p, root) for root in roots)
+        ]
         dangerous, per_call_reason = tool.gate_reason(args, ctx)
         per_call = bool(outside) or dangerous
         prefixes = tool.command_prefixes(args, ctx) if tool.remembers_prefixes else None

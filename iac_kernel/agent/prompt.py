@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+from collections.abc import Sequence
 from pathlib import Path
 
 SYSTEM_PROMPT = """\
@@ -37,9 +38,12 @@ interrupted, say whether a state lock may remain.
 """
 
 
-def build_system_prompt(cwd: Path) -> str:
-    """The system prompt with the session's working directory and platform."""
+def build_system_prompt(cwd: Path, extra_roots: Sequence[Path] = ()) -> str:
+    """The system prompt with the session's working directory (and the other workspace
+    roots the client added, which tools use like it) and platform."""
+    roots = "".join(f"Additional workspace directory: {root}\n" for root in extra_roots)
     return (
         SYSTEM_PROMPT
-        + f"\nWorking directory: {cwd}\nPlatform: {platform.system()} {platform.machine()}\n"
+        + f"\nWorking directory: {cwd}\n{roots}Platform: {platform.system()} "
+        + f"{platform.machine()}\n"
     )

@@ -16,7 +16,7 @@ from iac_kernel.agent import history
 from iac_kernel.agent.loop import AgentLoop, Conversation
 from iac_kernel.agent.permissions import AskPermission, PermissionGate
 from iac_kernel.agent.prompt import build_system_prompt
-from iac_kernel.config import MODES, Settings
+from iac_kernel.config import MODES, Settings, path_list
 from iac_kernel.events import (
     AgentEvent,
     Emit,
@@ -27,6 +27,7 @@ from iac_kernel.events import (
     send,
 )
 from iac_kernel.models.base import Model, ModelError
+from iac_kernel.models.prices import RunningCost, turn_cost
 from iac_kernel.models.registry import canonical_id, create_model, default_model_id, describe
 from iac_kernel.models.scripted import ScriptError
 from iac_kernel.models.switching import switch_note
@@ -103,6 +104,8 @@ class AgentSession:
         self.conversation = Conversation(list(stored.messages), stored.summary, stored.keep_from)
         self.repairs = list(stored.repairs)
         self.usage = Usage()
+        #: List-price cost of the turns run since the session was opened (ACP usage_update).
+        self.cost = RunningCost()
         self.observers: list[Observer] = []
         self._model: Model | None = None
         self._task: asyncio.Task[TurnEnded] | None = None
@@ -255,7 +258,9 @@ class AgentSession:
             gate=self.gate,
             settings=self.settings,
             cwd=self.cwd,
-            system_prompt=build_system_prompt(self.cwd),
+            system_prompt=build_system_prompt(
+                self.cwd, path_list(self.settings.additional_directories)
+            ),
             conversation=self.conversation,
             persist=_StorePersist(self.writer),
             audit=self.audit,
@@ -272,7 +277,13 @@ class AgentSession:
             ended = TurnEnded("cancelled", Usage())
             await fan_out(ended)
         self.usage.add(ended.usage)
+        self.cost.add(self.turn_cost(ended.usage), ended.usage)
         return ended
+
+    def turn_cost(self, usage: Usage) -> float | None:
+        """The list-price cost of ``usage`` on the session's model (the footer's figure),
+        ``None`` where no honest figure exists."""
+        return turn_cost(*describe(self.model_id), usage)
 
     def audit(self, record: dict[str, Any]) -> None:
         """Store one apply's audit record (masked) in the session store's audit log."""

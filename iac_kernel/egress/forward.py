@@ -5,6 +5,11 @@ own network namespace, hand the listener to a detached forwarder process (each a
 connection is spliced to the Unix socket SOCKET, the agent's relay outside), then exec
 COMMAND. The forwarder is reparented to the sandbox's init, so COMMAND never waits for it;
 it dies with the sandbox.
+
+``forward.py connect PORT HOST HOSTPORT``: a proxy command for clients that do not speak
+HTTP proxies (git's ``git://`` through ``GIT_PROXY_COMMAND``, ssh's ``ProxyCommand``): an
+HTTP CONNECT to HOST:HOSTPORT through the forwarder, then stdin/stdout spliced to it. The
+egress policy judges the host like any other.
 """
 
 from __future__ import annotations
@@ -50,7 +55,38 @@ def serve(listener: socket.socket, path: str) -> None:
         threading.Thread(target=_serve_one, args=(conn, path), daemon=True).start()
 
 
+def connect(port: int, host: str, host_port: str) -> None:
+    """Splice stdin/stdout to ``host:host_port`` through the forwarder's CONNECT."""
+    sock = socket.create_connection(("127.0.0.1", port))
+    target = f"{host}:{host_port}"
+    sock.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = sock.recv(4096)
+        if not chunk:
+            sys.exit(f"egress proxy closed the connection to {target}")
+        head += chunk
+    head, _, rest = head.partition(b"\r\n\r\n")
+    status = head.split(b"\r\n", 1)[0].decode("latin-1")
+    if status.split()[1:2] != ["200"]:
+        sys.exit(f"egress proxy refused {target}: {status}")
+    out = os.fdopen(1, "wb", buffering=0)
+    out.write(rest)
+
+    def upstream() -> None:
+        while data := os.read(0, 65536):
+            sock.sendall(data)
+        sock.shutdown(socket.SHUT_WR)
+
+    threading.Thread(target=upstream, daemon=True).start()
+    while data := sock.recv(65536):
+        out.write(data)
+
+
 def main(argv: list[str]) -> None:
+    if argv[:1] == ["connect"] and len(argv) == 4:
+        connect(int(argv[1]), argv[2], argv[3])
+        return
     port, path, sep, command = int(argv[0]), argv[1], argv[2], argv[3:]
     if sep != "--" or not command:
         sys.exit("usage: forward.py PORT SOCKET -- COMMAND...")

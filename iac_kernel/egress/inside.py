@@ -13,21 +13,32 @@ from iac_kernel.interpreter import sandbox_python
 FORWARDER = os.path.realpath(Path(__file__).with_name("forward.py"))  # seen in the sandbox
 #: Where the call's relay socket appears inside (in the guard folder, read-only mount).
 SOCKET_NAME = "egress.sock"
+#: Beside it: the proxy command for clients without proxy variables (git://).
+CONNECT_SCRIPT = "egress-connect"
 
 #: Extra variables for every sandbox with the egress route (e.g. the broker's CA bundle
 #: and placeholder credentials): each hook returns a mapping, merged after ours.
 ENV_HOOKS: list[Callable[[], dict[str, str]]] = []
 
 
-def proxy_env(port: int) -> dict[str, str]:
-    """The variables that send every common client through the forwarder."""
+def proxy_env(port: int, mount: str) -> dict[str, str]:
+    """The variables that send every common client through the forwarder (``mount``:
+    the folder of the relay socket, as seen inside)."""
     http = f"http://127.0.0.1:{port}"
     env = {"HTTP_PROXY": http, "HTTPS_PROXY": http, "ALL_PROXY": f"socks5h://127.0.0.1:{port}"}
     env["NO_PROXY"] = ""
     env.update({k.lower(): v for k, v in env.items()})
+    # git:// has no proxy variable of its own: git runs this with the host and port.
+    env["GIT_PROXY_COMMAND"] = f"{mount}/{CONNECT_SCRIPT}"
     for hook in ENV_HOOKS:
         env.update(hook())
     return env
+
+
+def connect_script(port: int) -> str:
+    """The program ``GIT_PROXY_COMMAND`` names (git runs it with host and port; ssh's
+    ``ProxyCommand`` can too): CONNECT through the forwarder."""
+    return f'#!/bin/sh\nexec {sandbox_python()} -IS {FORWARDER} connect {port} "$@"\n'
 
 
 def forwarder_argv(port: int, socket_inside: str) -> list[str]:

@@ -334,4 +334,8 @@ async def open_route(path: Path, settings: object, ask: AskEgress | None) -> Rou
         return None
     call = EgressCall(settings, ask, asyncio.get_running_loop())
     server = await asyncio.wrap_future(owner.open_relay(path, call))
-    return Route(owner, server)
+    route = Route(owner, server)
+    script = path.with_name(inside.CONNECT_SCRIPT)
+    script.write_text(inside.connect_script(route.port))
+    script.chmod(0o755)
+    return route

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from iac_kernel.config import path_list
 from iac_kernel.egress import broker, inside
 from iac_kernel.egress.broker import Brokered
 from iac_kernel.egress.decide import AskEgress
@@ -28,6 +29,7 @@ from iac_kernel.guard.launcher import SOCKET_ENV, write_launchers
 from iac_kernel.guard.realbin import copies_dir
 from iac_kernel.guard.rules import DEFAULT_PROGRAMS
 from iac_kernel.guard.sandbox import (
+    GUARD_MOUNT,
     LAUNCHER_MOUNT,
     SANDBOX_ENV,
     Layout,
@@ -54,13 +56,12 @@ def guarded_programs(settings: Any) -> list[str]:
 
 
 def writable_paths(settings: Any) -> list[Path]:
-    raw = getattr(settings, "sandbox_writable_paths", "") or ""
-    items = (
-        raw
-        if isinstance(raw, (list, tuple))
-        else str(raw).replace(",", os.pathsep).split(os.pathsep)
-    )
-    return [Path(os.path.realpath(os.path.expanduser(str(i).strip()))) for i in items if i]
+    """What the sandbox binds writable besides the cwd and /tmp: the user's
+    ``sandbox_writable_paths`` and the session's ``additional_directories``."""
+    return [
+        *path_list(getattr(settings, "sandbox_writable_paths", "")),
+        *path_list(getattr(settings, "additional_directories", "")),
+    ]
 
 
 _WRITTEN: set[tuple[Path, tuple[str, ...], str]] = set()
@@ -179,7 +180,7 @@ class GuardedCall:
             self.env["PATH"] = f"{LAUNCHER_MOUNT}{os.pathsep}{path}"
             self.env.update(SANDBOX_ENV)
             if self.route is not None and network != "none":
-                self.env.update(inside.proxy_env(self.route.port))
+                self.env.update(inside.proxy_env(self.route.port, GUARD_MOUNT))
             self.env.pop(SOCKET_ENV, None)
             self.server = ApprovalServer(
                 reals, self.ask_exec, guard_dir, layout, bwrap, audit=self.audit

@@ -303,7 +303,7 @@ class Layout:
         args += ["--cap-drop", "ALL", "--chdir", chdir or str(self.cwd), *extra]
         if self.egress_port is None or not (guarded or self.network):
             return [*args, "--"]
-        for key, value in inside.proxy_env(self.egress_port).items():
+        for key, value in inside.proxy_env(self.egress_port, GUARD_MOUNT).items():
             args += ["--setenv", key, value]  # after ``extra``: a --clearenv keeps them
         socket_inside = f"{GUARD_MOUNT}/{inside.SOCKET_NAME}"
         return [*args, "--", *inside.forwarder_argv(self.egress_port, socket_inside)]

@@ -35,7 +35,7 @@ from iac_kernel.events import (
     TurnEnded,
     Usage,
 )
-from iac_kernel.kernel import footer, plan_card
+from iac_kernel.kernel import checklist, footer, plan_card
 from iac_kernel.kernel.call_displays import CallDisplays
 from iac_kernel.kernel.cards import ToolCard
 from iac_kernel.kernel.display import EMPTY_ANSWER, ByteBudget, Handle, Kind, Schedule, TextStream
@@ -103,6 +103,8 @@ class TurnView:
         self._card_timers: dict[str, Handle] = {}
         self._card_sent: dict[str, float] = {}
         self._card_due: dict[str, float] = {}
+        #: The display of the model's update_plan checklist, once shown.
+        self._checklist_id: str | None = None
 
     def start(self) -> None:
         """Nothing is shown before the agent says or does something."""
@@ -228,6 +230,11 @@ class TurnView:
         if event.diff is not None:
             card.diff = event.diff
         self._show(card)
+        steps = checklist.steps_of(event)
+        if steps is not None:  # the model's checklist: one per turn, updated in place
+            first = self._checklist_id is None
+            self._checklist_id = self._checklist_id or f"iac-checklist-{uuid.uuid4().hex[:16]}"
+            self.out.display(checklist.bundle(steps), self._checklist_id, update=not first)
         plan = plan_card.plan_of(event.raw_output)
         if plan is not None:  # a Terraform plan or drift check: its card below the tool card
             data = plan_card.bundle(plan, event.call_id, self.session_id)

@@ -135,3 +135,31 @@ def turn_cost(
     if found is None or not direct_key(provider, env):
         return None
     return cost(usage, found)
+
+
+@dataclass
+class RunningCost:
+    """The list-price cost of a session's turns since it was opened (ACP ``usage_update``
+    ``cost``). ``total`` is ``None`` until a turn was priced, and for good once a turn
+    that used tokens had no honest figure: a partial sum would understate the cost."""
+
+    settled: float = 0.0
+    priced: bool = False
+    unknown: bool = False
+
+    def add(self, turn_cost: float | None, usage: Usage) -> None:
+        """Count one finished turn (``turn_cost``: :func:`turn_cost` of its usage)."""
+        if turn_cost is not None:
+            self.settled += turn_cost
+            self.priced = True
+        elif usage.input_tokens or usage.output_tokens:
+            self.unknown = True
+
+    def total(self, running: float | None = None, used_tokens: bool = False) -> float | None:
+        """The cost so far in USD, with a running turn's cost so far (``running``; the turn
+        ``used_tokens``); ``None`` where no honest figure exists."""
+        if self.unknown or (running is None and used_tokens):
+            return None
+        if running is not None:
+            return self.settled + running
+        return self.settled if self.priced else None

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from jupyter_server.extension.application import ExtensionApp
-from traitlets import Bool
+from traitlets import Bool, Float
 
+from iac_kernel.server import link
 from iac_kernel.server.handler import AcpSocket
 from iac_kernel.server.sessions import RootedManager, make_manager
 
@@ -24,6 +25,14 @@ class IacKernelServer(ExtensionApp):
         "the mode config option, /mode bypass). Off: such requests get a JSON-RPC error.",
     )
     _session_manager: RootedManager | None = None
+    _links: link.Links | None = None
+
+    resume_window = Float(
+        link.WINDOW,
+        config=True,
+        help="Seconds a dropped resumable ACP connection is kept for its client to "
+        "come back (its turns go on, its questions stay open).",
+    )
 
     def manager(self) -> RootedManager:
         """One manager for every connection of this server: a session loaded twice is
@@ -32,11 +41,23 @@ class IacKernelServer(ExtensionApp):
             self._session_manager = make_manager(self.serverapp.root_dir)
         return self._session_manager
 
+    def links(self) -> link.Links:
+        if self._links is None:
+            self._links = link.Links(self.resume_window)
+        return self._links
+
     def initialize_handlers(self) -> None:
-        options = {"manager": self.manager, "allow_bypass": lambda: self.allow_remote_bypass}
+        options = {
+            "manager": self.manager,
+            "links": self.links(),
+            "allow_bypass": lambda: self.allow_remote_bypass,
+        }
         self.handlers.append((rf"/{PATH}", AcpSocket, options))
 
     async def stop_extension(self) -> None:
-        """Close the sessions this server opened (histories saved, locks released)."""
+        """End the connections, then close the sessions this server opened (histories
+        saved, locks released)."""
+        if self._links is not None:
+            await self._links.end_all()
         if self._session_manager is not None:
             await self._session_manager.close_all()

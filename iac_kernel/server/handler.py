@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import uuid
 from typing import Any
 
 from jupyter_server.base.handlers import JupyterHandler
@@ -26,8 +25,10 @@ from tornado import web
 from tornado.websocket import WebSocketHandler
 
 from iac_kernel.acp.remote import TOKEN_PARAMS
+from iac_kernel.acp.resume import CONNECTION_HEADER, NORMAL_CLOSE, RECEIVED_HEADER, parse_count
 from iac_kernel.guard import peers
-from iac_kernel.server.stream import FrameReader, FrameWriter
+from iac_kernel.server import sse
+from iac_kernel.server.link import Link, Links
 
 #: The authorizer's resource: operators can gate the endpoint apart from kernels.
 AUTH_RESOURCE = "iac_kernel"
@@ -39,13 +40,17 @@ class AcpSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
 
     auth_resource = AUTH_RESOURCE
 
-    def initialize(self, manager: Any, allow_bypass: Any = lambda: False) -> None:
+    def initialize(self, manager: Any, links: Links, allow_bypass: Any = lambda: False) -> None:
         """``manager`` returns the server's session manager (made on first use);
+        ``links`` are the server's logical connections (:mod:`iac_kernel.server.link`);
         ``allow_bypass`` the owner's ``allow_remote_bypass`` setting."""
         self._manager = manager
+        self._links = links
         self._allow_bypass = allow_bypass
-        self._frames = FrameReader()
-        self._serving: asyncio.Task[None] | None = None
+        self._link: Link | None = None
+        self._client_has = 0
+        #: The link and event stream a GET serves (the HTTP profile).
+        self._stream: tuple[Link, sse.EventStream] | None = None
 
     def prepare(self, *args: Any, **kwargs: Any) -> Any:
         # Before the server's authentication, which would accept the token there.
@@ -66,7 +71,7 @@ class AcpSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
     def get_compression_options(self) -> dict[str, Any] | None:
         return self.settings.get("websocket_compression_options")
 
-    async def get(self, *args: Any, **kwargs: Any) -> None:
+    async def _check_access(self) -> None:
         # jupyter_server >= 2.13 refuses an unknown user in prepare() already; older
         # versions leave it to the handler (this is what its ws_authenticated does).
         if self.current_user is None:
@@ -82,9 +87,89 @@ class AcpSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
         if await asyncio.to_thread(self._from_a_sandbox):
             self.log.warning("refused an ACP connection from a sandboxed tool call")
             raise web.HTTPError(403)
+
+    async def get(self, *args: Any, **kwargs: Any) -> None:
+        await self._check_access()
+        if self.request.headers.get("Upgrade", "").lower() != "websocket" and sse.wants_events(
+            self.request.headers.get("Accept")
+        ):
+            await self._event_stream()
+            return
+        self._link = self._pick_link()
         # The RFD's transport-level id, on the 101 answer (not a credential).
-        self.set_header("Acp-Connection-Id", str(uuid.uuid4()))
+        self.set_header(CONNECTION_HEADER, self._link.id)
+        if self._link.resumable:
+            self.set_header(RECEIVED_HEADER, str(self._link.received))
         await super().get(*args, **kwargs)
+
+    def _pick_link(self) -> Link:
+        """The link the client resumes (its ``Acp-Connection-Id`` and ``Acp-Received``),
+        else a new one (resumable if the client sent ``Acp-Received``)."""
+        user = getattr(self.current_user, "username", "")
+        client_has = parse_count(self.request.headers.get(RECEIVED_HEADER))
+        if client_has is not None:
+            link = self._links.find(self.request.headers.get(CONNECTION_HEADER), client_has)
+            if link is not None:
+                link.take_over()  # frames still arriving on the old socket are not counted
+                self._client_has = client_has
+                return link
+        return self._links.new(user, resumable=client_has is not None)
+
+    # -- the HTTP profile (iac_kernel.server.sse) ------------------------------------
+
+    async def post(self) -> None:
+        """One client message; an ``initialize`` without a connection opens one."""
+        await self._check_access()
+        body = self.request.body.decode("utf-8", "replace")
+        wanted = self.request.headers.get(CONNECTION_HEADER)
+        if wanted:
+            link = self._http_link(wanted)
+            link.post(body)
+            self.set_status(202)
+            self.finish()
+            return
+        is_initialize, request_id = sse.initialize_id(body)
+        if not is_initialize:
+            raise web.HTTPError(400, "the first POST must be an initialize request")
+        user = getattr(self.current_user, "username", "")
+        link = self._links.new(user, resumable=True)
+        link.start(self._serve)
+        answered = link.answer_to(request_id)
+        link.post(body)
+        number, text = await answered
+        link.outbox.ack(number)  # delivered here: a stream starts after it
+        self.set_header(CONNECTION_HEADER, link.id)
+        self.set_header("Content-Type", "application/json")
+        self.finish(text)
+
+    async def delete(self) -> None:
+        """End the connection."""
+        await self._check_access()
+        self._http_link(self.request.headers.get(CONNECTION_HEADER)).end()
+        self.set_status(204)
+        self.finish()
+
+    def _http_link(self, link_id: str | None) -> Link:
+        link = self._links.get(link_id)
+        if link is None or not link.resumable:
+            raise web.HTTPError(404, "unknown ACP connection (it ended, or never was)")
+        return link
+
+    async def _event_stream(self) -> None:
+        link = self._http_link(self.request.headers.get(CONNECTION_HEADER))
+        after = parse_count(self.request.headers.get("Last-Event-ID"))
+        after = link.outbox.acked if after is None else after
+        if not link.can_resume(after):
+            raise web.HTTPError(409, "those events are gone; open a new connection")
+        self.set_header("Content-Type", sse.EVENT_STREAM)
+        self.set_header("Cache-Control", "no-cache")
+        self.set_header("X-Accel-Buffering", "no")  # nginx: do not buffer the stream
+        stream = sse.EventStream(self, after)
+        self._stream = (link, stream)
+        link.take_over()
+        await stream.start()
+        link.attach(stream, after, self._serve)
+        await stream.ended
 
     def _from_a_sandbox(self) -> bool:
         """The peer is a process of a bash call's sandbox (guard/peers.py)."""
@@ -96,25 +181,24 @@ class AcpSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
         super().open(*args, **kwargs)
         name = getattr(self.current_user, "username", "?")
         self.log.info("ACP connection opened for %s", name)
-        self._serving = asyncio.ensure_future(self._serve())
+        if self._link is not None:
+            self._link.attach(self, self._client_has, self._serve)
 
-    async def _serve(self) -> None:
+    async def _serve(self, link: Link) -> None:
+        """The link's ACP server (it outlives this socket when the link is resumed)."""
         from iac_kernel.acp.endpoint import load_server
 
-        writer = FrameWriter(self)
         manager = self._manager()
         claims = manager.connection()
         try:
             serve = await load_server()
-            await serve(
-                self._frames.reader, writer, manager, allow_bypass=bool(self._allow_bypass())
-            )
+            await serve(link.frames.reader, link, manager, allow_bypass=bool(self._allow_bypass()))
         except asyncio.CancelledError:
             pass
         except Exception:
             self.log.exception("ACP connection failed")
         finally:
-            writer.close()
+            link.end()
             try:
                 await manager.release(claims)
             except Exception:
@@ -124,9 +208,15 @@ class AcpSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
         if isinstance(message, bytes):
             self.log.info("ignoring a binary frame (ACP messages are text frames)")
             return
-        self._frames.feed(message)
+        if self._link is not None:
+            self._link.feed(self, message)
 
     def on_close(self) -> None:
-        # The agent cancels the turns this connection started, then the sessions only
-        # it had open are closed (saved, their locks released).
-        self._frames.end()
+        # When the link ends, the agent cancels the turns it started, then the sessions
+        # only it had open are closed (saved, their locks released).
+        if self._stream is not None:
+            link, stream = self._stream
+            link.detach(stream, clean=False)
+            stream.close()
+        if self._link is not None:
+            self._link.detach(self, clean=self.close_code == NORMAL_CLOSE)

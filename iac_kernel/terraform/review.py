@@ -89,14 +89,19 @@ class ApprovedPlan:
         return f"{counts_line(self.plan, self.shown_path)}\n{question_text(self.plan)}"
 
     def summary(self) -> dict[str, Any]:
-        """What front ends show with the question: the text, the structured plan and every
-        changing row in compact form (``rows``: for the notebook's plan card)."""
-        return {
+        """What front ends show with the question: the text, the structured plan, every
+        changing row in compact form (``rows``: for the notebook's plan card) and the
+        workspace the apply changes (a typed confirmation names it)."""
+        summary = {
             "kind": "terraform_apply",
             "text": self.question(),
             "plan": self.plan.to_dict(),
             "rows": self.plan.rows(),
         }
+        state = self.audit_base.get("state_before")
+        if isinstance(state, dict) and state.get("workspace"):
+            summary["workspace"] = state["workspace"]
+        return summary
 
     def cleanup(self) -> None:
         shutil.rmtree(self.copy.parent, ignore_errors=True)

@@ -13,6 +13,7 @@ from iac_kernel.tools.list_files import ListFilesTool
 from iac_kernel.tools.read_file import ReadFileTool
 from iac_kernel.tools.tf_apply import TerraformApplyTool
 from iac_kernel.tools.tf_plans import TerraformPlanDetailTool, TerraformPlanTool
+from iac_kernel.tools.update_plan import UpdatePlanTool
 from iac_kernel.tools.web_fetch import WebFetchTool
 from iac_kernel.tools.write_file import WriteFileTool
 
@@ -29,6 +30,7 @@ TOOL_CLASSES: tuple[type[Tool], ...] = (
     TerraformPlanTool,
     TerraformPlanDetailTool,
     TerraformApplyTool,
+    UpdatePlanTool,
 )
 
 

@@ -268,6 +268,7 @@ def _review(info: ExecInfo, line: ApplyLine) -> Review:
         text = flags_text(line, binding.host_workdir, cwd)
         text += f"\n{printable(state_line(binding.state))}\n{where}"
         summary = {"kind": audit["kind"], "text": text, "plan": None, "flags": flags(line)}
+        summary["workspace"] = audit["state_before"].get("workspace")
         audit.update(plan_file=None, summary="no saved plan", flags=flags(line))
         return Review(
             text=text,
@@ -303,6 +304,7 @@ def _review(info: ExecInfo, line: ApplyLine) -> Review:
         )
     text = "\n".join([*head, question_text(approved.plan), where])
     summary = {**approved.summary(), "text": text}
+    summary["workspace"] = audit["state_before"].get("workspace")
     audit.update(plan_fields(approved.plan))
     return Review(
         text=text,

@@ -168,6 +168,11 @@ const fromAgent = Readable.toWeb(child.stdout).pipeThrough(
 );
 
 const permissionAnswers = [];
+// Schema 1.25 fields the agent sends raw: every chunk's messageId, every tool call's name.
+const chunksWithoutMessageId = [];
+const messageIds = new Set();
+const toolCallNames = [];
+const plans = []; // each plan update's entry statuses
 const mcpResults = []; // texts of completed tool calls
 const app = client({ name: "iac-kernel-node-test" })
   .onRequest(methods.client.session.requestPermission, async ({ params }) => {
@@ -176,6 +181,12 @@ const app = client({ name: "iac-kernel-node-test" })
   })
   .onNotification(methods.client.session.update, async ({ params }) => {
     const update = params.update;
+    if (update.sessionUpdate?.endsWith("_chunk")) {
+      if (update.messageId) messageIds.add(update.messageId);
+      else chunksWithoutMessageId.push(update.sessionUpdate);
+    }
+    if (update.sessionUpdate === "tool_call") toolCallNames.push(update.name ?? null);
+    if (update.sessionUpdate === "plan") plans.push(update.entries.map((e) => e.status).join(","));
     if (update.sessionUpdate === "tool_call" && update.title?.startsWith("fs: ")) {
       if (update.kind !== "other") fail("MCP tool kind", JSON.stringify(update));
     }
@@ -186,6 +197,9 @@ const app = client({ name: "iac-kernel-node-test" })
     }
   });
 
+const CAPABILITIES = { session: { configOptions: { boolean: {} }, notices: {}, compaction: {} } };
+const booleanOptions = []; // ids of the boolean config options offered
+let booleanSet = null; // currentValue of sandbox_network after setting it to false
 const steps = [];
 try {
   await app.connectWith(ndJsonStream(toAgent.writable, fromAgent), async (ctx) => {
@@ -194,9 +208,13 @@ try {
       return ctx.request(method, params);
     };
     const cwd = config.cwd;
-    await request(methods.agent.initialize, { protocolVersion: 1, clientCapabilities: {} });
+    // A schema 1.25 client: boolean config options, notices, compaction updates.
+    await request(methods.agent.initialize, { protocolVersion: 1, clientCapabilities: CAPABILITIES });
     const made = await request(methods.agent.session.new, { cwd, mcpServers: [] });
     const sid = made.sessionId;
+    for (const option of made.configOptions || []) {
+      if (option.type === "boolean") booleanOptions.push(option.id);
+    }
     const first = await request(methods.agent.session.prompt, {
       sessionId: sid,
       prompt: [{ type: "text", text: "hello" }],
@@ -212,6 +230,11 @@ try {
     await request(methods.agent.session.prompt, {
       sessionId: sid,
       prompt: [{ type: "text", text: "/session" }],
+    });
+    // The model's update_plan checklist comes as a plan update (and again on load).
+    await request(methods.agent.session.prompt, {
+      sessionId: sid,
+      prompt: [{ type: "text", text: "plan the work" }],
     });
     // A cancelled turn: its answer comes after all its updates, usage included.
     const slow = request(methods.agent.session.prompt, {
@@ -230,6 +253,13 @@ try {
       configId: "max_tokens",
       value: "4096",
     });
+    const toggled = await request(methods.agent.session.setConfigOption, {
+      sessionId: sid,
+      configId: "sandbox_network",
+      type: "boolean",
+      value: false,
+    });
+    booleanSet = toggled.configOptions.find((o) => o.id === "sandbox_network")?.currentValue;
     await request(methods.agent.session.list, { cwd });
     await request(methods.agent.session.close, { sessionId: sid });
     await request(methods.agent.session.load, { sessionId: sid, cwd, mcpServers: [] });
@@ -286,5 +316,13 @@ await new Promise((resolve) => {
     resolve();
   }, 10000);
 });
-process.stdout.write(JSON.stringify({ steps, counts, failures }) + "\n");
+const schema125 = {
+  chunksWithoutMessageId,
+  messageIds: messageIds.size,
+  toolCallNames,
+  booleanOptions,
+  booleanSet,
+  plans,
+};
+process.stdout.write(JSON.stringify({ steps, counts, failures, schema125 }) + "\n");
 process.exit(failures.length ? 1 : 0);

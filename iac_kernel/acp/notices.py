@@ -1,0 +1,51 @@
+"""Notices and compactions as schema 1.25 updates, for clients that declared them.
+
+Without the capability (``session.notices``, ``session.compaction``) both stay what they
+were: agent message text (:func:`iac_kernel.acp.updates.to_update`). With it, a live
+:class:`~iac_kernel.events.ErrorNotice` (a model error, a retry, an MCP server that
+stopped, what a model switch did) is a ``notice``, and a live
+:class:`~iac_kernel.events.Compacted` is a completed ``compaction_update``. Replays keep
+the text: notices are live events, not history.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from iac_kernel.acp.client_features import ClientFeatures
+from iac_kernel.events import AgentEvent, Compacted, ErrorNotice
+
+TITLE_LIMIT = 120
+#: Notices that mean the turn's work failed (the rest are warnings: retries, notes).
+ERROR_PREFIXES = ("Model error", "Could not")
+
+
+def live_update(event: AgentEvent, features: ClientFeatures) -> dict[str, Any] | None:
+    """The wire form of ``event`` as a notice or compaction update, if the client takes
+    it; ``None`` to send it as usual."""
+    if isinstance(event, ErrorNotice) and features.notices:
+        return notice_update(event.message)
+    if isinstance(event, Compacted) and features.compaction:
+        return {
+            "sessionUpdate": "compaction_update",
+            "compactionId": str(uuid.uuid4()),
+            "status": "completed",
+            "_meta": {"iac_kernel": {"summarizedMessages": event.summarized_messages}},
+        }
+    return None
+
+
+def notice_update(message: str) -> dict[str, Any]:
+    """A ``notice``: its first line as the title, the whole text as the description."""
+    text = message.strip() or "Notice"
+    first = text.splitlines()[0]
+    title = first if len(first) <= TITLE_LIMIT else first[: TITLE_LIMIT - 1] + "…"
+    update: dict[str, Any] = {
+        "sessionUpdate": "notice",
+        "severity": "error" if text.startswith(ERROR_PREFIXES) else "warning",
+        "title": title,
+    }
+    if title != text:
+        update["description"] = text
+    return update

@@ -1,0 +1,113 @@
+"""``additionalDirectories`` (schema 1.25) on session/new, load, resume and fork: more
+workspace roots. Tools use them like the cwd (no "outside the folder" question), the
+bash sandbox binds them writable, and the agent advertises the capability."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from guard_support import Asker, Harness, make_fakes
+from iac_kernel.agent.permissions import PermissionGate, PermissionRequest
+from iac_kernel.config import Settings
+from iac_kernel.guard import sandbox
+from iac_kernel.guard.call import writable_paths
+from iac_kernel.tools.base import ToolContext
+from iac_kernel.tools.read_file import ReadFileTool
+from node_schema import schema_failures
+from test_acp_support import RawServer, server_env
+
+
+@pytest.fixture
+def extra() -> Path:
+    """A directory outside the cwd that the sandbox sees (not under the private /tmp)."""
+    path = Path(tempfile.mkdtemp(prefix="iac-extra-root-", dir="/var/tmp"))
+    (path / "note.txt").write_text("from the extra root\n")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+async def _asked(settings: Settings, cwd: Path, path: Path) -> list[PermissionRequest]:
+    asker = Asker()
+    tool = ReadFileTool()
+    args = {"path": str(path)}
+    ctx = ToolContext(cwd=cwd, settings=settings)
+    request = PermissionRequest("c1", tool.name, tool.title(args), tool.kind, args, [], "")
+    decision = await PermissionGate(mode="default").check(tool, args, ctx, request, asker)
+    assert decision.allowed
+    return asker.requests
+
+
+async def test_a_read_in_an_additional_root_asks_nothing_a_read_elsewhere_asks(
+    workspace, extra, tmp_path
+):
+    settings = Settings(additional_directories=str(extra))
+    assert await _asked(settings, workspace, extra / "note.txt") == []
+    other = tmp_path / "other.txt"
+    other.write_text("x")
+    (asked,) = await _asked(settings, workspace, other)
+    assert "outside the working directory" in asked.reason
+    (asked,) = await _asked(Settings(), workspace, extra / "note.txt")  # no roots: asks
+
+
+def test_the_sandbox_binds_the_roots_writable(extra):
+    settings = Settings(sandbox_writable_paths="/var/tmp/a", additional_directories=str(extra))
+    assert writable_paths(settings) == [Path("/var/tmp/a"), extra.resolve()]
+
+
+@pytest.mark.skipif(sandbox.unusable_reason() is not None, reason="no bwrap")
+async def test_bash_writes_in_an_additional_root_and_still_not_beside_it(tmp_path, extra):
+    bin_dir, log = make_fakes(tmp_path)
+    harness = Harness(tmp_path / "ws", bin_dir, log)
+    beside = Path(tempfile.mkdtemp(prefix="iac-beside-", dir="/var/tmp"))
+    try:
+        harness.settings.additional_directories = str(extra)
+        command = f"echo yes > {extra}/made.txt; echo no > {beside}/made.txt; echo rc=$?"
+        result = await harness.run(command, Asker())
+        assert result is not None and result.raw_output["sandbox"] == "bwrap"
+        assert (extra / "made.txt").read_text() == "yes\n"
+        assert not (beside / "made.txt").exists() and "Read-only file system" in result.content
+    finally:
+        shutil.rmtree(beside, ignore_errors=True)
+
+
+async def test_acp_sessions_take_additional_directories(tmp_path, workspace, extra):
+    script = tmp_path / "script.json"
+    read = {"name": "read_file", "input": {"path": str(extra / "note.txt")}}
+    script.write_text(
+        json.dumps(
+            {
+                "name": "extra-root",
+                "exchanges": [
+                    {"match": "^read", "turns": [{"tool_use": [read]}, {"text": "Read it."}]}
+                ],
+            }
+        )
+    )
+    async with RawServer.start(server_env(script=script), tmp_path / "stderr.log") as server:
+        init = (await server.initialize())["result"]
+        assert init["agentCapabilities"]["sessionCapabilities"]["additionalDirectories"] == {}
+        params = {"cwd": str(workspace), "mcpServers": [], "additionalDirectories": [str(extra)]}
+        made = await server.call("session/new", params)
+        sid = made["result"]["sessionId"]
+        # In the default mode a read outside the roots would ask; this one runs at once.
+        answer = await server.call(
+            "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "read"}]}
+        )
+        assert answer["result"]["stopReason"] == "end_turn"
+        messages = [json.loads(line) for line in server.lines]
+        assert not any(m.get("method") == "session/request_permission" for m in messages)
+        assert "from the extra root" in json.dumps(messages)
+        for method in ("session/load", "session/resume"):
+            again = await server.call(method, {**params, "sessionId": sid})
+            assert "result" in again, again
+        for bad in (["relative/dir"], [str(tmp_path / "missing")], "not-a-list"):
+            refused = await server.call("session/new", {**params, "additionalDirectories": bad})
+            assert refused["error"]["code"] == -32602, refused
+            assert "additionalDirectories" in json.dumps(refused["error"])
+    items = [("zNewSessionRequest", params), ("zInitializeResponse", init)]
+    assert schema_failures(items) == []
