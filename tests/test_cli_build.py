@@ -182,8 +182,9 @@ def test_sdist_without_npm_says_it_carries_no_extension(
 
 
 def test_the_lab_extra_brings_jupyterlab_nbconvert_and_papermill(tmp_path: Path) -> None:
-    """The README's user install, `pip install "iac-kernel[lab]"`, into a new environment
-    (uv, from the package index): every program the demo and README name then runs."""
+    """The README's user install, `pip install ".[lab]"` from the checkout, into a new
+    environment (uv, dependencies from the package index): every program the demo and
+    README name then runs."""
     uv = shutil.which("uv")
     if uv is None:
         pytest.skip("uv is not installed (the test extra brings it)")

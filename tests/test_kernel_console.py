@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import time
 import uuid
 from collections.abc import Iterator
@@ -15,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jupyter_client.session import Session
 
 from iac_kernel.kernel.cards import CARD_MIME
 from iac_kernel.kernel.footer import FOOTER_MIME
 from iac_kernel.kernel.status import STATUS_TARGET
 from iac_kernel.kernel.testing import KernelHarness, scripted_kernel, wire_bytes
+from kernel_support import SecondClient
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
@@ -219,64 +218,6 @@ def test_command_output_reaches_the_card_while_it_runs(kernel: KernelHarness) ->
     sent = json.dumps([m["content"] for m in result.messages + shown.messages])
     where = sent.find(str(kernel.cwd))
     assert where < 0, sent[max(where - 300, 0) : where + 100]
-
-
-class SecondClient:
-    """Another frontend connecting to the same kernel (a reloaded page)."""
-
-    def __init__(self, harness: KernelHarness):
-        assert harness.km is not None
-        # Its own session id (hence its own ZMQ identity), as a reloaded page has.
-        session = Session(key=harness.km.session.key)
-        self.kc = harness.km.client(session=session)
-        self.kc.start_channels()
-
-    def stop(self) -> None:
-        self.kc.stop_channels()
-
-    def shell(self, msg_type: str, content: dict[str, Any]) -> str:
-        msg = self.kc.session.msg(msg_type, content)
-        self.kc.shell_channel.send(msg)
-        return msg["header"]["msg_id"]
-
-    def reply(self, msg_id: str, timeout: float) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                reply = self.kc.get_shell_msg(timeout=max(deadline - time.monotonic(), 0.01))
-            except queue.Empty:
-                break
-            if reply["parent_header"].get("msg_id") == msg_id:
-                return reply
-        raise TimeoutError(f"no reply within {timeout} s")
-
-    def comm_data(self, comm_id: str, kind: str, timeout: float = 10) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                msg = self.kc.get_iopub_msg(timeout=0.1)
-            except queue.Empty:
-                continue
-            content = msg["content"]
-            if msg["msg_type"] == "comm_msg" and content.get("comm_id") == comm_id:
-                if content["data"].get("type") == kind:
-                    return content["data"]
-        raise TimeoutError(f"no {kind} on the comm")
-
-    def iopub_of(self, msg_id: str, timeout: float = 10) -> list[dict[str, Any]]:
-        found: list[dict[str, Any]] = []
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                msg = self.kc.get_iopub_msg(timeout=0.1)
-            except queue.Empty:
-                continue
-            if msg["parent_header"].get("msg_id") != msg_id:
-                continue
-            found.append(msg)
-            if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-                return found
-        raise TimeoutError("the request never went idle")
 
 
 def test_a_waiting_question_is_seen_and_answered_from_a_new_client(

@@ -381,3 +381,14 @@ async def test_without_widgets_the_policy_decides(monkeypatch: pytest.MonkeyPatc
     )
     assert await ui.ask(_request(ALL_OPTIONS)) == REJECT_ONCE
     assert any("buttons are unavailable" in c["data"]["text/markdown"] for _, c in sink.sent)
+
+
+def test_a_card_the_user_rejected_says_rejected_one_a_rule_refused_says_denied() -> None:
+    from iac_kernel.kernel.cards import ToolCard, render_html, render_plain
+
+    card = ToolCard("c1", "bash", "bash: terraform apply tfplan", "execute", "s1", "denied")
+    card.question = {"id": "q", "state": "answered", "answer": "reject_once", "danger": True}
+    assert render_plain(card).startswith("[rejected] bash: terraform apply tfplan")
+    assert "⛔ rejected" in render_html(card) and "failed" not in render_html(card)
+    card.question = None
+    assert render_plain(card).startswith("[denied] ")

@@ -287,6 +287,41 @@ async def test_a_literal_covers_only_the_program_in_command_position(
     assert len(never.requests) == (0 if covered else 1)
 
 
+async def test_a_terraform_plan_question_says_what_it_runs(tmp_path: Path):
+    from iac_kernel.agent.permissions import CATEGORY_REASONS
+    from iac_kernel.tools.tf_plans import TerraformPlanTool
+
+    ask = Asker("reject_once")
+    args = {"dir": "infra", "out": "prod.tfplan", "mode": "destroy", "program": "tofu"}
+    decision = await check(PermissionGate(), TerraformPlanTool(), args, tmp_path, ask)
+    assert not decision.allowed
+    reason = ask.requests[0].reason
+    assert reason not in CATEGORY_REASONS.values()
+    assert reason.startswith("It runs `tofu plan -out=prod.tfplan -destroy` in `infra`: ")
+    assert "It changes no infrastructure" in reason
+    ask = Asker("reject_once")
+    await check(PermissionGate(), TerraformPlanTool(), {}, tmp_path, ask)
+    assert ask.requests[0].reason.startswith("It runs `terraform plan -out=tfplan` in this folder")
+
+
+async def test_a_refused_exec_is_noted_with_its_command_a_cancel_is_not():
+    from iac_kernel.agent.tool_calls import refused_exec
+
+    answers = iter([(False, "Rejected by the user, who says: not now"), (False, "Cancelled.")])
+
+    async def ask_exec(_request) -> tuple[bool, str]:
+        return next(answers)
+
+    refusals: list[str] = []
+    ask = refused_exec(ask_exec, refusals)
+    request = exec_request(["terraform", "apply", "tfplan"])
+    assert await ask(request) == (False, "Rejected by the user, who says: not now")
+    assert await ask(request) == (False, "Cancelled.")
+    assert refusals == [
+        "Rejected by the user, who says: not now. `terraform apply tfplan` was not run."
+    ]
+
+
 @pytest.mark.parametrize("name", ["x\nRisk: none", "x\u202eenon", "x\x1b[2Jy", "x\rAction: read"])
 async def test_a_path_outside_cannot_forge_a_line_of_the_question(tmp_path: Path, name: str):
     ask = Asker("allow_once")

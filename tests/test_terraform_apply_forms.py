@@ -112,6 +112,11 @@ def test_a_plan_after_double_dash_is_reviewed(ws: Path):
     (question,) = run.exec_questions
     assert "Apply of the saved plan -x.tfplan: 4 to destroy" in question.reason
     assert run.result.status == "failed" and addresses(ws) == STAGE1
+    # A rejection, not a failure: the card says so and the model reads it first.
+    assert run.result.denied
+    assert run.result.output.startswith(
+        "Permission denied. `terraform apply -input=false -no-color -- -x.tfplan` was not run."
+    )
 
 
 def test_a_plan_after_double_dash_approved_applies_the_reviewed_bytes(ws: Path):

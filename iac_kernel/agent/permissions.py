@@ -204,7 +204,7 @@ class PermissionGate:
                 "This command changes real infrastructure or data; approve each call."
             )
         else:
-            request.reason = CATEGORY_REASONS[tool.category]
+            request.reason = tool.ask_reason(args, ctx) or CATEGORY_REASONS[tool.category]
         review_text = request.review.get("text") if isinstance(request.review, dict) else None
         if review_text:  # e.g. the plan summary of terraform_apply (Tool.review)
             request.reason += "\n" + review_text

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,10 +30,11 @@ from iac_kernel.events import (
     ToolCallStarted,
     send,
 )
+from iac_kernel.guard.exec_request import AskExec, ExecRequest
 from iac_kernel.models.base import ToolUseBegin, ToolUseEnd
 from iac_kernel.redact import redact
 from iac_kernel.redact import redact_value as _redact_value
-from iac_kernel.textsafe import readable, readable_value
+from iac_kernel.textsafe import code_span, printable, readable, readable_value
 from iac_kernel.tools.base import Tool, ToolContext, ToolError, ToolResult
 from iac_kernel.tools.tf_questions import mask_question, mask_shown
 from iac_kernel.tools.tf_results import after_tool_call, live_masker, mask_diff
@@ -161,8 +163,12 @@ class ToolCalls:
         running_ask = _masking(ask, self.cwd, fresh=True)
         ask = _masking(ask, self.cwd, fresh=False)
         ctx = self._context(running_ask, lambda text: pump.push(readable(text)))
-        # Exec-time approvals of guarded programs (issue 11), decided by the gate.
-        ctx.ask_exec = self.gate.exec_asker(call.call_id, call.name, running_ask)
+        # Exec-time approvals of guarded programs (issue 11), decided by the gate; a
+        # refused one makes the call a refusal, not a failure (see refused_exec).
+        refusals: list[str] = []
+        ctx.ask_exec = refused_exec(
+            self.gate.exec_asker(call.call_id, call.name, running_ask), refusals
+        )
         ctx.ask_egress = self.gate.egress_asker(call.call_id, call.name, running_ask)
         ctx.audit = _call_audit(ctx.audit, call)
         try:  # e.g. terraform_apply: the saved plan's bytes and summary, bound to the approval
@@ -211,11 +217,13 @@ class ToolCalls:
         finally:
             await pump.close()  # live output reaches the front end before the result
             await _audit_review(ctx, request, "interrupted" if result is None else "", result)
+        if refusals:  # the model reads first that the user (or the mode) said no
+            result.content = "\n".join(refusals) + "\n\n" + result.content
         result.content = redact(result.content)
         result.raw_output = _redact_value(result.raw_output)
         # Terraform: sensitive values masked, state reads marked, plans picked up.
         result = await after_tool_call(call.name, call.input, self.cwd, result)
-        return result, False
+        return result, bool(refusals)
 
     async def _finish(self, emit: Emit, call: Call, result: ToolResult, denied: bool) -> None:
         call.finished = True
@@ -252,6 +260,25 @@ class ToolCalls:
         for call in calls.values():
             if not call.finished:
                 await self._finish(emit, call, ToolResult(text, is_error=True), False)
+
+
+def refused_exec(ask_exec: AskExec, refusals: list[str]) -> AskExec:
+    """``ask_exec`` that notes each refused command: the gate's words (``Permission
+    denied.``, ``Rejected by the user, who says: …``) and the command that did not run.
+    A call with a refused command ends as ``denied``: the user rejected it, it did not
+    fail, and its result starts with those words (the model reads them first)."""
+
+    async def ask(exec_request: ExecRequest) -> tuple[bool, str]:
+        allowed, message = await ask_exec(exec_request)
+        if not allowed and message != CANCELLED_RESULT:
+            argv = [exec_request.program, *exec_request.argv[1:]]
+            command = code_span(printable(shlex.join(argv)))
+            said = message.rstrip()
+            said += "" if said.endswith((".", "!", "?")) else "."
+            refusals.append(f"{said} {command} was not run.")
+        return allowed, message
+
+    return ask
 
 
 def _call_audit(sink: Callable[[dict], None] | None, call: Call) -> Callable | None:

@@ -275,9 +275,18 @@ def danger_pending(card: ToolCard) -> bool:
     return bool(question.get("danger")) and question.get("state") == "pending"
 
 
+def status_label(card: ToolCard) -> str:
+    """The status in words: a call the user rejected when asked says "rejected", one a
+    rule or the mode refused "denied"."""
+    question = card.question or {}
+    if card.status == "denied" and str(question.get("answer") or "").startswith("reject"):
+        return "rejected"
+    return STATUS_LABELS.get(card.status, card.status)
+
+
 def render_plain(card: ToolCard) -> str:
     took = f", {_elapsed(card)}" if card.elapsed is not None else ""
-    label = STATUS_LABELS.get(card.status, card.status)
+    label = status_label(card)
     if danger_pending(card):
         label = "DESTRUCTIVE, asked for permission"
     lines = [f"[{label}] {card.title} ({card.kind}{took})"]
@@ -322,7 +331,7 @@ def _diff_html(diff: Diff) -> str:
 def render_html(card: ToolCard) -> str:
     color = STATUS_COLORS.get(card.status, theme.GREY)
     icon = STATUS_ICONS.get(card.status, "")
-    label = STATUS_LABELS.get(card.status, card.status)
+    label = status_label(card)
     esc = html.escape
     danger = danger_pending(card)
     if danger:  # a destructive call waits: the card says so in red, not routine orange

@@ -47,6 +47,7 @@ from iac_kernel.config import Settings
 from iac_kernel.events import TurnEnded, Usage
 from iac_kernel.guard.sandbox import reduced_notice
 from iac_kernel.kernel import footer, parameters, paths
+from iac_kernel.kernel.call_displays import CallDisplays
 from iac_kernel.kernel.cards import CARD_MIME, ToolCard
 from iac_kernel.kernel.cell_history import CellHistory
 from iac_kernel.kernel.cell_history import page as help_page
@@ -106,7 +107,11 @@ class IacKernel(KernelInfoMixin, ConsoleMixin, IPythonKernel):
         #: Every tool card shown by this kernel (for %output and the status comm).
         self.tool_cards: dict[str, ToolCard] = {}
         self.status = StatusChannel(
-            self.session_info, self.full_output, self.questions.answer, self.call_outcome
+            self.session_info,
+            self.full_output,
+            self.questions.answer,
+            self.call_outcome,
+            call_card=lambda call_id, display_id: self.running.call_card(call_id, display_id),
         )
         self.questions.listeners.append(self.status.push)
         self.state.listeners.append(lambda _session: self.status.push())
@@ -268,6 +273,7 @@ class IacKernel(KernelInfoMixin, ConsoleMixin, IPythonKernel):
         notice = reduced_notice(session.session_id)  # guard (issue 11): said once per session
         if notice:
             out.markdown(f"⚠️ {notice}")
+        displays = CallDisplays()
         view = TurnView(
             out,
             session.session_id,
@@ -277,6 +283,7 @@ class IacKernel(KernelInfoMixin, ConsoleMixin, IPythonKernel):
             on_usage=lambda usage: self._turn_usage(running, usage),
             model=paths.shown_model(session.model_id),
             cost=footer.cost_of(session.model_id),
+            displays=displays,
         )
         ui = PermissionUI(
             out,
@@ -288,6 +295,7 @@ class IacKernel(KernelInfoMixin, ConsoleMixin, IPythonKernel):
             questions=self.questions,
             on_question=view.set_question,
             card_shown=self.status.renders(CARD_MIME),
+            displays=displays,
         )
         running = RunningTurn(
             session,
@@ -295,6 +303,7 @@ class IacKernel(KernelInfoMixin, ConsoleMixin, IPythonKernel):
             msg_id=str(parent.get("header", {}).get("msg_id", "")),
             cell_id=cell_id,
             execution_count=self.execution_count,
+            displays=displays,
         )
         self.running.add(running)
         self.status.push()

@@ -47,6 +47,7 @@ from iac_kernel.agent.permissions import (
     PermissionRequest,
 )
 from iac_kernel.kernel import plan_card
+from iac_kernel.kernel.call_displays import CallDisplays
 from iac_kernel.kernel.publish import Publisher, plain_text
 from iac_kernel.kernel.question_text import (
     button_label,
@@ -276,8 +277,11 @@ class PermissionUI:
         questions: PendingQuestions | None = None,
         on_question: OnQuestion | None = None,
         card_shown: bool = False,
+        displays: CallDisplays | None = None,
     ):
         self.out = out
+        #: Each call's displays in their latest form (a page loaded mid-turn asks for them).
+        self.displays = displays if displays is not None else CallDisplays()
         #: The frontend draws the question on the card: buttons without a second copy.
         self.card_shown = card_shown
         self.ui = ui
@@ -304,7 +308,9 @@ class PermissionUI:
         review = request.review if isinstance(request.review, dict) else {}
         if isinstance(review.get("plan"), dict):
             card = plan_card.bundle(review["plan"], request.call_id, rows=review.get("rows"))
-            self.out.display(card, f"iac-plan-{uuid.uuid4().hex}")
+            display_id = f"iac-plan-{uuid.uuid4().hex}"
+            self.out.display(card, display_id)
+            self.displays.shown(request.call_id, display_id, card)
 
     async def _ask(self, request: PermissionRequest) -> str:
         self._show_plan(request)
@@ -347,7 +353,9 @@ class PermissionUI:
             prompt.bundle,
         )
         marker = {DISPLAY_ID_KEY: display_id}
-        self.out.display(prompt.bundle(), display_id, metadata=marker)
+        bundle = prompt.bundle()
+        self.out.display(bundle, display_id, metadata=marker)
+        self.displays.shown(request.call_id, display_id, bundle, marker)
         self.on_question(request.call_id, question_state(question_id, request, "pending"))
         self.questions.add(question)
         outcome = "⏹ **Cancelled** while waiting for approval"
@@ -366,15 +374,12 @@ class PermissionUI:
             state = "cancelled" if answer is None else "answered"
             self.on_question(request.call_id, question_state(question_id, request, state, answer))
             # The same display id everywhere it is shown (this cell, a %permissions cell).
-            self.out.display(
-                {
-                    "text/markdown": f"{outcome}: `{request.title}`",
-                    "text/plain": f"{plain_text(outcome)}: {request.title}",
-                },
-                display_id,
-                update=True,
-                metadata=marker,
-            )
+            record = {
+                "text/markdown": f"{outcome}: `{request.title}`",
+                "text/plain": f"{plain_text(outcome)}: {request.title}",
+            }
+            self.out.display(record, display_id, update=True, metadata=marker)
+            self.displays.shown(request.call_id, display_id, record, marker)
 
     async def _ask_stdin(self, request: PermissionRequest) -> str:
         assert self.ask_stdin is not None

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from iac_kernel.agent.session import AgentSession
 from iac_kernel.events import Usage
+from iac_kernel.kernel.call_displays import CallDisplays
 
 
 @dataclass(eq=False)
@@ -36,6 +37,8 @@ class RunningTurn:
     execution_count: int = 0
     #: The turn's usage so far (after each model call).
     usage: Usage | None = None
+    #: Each tool call's displays in their latest form (the status comm's ``call_card``).
+    displays: CallDisplays = field(default_factory=CallDisplays)
 
     def cancel(self) -> None:
         self.interrupted = True
@@ -64,6 +67,17 @@ class RunningTurns:
     def runs(self, session: AgentSession) -> bool:
         """True when a notebook turn runs in ``session`` (not an editor's)."""
         return any(turn.session is session for turn in self.snapshot())
+
+    def call_card(
+        self, call_id: str | None, display_id: str | None
+    ) -> tuple[str, list[dict]] | None:
+        """The displays of a call of a running turn, named by its id or by one of its
+        display ids: ``(call id, outputs)``, or None when no running turn has it."""
+        for turn in self.snapshot():
+            found = turn.displays.find(call_id, display_id)
+            if found is not None:
+                return found
+        return None
 
     def interrupt(self) -> bool:
         """Cancel every running turn on its own loop; False when none runs."""

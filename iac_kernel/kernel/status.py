@@ -31,6 +31,14 @@ Requests a client may send on the comm:
 * ``{"request": "plan_row", "key": SHA256, "address": ADDR}``: ``{"type": "plan_row",
   "key", "address", "diff": [line] | null}``: one row's attribute diff of a plan card whose
   compact rows left it out (null when this kernel showed no such plan or row).
+* ``{"request": "call_card", "callId": ID?, "displayId": ID?}``: ``{"type": "call_card",
+  "callId", "displayId", "outputs": [output] | null}``: every display of a call of a
+  running turn, named by the call or by one of its display ids, in the order they were
+  created and in their latest form (the tool card with its question, answer, output lines
+  and status; the plan card shown with an apply's question; the question's buttons or the
+  record of its answer), each a ``display_data`` output with its ``displayId``; null when
+  no running turn has it. A page loaded mid-turn asks when an update names a display it
+  never saw (:mod:`~iac_kernel.kernel.call_displays`).
 
 The kernel also sends ``{"type": "card", "card": <toolcall+json payload>}`` on every tool
 card change, so a client can update a card it restored from a saved notebook.
@@ -61,6 +69,8 @@ FullOutput = Callable[[str], tuple[str | None, str | None]]
 Answer = Callable[[str, str, str], str | None]
 #: ``call_outcome(call_id, session_id) -> {"card", "outcome"}``.
 CallOutcome = Callable[[str, str], dict[str, Any]]
+#: ``call_card(call_id, display_id) -> (call_id, outputs) or None``.
+CallCard = Callable[[str | None, str | None], tuple[str, list[dict[str, Any]]] | None]
 
 
 def _send(comm: Any, data: dict[str, Any]) -> None:
@@ -127,11 +137,14 @@ class StatusChannel:
         full_output: FullOutput,
         answer: Answer,
         call_outcome: CallOutcome | None = None,
+        *,
+        call_card: CallCard | None = None,
     ):
         self.info = info
         self.full_output = full_output
         self.answer = answer
         self.call_outcome = call_outcome
+        self.call_card = call_card
         self.comms: list[Any] = []
         #: What each open comm said it renders (``{"renders": [...]}`` in its open message).
         self._renders: dict[int, frozenset[str]] = {}
@@ -183,6 +196,8 @@ class StatusChannel:
                 diff = row_diff(key, address)
                 shown = redact_value(diff) if diff is not None else None
                 _send(comm, {"type": "plan_row", "key": key, "address": address, "diff": shown})
+            elif request == "call_card":  # a page loaded mid-turn: a card it never saw
+                self._send_call_card(comm, data)
             elif request == "call_outcome" and self.call_outcome is not None:
                 call_id = str(data.get("callId", ""))
                 found = self.call_outcome(call_id, str(data.get("sessionId", "")))
@@ -192,6 +207,15 @@ class StatusChannel:
         except Exception as exc:  # a bad request must not break the comm
             log.exception("status comm request failed")
             _send(comm, {"type": "error", "error": str(exc)})
+
+    def _send_call_card(self, comm: Any, data: dict[str, Any]) -> None:
+        call_id = data.get("callId") if isinstance(data.get("callId"), str) else None
+        display_id = data.get("displayId") if isinstance(data.get("displayId"), str) else None
+        found = self.call_card(call_id, display_id) if self.call_card is not None else None
+        reply = {"type": "call_card", "callId": call_id, "displayId": display_id, "outputs": None}
+        if found is not None:
+            reply["callId"], reply["outputs"] = found
+        _send(comm, reply)
 
     def push_card(self, payload: dict[str, Any]) -> None:
         """Every card change, so a client can update a card restored from a saved notebook."""

@@ -36,6 +36,7 @@ from iac_kernel.events import (
     Usage,
 )
 from iac_kernel.kernel import checklist, footer, plan_card
+from iac_kernel.kernel.call_displays import CallDisplays
 from iac_kernel.kernel.cards import ToolCard
 from iac_kernel.kernel.display import EMPTY_ANSWER, ByteBudget, Handle, Kind, Schedule, TextStream
 from iac_kernel.kernel.publish import Publisher
@@ -71,6 +72,7 @@ class TurnView:
         on_usage: Callable[[Usage], None] | None = None,
         model: str | None = None,
         cost: Callable[[Usage], float | None] | None = None,
+        displays: CallDisplays | None = None,
     ):
         self.out = out
         self.session_id = session_id
@@ -88,6 +90,8 @@ class TurnView:
         self.model = model
         #: The turn's cost from its usage (list price), or None where none is known.
         self.cost = cost or (lambda _usage: None)
+        #: Each call's displays in their latest form (a page loaded mid-turn asks for them).
+        self.call_displays = displays if displays is not None else CallDisplays()
         self.started = clock()
         self.budget = ByteBudget.live() if deltas else ByteBudget()
         self.streams: list[TextStream] = []
@@ -234,7 +238,9 @@ class TurnView:
         plan = plan_card.plan_of(event.raw_output)
         if plan is not None:  # a Terraform plan or drift check: its card below the tool card
             data = plan_card.bundle(plan, event.call_id, self.session_id)
-            self.out.display(data, f"iac-plan-{uuid.uuid4().hex}")
+            display_id = f"iac-plan-{uuid.uuid4().hex}"
+            self.out.display(data, display_id)
+            self.call_displays.shown(event.call_id, display_id, data)
 
     def _card(self, call_id: str, name: str, title: str, kind: str) -> ToolCard:
         card = self.cards.get(call_id)
@@ -252,7 +258,9 @@ class TurnView:
             card.elapsed = max(time.time() - card.started_at, 0.0)
         self._card_sent[card.call_id] = self.clock()
         display_id = self.display_ids[card.call_id]
-        self.out.display(card.bundle(), display_id, update=update)
+        bundle = card.bundle()
+        self.out.display(bundle, display_id, update=update)
+        self.call_displays.shown(card.call_id, display_id, bundle)
         self.on_card(card, display_id)
         if card.status == "running" and card.output is None and self.ended is None:
             self._arm(card, HEARTBEAT)

@@ -108,6 +108,11 @@ class Tool:
         """Why the call needs a per-call approval (shown in the question), or None."""
         return None
 
+    def ask_reason(self, args: dict[str, Any], ctx: ToolContext) -> str | None:
+        """Why a routine question (not per call) asks about this call, in words naming
+        what it runs; None leaves the category's words ("It runs a command…")."""
+        return None
+
     def gate_reason(self, args: dict[str, Any], ctx: ToolContext) -> tuple[bool, str | None]:
         """What the gate asks before the call: (per call?, why). A tool may leave to
         exec-time questions what they will ask anyway (bash: a sandboxed apply)."""

@@ -18,6 +18,7 @@ from iac_kernel.terraform.plan import Plan, PlanFile, parse_plan
 from iac_kernel.terraform.sensitive import mask_text, values_from_show
 from iac_kernel.terraform.summary import detail_text, model_text
 from iac_kernel.terraform.workspace import is_plan_file, remember, remember_plan_file
+from iac_kernel.textsafe import code_span, printable
 from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError, ToolResult
 from iac_kernel.tools.paths import resolve_path
 from iac_kernel.tools.validate import check
@@ -125,6 +126,23 @@ class TerraformPlanTool(Tool):
 
     def paths(self, args: dict[str, Any], ctx: ToolContext) -> list[Path]:
         return _named_paths(args, ctx, "out")
+
+    def ask_reason(self, args: dict[str, Any], ctx: ToolContext) -> str | None:
+        """What the plan runs and reads, and that it changes nothing."""
+        if not isinstance(args, dict):
+            return None
+        program = args.get("program") if args.get("program") in ("terraform", "tofu") else None
+        name = args.get("out") if isinstance(args.get("out"), str) and args["out"] else "tfplan"
+        mode = args.get("mode") if args.get("mode") in ("refresh-only", "destroy") else None
+        command = f"{program or 'terraform'} plan -out={name}" + (f" -{mode}" if mode else "")
+        where = args.get("dir") if isinstance(args.get("dir"), str) and args["dir"] else None
+        place = f"in {code_span(printable(where))}" if where else "in this folder"
+        return (
+            f"It runs {code_span(printable(command))} {place}: terraform and the workspace's "
+            "provider plugins read the state and query the real resources through the "
+            f"providers' APIs, then write the plan file {code_span(printable(name))}. "
+            "It changes no infrastructure; applying the plan is asked on its own."
+        )
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         args = check(self, args)

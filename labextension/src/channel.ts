@@ -114,6 +114,23 @@ export class KernelChannel {
     return Array.isArray(reply.diff) ? reply.diff.map(String) : null;
   }
 
+  /**
+   * Every display of a call of a running turn (card, question or the answer's record, the
+   * apply's plan card), for a page that never saw them (kernel/status.py `call_card`);
+   * null when no running turn has the call.
+   */
+  async callCard(callId: string | null, displayId: string): Promise<unknown[] | null> {
+    const request: Record<string, unknown> = { request: 'call_card', displayId };
+    if (callId !== null) {
+      request.callId = callId;
+    }
+    const reply = await this._request(
+      request,
+      data => data.type === 'call_card' && data.displayId === displayId
+    );
+    return Array.isArray(reply.outputs) ? reply.outputs : null;
+  }
+
   /** What became of a call whose card was saved while it asked (see kernel/status.py). */
   async callOutcome(
     callId: string,

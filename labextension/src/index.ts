@@ -318,9 +318,22 @@ const plugin: JupyterFrontEndPlugin<void> = {
       }
       const activity = new SessionActivity();
       // Turns started before this page loaded: their output goes into their cells.
-      const foreign = new ForeignTurns((cellId, running, count) => markCell(widget, cellId, running, count));
+      // A card of such a turn that this page never saw is asked of the kernel, whole.
+      const foreign = new ForeignTurns(
+        (cellId, running, count) => markCell(widget, cellId, running, count),
+        (turn, displayId, callId) => {
+          void channel.callCard(callId, displayId).then(
+            shown => {
+              if (shown) {
+                foreign.restore(turn.msgId, shown, cellOutputs(widget, turn.cellId) ?? NO_OUTPUTS);
+              }
+            },
+            error => console.warn('iac-kernel: cannot get the card back', error)
+          );
+        }
+      );
       const learn = (info: unknown) => foreign.learn(info, id => activity.isOwnRequest(id));
-      const channel = new KernelChannel({
+      const channel: KernelChannel = new KernelChannel({
         onInfo: info => {
           learn(info);
           activity.setKernelInfo(info);

@@ -8,6 +8,11 @@
  * turn's output into that cell's outputs: new displays are added, updates replace the
  * output they belong to (found by display id for displays seen here, by the kernel's
  * `iac_display_id` output metadata for a saved question, by call id for a saved card).
+ *
+ * An update for a display this page never saw (the notebook was not saved after the card
+ * appeared) is not dropped silently: the page asks the kernel for the whole card of that
+ * call (`onMissing`, the status comm's `call_card`), and `restore` puts the card, its
+ * question or the answer's record, and the plan card of an apply's question into the cell.
  */
 
 import { TOOLCALL_MIME } from './payload';
@@ -39,9 +44,22 @@ function isRecord(value: unknown): value is Record<string, any> {
  */
 export type TurnState = (cellId: string, running: boolean, count: number | null) => void;
 
+/**
+ * Called once per call (or display) when an update names a display this page never saw:
+ * the turn's request and cell, the display id, and the call id when the update is a card.
+ */
+export type MissingDisplay = (
+  turn: { msgId: string; cellId: string },
+  displayId: string,
+  callId: string | null
+) => void;
+
 /** Running turns this page did not start, by execute_request id, with their cells. */
 export class ForeignTurns {
-  constructor(private _onState: TurnState = () => undefined) {}
+  constructor(
+    private _onState: TurnState = () => undefined,
+    private _onMissing: MissingDisplay = () => undefined
+  ) {}
 
   /** Learn the kernel's running turns (session info `turns`); own requests are skipped. */
   learn(info: unknown, own: (msgId: string) => boolean): void {
@@ -84,13 +102,68 @@ export class ForeignTurns {
         this._cells.delete(id);
         this._counts.delete(id);
         this._displays.delete(id);
+        this._asked.delete(id);
         if (cellId) {
           this._onState(cellId, false, count);
         }
       }
       return false;
     }
-    return routeOutput(msg, outputs, displays);
+    const changed = routeOutput(msg, outputs, displays);
+    if (!changed && type === 'update_display_data') {
+      this._missing(id, msg);
+    }
+    return changed;
+  }
+
+  /**
+   * The kernel's displays of one call (its `call_card` reply) into the cell of turn
+   * `msgId`: each replaces the output it belongs to, or is added in the kernel's order.
+   * Returns whether the outputs changed.
+   */
+  restore(msgId: string, shown: unknown, outputs: IOutputList): boolean {
+    const displays = this._displays.get(msgId) ?? new Map<string, number>();
+    let changed = false;
+    for (const item of Array.isArray(shown) ? shown : []) {
+      if (!isRecord(item) || typeof item.displayId !== 'string' || !isRecord(item.data)) {
+        continue;
+      }
+      const output = {
+        output_type: 'display_data',
+        data: item.data,
+        metadata: isRecord(item.metadata) ? item.metadata : {}
+      };
+      const index = findDisplay(outputs, displays, item.displayId, item.data);
+      if (index !== null) {
+        outputs.set(index, output);
+      } else {
+        outputs.add(output);
+        displays.set(item.displayId, outputs.length - 1);
+      }
+      changed = true;
+    }
+    return changed;
+  }
+
+  private _missing(msgId: string, msg: IMessage): void {
+    const content = msg.content;
+    const displayId = isRecord(content.transient) ? content.transient.display_id : undefined;
+    const cellId = this._cells.get(msgId);
+    if (typeof displayId !== 'string' || !cellId) {
+      return;
+    }
+    const card = isRecord(content.data) ? content.data[TOOLCALL_MIME] : undefined;
+    const callId = isRecord(card) && typeof card.callId === 'string' ? card.callId : null;
+    const asked = this._asked.get(msgId) ?? new Set<string>();
+    this._asked.set(msgId, asked);
+    // One question per call: its reply brings every display of the call.
+    const key = callId !== null ? `call:${callId}` : `display:${displayId}`;
+    if (asked.has(key) || asked.has(`display:${displayId}`)) {
+      return;
+    }
+    asked.add(key);
+    asked.add(`display:${displayId}`);
+    this._onMissing({ msgId, cellId }, displayId, callId);
   }
 
   /** Forget every turn (the kernel restarted or changed); their cells go idle. */
@@ -101,6 +174,7 @@ export class ForeignTurns {
     this._cells.clear();
     this._counts.clear();
     this._displays.clear();
+    this._asked.clear();
   }
 
   get size(): number {
@@ -110,6 +184,8 @@ export class ForeignTurns {
   private _cells = new Map<string, string>();
   private _counts = new Map<string, number | null>();
   private _displays = new Map<string, Map<string, number>>();
+  /** Per turn: the calls (`call:ID`) and displays (`display:ID`) already asked for. */
+  private _asked = new Map<string, Set<string>>();
 }
 
 /** One message into `outputs`; `displays` maps display ids created here to indexes. */

@@ -33,6 +33,15 @@ const STATUS_GLYPHS: Record<string, string> = {
   cancelled: '■'
 };
 
+/** The status in words: a call the user rejected when asked is "Rejected", one a rule or
+ * the mode refused "Denied". */
+export function statusLabel(call: IToolCall): string {
+  if (call.status === 'denied' && (call.question?.answer ?? '').startsWith('reject')) {
+    return 'Rejected';
+  }
+  return STATUS_LABELS[call.status] ?? call.status;
+}
+
 function statusClass(status: string): string {
   return (TOOL_STATUSES as readonly string[]).includes(status) ? status : 'unknown';
 }
@@ -47,11 +56,7 @@ function header(call: IToolCall): HTMLDivElement {
   const title = el('span', 'iac-toolcard-title', call.title);
   title.title = `${call.name} (${call.callId})`;
   head.appendChild(title);
-  const label = el(
-    'span',
-    `iac-toolcard-status iac-status-${status}`,
-    STATUS_LABELS[call.status] ?? call.status
-  );
+  const label = el('span', `iac-toolcard-status iac-status-${status}`, statusLabel(call));
   label.setAttribute('role', 'status');
   head.appendChild(label);
   // Time spent waiting for an answer is not run time.

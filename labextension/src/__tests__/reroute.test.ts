@@ -52,6 +52,46 @@ test('a foreign turn writes into its cell: records replace saved buttons, text i
   assert.equal(turns.size, 0);
 });
 
+test('an unknown card is asked of the kernel once, and its displays restored in order', () => {
+  const asked: [string, string, string | null][] = [];
+  const turns = new ForeignTurns(undefined, (turn, displayId, callId) => asked.push([turn.cellId, displayId, callId]));
+  turns.learn({ turns: [{ msgId: 'req-1', cellId: 'cell-a' }] }, () => false);
+  const outputs = new Outputs();
+  const CARD = 'application/vnd.iac-kernel.toolcall+json';
+  const card = (status: string, output: string) => ({ [CARD]: { callId: 'call-7', status, output } });
+  const update = (displayId: string, data: Record<string, any>) =>
+    msg('update_display_data', { data, metadata: {}, transient: { display_id: displayId } });
+  assert.equal(turns.route(update('iac-tool-7', card('running', 'line 1')), outputs), false);
+  turns.route(update('iac-tool-7', card('running', 'line 1\nline 2')), outputs);
+  turns.route(update('iac-permission-q', { 'text/markdown': 'Allowed once' }), outputs);
+  turns.route(update('iac-permission-q', { 'text/markdown': 'Allowed once' }), outputs);
+  // One question per call or display: a card's later updates do not ask again; the
+  // record names no call, so it is asked by its display id (the kernel finds its call).
+  assert.deepEqual(asked, [
+    ['cell-a', 'iac-tool-7', 'call-7'],
+    ['cell-a', 'iac-permission-q', null]
+  ]);
+  assert.equal(outputs.length, 0);
+
+  const shown = [
+    { displayId: 'iac-tool-7', data: card('running', 'line 1\nline 2'), metadata: {} },
+    { displayId: 'iac-plan-1', data: { 'text/plain': 'plan' }, metadata: {} },
+    { displayId: 'iac-permission-q', data: { 'text/markdown': 'Allowed once' }, metadata: { iac_display_id: 'iac-permission-q' } },
+    'junk'
+  ];
+  assert.equal(turns.restore('req-1', shown, outputs), true);
+  assert.deepEqual(outputs.items.map(o => Object.keys(o.data)[0]), [CARD, 'text/plain', 'text/markdown']);
+  assert.equal(outputs.items[2].metadata.iac_display_id, 'iac-permission-q');
+  // Updates after the reply go to the restored outputs.
+  assert.equal(turns.route(update('iac-tool-7', card('done', 'line 1\nline 2\nline 3')), outputs), true);
+  assert.equal(outputs.length, 3);
+  assert.equal(outputs.items[0].data[CARD].status, 'done');
+  // A second reply replaces, never duplicates.
+  turns.restore('req-1', shown.slice(0, 3), outputs);
+  assert.equal(outputs.length, 3);
+  assert.equal(turns.restore('req-1', null, outputs), false);
+});
+
 test('a saved card is found by its call id; junk info is ignored', () => {
   const turns = new ForeignTurns();
   turns.learn({ turns: [null, { msgId: 3 }, { msgId: 'r', cellId: 'c' }] }, () => false);

@@ -1,0 +1,205 @@
+"""Issue 33: a reload without a save keeps the call; outcome words say what happened.
+
+Headless Chromium, JupyterLab and Notebook 7. A scripted model runs ``terraform apply
+tfplan`` through bash; the guard reviews the saved plan (a ``terraform`` on PATH that
+prints a small ``show -json`` and, on apply, three lines a second apart) and asks.
+
+* Reload without a save while the apply's question waits: the cell has lost the card.
+  Answered from the status item's dialog, the apply runs and the cell gets the whole card
+  back from the kernel (status comm ``call_card``): the card with its output lines and
+  final status, the plan card of the question, and the record of the answer, above the
+  closing text (before, only the closing text and the footer came).
+* A rejected apply shows as rejected: the card says "Rejected" (not a red "Failed"), and
+  the scripted model's denied branch plays (the result tells the model it was rejected).
+* A ``terraform_plan`` question says what it runs, not "It runs a command or a sub-agent".
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from browser.jupyter import BROWSER_MARKS, jupyter_server, write_notebook
+from browser.lab import WAIT_MS, our_errors, server_env, wait_kernel_idle
+from browser.plans import synthetic_show
+
+pytestmark = BROWSER_MARKS
+
+REPO = Path(__file__).resolve().parents[1]
+ARTIFACTS = REPO / "test-artifacts"
+SCRIPT = REPO / "tests" / "scripts" / "browser_reload.json"
+FAKE_TERRAFORM = """#!/bin/sh
+for arg in "$@"; do
+  case "$arg" in
+    show) exec cat "{root}/show.json" ;;
+    apply)
+      echo "terraform_data.r[3]: Destroying..."; sleep 1
+      echo "terraform_data.r[3]: Destruction complete after 0s"; sleep 1
+      echo "Apply complete! Resources: 9 added, 1 changed, 2 destroyed."; exit 0 ;;
+  esac
+done
+echo "fake terraform: $*" >&2
+exit 1
+"""
+GENERIC = "It runs a command or a sub-agent."
+
+
+def _workspace(root: Path) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "show.json").write_text(json.dumps(synthetic_show(12)))
+    with zipfile.ZipFile(root / "tfplan", "w") as plan:  # what the guard takes for a plan
+        plan.writestr("tfplan", "a saved plan (the fake terraform prints show.json)")
+    terraform = root / "bin" / "terraform"
+    terraform.parent.mkdir()
+    terraform.write_text(FAKE_TERRAFORM.format(root=root))
+    terraform.chmod(0o755)
+
+
+def _env(tmp_path: Path, root: Path) -> dict[str, str]:
+    return {
+        **server_env(tmp_path, SCRIPT),
+        "PATH": f"{root / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+        "TF_CLI_CONFIG_FILE": "/dev/null",
+    }
+
+
+def _open(page, server, app: str, name: str) -> None:
+    path = f"lab/tree/{name}" if app == "jupyterlab" else f"notebooks/{name}"
+    page.goto(server.page_url(path))
+
+
+def _run_first_cell(page) -> None:
+    page.locator(".jp-Cell .jp-InputArea-editor .cm-content").first.click()
+    page.keyboard.press("Shift+Enter")
+
+
+def _status_item(page, app: str):
+    if app == "jupyterlab":
+        return page.locator("#jp-main-statusbar .iac-status-item")
+    return page.locator(".iac-status-toolbar").first
+
+
+def _reload_without_saving(page) -> None:
+    """Reload with the notebook unsaved (leave the page when it asks), and wait until the
+    kernel answered kernel_info (its running turns are known to the page from then on)."""
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.kernel_replies.clear()
+    page.reload()
+    for _ in range(WAIT_MS // 100):
+        if page.kernel_replies:
+            return
+        page.wait_for_timeout(100)
+    raise AssertionError("no kernel_info_reply after the reload")
+
+
+def _shot(page, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"browser-reload-{name}.png"), full_page=True)
+
+
+@pytest.mark.parametrize("app", ["jupyterlab", "notebook"])
+def test_a_reload_without_a_save_gets_the_whole_card_back(tmp_path: Path, page, app: str) -> None:
+    from playwright.sync_api import expect
+
+    root = tmp_path / "root"
+    _workspace(root)
+    with jupyter_server(app, tmp_path, _env(tmp_path, root)) as server:
+        write_notebook(server.root / "apply.ipynb", "Please apply the plan")
+        _open(page, server, app, "apply.ipynb")
+        try:
+            wait_kernel_idle(page)
+            _run_first_cell(page)
+            cell = page.locator(".jp-Notebook .jp-Cell").first
+            card = cell.locator(".iac-toolcard[data-kind='execute']")
+            expect(card).to_have_attribute("data-status", "awaiting_permission")
+            expect(cell.locator(".iac-plan-review")).to_be_visible()
+
+            _reload_without_saving(page)
+            cell = page.locator(".jp-Notebook .jp-Cell").first
+            pending = _status_item(page, app).locator(".iac-status-pending")
+            expect(pending).to_have_text(re.compile(r"1 awaiting permission"))
+            # Nothing was saved: the cell has no card now.
+            expect(cell.locator(".iac-toolcard")).to_have_count(0)
+
+            _status_item(page, app).click()
+            dialog = page.locator(".jp-Dialog")
+            expect(dialog).to_contain_text("terraform apply")
+            dialog.get_by_role("button", name="Allow once").click()
+            expect(pending).to_have_count(0)
+
+            # The whole card came back into its cell, and went on updating there.
+            card = cell.locator(".iac-toolcard[data-kind='execute']")
+            expect(card).to_have_count(1)
+            expect(card).to_have_attribute("data-status", "done")
+            lines = card.locator(".iac-toolcard-output-text")
+            expect(lines).to_contain_text("terraform_data.r[3]: Destroying...")
+            expect(lines).to_contain_text("Apply complete! Resources: 9 added")
+            expect(cell).to_contain_text("The plan is applied.")
+            expect(cell).to_contain_text("Allowed once")
+            expect(cell.locator(".iac-plan-review")).to_have_count(1)
+            expect(cell.locator(".jupyter-widgets button")).to_have_count(0)
+            # In the order the kernel made them: card, plan card, record, closing text.
+            order = cell.locator(".jp-OutputArea-output").evaluate_all(
+                """outs => outs.map(o => o.matches('.iac-toolcard, :has(.iac-toolcard)') ? 'card'
+                    : o.querySelector('.iac-plan-review') ? 'plan'
+                    : /Allowed once/.test(o.textContent) ? 'record'
+                    : /The plan is applied/.test(o.textContent) ? 'text' : 'other')"""
+            )
+            kept = [o for o in order if o != "other"]
+            assert kept == ["card", "plan", "record", "text"], order
+            _shot(page, f"restored-{app}")
+        except Exception:
+            _shot(page, f"restored-{app}-failure")
+            print(server.log_tail())
+            raise
+        assert our_errors(page) == []
+
+
+def test_a_rejected_apply_is_rejected_and_a_plan_question_says_what_it_runs(
+    tmp_path: Path, page
+) -> None:
+    from playwright.sync_api import expect
+
+    root = tmp_path / "root"
+    _workspace(root)
+    with jupyter_server("jupyterlab", tmp_path, _env(tmp_path, root)) as server:
+        write_notebook(server.root / "reject.ipynb", "Please apply the plan")
+        _open(page, server, "jupyterlab", "reject.ipynb")
+        try:
+            wait_kernel_idle(page)
+            _run_first_cell(page)
+            cell = page.locator(".jp-Notebook .jp-Cell").first
+            card = cell.locator(".iac-toolcard[data-kind='execute']")
+            expect(card).to_have_attribute("data-status", "awaiting_permission")
+            cell.get_by_role("button", name="Reject once").click()
+            expect(cell).to_contain_text("You rejected the apply, so nothing changed.")
+            expect(card).to_have_attribute("data-status", "denied")
+            expect(card.locator(".iac-toolcard-status")).to_have_text("Rejected")
+            assert "Failed" not in card.inner_text()
+            assert "apply failed" not in cell.inner_text()
+            _shot(page, "rejected-apply")
+
+            # A plan's question names the command and what it reads.
+            editor = page.locator(".jp-Cell .jp-InputArea-editor .cm-content").nth(1)
+            editor.click()
+            page.keyboard.type("Please make a plan")
+            page.keyboard.press("Shift+Enter")
+            second = page.locator(".jp-Notebook .jp-Cell").nth(1)
+            plan = second.locator(".iac-toolcard[data-kind='execute']")
+            expect(plan).to_have_attribute("data-status", "awaiting_permission")
+            why = plan.locator(".iac-toolcard-question-why")
+            expect(why).to_contain_text("It runs `terraform plan -out=tfplan` in this folder")
+            expect(why).to_contain_text("It changes no infrastructure")
+            assert GENERIC not in why.inner_text()
+            second.get_by_role("button", name="Reject once").click()
+            expect(second).to_contain_text("You rejected the plan, so none was made.")
+            expect(plan.locator(".iac-toolcard-status")).to_have_text("Rejected")
+        except Exception:
+            _shot(page, "rejected-failure")
+            print(server.log_tail())
+            raise
+        assert our_errors(page) == []
