@@ -7,8 +7,6 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from acp.utils import serialize_params
-
 from iac_kernel.acp.turn import TurnRelay
 from iac_kernel.acp.updates import replay_updates
 from iac_kernel.events import (
@@ -21,17 +19,7 @@ from iac_kernel.events import (
     Usage,
     UserMessage,
 )
-
-
-class RecordingChannel:
-    def __init__(self) -> None:
-        self.sent: list[dict] = []
-
-    async def forward_update(self, params: dict) -> None:
-        self.sent.append(params["update"])
-
-    async def update(self, session_id: str, update, extra=None) -> None:
-        self.sent.append({**serialize_params(update), **(extra or {})})
+from test_acp_support import RecordingChannel
 
 
 async def _settle() -> None:

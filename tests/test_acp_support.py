@@ -24,6 +24,7 @@ from typing import Any
 from acp import spawn_agent_process
 from acp.connection import StreamDirection, StreamEvent
 from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
+from acp.utils import serialize_params
 
 import iac_kernel
 from iac_kernel.acp.sdk_connection import MESSAGE_TRANSPORT
@@ -320,3 +321,16 @@ def _base_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k in keep}
     env["PYTHONPATH"] = str(CHECKOUT)  # the code under test, not the venv's install
     return env
+
+
+class RecordingChannel:
+    """A client channel that records every update it is asked to send."""
+
+    def __init__(self) -> None:
+        self.sent: list[dict] = []
+
+    async def forward_update(self, params: dict) -> None:
+        self.sent.append(params["update"])
+
+    async def update(self, session_id: str, update, extra=None) -> None:
+        self.sent.append({**serialize_params(update), **(extra or {})})

@@ -17,6 +17,7 @@ from iac_kernel.acp.transport import LineTransport, after_answer
 from iac_kernel.acp.turn import TurnRelay
 from iac_kernel.acp.updates import fast_update, to_update
 from iac_kernel.events import TextDelta, ThinkingDelta, ToolCallStarted, UserMessage
+from test_acp_support import RecordingChannel
 
 
 @pytest.mark.parametrize(
@@ -106,19 +107,6 @@ async def test_a_failed_write_surfaces_on_the_next_send():
     await asyncio.sleep(0)
     with pytest.raises(ConnectionError):
         await transport.send(_note(2))
-
-
-class RecordingChannel:
-    """A client channel that records every update it is asked to send."""
-
-    def __init__(self) -> None:
-        self.sent: list[dict] = []
-
-    async def forward_update(self, params: dict) -> None:
-        self.sent.append(params["update"])
-
-    async def update(self, session_id: str, update, extra=None) -> None:
-        self.sent.append({**serialize_params(update), **(extra or {})})
 
 
 def _texts(sent: list[dict]) -> list[tuple[str, str]]:
