@@ -33,7 +33,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from iac_kernel.kernel.display import DELTA_MIME
+from iac_kernel.kernel.display import CURSOR, DELTA_MIME
 from iac_kernel.kernel.status import STATUS_TARGET
 from iac_kernel.kernel.testing import CellResult, KernelHarness, scripted_kernel, wire_bytes
 
@@ -82,53 +82,55 @@ def one_line(size: int) -> str:
     return " ".join(f"word{i}" for i in range(size // 4))[:size]
 
 
-def visible(message: dict, deltas: bool) -> tuple[bool, int]:
-    """(final, characters of the display's text) after one text message."""
-    data = message["content"]["data"]
-    if DELTA_MIME in data:
-        return False, data[DELTA_MIME]["offset"] + len(data[DELTA_MIME]["text"])
-    final = "text/plain" in data or deltas
-    text = data.get("text/plain", data["text/markdown"])
-    return final, len(text) - (0 if final else len(" ▍"))
+def solid(text: str) -> int:
+    """Characters of ``text`` that are not whitespace (displays split the answer at
+    whitespace and may drop it, so progress is counted in these)."""
+    return len("".join(text.split()))
 
 
-def measure(harness: KernelHarness, prompt: str, text: str, deltas: bool) -> dict:
+def shown_after(updates: list[tuple[float, dict]]) -> list[tuple[float, int]]:
+    """(arrival, non-blank characters of the answer the client shows) after each message:
+    each display's text is rebuilt as a client does (a delta appends at its offset; a
+    Markdown update replaces the text, less the streaming cursor)."""
+    texts: dict[str, str] = {}
+    shown = []
+    for at, m in updates:
+        display_id = m["content"]["transient"]["display_id"]
+        data = m["content"]["data"]
+        if DELTA_MIME in data:
+            delta = data[DELTA_MIME]
+            texts[display_id] = texts.get(display_id, "")[: delta["offset"]] + delta["text"]
+        else:
+            text = data.get("text/markdown", data.get("text/plain", ""))
+            texts[display_id] = text.removesuffix(CURSOR)
+        shown.append((at, sum(solid(t) for t in texts.values())))
+    return shown
+
+
+def measure(harness: KernelHarness, prompt: str, text: str) -> dict:
     result = harness.execute(prompt)
     if result.answer().split() != text.split():
         raise SystemExit("the cell's text differs from the answer")
     session = harness.kc.session
     updates = text_updates(result)
     total = sum(wire_bytes(session, m) for _at, m in updates)
-    # What the client shows after each message, in characters of the answer.
-    shown, finished, current = [], 0, ""
-    for at, m in updates:
-        display_id = m["content"]["transient"]["display_id"]
-        if display_id != current:
-            current = display_id
-        final, size = visible(m, deltas)
-        shown.append((at, finished + size))
-        if final:
-            finished += size
+    shown = shown_after(updates)
     # The model's pace as it was (the scripted model sleeps ``delay`` per chunk, plus its
     # own overhead): its first chunk at the first update, its last at the final one.
     first = updates[0][0]
     parts = chunks(text)
     delay = (updates[-1][0] - first) / max(len(parts) - 1, 1)
-    squeeze = len(text) - len("".join(text.split()))
-    lag, written = 0.0, 0
+    lag, written = 0.0, ""
     for i, part in enumerate(parts):
-        written += len(part)
-        due = first + i * delay
-        seen = next((at for at, n in shown if n >= written - squeeze), shown[-1][0])
-        lag = max(lag, seen - due)
+        written += part
+        need = solid(written)
+        seen = next((at for at, n in shown if n >= need), shown[-1][0])
+        lag = max(lag, seen - (first + i * delay))
     seconds = updates[-1][0] - first
     times = [at for at, _m in updates]
     stall = max((b - a for a, b in itertools.pairwise(times)), default=0.0)
     size = len(text.encode())
     per_second = (total - 3 * size) / max(seconds, 1.0)
-    ok = per_second <= PER_SECOND_TARGET and (
-        lag <= LAG_TARGET if deltas else stall <= STALL_TARGET
-    )
     return {
         "bytes": total,
         "ratio": total / size,
@@ -137,7 +139,6 @@ def measure(harness: KernelHarness, prompt: str, text: str, deltas: bool) -> dic
         "seconds": seconds,
         "lag": lag,
         "stall": stall,
-        "ok": ok,
     }
 
 
@@ -165,8 +166,10 @@ def run() -> list[dict]:
                 if deltas:
                     harness.open_comm(STATUS_TARGET, {"renders": [DELTA_MIME]})
                 for name, *_ in ANSWERS:
-                    row = measure(harness, f"{client} {name}.", texts[name], deltas)
-                    rows.append({"answer": name, "client": client, **row})
+                    row = measure(harness, f"{client} {name}.", texts[name])
+                    latency = row["lag"] <= LAG_TARGET if deltas else row["stall"] <= STALL_TARGET
+                    ok = row["per_second"] <= PER_SECOND_TARGET and latency
+                    rows.append({"answer": name, "client": client, **row, "ok": ok})
             finally:
                 harness.stop()
     return rows
