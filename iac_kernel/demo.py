@@ -32,7 +32,8 @@ CELL_TIMEOUT = 300
 CARD_MIME = "application/vnd.iac-kernel.toolcall+json"
 LABEXTENSION = "@iac-kernel/jupyterlab"
 #: What installs JupyterLab, nbconvert and papermill with the kernel.
-LAB_EXTRA = "'iac-kernel[lab]'"
+#: The package is installed from its clone (not published on PyPI).
+LAB_EXTRA = """'.[lab]' (in the iac-kernel clone)"""
 
 
 class DemoError(Exception):

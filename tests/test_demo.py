@@ -189,11 +189,11 @@ def test_demo_prints_only_commands_this_install_has(monkeypatch, capsys, tmp_pat
     assert demo.run_demo("q.ipynb") == 0
     out = capsys.readouterr().out
     assert printed_commands(out) == [] and "jupyter " not in out
-    assert "pip install 'iac-kernel[lab]'" in out
+    assert "pip install '.[lab]' (in the iac-kernel clone)" in out
     has = {"lab": False, "nbconvert": True}
     monkeypatch.setattr(demo, "jupyter_has", lambda sub, _module: has[sub])
     lines = demo.next_steps("q.ipynb")
-    assert lines[0].startswith("Re-run it: jupyter nbconvert") and "iac-kernel[lab]" in lines[1]
+    assert lines[0].startswith("Re-run it: jupyter nbconvert") and "'.[lab]'" in lines[1]
 
 
 def test_labextension_installed_looks_where_jupyterlab_looks(monkeypatch, tmp_path: Path):
