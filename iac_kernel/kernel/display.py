@@ -54,7 +54,7 @@ UPDATE_INTERVAL = 0.4
 #: under 3x the text + 6 KB a second).
 ALLOWANCE = 2000
 RATIO = 0.9
-PER_SECOND = 5400
+PER_SECOND = 5800
 #: Bytes a display message costs besides its text (header, parent header, signature).
 MESSAGE_OVERHEAD = 700
 #: A stretch longer than this is split into a finished display (see split_point).
@@ -69,7 +69,7 @@ DELTA_OVERHEAD = MESSAGE_OVERHEAD + 100
 #: With deltas the text travels twice (deltas, final): the third share pays messages.
 LIVE_RATIO = 2.0
 #: With deltas, the longest the model's text waits before it is sent (seconds).
-LIVE_LAG = 0.15
+LIVE_LAG = 0.1
 EMPTY_ANSWER = "_(no text in this answer)_"
 FENCE = re.compile(r"^\s*(```|~~~)")
 
