@@ -239,6 +239,12 @@ async def acp_server(
         # test killed the server; 0.12 does not. Anything else still fails the test.
         if not closing:
             raise
+    except RuntimeError as exc:
+        # The lowest SDK's client, while it closes, fails on a notification that was
+        # still arriving (e.g. the commands sent after a session/new answer): "message
+        # queue already closed" (spelled "mssage" there). Only then, only at close.
+        if not (closing and "queue already closed" in str(exc)):
+            raise
     finally:
         stderr.close()
 

@@ -54,7 +54,7 @@ UPDATE_INTERVAL = 0.4
 #: under 3x the text + 6 KB a second).
 ALLOWANCE = 2000
 RATIO = 0.9
-PER_SECOND = 5800
+PER_SECOND = 5400
 #: Bytes a display message costs besides its text (header, parent header, signature).
 MESSAGE_OVERHEAD = 700
 #: A stretch longer than this is split into a finished display (see split_point).
