@@ -32,7 +32,7 @@ from iac_kernel.acp.capabilities import CAPABILITIES
 from iac_kernel.acp.channel import ClientChannel
 from iac_kernel.acp.client_features import ClientFeatures, from_initialize
 from iac_kernel.acp.content import to_anthropic
-from iac_kernel.acp.control import LEASES, Mirrored
+from iac_kernel.acp.control import LEASES, Mirrored, tell_lost
 from iac_kernel.acp.control import METHOD as METHOD_CONTROL
 from iac_kernel.acp.lifecycle import (
     check_cwd,
@@ -365,7 +365,9 @@ class IacAgent:
         if claim:
             if session.busy and session.session_id not in self._turns:
                 raise errors.not_in_control(METHOD_CONTROL)
-            LEASES.claim(session.session_id, self)
+            former = LEASES.claim(session.session_id, self)
+            if former is not None:
+                await tell_lost(former, session.session_id)
         return {"sessionId": session.session_id, "controller": LEASES.holder(session_id) is self}
 
     # -- helpers -----------------------------------------------------------------------

@@ -19,7 +19,9 @@ If the server no longer holds it (it restarted, or the bridge stayed away longer
 the server keeps connections), requests that were waiting for an answer are answered
 with an error, the bridge initializes again and sends ``session/resume`` for each
 remembered session, without showing those answers to the editor; answers to server
-requests of the old connection are dropped: nobody there waits for them.
+requests of the old connection are dropped: nobody there waits for them. A session whose
+control lease another client took meanwhile is one the editor now observes: the bridge
+tells it so (:mod:`iac_kernel.acp.lease_notice`, reason ``expired``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ import os
 import sys
 from typing import Any
 
+from iac_kernel.acp.client_features import from_initialize
+from iac_kernel.acp.lease_notice import EXPIRED, lost_updates, says_lost
+from iac_kernel.acp.lease_notice import METHOD as CONTROL
 from iac_kernel.acp.remote import RemoteError, Target, connect
 from iac_kernel.acp.resume import (
     ACK_EVERY,
@@ -82,6 +87,8 @@ class Bridge:
         self.initialize: dict[str, Any] | None = None
         #: Sessions to resume after a drop: id -> {"cwd", "mcpServers"}.
         self.sessions: dict[str, dict[str, Any]] = {}
+        #: Sessions the editor is known to observe (another client holds the lease).
+        self.observing: set[str] = set()
         #: Editor requests waiting for an answer: key -> (method, params, generation).
         self.pending: dict[str, tuple[str, Any, int]] = {}
         #: Server requests on the current connection the editor has not answered yet.
@@ -226,6 +233,10 @@ class Bridge:
                 self._learn(waiting[0], waiting[1], message)
         elif message is not None and "id" in message:
             self.asked.add(_key(message["id"]))
+        elif message is not None and message.get("method") == "session/update":
+            lost = says_lost(message.get("params"))
+            if lost is not None:
+                self.observing.add(lost)
         await self._write(text)
 
     async def _write(self, text: str) -> None:
@@ -241,13 +252,16 @@ class Bridge:
         sid = sid or params.get("sessionId")
         if not isinstance(sid, str):
             return
-        if method in OPENS and isinstance(params.get("cwd"), str):
+        if method == CONTROL and isinstance(result.get("controller"), bool):
+            (self.observing.discard if result["controller"] else self.observing.add)(sid)
+        elif method in OPENS and isinstance(params.get("cwd"), str):
             self.sessions[sid] = {
                 "cwd": params["cwd"],
                 "mcpServers": params.get("mcpServers") or [],
             }
         elif method in CLOSES:
             self.sessions.pop(sid, None)
+            self.observing.discard(sid)
 
     # -- after a drop ----------------------------------------------------------------
 
@@ -307,6 +321,22 @@ class Bridge:
             if "error" in answer:
                 self.sessions.pop(sid, None)
                 _say(f"session {sid} could not be resumed: {_message(answer)}")
+            elif sid not in self.observing:
+                await self._check_control(sid)
+
+    async def _check_control(self, sid: str) -> None:
+        """Tell the editor when another client took control of a session while the
+        connection was gone (the server ended it, so the lease was free)."""
+        answer = await self._call(CONTROL, {"sessionId": sid})
+        result = answer.get("result")
+        if not isinstance(result, dict) or result.get("controller") is not False:
+            return
+        self.observing.add(sid)
+        _say(f"another client controls session {sid} now; the editor observes it")
+        notices = declared_notices(self.initialize)
+        for params in lost_updates(sid, EXPIRED, notices):
+            update = {"jsonrpc": "2.0", "method": "session/update", "params": params}
+            await self._write(json.dumps(update))
 
     async def _call(self, method: str, params: Any) -> dict[str, Any]:
         """A request of the bridge's own, read to its answer (which the editor does not
@@ -329,6 +359,11 @@ class Bridge:
         for key in list(self.pending):
             del self.pending[key]
             await self._write(_error(key, f"the server is unreachable: {reason}"))
+
+
+def declared_notices(initialize: dict[str, Any] | None) -> bool:
+    """Whether the editor's ``initialize`` declared ``session.notices``."""
+    return from_initialize(initialize or {}).notices
 
 
 def _parse(text: str) -> dict[str, Any] | None:
