@@ -27,8 +27,9 @@ from iac_kernel.guard.exec_request import AskExec, AuditSink, ExecRequest
 from iac_kernel.guard.exec_verdict import exec_verdict
 from iac_kernel.guard.output_filter import Relay
 from iac_kernel.guard.procs import signal_group
+from iac_kernel.guard.reals import is_pyenv_shim
 from iac_kernel.guard.rules import Verdict, program_name
-from iac_kernel.guard.sandbox import GUARD_MOUNT, Layout, is_pyenv_shim
+from iac_kernel.guard.sandbox import GUARD_MOUNT, Layout
 from iac_kernel.guard.startup import CannotStart, Refused, direct_exec_error, not_on_path
 from iac_kernel.interpreter import sandbox_python
 from iac_kernel.peercred import peer_pid
