@@ -183,3 +183,25 @@ async def test_without_the_sandbox_the_same_line_is_said(harness: Harness, reduc
         result, "badshebang"
     )
     assert status(result) == 127
+
+
+async def test_the_line_reaches_the_acp_tool_call(tmp_path: Path, workspace: Path):
+    """What the chat panel shows: the bash tool call's content over ACP."""
+    from acp import text_block
+
+    from test_acp_support import SCRIPTS, acp_server, server_env
+
+    script = SCRIPTS / "guard_cannot_start.json"
+    env = server_env(script, IAC_KERNEL_GUARDED_PROGRAMS="nosuchcli")
+    async with acp_server(tmp_path, env=env) as (conn, _p, client, _w):
+        sid = (await conn.new_session(cwd=str(workspace))).session_id
+        answer = await conn.prompt(session_id=sid, prompt=[text_block("run the missing cli")])
+        assert answer.stop_reason == "end_turn"
+    (call,) = client.tool_ids(sid)
+    last = client.tool_updates(sid, call)[-1]
+    assert last.status == "failed" and last.raw_output["exit_code"] == 127
+    text = last.content[0].content.text
+    assert [line for line in text.splitlines() if line.startswith("guard:")] == [
+        "guard: cannot start nosuchcli: not found on PATH (not installed, or not on the "
+        "call's PATH)"
+    ]
