@@ -16,6 +16,7 @@ from acp.meta import CLIENT_METHODS
 
 from iac_kernel.agent.forms import Form
 from iac_kernel.agent.permissions import ALLOW_ONCE, REJECT_ONCE, Answer, PermissionRequest
+from iac_kernel.agent.questions import QUESTION
 
 METHOD = CLIENT_METHODS["elicitation_create"]
 
@@ -27,6 +28,14 @@ def confirmation_target(request: PermissionRequest) -> str | None:
 
 def elicitation_params(session_id: str, request: PermissionRequest, form: Form) -> dict:
     """The ``elicitation/create`` params (form mode, tied to the tool call)."""
+    if request.kind == QUESTION:  # the agent's own question: its text, as it asked
+        return {
+            "sessionId": session_id,
+            "toolCallId": request.call_id,
+            "mode": "form",
+            "message": request.reason,
+            "requestedSchema": form.schema(),
+        }
     text = request.review.get("text") if isinstance(request.review, dict) else None
     target = form.confirms
     ask = f"To approve this one call, type the workspace name `{target}`." if target else ""
@@ -38,6 +47,16 @@ def elicitation_params(session_id: str, request: PermissionRequest, form: Form) 
         "message": message,
         "requestedSchema": form.schema(),
     }
+
+
+def parse_values(result: Any, by: str) -> Answer:
+    """An accepted form's values as they came (the asker checks them against its form:
+    the agent's own question tells the model what did not fit); a decline or cancel
+    declines."""
+    if not isinstance(result, dict) or result.get("action") != "accept":
+        return Answer(REJECT_ONCE, by=by)
+    content = result.get("content")
+    return Answer(ALLOW_ONCE, by=by, values=dict(content) if isinstance(content, dict) else {})
 
 
 def parse_form(result: Any, form: Form, by: str) -> Answer:

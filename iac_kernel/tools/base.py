@@ -57,6 +57,10 @@ class ToolContext:
     #: Writes one audit record of an infrastructure change (an apply) in the session
     #: store; supplied by the agent loop. None: not recorded.
     audit: Callable[[dict[str, Any]], None] | None = None
+    #: Asks the user a question (``ask_user``): ``(question, fields) -> ToolResult``, the
+    #: fields as :func:`iac_kernel.tools.ask_user.question_fields` gives them; supplied
+    #: by the agent loop (:mod:`iac_kernel.agent.questions`). None: nobody can answer.
+    ask_user: Callable[[str, list[dict[str, Any]]], Awaitable[ToolResult]] | None = None
 
 
 class Tool:
