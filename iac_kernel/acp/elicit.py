@@ -6,6 +6,11 @@ The typed confirmation of a destroy or a production apply (which the gate attach
 the user types the workspace's name, which a reflexive click cannot give. Only the exact
 name approves (once); anything else, a decline or a cancel rejects. Other clients, and
 other questions, get ``session/request_permission`` as before.
+
+The agent's own questions (:mod:`iac_kernel.agent.questions`) and an MCP server's forms
+are forms too; an MCP server's URL elicitation is ``mode: "url"`` for clients that
+declared ``elicitation.url`` (then ``elicitation/complete`` once the server says it
+completed), declined for others (:mod:`iac_kernel.agent.elicitation`).
 """
 
 from __future__ import annotations
@@ -19,6 +24,10 @@ from iac_kernel.agent.permissions import ALLOW_ONCE, REJECT_ONCE, Answer, Permis
 from iac_kernel.agent.questions import QUESTION
 
 METHOD = CLIENT_METHODS["elicitation_create"]
+#: Agent -> client notification: a URL elicitation completed (schema 1.25).
+COMPLETE = "elicitation/complete"
+#: How long a forwarded URL elicitation may wait for the server's completion.
+COMPLETE_WAIT = 900.0
 
 
 def confirmation_target(request: PermissionRequest) -> str | None:
@@ -46,6 +55,20 @@ def elicitation_params(session_id: str, request: PermissionRequest, form: Form) 
         "mode": "form",
         "message": message,
         "requestedSchema": form.schema(),
+    }
+
+
+def url_params(session_id: str, request: PermissionRequest) -> dict:
+    """The ``elicitation/create`` params (url mode, tied to the tool call) of an MCP
+    server's URL elicitation (``request.url``)."""
+    link = request.url
+    return {
+        "sessionId": session_id,
+        "toolCallId": request.call_id,
+        "mode": "url",
+        "elicitationId": link.elicitation_id,
+        "url": link.url,
+        "message": request.reason,
     }
 
 

@@ -17,6 +17,7 @@ request is abandoned (the turn's task is cancelled) and the late answer is ignor
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -39,6 +40,8 @@ from iac_kernel.agent.permissions import (
 from iac_kernel.textsafe import printable, shown_lines
 
 log = logging.getLogger(__name__)
+#: Tasks forwarding ``elicitation/complete`` (kept so they are not collected early).
+_PENDING: set[asyncio.Task[None]] = set()
 
 METHOD = CLIENT_METHODS["session_request_permission"]
 #: Returned for answers we cannot read: not an offered option, so the gate refuses.
@@ -142,6 +145,8 @@ class PermissionAsker:
 
     async def __call__(self, request: PermissionRequest) -> str:
         features = getattr(self.channel, "features", None)
+        if request.url is not None:
+            return await self._url(request, features)
         if request.form is not None and features is not None and features.elicitation_form:
             return await self._form(request, request.form)
         if request.kind == questions.QUESTION:
@@ -159,6 +164,39 @@ class PermissionAsker:
         if answer == UNREADABLE:
             log.warning("unreadable permission answer; treating it as a refusal")
         return Answer(answer, by=self.by)
+
+    async def _url(self, request: PermissionRequest, features: Any) -> str:
+        """An MCP server's URL elicitation: ``elicitation/create`` url for a client that
+        declared ``elicitation.url`` (its ``elicitation/complete`` follows the server's),
+        a decline without asking for any other."""
+        by = f"{self.by}, url elicitation"
+        if features is None or not features.elicitation_url:
+            return Answer(REJECT_ONCE, note="the client cannot open URLs for the user", by=by)
+        params = elicit.url_params(self.session_id, request)
+        try:
+            result = await self.channel.request(elicit.METHOD, params)
+        except RequestError as exc:
+            log.warning("client failed the url elicitation: %s", exc)
+            return Answer(REJECT_ONCE, by=by)
+        except ConnectionError:
+            return CANCELLED
+        accepted = isinstance(result, dict) and result.get("action") == "accept"
+        if accepted and request.url.completed is not None:
+            task = asyncio.ensure_future(self._complete(request.url))
+            _PENDING.add(task)
+            task.add_done_callback(_PENDING.discard)
+        return Answer(ALLOW_ONCE if accepted else REJECT_ONCE, by=by)
+
+    async def _complete(self, link: Any) -> None:
+        """``elicitation/complete`` once the MCP server says the URL's interaction is done."""
+        notify = getattr(self.channel, "notify", None)
+        if notify is None:
+            return
+        try:
+            await asyncio.wait_for(link.completed.wait(), elicit.COMPLETE_WAIT)
+        except TimeoutError:
+            return
+        await notify(elicit.COMPLETE, {"elicitationId": link.elicitation_id})
 
     async def _plain_question(self, request: PermissionRequest) -> str:
         """The agent's question to a client without form elicitation: the choices of a
