@@ -158,3 +158,18 @@ async def test_the_question_is_shown_inert(tmp_path):
     assert "second line" in request.reason  # its lines kept
     assert "\x1b" not in request.form.fields[0].title
     assert "\x1b" not in json.dumps(request.form.schema(), ensure_ascii=False)
+
+
+@pytest.mark.parametrize("policy", ["allow", "deny", "stdin"])
+async def test_the_notebooks_headless_policy_never_answers_a_question(tmp_path, policy):
+    """The kernel's headless policy decides without a person: whatever it says, the
+    question stays unanswered (``allow`` approves, which is not an answer)."""
+    from iac_kernel.kernel.permission_ui import policy_answer
+
+    async def headless(request):
+        option, _note = policy_answer(policy, request, allow_stdin=False)
+        return Answer(option, by=f"headless policy ({policy})")
+
+    result = await _run(tmp_path, {"question": "Which?", "choices": ["dev", "prod"]}, headless)
+    assert result.raw_output["answered"] is False
+    assert "The user answered" not in result.content
