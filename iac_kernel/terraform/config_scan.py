@@ -5,7 +5,9 @@
   ``TF_VAR_*`` give them (a var file is often in another folder: ``-var-file=envs/x``);
 * backend state files: a ``backend "local" { path = ... }`` block, and the backend
   configuration terraform keeps in ``.terraform/terraform.tfstate`` (its ``path``, and
-  secret-named settings such as ``access_key`` or ``password``).
+  its backend's secret settings: :mod:`.backends`);
+* the secret settings a ``terraform`` block gives its ``backend``, ``cloud`` and
+  OpenTofu ``encryption`` blocks, and ``TF_ENCRYPTION``'s.
 """
 
 from __future__ import annotations
@@ -13,15 +15,14 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from iac_kernel.terraform import backends
 from iac_kernel.terraform.sensitive import keep, leaves
 
 log = logging.getLogger(__name__)
-
-_SECRET_SETTING = re.compile(r"key|secret|token|password|passw|credential|sas", re.IGNORECASE)
 
 
 def unquote(value: Any) -> Any:
@@ -125,8 +126,8 @@ def backend_cache(path: Path) -> tuple[list[Path], list[str]]:
     states: list[Path] = []
     if isinstance(config.get("path"), str):
         states.append(path.parent.parent / config["path"])
-    secrets = [v for k, v in config.items() if _SECRET_SETTING.search(k) and isinstance(v, str)]
-    return states, secrets
+    kind = backend.get("type") if isinstance(backend.get("type"), str) else ""
+    return states, backends.secret_values(config, kind)
 
 
 def config_values(
@@ -143,12 +144,12 @@ def config_values(
                 head = path.read_text(errors="replace")
             except OSError:
                 continue
-            if "sensitive" not in head and "backend" not in head:
+            if not any(word in head for word in ("sensitive", "backend", "cloud", "encryption")):
                 continue
         doc = parse(path)
         more, defaults = declared(doc)
         names |= more
-        found += defaults
+        found += defaults + backends.terraform_block_values(doc)
         states += backend_paths(doc, path.parent)
     if names:
         for path in var_files:
@@ -156,4 +157,23 @@ def config_values(
         for name in names:
             if f"TF_VAR_{name}" in os.environ:
                 found.append(os.environ[f"TF_VAR_{name}"])
+    found += encryption_env_values(os.environ)
     return keep(found), states, names
+
+
+def encryption_env_values(env: Mapping[str, str]) -> list[str]:
+    """The secret values of OpenTofu's ``TF_ENCRYPTION`` (an ``encryption`` block's body,
+    HCL or JSON)."""
+    text = env.get("TF_ENCRYPTION", "")
+    if not text.strip():
+        return []
+    try:
+        if text.lstrip().startswith("{"):
+            doc = json.loads(text)
+        else:
+            import hcl2
+
+            doc = unquote(hcl2.loads(text))
+    except Exception:  # not HCL: tofu refuses it too
+        return []
+    return backends.encryption_values(doc)
