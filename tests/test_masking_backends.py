@@ -4,10 +4,11 @@ settings, in every place a backend's settings live.
 The expected settings below are written from the backends' schemas (see
 ``backends.CHECKED_AGAINST``), not read from the table under test. Families: the
 backend cache ``.terraform/terraform.tfstate`` (masked copy and workspace scan), a
-``*.tfbackend`` file, a ``backend`` block in ``*.tf`` / ``*.tf.json``, OpenTofu's
-``encryption`` block and ``TF_ENCRYPTION``; an unknown backend's secret-named settings;
-real terraform's cache of an ``http`` backend. Controls: each backend's ordinary settings
-(bucket, region, path, the state's ``key``, paths to key files) stay readable.
+``*.tfbackend`` file, a ``backend`` block in ``*.tf`` / ``*.tf.json``; an unknown
+backend's secret-named settings; real terraform's cache of an ``http`` backend
+(OpenTofu's ``encryption`` and command-line secrets: ``test_masking_encryption.py``).
+Controls: each backend's ordinary settings (bucket, region, path, the state's ``key``,
+paths to key files) stay readable.
 """
 
 from __future__ import annotations
@@ -287,78 +288,6 @@ def test_an_unknown_backends_secret_named_settings_are_secret():
     assert not backends.is_secret_setting("sse_customer_key_sha256", "oci")
     assert not backends.is_secret_setting("key", "s3")
     assert backends.is_secret_setting("key", "swift")
-
-
-ENCRYPTION = """
-terraform {
-  encryption {
-    key_provider "pbkdf2" "pass" {
-      passphrase = "pbkdf2-passphrase-long-1"
-      key_length = 32
-    }
-    key_provider "static" "st" {
-      key = "6f6f6f6f6f6f6f6f-static"
-    }
-    key_provider "aws_kms" "kms" {
-      kms_key_id = "alias/plain-kms-key"
-      key_spec   = "AES_256"
-      region     = "eu-west-1"
-      access_key = "AKIAKMSACCESS1"
-      secret_key = "kms-secret-key-2"
-      assume_role = { role_arn = "arn:plain-role", external_id = "kms-external-3" }
-    }
-    key_provider "gcp_kms" "g" {
-      kms_encryption_key = "projects/p/keys/plain-gcp"
-      credentials        = "gcp-credentials-json-4"
-      key_length         = 32
-    }
-    key_provider "azure_vault" "az" {
-      vault_uri     = "https://plain-vault.example"
-      client_secret = "azure-vault-secret-5"
-    }
-    key_provider "openbao" "bao" {
-      address  = "https://plain-bao.example"
-      key_name = "plain-bao-key"
-      token    = "s.openbao-token-6"
-    }
-    key_provider "newkms" "future" {
-      endpoint  = "https://plain-new.example"
-      api_token = "newkms-token-7"
-    }
-    method "aes_gcm" "m" {
-      keys = key_provider.pbkdf2.pass
-    }
-    state {
-      method = method.aes_gcm.m
-    }
-  }
-}
-"""
-ENC_SECRETS = ["pbkdf2-passphrase-long-1", "6f6f6f6f6f6f6f6f-static", "AKIAKMSACCESS1"]
-ENC_SECRETS += ["kms-secret-key-2", "kms-external-3", "gcp-credentials-json-4"]
-ENC_SECRETS += ["azure-vault-secret-5", "s.openbao-token-6", "newkms-token-7"]
-ENC_PLAIN = ["alias/plain-kms-key", "eu-west-1", "arn:plain-role", "projects/p/keys/plain-gcp"]
-ENC_PLAIN += ["https://plain-vault.example", "plain-bao-key", "key_provider.pbkdf2.pass"]
-
-
-def test_opentofu_encryption_key_providers_are_masked(tmp_path: Path):
-    assert_masked(tffiles.masked(ENCRYPTION.encode()), ENC_SECRETS, ENC_PLAIN)
-    (tmp_path / "encryption.tf").write_text(ENCRYPTION)
-    found, _, _ = config_scan.config_values([tmp_path / "encryption.tf"], [])
-    assert found == set(ENC_SECRETS)
-
-
-def test_tf_encryption_in_the_environment(monkeypatch: pytest.MonkeyPatch):
-    body = ENCRYPTION.split("encryption {", 1)[1].rsplit("}", 2)[0]
-    assert sorted(config_scan.encryption_env_values({"TF_ENCRYPTION": body})) == sorted(ENC_SECRETS)
-    as_json = {"key_provider": {"pbkdf2": {"k": {"passphrase": "json-passphrase-8"}}}}
-    as_json["method"] = {"aes_gcm": {"m": {"keys": "${key_provider.pbkdf2.k}"}}}
-    env = {"TF_ENCRYPTION": json.dumps(as_json)}
-    assert config_scan.encryption_env_values(env) == ["json-passphrase-8"]
-    monkeypatch.setenv("TF_ENCRYPTION", json.dumps(as_json))
-    found, _, _ = config_scan.config_values([], [])
-    assert found == {"json-passphrase-8"}
-    assert config_scan.encryption_env_values({"TF_ENCRYPTION": "not { hcl"}) == []
 
 
 @pytest.fixture

@@ -161,6 +161,23 @@ def config_values(
     return keep(found), states, names
 
 
+def exec_given_secrets(words: list[str], env: Mapping[str, str]) -> list[str]:
+    """Secrets a terraform/tofu command line gives outside any file: ``-backend-config``
+    ``KEY=VALUE`` words setting a backend's secret setting, and ``TF_ENCRYPTION``'s."""
+    configs = [w for i, w in enumerate(words) if i and words[i - 1] in _BACKEND_CONFIG]
+    configs += [w.partition("=")[2] for w in words if w.startswith(_BACKEND_CONFIG_EQ)]
+    found: list[str] = []
+    for config in configs:
+        name, eq, value = config.partition("=")
+        if eq and backends.is_secret_setting(name.strip().strip('"')):
+            found += given_leaves(value)
+    return found + encryption_env_values(env)
+
+
+_BACKEND_CONFIG = ("-backend-config", "--backend-config")
+_BACKEND_CONFIG_EQ = ("-backend-config=", "--backend-config=")
+
+
 def encryption_env_values(env: Mapping[str, str]) -> list[str]:
     """The secret values of OpenTofu's ``TF_ENCRYPTION`` (an ``encryption`` block's body,
     HCL or JSON)."""
