@@ -73,7 +73,7 @@ SECRET_SETTINGS: dict[str, frozenset[str]] = {
     "kubernetes": frozenset({"token", "client_key", "password", "env"}),
     "oss": frozenset({"access_key", "secret_key", "security_token"}),
     "pg": frozenset({"conn_str"}),
-    # oci: Terraform v1.13 (oci/backend.go: private_key, private_key_password and
+    # oci: Terraform v1.12 (oci/backend.go: private_key, private_key_password and
     # sse_customer_key are Sensitive; sse_customer_key_sha256 is a digest)
     "oci": frozenset({"private_key", "private_key_password", "sse_customer_key"}),
     "remote": frozenset({"token"}),
