@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,8 @@ from iac_kernel.terraform import backends
 from iac_kernel.terraform.sensitive import keep, leaves
 
 log = logging.getLogger(__name__)
+#: A ``.tf`` file worth parsing (most declare nothing of interest and parsing is slow).
+_WORTH_PARSING = re.compile(r'sensitive|backend|encryption|\bcloud"?\s*[{:]')
 
 
 def unquote(value: Any) -> Any:
@@ -144,7 +147,7 @@ def config_values(
                 head = path.read_text(errors="replace")
             except OSError:
                 continue
-            if not any(word in head for word in ("sensitive", "backend", "cloud", "encryption")):
+            if not _WORTH_PARSING.search(head):
                 continue
         doc = parse(path)
         more, defaults = declared(doc)
