@@ -278,6 +278,15 @@ def test_nested_blocks_secrets_are_found():
     assert out is not None and b"ext-shared-77" not in out and b"arn:r" in out
 
 
+def test_a_url_settings_password_is_secret():
+    config = {"address": "https://bob:Url-Pass-123@state.example/s", "username": "bob"}
+    config["lock_address"] = "https://state.example/lock"
+    assert_masked(tffiles.masked(cache("http", config)), ["Url-Pass-123"], ["state.example/s"])
+    assert backends.secret_values({"proxy_url": "http://u:Px-9876@proxy:3128"}, "kubernetes") == [
+        "Px-9876"
+    ]
+
+
 def test_an_unknown_backends_secret_named_settings_are_secret():
     config = {"path": "state/x", "bucket": "b1", "api_secret": "fork-secret-1"}
     config |= {"db_password": "fork-pass-2", "auth_token": "fork-tok-3"}

@@ -135,6 +135,7 @@ _SECRET_NAME = re.compile(
 )
 #: Blocks nested in a backend's settings (s3, cos, kubernetes, OpenTofu's s3 ``endpoints``).
 _NESTED = frozenset({"assume_role", "assume_role_with_web_identity", "exec", "endpoints"})
+_URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:([^\s/@]+)@")
 #: A value that is only a reference (``${var.key}``, ``${key_provider.pbkdf2.k}``).
 _REFERENCE = re.compile(r"^\$\{[^{}]*\}$")
 
@@ -151,9 +152,11 @@ def is_secret_setting(name: str, backend: str | None = None) -> bool:
 
 
 def secret_values(config: Any, backend: str | None = None) -> list[str]:
-    """The values of ``config``'s secret settings (nested blocks included); ``backend``
-    None: the settings secret in any backend (a ``*.tfbackend`` file)."""
-    return _walk(config, lambda name: is_secret_setting(name, backend))
+    """The values of ``config``'s secret settings (nested blocks included), and the
+    password of any URL setting that carries one (``address = "https://u:pw@host"``);
+    ``backend`` None: the settings secret in any backend (a ``*.tfbackend`` file)."""
+    found = _walk(config, lambda name: is_secret_setting(name, backend))
+    return found + [m for s in _scalars(config) for m in _URL_PASSWORD.findall(s)]
 
 
 def backend_config_values(doc: Any) -> list[str]:
