@@ -291,7 +291,8 @@ class Layout:
         for mask in self.masks:
             args += ["--tmpfs", str(mask)]
         for copy, original in [] if originals else self.overlays:
-            args += ["--ro-bind", str(copy), str(original)]
+            if os.path.lexists(self.host_path(str(original))):  # gone: nothing to cover
+                args += ["--ro-bind", str(copy), str(original)]
         for key, value in SANDBOX_ENV.items():
             args += ["--setenv", key, value]
         args += self._empty_mounts([*self.hidden, *([] if guarded else self.secrets)])
@@ -360,6 +361,15 @@ class Layout:
                     return norm
                 return str(outer) + norm[len(inner) :]
         return norm
+
+    def inside_path(self, host: str) -> str | None:
+        """Where the sandbox shows the host path ``host`` (None: not a writable place)."""
+        norm = os.path.normpath(host)
+        for outer, inner in [(self.tmp_dir, TMP_MOUNT), *((p, str(p)) for p in self._binds())]:
+            real = os.path.realpath(outer)
+            if norm == real or norm.startswith(real + "/"):
+                return inner + norm[len(real) :]
+        return None
 
     def _binds(self) -> list[Path]:
         return [*self.writable, self.cwd, *map(Path, own_paths_under_tmp())]

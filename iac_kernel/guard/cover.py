@@ -1,0 +1,146 @@
+"""Terraform's sensitive files written during a call, masked in the call's shell at once.
+
+The shell of a sandboxed call sees masked copies of the sensitive terraform files that
+existed when it started (bind mounts made by bwrap, :class:`.sandbox.Layout`). A guarded
+terraform/tofu runs in a sibling sandbox with the originals and can write new ones (a
+state after ``apply``, its backup, a plan from ``plan -out``, a backend cache), in the
+folder, the call's /tmp or a writable path. Before its exit status goes back to the
+shell, :meth:`Cover.run` scans those places by content and mounts a read-only masked
+copy over every sensitive file in the mount namespace of each waiting shell
+(``cover_helper.py``, as the guard's own user: ``setns`` + ``move_mount``), and adds it
+to the layout so sandboxes started later mount it too.
+
+What this cannot close (docs/masking.md): a read while terraform still runs, a
+descriptor opened before terraform rewrote the file in place, and a hard link beyond the
+scan's limits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import subprocess
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from iac_kernel.guard.sandbox import Layout
+from iac_kernel.interpreter import sandbox_python
+
+log = logging.getLogger(__name__)
+
+HELPER = os.path.realpath(Path(__file__).with_name("cover_helper.py"))
+
+#: ``scan(cwd, root)``: (masked copy, host path) for each sensitive file under ``root``,
+#: with what is known of the workspace at ``cwd``.
+Scan = Callable[[Path, Path], list[tuple[Path, Path]]]
+
+
+class Cover:
+    """The mount namespaces of one call's shell, and masking what terraform wrote."""
+
+    def __init__(self, layout: Layout, scan: Scan) -> None:
+        self.layout = layout
+        self.scan = scan
+        #: namespace inode -> an open descriptor of it (keeps it, whatever the pid does).
+        self._namespaces: dict[int, int] = {}
+        #: (namespace inode, path inside) -> (copy, dev, ino) already mounted there.
+        self._done: dict[tuple[int, str], tuple[str, int, int]] = {}
+        self._lock = threading.Lock()
+        self._own = _inode("/proc/self/ns/mnt")
+
+    def watch(self, pid: int) -> None:
+        """Remember the mount namespace of ``pid`` (a process of the call's shell)."""
+        try:
+            fd = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return
+        inode = os.fstat(fd).st_ino
+        with self._lock:
+            if inode == self._own or inode in self._namespaces:
+                os.close(fd)  # never our own namespace: the mounts would be the host's
+                return
+            self._namespaces[inode] = fd
+
+    def roots(self) -> list[Path]:
+        """Where the shell can write: its folder, its /tmp and the writable paths."""
+        found = [self.layout.cwd, self.layout.tmp_dir, *self.layout.writable]
+        return [Path(os.path.realpath(p)) for p in found if os.path.isdir(p)]
+
+    def run(self) -> list[str]:
+        """Mount masked copies of every sensitive file under :meth:`roots` in the
+        namespaces watched; returns what could not be covered (empty: all covered)."""
+        with self._lock:
+            return self._run()
+
+    def _run(self) -> list[str]:
+        pairs: dict[str, tuple[Path, Path]] = {}
+        for root in self.roots():
+            for copy, original in self.scan(self.layout.cwd, root):
+                inside = self.layout.inside_path(str(original))
+                if inside is not None:
+                    pairs[inside] = (copy, original)
+        self._add_to_layout(pairs)
+        problems: list[str] = []
+        for inode, fd in list(self._namespaces.items()):
+            items = []
+            for inside, (copy, original) in sorted(pairs.items()):
+                try:
+                    st = os.stat(original, follow_symlinks=False)
+                except OSError:
+                    continue
+                done = (str(copy), st.st_dev, st.st_ino)
+                if self._done.get((inode, inside)) == done:
+                    continue
+                items.append({"copy": str(copy), "path": inside, "dev": done[1], "ino": done[2]})
+            if not items:
+                continue
+            results = self._mount(fd, items)
+            for item, result in zip(items, results, strict=False):
+                if result in ("covered", "other"):
+                    self._done[(inode, item["path"])] = (item["copy"], item["dev"], item["ino"])
+                else:
+                    problems.append(f"{item['path']}: {result}")
+        for problem in problems:
+            log.warning("guard: a masked copy could not be mounted: %s", problem)
+        return problems
+
+    def _add_to_layout(self, pairs: dict[str, tuple[Path, Path]]) -> None:
+        """Sandboxes started from now on (other guarded programs) mount the copies too."""
+        kept = [(c, o) for c, o in self.layout.overlays if str(o) not in pairs]
+        self.layout.overlays = kept + [(c, Path(i)) for i, (c, _) in sorted(pairs.items())]
+
+    def _mount(self, fd: int, items: list[dict]) -> list[str]:
+        try:
+            done = subprocess.run(
+                [sandbox_python(), "-IS", HELPER, str(fd)],
+                input=json.dumps(items),
+                capture_output=True,
+                text=True,
+                pass_fds=(fd,),
+                timeout=30,
+                check=False,
+            )
+            results = json.loads(done.stdout or "null")
+        except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
+            return [f"cannot run the helper: {exc}"] * len(items)
+        if not isinstance(results, list) or len(results) != len(items):
+            text = (done.stderr or "").strip().splitlines()
+            return [text[-1] if text else "the helper failed"] * len(items)
+        return [str(r) for r in results]
+
+    def close(self) -> None:
+        with self._lock:
+            for fd in self._namespaces.values():
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            self._namespaces.clear()
+
+
+def _inode(path: str) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return None
