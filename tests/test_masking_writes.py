@@ -209,3 +209,17 @@ async def test_a_state_without_sensitive_values_stays_whole(work: Path):
     assert PLAIN in text and '"lineage"' in text, text
     assert "(sensitive)" not in text
     assert "rm=0" in await run(work, "rm terraform.tfstate; echo rm=$?")
+
+
+async def test_a_descriptor_held_from_before_is_stopped(work: Path):
+    tf(work, "apply", "-auto-approve", "-input=false", "-var", "on=false")  # nothing sensitive
+    command = (  # terraform rewrites the state, and a plan named again, in place
+        "exec 3<terraform.tfstate; touch p; exec 4<p; "
+        f"{APPLY} >/dev/null; terraform plan -out=p -input=false >/dev/null; "
+        'rev <&3; python3 -c \'import sys; sys.stdout.write(open(4, "rb").read()'
+        '.decode("latin-1")[::-1])\'; echo after'
+    )
+    text = await run(work, command)
+    assert not leaked(text), text
+    assert "after" not in text  # the shell holding them was stopped
+    assert "serial" in (work / "terraform.tfstate").read_text()  # terraform's run stands

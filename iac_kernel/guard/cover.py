@@ -10,9 +10,11 @@ copy over every sensitive file in the mount namespace of each waiting shell
 (``cover_helper.py``, as the guard's own user: ``setns`` + ``move_mount``), and adds it
 to the layout so sandboxes started later mount it too.
 
-What this cannot close (docs/masking.md): a read while terraform still runs, a
-descriptor opened before terraform rewrote the file in place, and a hard link beyond the
-scan's limits.
+Terraform rewrites a state (and a plan named again) in place: a process of the shell
+holding such a file open or mapped when terraform returns is killed (a descriptor taken
+before the run would read what the mount hides). What this cannot close
+(docs/masking.md): a read transformed while terraform still runs, a descriptor kept in
+flight in a unix socket, and a hard link beyond the scan's limits.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import subprocess
 import threading
 from collections.abc import Callable
@@ -105,7 +108,28 @@ class Cover:
                     problems.append(f"{item['path']}: {result}")
         for problem in problems:
             log.warning("guard: a masked copy could not be mounted: %s", problem)
+        problems += self._stop_holders([original for _, original in pairs.values()])
         return problems
+
+    def _stop_holders(self, files: list[Path]) -> list[str]:
+        """Kill every process of the watched namespaces that holds one of ``files`` open
+        or mapped: terraform rewrites a state or plan in place, so a descriptor taken
+        before (or while it ran) would read the values the mount now hides."""
+        wanted: set[tuple[int, int]] = set()
+        for path in files:
+            with contextlib.suppress(OSError):
+                st = os.stat(path)
+                wanted.add((st.st_dev, st.st_ino))
+        if not wanted or not self._namespaces:
+            return []
+        found: list[str] = []
+        for pid in holders(wanted, set(self._namespaces)):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            found.append(f"process {pid} held a sensitive terraform file open: stopped")
+        for problem in found:
+            log.warning("guard: %s", problem)
+        return found
 
     def _add_to_layout(self, pairs: dict[str, tuple[Path, Path]]) -> None:
         """Sandboxes started from now on (other guarded programs) mount the copies too."""
@@ -137,6 +161,34 @@ class Cover:
                 with contextlib.suppress(OSError):
                     os.close(fd)
             self._namespaces.clear()
+
+
+def holders(files: set[tuple[int, int]], namespaces: set[int]) -> list[int]:
+    """Pids in the mount ``namespaces`` (inodes) with a descriptor on, or a mapping of,
+    one of ``files`` (``(st_dev, st_ino)``)."""
+    found: list[int] = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        if _inode(f"/proc/{name}/ns/mnt") not in namespaces:
+            continue
+        for folder in ("fd", "map_files"):
+            try:
+                entries = os.listdir(f"/proc/{name}/{folder}")
+            except OSError:
+                continue
+            if any(_identity(f"/proc/{name}/{folder}/{e}") in files for e in entries):
+                found.append(int(name))
+                break
+    return found
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _inode(path: str) -> int | None:

@@ -396,7 +396,10 @@ class ApprovalServer:
             callers.ended(proc.pid)
             if program in ORIGINALS and self.cover is not None:
                 # Before the exit status goes back: the shell then finds masked copies.
-                await asyncio.to_thread(self.cover.run)
+                try:
+                    await asyncio.to_thread(self.cover.run)
+                except Exception:  # a bug here must not lose the exit status
+                    log.exception("guard: masking what terraform wrote failed")
 
     async def _watch(self, conn: socket.socket, proc: asyncio.subprocess.Process) -> None:
         """Relay the launcher's signals; kill the program when the launcher goes away."""
