@@ -35,6 +35,8 @@ from iac_kernel.interpreter import sandbox_python
 log = logging.getLogger(__name__)
 
 HELPER = os.path.realpath(Path(__file__).with_name("cover_helper.py"))
+#: Scans and mounts at most this many times before the shell is stopped.
+ROUNDS = 3
 
 #: ``scan(cwd, root)``: (masked copy, host path) for each sensitive file under ``root``,
 #: with what is known of the workspace at ``cwd``.
@@ -80,36 +82,69 @@ class Cover:
 
     def _run(self) -> list[str]:
         pairs: dict[str, tuple[Path, Path]] = {}
+        problems: list[str] = []
+        for _round in range(ROUNDS):  # again when the shell moved a file meanwhile
+            pairs = self._scan()
+            self._add_to_layout(pairs)
+            problems = []
+            for inode, fd in list(self._namespaces.items()):
+                problems += self._cover(inode, fd, pairs)
+            if not problems:
+                break
+        if problems:  # fail closed: the shell must not go on next to an uncovered file
+            for problem in problems:
+                log.warning("guard: a masked copy could not be mounted: %s", problem)
+            self._stop_all()
+            return [*problems, "the call's shell was stopped"]
+        return self._stop_holders([original for _, original in pairs.values()])
+
+    def _scan(self) -> dict[str, tuple[Path, Path]]:
+        """path inside -> (copy, host path) of every sensitive file under the roots."""
+        pairs: dict[str, tuple[Path, Path]] = {}
         for root in self.roots():
             for copy, original in self.scan(self.layout.cwd, root):
                 inside = self.layout.inside_path(str(original))
                 if inside is not None:
                     pairs[inside] = (copy, original)
-        self._add_to_layout(pairs)
-        problems: list[str] = []
-        for inode, fd in list(self._namespaces.items()):
-            items = []
-            for inside, (copy, original) in sorted(pairs.items()):
-                try:
-                    st = os.stat(original, follow_symlinks=False)
-                except OSError:
-                    continue
-                done = (str(copy), st.st_dev, st.st_ino)
-                if self._done.get((inode, inside)) == done:
-                    continue
-                items.append({"copy": str(copy), "path": inside, "dev": done[1], "ino": done[2]})
-            if not items:
+        return pairs
+
+    def _cover(self, inode: int, fd: int, pairs: dict[str, tuple[Path, Path]]) -> list[str]:
+        """Mount in one namespace what is not mounted there yet; what failed."""
+        items = []
+        ours = _copies({c.parent for c, _ in pairs.values()})
+        for inside, (copy, original) in sorted(pairs.items()):
+            try:
+                st = os.stat(original, follow_symlinks=False)
+                own = os.stat(copy)
+            except OSError:
                 continue
-            results = self._mount(fd, items)
-            for item, result in zip(items, results, strict=False):
-                if result in ("covered", "other"):
-                    self._done[(inode, item["path"])] = (item["copy"], item["dev"], item["ino"])
-                else:
-                    problems.append(f"{item['path']}: {result}")
-        for problem in problems:
-            log.warning("guard: a masked copy could not be mounted: %s", problem)
-        problems += self._stop_holders([original for _, original in pairs.values()])
+            done = (str(copy), st.st_dev, st.st_ino)
+            if self._done.get((inode, inside)) == done:
+                continue
+            items.append(
+                {
+                    "copy": str(copy),
+                    "path": inside,
+                    "dev": st.st_dev,
+                    "ino": st.st_ino,
+                    "shown": [own.st_dev, own.st_ino],
+                }
+            )
+        if not items:
+            return []
+        problems: list[str] = []
+        for item, result in zip(items, self._mount(fd, items, ours), strict=False):
+            if result == "covered":
+                self._done[(inode, item["path"])] = (item["copy"], item["dev"], item["ino"])
+            else:
+                problems.append(f"{item['path']}: {result}")
         return problems
+
+    def _stop_all(self) -> None:
+        """Kill every process of the watched namespaces (the call's shell)."""
+        for pid in _pids(set(self._namespaces)):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
 
     def _stop_holders(self, files: list[Path]) -> list[str]:
         """Kill every process of the watched namespaces that holds one of ``files`` open
@@ -136,11 +171,11 @@ class Cover:
         kept = [(c, o) for c, o in self.layout.overlays if str(o) not in pairs]
         self.layout.overlays = kept + [(c, Path(i)) for i, (c, _) in sorted(pairs.items())]
 
-    def _mount(self, fd: int, items: list[dict]) -> list[str]:
+    def _mount(self, fd: int, items: list[dict], ours: list[list[int]]) -> list[str]:
         try:
             done = subprocess.run(
                 [sandbox_python(), "-IS", HELPER, str(fd)],
-                input=json.dumps(items),
+                input=json.dumps({"items": items, "ours": ours}),
                 capture_output=True,
                 text=True,
                 pass_fds=(fd,),
@@ -167,11 +202,8 @@ def holders(files: set[tuple[int, int]], namespaces: set[int]) -> list[int]:
     """Pids in the mount ``namespaces`` (inodes) with a descriptor on, or a mapping of,
     one of ``files`` (``(st_dev, st_ino)``)."""
     found: list[int] = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        if _inode(f"/proc/{name}/ns/mnt") not in namespaces:
-            continue
+    for pid in _pids(namespaces):
+        name = str(pid)
         for folder in ("fd", "map_files"):
             try:
                 entries = os.listdir(f"/proc/{name}/{folder}")
@@ -180,6 +212,24 @@ def holders(files: set[tuple[int, int]], namespaces: set[int]) -> list[int]:
             if any(_identity(f"/proc/{name}/{folder}/{e}") in files for e in entries):
                 found.append(int(name))
                 break
+    return found
+
+
+def _pids(namespaces: set[int]) -> list[int]:
+    """The processes whose mount namespace is one of ``namespaces`` (inodes)."""
+    names = [n for n in os.listdir("/proc") if n.isdigit()]
+    return [int(n) for n in names if _inode(f"/proc/{n}/ns/mnt") in namespaces]
+
+
+def _copies(folders: set[Path]) -> list[list[int]]:
+    """``[dev, ino]`` of every masked copy in ``folders`` (a path showing one is masked)."""
+    found: list[list[int]] = []
+    for folder in folders:
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(folder):
+                with contextlib.suppress(OSError):
+                    st = entry.stat(follow_symlinks=False)
+                    found.append([st.st_dev, st.st_ino])
     return found
 
 

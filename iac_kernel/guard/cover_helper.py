@@ -1,14 +1,15 @@
 """Runs as its own process, as the guard's user: mount masked copies over files in a
 waiting shell's mount namespace. Standard library only.
 
-Usage: ``python -I -S cover_helper.py NSFD`` with a JSON list on stdin, each item
-``{"copy": host path, "path": path in the namespace, "dev": int, "ino": int}``. Each copy
-is cloned as a detached read-only mount in the guard's namespace (``open_tree``,
+Usage: ``python -I -S cover_helper.py NSFD`` with ``{"ours": [[dev, ino] of every masked
+copy], "items": [...]}`` on stdin, each item ``{"copy": host path, "path": path in the
+namespace, "dev": int, "ino": int, "shown": [dev, ino] of the copy}``. Each copy is cloned
+as a detached read-only mount in the guard's namespace (``open_tree``,
 ``mount_setattr``: the shell need not see it), then, inside the shell's namespace
-(``setns``), attached over ``path`` only when ``path`` (last component not followed) is
-still the file ``dev``/``ino`` (``move_mount`` onto that descriptor: no path race).
-Prints one JSON list: per item, ``"covered"``, ``"other"`` (another file is there: a copy
-already, or a new file) or an error text.
+(``setns``), attached over ``path`` when ``path`` (last component not followed) is still
+the file ``dev``/``ino`` or an older masked copy (``move_mount`` onto that descriptor: no
+path race). Prints one JSON list: per item, ``"covered"`` (this copy is there now),
+``"other"`` (another file is there: the original moved) or an error text.
 """
 
 import ctypes
@@ -53,7 +54,8 @@ def _attach(tree: int, target: int) -> None:
 
 def main() -> None:
     namespace = int(sys.argv[1])
-    items = json.load(sys.stdin)
+    given = json.load(sys.stdin)
+    items, ours = given["items"], given["ours"]
     trees: list[int | str] = []
     for item in items:
         try:
@@ -74,11 +76,14 @@ def main() -> None:
             continue
         try:
             st = os.fstat(fd)
-            if (st.st_dev, st.st_ino) != (item["dev"], item["ino"]):
+            seen = [st.st_dev, st.st_ino]
+            if seen == item["shown"]:
+                results.append("covered")  # this copy is there already
+            elif seen == [item["dev"], item["ino"]] or seen in ours:
+                _attach(tree, fd)  # over the file, or over an older copy of it
+                results.append("covered")
+            else:
                 results.append("other")
-                continue
-            _attach(tree, fd)
-            results.append("covered")
         except OSError as exc:
             results.append(str(exc))
         finally:
