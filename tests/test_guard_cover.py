@@ -18,13 +18,16 @@ from iac_kernel.guard.sandbox import Layout, bwrap_path, unusable_reason
 pytestmark = pytest.mark.skipif(unusable_reason() is not None, reason="bubblewrap unusable")
 
 
-def _sandboxed(layout: Layout, script: str) -> tuple[subprocess.Popen, int]:
-    """A sandbox of ``layout`` running ``script``, and the pid of its shell."""
+def _sandboxed(
+    layout: Layout, script: str, hide: tuple[Path, ...] = ()
+) -> tuple[subprocess.Popen, int]:
+    """A sandbox of ``layout`` (and empty folders over ``hide``) running ``script``, and
+    the pid of a process in it."""
     bwrap = bwrap_path()
     assert bwrap is not None
     args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     args += ["--bind", str(layout.tmp_dir), "/tmp", "--bind", str(layout.cwd), str(layout.cwd)]
-    for path in layout.masks:
+    for path in [*layout.masks, *hide]:
         args += ["--tmpfs", str(path)]
     args += ["--unshare-pid", "--die-with-parent", "--cap-drop", "ALL", "--"]
     proc = subprocess.Popen(
@@ -90,12 +93,11 @@ def test_a_file_that_cannot_be_covered_stops_the_sandbox(tmp_path: Path):
     layout = _layout(tmp_path)
     unseen = layout.cwd / "unseen"  # the sandbox shows another folder there
     unseen.mkdir()
-    layout.masks.append(unseen)
     secret, copy = unseen / "state", layout.masks[0] / "copy"
     secret.write_text("real secret\n")
     copy.write_text("masked\n")
     cover = Cover(layout, lambda cwd, root: [(copy, secret)] if root == layout.cwd else [])
-    proc, pid = _sandboxed(layout, "echo ready; exec sleep 30")
+    proc, pid = _sandboxed(layout, "echo ready; exec sleep 30", hide=(unseen,))
     try:
         cover.watch(pid)
         problems = cover.run()
@@ -105,6 +107,14 @@ def test_a_file_that_cannot_be_covered_stops_the_sandbox(tmp_path: Path):
         proc.kill()
     assert problems and "stopped" in problems[-1], problems
     assert proc.returncode is not None
+
+
+def test_the_guards_own_folders_are_never_covered(tmp_path: Path):
+    layout = _layout(tmp_path)
+    assert layout.inside_path(str(layout.tmp_dir / "a")) == "/tmp/a"
+    assert layout.inside_path(str(layout.cwd / "b")) == str(layout.cwd / "b")
+    assert layout.inside_path(str(layout.masks[0] / "c")) is None  # hidden inside
+    assert layout.inside_path("/etc/passwd") is None  # not a writable place
 
 
 def test_holders_finds_a_descriptor_in_the_namespace(tmp_path: Path):

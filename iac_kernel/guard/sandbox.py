@@ -365,10 +365,21 @@ class Layout:
     def inside_path(self, host: str) -> str | None:
         """Where the sandbox shows the host path ``host`` (None: not a writable place)."""
         norm = os.path.normpath(host)
-        for outer, inner in [(self.tmp_dir, TMP_MOUNT), *((p, str(p)) for p in self._binds())]:
-            real = os.path.realpath(outer)
-            if norm == real or norm.startswith(real + "/"):
-                return inner + norm[len(real) :]
+
+        def under(folder: Path | str) -> str | None:
+            real = os.path.realpath(folder)
+            return real if norm == real or norm.startswith(real + "/") else None
+
+        real = under(self.tmp_dir)
+        if real is not None:
+            return TMP_MOUNT + norm[len(real) :]
+        covered = [*self._hidden(), *self.masks, *self.hidden, *self.secrets, state_dir()]
+        if any(under(p) is not None for p in covered):
+            return None  # the guard's own folders, hidden or emptied inside
+        for path in self._binds():
+            real = under(path)
+            if real is not None:
+                return str(path) + norm[len(real) :]
         return None
 
     def _binds(self) -> list[Path]:
