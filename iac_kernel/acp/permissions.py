@@ -27,6 +27,7 @@ from acp.utils import serialize_params
 
 from iac_kernel.acp import elicit
 from iac_kernel.acp.updates import acp_kind, diff_content, text_content
+from iac_kernel.agent.forms import Form
 from iac_kernel.agent.permissions import (
     ALLOW_ONCE,
     CANCELLED,
@@ -121,9 +122,8 @@ class PermissionAsker:
 
     async def __call__(self, request: PermissionRequest) -> str:
         features = getattr(self.channel, "features", None)
-        target = elicit.confirmation_target(request)
-        if target is not None and features is not None and features.elicitation_form:
-            return await self._typed(request, target)
+        if request.form is not None and features is not None and features.elicitation_form:
+            return await self._form(request, request.form)
         params = request_params(self.session_id, request)
         try:
             result = await self.channel.request(METHOD, params)
@@ -138,9 +138,9 @@ class PermissionAsker:
             log.warning("unreadable permission answer; treating it as a refusal")
         return Answer(answer, by=self.by)
 
-    async def _typed(self, request: PermissionRequest, target: str) -> str:
-        """Ask for the workspace name typed (:mod:`iac_kernel.acp.elicit`)."""
-        params = elicit.elicitation_params(self.session_id, request, target)
+    async def _form(self, request: PermissionRequest, form: Form) -> str:
+        """Ask the question's form (a typed confirmation: :mod:`iac_kernel.acp.elicit`)."""
+        params = elicit.elicitation_params(self.session_id, request, form)
         try:
             result = await self.channel.request(elicit.METHOD, params)
         except RequestError as exc:
@@ -148,9 +148,8 @@ class PermissionAsker:
             return UNREADABLE
         except ConnectionError:
             return CANCELLED
-        answer = elicit.parse_confirmation(result, target)
-        note = "" if answer == ALLOW_ONCE else "the typed confirmation did not match"
-        return Answer(answer, note=note, by=f"{self.by}, typed confirmation")
+        what = "typed confirmation" if form.confirms is not None else "form"
+        return elicit.parse_form(result, form, by=f"{self.by}, {what}")
 
 
 def approver(origin: str, client_info: Any) -> str:
