@@ -26,6 +26,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -35,7 +36,8 @@ from iac_kernel.interpreter import sandbox_python
 log = logging.getLogger(__name__)
 
 HELPER = os.path.realpath(Path(__file__).with_name("cover_helper.py"))
-#: Scans and mounts at most this many times before the shell is stopped.
+#: Scans and mounts (and rounds of killing descriptor holders) at most this many times
+#: before the shell is stopped.
 ROUNDS = 3
 
 #: ``scan(cwd, root)``: (masked copy, host path) for each sensitive file under ``root``,
@@ -81,9 +83,27 @@ class Cover:
             return self._run()
 
     def _run(self) -> list[str]:
+        stopped: list[str] = []
+        for _round in range(ROUNDS):
+            pairs, problems = self._cover_all()
+            if problems:  # fail closed: the shell must not go on next to an uncovered file
+                for problem in problems:
+                    log.warning("guard: a masked copy could not be mounted: %s", problem)
+                self._stop_all()
+                return [*stopped, *problems, "the call's shell was stopped"]
+            killed = self._stop_holders([original for _, original in pairs.values()])
+            if not killed:
+                return stopped
+            stopped += killed  # a holder may have linked the file anew before it died
+        self._stop_all()
+        return [*stopped, "the call's shell was stopped"]
+
+    def _cover_all(self) -> tuple[dict[str, tuple[Path, Path]], list[str]]:
+        """Scan and mount until every sensitive file is covered (again when the shell
+        moved one meanwhile); the files, and what stayed uncovered."""
         pairs: dict[str, tuple[Path, Path]] = {}
         problems: list[str] = []
-        for _round in range(ROUNDS):  # again when the shell moved a file meanwhile
+        for _round in range(ROUNDS):
             pairs = self._scan()
             self._add_to_layout(pairs)
             problems = []
@@ -91,12 +111,7 @@ class Cover:
                 problems += self._cover(inode, fd, pairs)
             if not problems:
                 break
-        if problems:  # fail closed: the shell must not go on next to an uncovered file
-            for problem in problems:
-                log.warning("guard: a masked copy could not be mounted: %s", problem)
-            self._stop_all()
-            return [*problems, "the call's shell was stopped"]
-        return self._stop_holders([original for _, original in pairs.values()])
+        return pairs, problems
 
     def _scan(self) -> dict[str, tuple[Path, Path]]:
         """path inside -> (copy, host path) of every sensitive file under the roots."""
@@ -158,10 +173,12 @@ class Cover:
         if not wanted or not self._namespaces:
             return []
         found: list[str] = []
-        for pid in holders(wanted, set(self._namespaces)):
+        pids = holders(wanted, set(self._namespaces))
+        for pid in pids:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
             found.append(f"process {pid} held a sensitive terraform file open: stopped")
+        _wait_dead(pids)
         for problem in found:
             log.warning("guard: %s", problem)
         return found
@@ -213,6 +230,21 @@ def holders(files: set[tuple[int, int]], namespaces: set[int]) -> list[int]:
                 found.append(int(name))
                 break
     return found
+
+
+def _wait_dead(pids: list[int], limit: float = 2.0) -> None:
+    """Wait (at most ``limit`` seconds) until ``pids`` are gone or zombies: their
+    descriptors are closed then."""
+    end = time.monotonic() + limit
+    for pid in pids:
+        while time.monotonic() < end:
+            try:
+                state = Path(f"/proc/{pid}/stat").read_bytes().rpartition(b")")[2].split()[0]
+            except (OSError, IndexError):
+                break
+            if state in (b"Z", b"X"):
+                break
+            time.sleep(0.01)
 
 
 def _pids(namespaces: set[int]) -> list[int]:
