@@ -2,7 +2,7 @@
 them masked once the guarded terraform returns (``guard/cover.py``). Real terraform,
 real bubblewrap.
 
-Routes: ``cat`` after ``apply``, the backup, ``plan -out`` then unzip, a hard link made
+Routes: ``cat`` after ``apply``, the backup, a workspace state under ``-chdir``, ``plan -out`` then unzip, a hard link made
 beforehand, a symlink planted at the state path, ``-state-out`` in /tmp, a backend cache
 in a ``TF_DATA_DIR`` in /tmp, a program the guard starts later (git) reading the new
 state, a plan or state written to ``/dev/stdout`` or a FIFO, ``TF_LOG_PATH``. Controls:
@@ -223,3 +223,19 @@ async def test_a_descriptor_held_from_before_is_stopped(work: Path):
     assert not leaked(text), text
     assert "after" not in text  # the shell holding them was stopped
     assert "serial" in (work / "terraform.tfstate").read_text()  # terraform's run stands
+
+
+async def test_a_workspace_state_in_a_chdir_folder(work: Path):
+    (work / "sub").mkdir()
+    for name in ("main.tf", "secret.auto.tfvars"):
+        shutil.copy(work / name, work / "sub" / name)
+    command = (
+        "terraform -chdir=sub init -input=false >/dev/null && "
+        "terraform -chdir=sub workspace new w >/dev/null && "
+        "terraform -chdir=sub apply -auto-approve -input=false >/dev/null; echo rc=$?; "
+        "find sub/terraform.tfstate.d -type f; cat sub/terraform.tfstate.d/w/* | rev"
+    )
+    text = await run(work, command)
+    assert "rc=0" in text and "terraform.tfstate.d/w/terraform.tfstate" in text, text
+    assert not leaked(text), text
+    assert "(sensitive)"[::-1] in text
