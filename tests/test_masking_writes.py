@@ -2,10 +2,12 @@
 them masked once the guarded terraform returns (``guard/cover.py``). Real terraform,
 real bubblewrap.
 
-Routes: ``cat`` after ``apply``, the backup, a workspace state under ``-chdir``, ``plan -out`` then unzip, a hard link made
-beforehand, a symlink planted at the state path, ``-state-out`` in /tmp, a backend cache
-in a ``TF_DATA_DIR`` in /tmp, a program the guard starts later (git) reading the new
-state, a plan or state written to ``/dev/stdout`` or a FIFO, ``TF_LOG_PATH``. Controls:
+Routes: ``cat`` after ``apply``, the backup, a workspace state under ``-chdir``,
+``plan -out`` then unzip, a hard link made beforehand, a symlink planted at the state
+path, ``-state-out`` in /tmp, a backend cache in a ``TF_DATA_DIR`` in /tmp, a program the
+guard starts later (git) reading the new state, a plan or state written to
+``/dev/stdout`` or a FIFO, ``TF_LOG_PATH``, a descriptor opened before terraform
+rewrote the file in place. Controls:
 a state without sensitive values stays readable whole, terraform reads the real state
 on the next plan, ``terraform output`` of a plain output shows it, the host file keeps
 the real value.
