@@ -58,6 +58,12 @@ def redactor(env: Mapping[str, str] | None = None) -> Callable[[str], str]:
     return lambda text: _redact_with(text, maskers) if text else text
 
 
+def value_redactor(env: Mapping[str, str] | None = None) -> Callable[[Any], Any]:
+    """:func:`redact_value` with the environment's secrets read once (for many values)."""
+    maskers = _maskers(frozenset(secret_values(env).items()))
+    return lambda value: _redact_tree(value, maskers)
+
+
 def _redact_with(text: str, maskers: tuple[ValueMasker, ...]) -> str:
     for masker in maskers:
         text = masker.sub(text)
