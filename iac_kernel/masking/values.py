@@ -27,6 +27,9 @@ _NOISE = re.compile(
     r"(?:(?<! )  (?:\|[^\n]{0,16}\||(?! )(?:(?!  )[^\n]){1,16})\n[0-9a-fA-F]{7,8}(?::|(?= ))"
     r"|\n[0-9a-fA-F]{7,8}(?::|(?= ))|\s)+"
 )
+#: Where a dump's offset column starts a line: text without one has only whitespace for
+#: :data:`_NOISE` to take out.
+_DUMP_OFFSET = re.compile(r"\n[0-9a-fA-F]{7,8}(?::|(?= ))")
 #: Per-character escapes are this much longer than the value: their trie is deeper.
 CASELESS_MAX = 6 * TRIE_MAX
 
@@ -97,6 +100,17 @@ class ValueMasker:
     def __bool__(self) -> bool:
         return self.pattern is not None or bool(self.literals)
 
+    def finds(self, text: str) -> bool:
+        """Whether any form is in ``text``: when not, :meth:`sub` leaves it as it is (a
+        masker of several values answers for the maskers of each of them)."""
+        if any(literal in text for literal in self.literals):
+            return True
+        if self.pattern is not None and self.pattern.search(text):
+            return True
+        if self.caseless is not None and self.caseless.search(text):
+            return True
+        return self.split is not None and self.split.search(squeeze(text)) is not None
+
     def sub(self, text: str) -> str:
         if not text:
             return text
@@ -113,7 +127,7 @@ class ValueMasker:
         """Mask the forms split by :data:`_NOISE` (the mask keeps the line breaks the
         form spanned, so line counts and a dump's layout stay)."""
         assert self.split is not None
-        if not self.split.search(_NOISE.sub("", text)):
+        if not self.split.search(squeeze(text)):
             return text  # the usual case, at C speed
         squeezed: list[str] = []
         starts: list[int] = []  # where each kept piece starts in the squeezed text
@@ -143,3 +157,11 @@ class ValueMasker:
         for begin, end in reversed(spans):
             text = text[:begin] + self.mask + "\n" * text.count("\n", begin, end) + text[end:]
         return text
+
+
+def squeeze(text: str) -> str:
+    """``text`` with :data:`_NOISE` taken out (what split forms are searched in); text
+    without a dump's offset column has only whitespace to take out, at C speed."""
+    if _DUMP_OFFSET.search(text) is None:
+        return "".join(text.split())
+    return _NOISE.sub("", text)
