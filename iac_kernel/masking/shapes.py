@@ -127,7 +127,7 @@ ANCHORS: list[tuple[str, ...] | None] = [
     ("xox",),
     ("aiza",),
     ("eyj",),
-    ("login",),  # and "passw": checked in :func:`rules_wanted`
+    ("login",),  # and "password": checked in :func:`rules_wanted`
 ]
 #: ASCII bytes of the bare secret's class -> ``a``, every other byte -> space.
 _RUN_CLASS = bytes(
@@ -156,13 +156,27 @@ def mask_shapes(text: str) -> str:
     return text
 
 
+#: Rules that match case as it is: what the text itself (not lower-cased) must hold.
+CASED = {
+    "private-key": lambda text: "PRIVATE KEY-----" in text,
+    "aws-access-key-id": lambda text: "AKIA" in text or "ASIA" in text,
+    "slack-token": lambda text: _SLACK.search(text) is not None,
+    "google-api-key": lambda text: "AIza" in text,
+    "jwt": lambda text: "eyJ" in text,
+    "netrc-password": lambda text: "login" in text and "password" in text,
+}
+_SLACK = re.compile(r"xox[abposr]-")
+
+
 def rules_wanted(text: str) -> list[bool]:
     """Which rules could match ASCII ``text``."""
     lower = text.lower()
     present = {a for a in GATE if a in lower}
     run = _RUN in text.encode("ascii").translate(_RUN_CLASS)
     wanted = [run if anchors is None else not present.isdisjoint(anchors) for anchors in ANCHORS]
-    wanted[-1] = wanted[-1] and "passw" in present
+    for i, (kind, _pattern) in enumerate(RULES):
+        if wanted[i] and kind in CASED:
+            wanted[i] = CASED[kind](text)
     return wanted
 
 
