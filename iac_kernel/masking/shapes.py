@@ -104,8 +104,8 @@ _HINTS = re.compile(
 
 #: What is searched for in lower-cased ASCII text before any rule runs.
 GATE = (
-    "private key", "akia", "asia", "secret", "token", "_key", "client-key", "passw", "pwd",
-    "://", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "xox", "aiza", "eyj",
+    "private key", "akia", "asia", "secret", "token", "_key", "client-key", "passw", "pwd=",
+    "_pwd", "://", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "xox", "aiza", "eyj",
     "login", "credential",
 )  # fmt: skip
 #: Per rule of :data:`RULES` (same order): strings of :data:`GATE` one of which every
@@ -121,8 +121,8 @@ ANCHORS: list[tuple[str, ...] | None] = [
     ("_key", "secret", "token", "passw"),
     ("token", "client-key", "passw"),
     ("://",),
-    ("passw", "pwd"),
-    ("passw", "pwd", "secret", "token", "_key", "credential"),
+    ("passw", "pwd="),
+    ("passw", "_pwd", "secret", "token", "_key", "credential"),
     ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
     ("xox",),
     ("aiza",),
