@@ -61,11 +61,17 @@ def test_squeeze_takes_out_what_the_noise_pattern_takes_out(text: str):
 
 
 def test_a_masker_that_finds_nothing_changes_nothing():
-    masker = ValueMasker(list(ENV.values()), "[M]")
-    for text in TEXTS:
-        if not masker.finds(text):
-            assert masker.sub(text) == text
-    assert masker.finds(PRINTED["base64"]) and not masker.finds("plain output")
+    maskers = [ValueMasker([v], "[M]") for v in ENV.values()]
+    maskers += [ValueMasker(list(ENV.values()), "[M]"), ValueMasker(["abc", "q1w2e"], "[M]")]
+    changed = 0
+    for masker in maskers:
+        for text in [*TEXTS, "abc", '"abc"', "q1w2e here", "q1w2\ne", "a b c"]:
+            for variant in (text, f"{text}\n00000010: 00", text.replace("\n", " ")):
+                if masker.sub(variant) != variant:
+                    changed += 1
+                    assert masker.finds(variant), (masker.mask, variant)
+    assert changed > 100
+    assert not maskers[-2].finds("plain output")
 
 
 def test_every_form_is_still_masked_with_many_secrets():
