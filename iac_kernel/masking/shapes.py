@@ -134,6 +134,7 @@ _RUN_CLASS = bytes(
     97 if chr(i).isascii() and (chr(i).isalnum() or chr(i) in "/+") else 32 for i in range(256)
 )
 _RUN = b"a" * 40
+_GATE_BYTES = [(a, a.encode("ascii")) for a in GATE]
 
 
 def mask_shapes(text: str) -> str:
@@ -170,9 +171,10 @@ _SLACK = re.compile(r"xox[abposr]-")
 
 def rules_wanted(text: str) -> list[bool]:
     """Which rules could match ASCII ``text``."""
-    lower = text.lower()
-    present = {a for a in GATE if a in lower}
-    run = _RUN in text.encode("ascii").translate(_RUN_CLASS)
+    data = text.encode("ascii")
+    lower = data.lower()  # bytes: searched faster than str
+    present = {a for a, b in _GATE_BYTES if b in lower}
+    run = _RUN in data.translate(_RUN_CLASS)
     wanted = [run if anchors is None else not present.isdisjoint(anchors) for anchors in ANCHORS]
     for i, (kind, _pattern) in enumerate(RULES):
         if wanted[i] and kind in CASED:
