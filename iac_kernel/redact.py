@@ -37,11 +37,21 @@ def secret_values(env: Mapping[str, str] | None = None) -> dict[str, str]:
     return found
 
 
+class _Maskers(tuple):
+    """One masker per secret, and one over them all (:attr:`gate`): a text it finds no
+    form in is left as it is by every one of them, so it is searched once, not once per
+    secret."""
+
+    gate: ValueMasker
+
+
 @functools.lru_cache(maxsize=8)
-def _maskers(secrets: frozenset[tuple[str, str]]) -> tuple[ValueMasker, ...]:
+def _maskers(secrets: frozenset[tuple[str, str]]) -> _Maskers:
     # Longest value first, so a secret that contains another is replaced whole.
     ordered = sorted(secrets, key=lambda kv: -len(kv[0]))
-    return tuple(ValueMasker([value], f"[REDACTED:{name}]") for value, name in ordered)
+    maskers = _Maskers(ValueMasker([value], f"[REDACTED:{name}]") for value, name in ordered)
+    maskers.gate = ValueMasker([value for value, _ in ordered], "")
+    return maskers
 
 
 def redact(text: str, env: Mapping[str, str] | None = None) -> str:
@@ -58,8 +68,23 @@ def redactor(env: Mapping[str, str] | None = None) -> Callable[[str], str]:
     return lambda text: _redact_with(text, maskers) if text else text
 
 
-def _redact_with(text: str, maskers: tuple[ValueMasker, ...]) -> str:
-    for masker in maskers:
+def value_redactor(env: Mapping[str, str] | None = None) -> Callable[[Any], Any]:
+    """:func:`redact_value` with the environment's secrets read once (for many values)."""
+    maskers = _maskers(frozenset(secret_values(env).items()))
+    return lambda value: _redact_tree(value, maskers)
+
+
+def _redact_with(text: str, maskers: _Maskers) -> str:
+    if maskers.gate.finds(text):
+        for masker in maskers:
+            text = masker.sub(text)
+    return mask_shapes(text)
+
+
+def redact_every_masker(text: str, env: Mapping[str, str] | None = None) -> str:
+    """:func:`redact` without the one search for all secrets (the reference it must agree
+    with)."""
+    for masker in _maskers(frozenset(secret_values(env).items())):
         text = masker.sub(text)
     return mask_shapes(text)
 
@@ -85,7 +110,7 @@ def redact_value(value: Any, env: Mapping[str, str] | None = None) -> Any:
     return _redact_tree(value, _maskers(frozenset(secret_values(env).items())))
 
 
-def _redact_tree(value: Any, maskers: tuple[ValueMasker, ...]) -> Any:
+def _redact_tree(value: Any, maskers: _Maskers) -> Any:
     if isinstance(value, str):
         return _redact_with(value, maskers) if value else value
     if isinstance(value, dict):

@@ -62,7 +62,9 @@ async def test_load_replays_the_history_before_answering(tmp_path, workspace):
     assert replay.tool_ids(sid) == [read_id, write_id]
     assert replay.final_status(sid, read_id) == "completed"
     assert replay.final_status(sid, write_id) == "failed"
-    read_input = replay.tool_updates(sid, read_id)[1]
+    # A call whose result follows it is replayed as one tool_call in its final state.
+    (read_input,) = replay.tool_updates(sid, read_id)
+    assert read_input.session_update == "tool_call" and read_input.status == "completed"
     assert read_input.title == "read_file: main.tf"
     assert read_input.raw_input == {"path": "main.tf"}
     assert [loc.path for loc in read_input.locations] == [str(workspace / "main.tf")]

@@ -60,7 +60,10 @@ def finals(messages: list[dict]) -> dict[str, dict[str, Any]]:
     found = {}
     for message in messages:
         update = (message.get("params") or {}).get("update") or {}
-        if update.get("sessionUpdate") == "tool_call_update" and update.get("status") in (
+        # a replayed call whose result follows it is one tool_call in its final state
+        if update.get("sessionUpdate") in ("tool_call", "tool_call_update") and update.get(
+            "status"
+        ) in (
             "completed",
             "failed",
         ):

@@ -54,7 +54,8 @@ def tool_updates(messages: list[dict[str, Any]], session_id: str) -> dict[str, d
         if message["params"]["sessionId"] != session_id:
             continue
         update = message["params"]["update"]
-        if update.get("sessionUpdate") != "tool_call_update":
+        # a replayed call whose result follows it is one tool_call in its final state
+        if update.get("sessionUpdate") not in ("tool_call", "tool_call_update"):
             continue
         if update.get("status") in ("completed", "failed"):
             texts = [

@@ -44,10 +44,10 @@ from iac_kernel.acp.lifecycle import (
 )
 from iac_kernel.acp.listing import list_page
 from iac_kernel.acp.permissions import PermissionAsker, approver
+from iac_kernel.acp.replay import replay_params
 from iac_kernel.acp.slash_run import run_command
 from iac_kernel.acp.transport import after_answer
 from iac_kernel.acp.turn import TurnRelay, prompt_response, run_turn
-from iac_kernel.acp.updates import replay_updates
 from iac_kernel.agent.session import AgentSession, SessionBusyError, SessionClosedError
 from iac_kernel.events import TurnEnded, Usage
 from iac_kernel.models.providers import auth_methods
@@ -179,8 +179,8 @@ class IacAgent:
         self._join(session)
         channel = self._channel()
         if method == "session/load":
-            for update, extra in replay_updates(session.replay(), session.session_id):
-                await channel.update(session.session_id, update, extra)
+            for params in replay_params(session.replay(), session.session_id):
+                await channel.forward_update(params)
         await notify.send_info(channel, session)
         await notify.send_commands(channel, session)
         return {

@@ -24,7 +24,7 @@ from iac_kernel.events import (
     ToolCallStarted,
     UserMessage,
 )
-from iac_kernel.redact import redact_diff, redact_value, redactor
+from iac_kernel.redact import redact_diff, redactor, value_redactor
 from iac_kernel.sessions.records import result_text
 from iac_kernel.terraform.sensitive import mask_text
 from iac_kernel.terraform.workspace import sensitive_values
@@ -43,6 +43,7 @@ def replay(
     values = sensitive_values(ctx.cwd) if ctx is not None else frozenset()
     env = dict(os.environ)  # read once, not once per stored result
     redact_output = redactor(env)
+    redact_args = value_redactor(env)
     for message in messages:
         content = message.get("content")
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
@@ -81,7 +82,7 @@ def replay(
                     block.get("name", "tool"),
                     title,
                     tool_kind,
-                    readable_value(redact_value(args, env)),
+                    readable_value(redact_args(args)),
                     locations=[readable(p) for p in _locations(tool, args, ctx)],
                     diff=shown_diff(_stored_diff(block.get("name", ""), args)),
                 )

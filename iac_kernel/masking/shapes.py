@@ -96,17 +96,95 @@ RULES: list[tuple[str, re.Pattern[str]]] = [
     ),
 ]
 
-#: A cheap first look: text with none of these cannot match any rule.
+#: A cheap first look for text that is not ASCII: with none of these it matches no rule.
 _HINTS = re.compile(
     r"PRIVATE KEY|AKIA|ASIA|[A-Za-z0-9/+]{40}|(?i:secret|token|password|passwd|pwd|key|"
     r"credential)|://|gh[pousr]_|github_pat_|xox|AIza|eyJ"
 )
 
+#: What is searched for in lower-cased ASCII text before any rule runs.
+GATE = (
+    "private key", "akia", "asia", "secret", "token", "_key", "client-key", "passw", "pwd=",
+    "_pwd", "://", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "xox", "aiza", "eyj",
+    "login", "credential",
+)  # fmt: skip
+#: Per rule of :data:`RULES` (same order): strings of :data:`GATE` one of which every
+#: match of the rule holds once lower-cased (``None``: the bare AWS secret, which needs a
+#: run of 40 of its characters instead). For ASCII text ``lower()`` is exact and a
+#: case-insensitive rule matches only ASCII letters, so a rule none of whose strings is in
+#: the text cannot match and is not run.
+ANCHORS: list[tuple[str, ...] | None] = [
+    ("private key",),
+    ("akia", "asia"),
+    ("secret", "token"),  # every keyword holds "secret" or "token"
+    None,
+    ("_key", "secret", "token", "passw"),
+    ("token", "client-key", "passw"),
+    ("://",),
+    ("passw", "pwd="),
+    ("passw", "_pwd", "secret", "token", "_key", "credential"),
+    ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    ("xox",),
+    ("aiza",),
+    ("eyj",),
+    ("login",),  # and "password": checked in :func:`rules_wanted`
+]
+#: ASCII bytes of the bare secret's class -> ``a``, every other byte -> space.
+_RUN_CLASS = bytes(
+    97 if chr(i).isascii() and (chr(i).isalnum() or chr(i) in "/+") else 32 for i in range(256)
+)
+_RUN = b"a" * 40
+_GATE_BYTES = [(a, a.encode("ascii")) for a in GATE]
+
 
 def mask_shapes(text: str) -> str:
-    """``text`` with every credential-shaped part replaced by ``[REDACTED:kind]``."""
-    if not text or not _HINTS.search(text):
+    """``text`` with every credential-shaped part replaced by ``[REDACTED:kind]``.
+
+    ASCII text runs only the rules whose strings (:data:`ANCHORS`) it holds: the same
+    result as :func:`mask_every_rule` at a fraction of the cost."""
+    if not text:
         return text
+    if not text.isascii():
+        return text if not _HINTS.search(text) else mask_every_rule(text)
+    wanted = rules_wanted(text)
+    if not any(wanted):
+        return text  # the usual case: a few searches at C speed
+    for i, (kind, pattern) in enumerate(RULES):
+        if wanted[i]:
+            masked = pattern.sub(lambda m, k=kind: _replace(m, k), text)
+            if masked != text:  # what a later rule looks for may have changed
+                text, wanted = masked, rules_wanted(masked)
+    return text
+
+
+#: Rules that match case as it is: what the text itself (not lower-cased) must hold.
+CASED = {
+    "private-key": lambda text: "PRIVATE KEY-----" in text,
+    "aws-access-key-id": lambda text: "AKIA" in text or "ASIA" in text,
+    "slack-token": lambda text: _SLACK.search(text) is not None,
+    "google-api-key": lambda text: "AIza" in text,
+    "jwt": lambda text: "eyJ" in text,
+    "netrc-password": lambda text: "login" in text and "password" in text,
+}
+_SLACK = re.compile(r"xox[abposr]-")
+
+
+def rules_wanted(text: str) -> list[bool]:
+    """Which rules could match ASCII ``text``."""
+    data = text.encode("ascii")
+    lower = data.lower()  # bytes: searched faster than str
+    present = {a for a, b in _GATE_BYTES if b in lower}
+    run = _RUN in data.translate(_RUN_CLASS)
+    wanted = [run if anchors is None else not present.isdisjoint(anchors) for anchors in ANCHORS]
+    for i, (kind, _pattern) in enumerate(RULES):
+        if wanted[i] and kind in CASED:
+            wanted[i] = CASED[kind](text)
+    return wanted
+
+
+def mask_every_rule(text: str) -> str:
+    """Every rule of :data:`RULES` applied in order, with no first look (the reference
+    :func:`mask_shapes` must agree with)."""
     for kind, pattern in RULES:
         text = pattern.sub(lambda m, k=kind: _replace(m, k), text)
     return text

@@ -27,6 +27,9 @@ _NOISE = re.compile(
     r"(?:(?<! )  (?:\|[^\n]{0,16}\||(?! )(?:(?!  )[^\n]){1,16})\n[0-9a-fA-F]{7,8}(?::|(?= ))"
     r"|\n[0-9a-fA-F]{7,8}(?::|(?= ))|\s)+"
 )
+#: Where a dump's offset column starts a line: text without one has only whitespace for
+#: :data:`_NOISE` to take out.
+_DUMP_OFFSET = re.compile(r"\n[0-9a-fA-F]{7,8}(?::|(?= ))")
 #: Per-character escapes are this much longer than the value: their trie is deeper.
 CASELESS_MAX = 6 * TRIE_MAX
 
@@ -93,9 +96,34 @@ class ValueMasker:
         split = {"".join(f.split()) for f in long_forms if len(f) <= TRIE_MAX}
         split = {f for f in split if len(f) >= MIN_SPLIT}  # hex in both cases is a form
         self.split = re.compile(trie_pattern(split)) if split else None
+        #: For :meth:`finds`: the forms :attr:`split` does not hold (fewer than MIN_SPLIT
+        #: characters once their whitespace is out) and the short values.
+        unsplit = {f for f in trie_forms if len("".join(f.split())) < MIN_SPLIT}
+        short_parts = parts[1:] if trie_forms else parts
+        gate = ([trie_pattern(unsplit)] if unsplit else []) + short_parts
+        self._unsplit = re.compile("|".join(gate)) if gate else None
 
     def __bool__(self) -> bool:
         return self.pattern is not None or bool(self.literals)
+
+    def finds(self, text: str) -> bool:
+        """Whether any form is in ``text``: when not, :meth:`sub` leaves it as it is (a
+        masker of several values answers for the maskers of each of them).
+
+        Text without a dump's offset column loses only whitespace to :func:`squeeze`, so
+        a form of :data:`MIN_SPLIT` characters or more (its own whitespace aside) in it
+        is in the squeezed text too: one search there stands for :attr:`pattern`'s."""
+        if any(literal in text for literal in self.literals):
+            return True
+        if self.caseless is not None and self.caseless.search(text):
+            return True
+        if self.split is None or _DUMP_OFFSET.search(text) is not None:
+            if self.pattern is not None and self.pattern.search(text):
+                return True
+            return self.split is not None and self.split.search(squeeze(text)) is not None
+        if self._unsplit is not None and self._unsplit.search(text):
+            return True
+        return self.split.search(_no_whitespace(text)) is not None
 
     def sub(self, text: str) -> str:
         if not text:
@@ -113,7 +141,7 @@ class ValueMasker:
         """Mask the forms split by :data:`_NOISE` (the mask keeps the line breaks the
         form spanned, so line counts and a dump's layout stay)."""
         assert self.split is not None
-        if not self.split.search(_NOISE.sub("", text)):
+        if not self.split.search(squeeze(text)):
             return text  # the usual case, at C speed
         squeezed: list[str] = []
         starts: list[int] = []  # where each kept piece starts in the squeezed text
@@ -143,3 +171,21 @@ class ValueMasker:
         for begin, end in reversed(spans):
             text = text[:begin] + self.mask + "\n" * text.count("\n", begin, end) + text[end:]
         return text
+
+
+def squeeze(text: str) -> str:
+    """``text`` with :data:`_NOISE` taken out (what split forms are searched in); text
+    without a dump's offset column has only whitespace to take out, at C speed."""
+    if _DUMP_OFFSET.search(text) is None:
+        return _no_whitespace(text)
+    return _NOISE.sub("", text)
+
+
+#: What ``str.split()`` and ``\s`` take for whitespace among ASCII characters.
+_ASCII_SPACE = bytes(c for c in range(128) if chr(c).isspace())
+
+
+def _no_whitespace(text: str) -> str:
+    if text.isascii():
+        return text.encode("ascii").translate(None, _ASCII_SPACE).decode("ascii")
+    return "".join(text.split())
