@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,7 +66,7 @@ def _install_key(folder: Path) -> bytes:
 
 def _write_private(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
         handle.write(text)
@@ -129,6 +130,7 @@ class Brokered:
 
 #: The active broker and, when :func:`current` prepared it, what it was prepared from.
 _ACTIVE: list[tuple[Brokered, tuple | None]] = []
+_PREPARING = threading.Lock()
 
 
 def activate(made: Brokered | None) -> None:
@@ -146,10 +148,11 @@ def current() -> Brokered:
     active) on first use, and prepared again when they changed since (a key exported or
     a credentials file edited after the first call is brokered too): the egress proxy
     calls it when it starts, and restarts when the broker changed."""
-    source = sources(os.environ)
-    if not _ACTIVE or (_ACTIVE[0][1] is not None and _ACTIVE[0][1] != source):
-        _ACTIVE[:] = [(prepare(os.environ), source)]
-    return _ACTIVE[0][0]
+    with _PREPARING:  # calls start in threads: one prepares, the others take its result
+        source = sources(os.environ)
+        if not _ACTIVE or (_ACTIVE[0][1] is not None and _ACTIVE[0][1] != source):
+            _ACTIVE[:] = [(prepare(os.environ), source)]
+        return _ACTIVE[0][0]
 
 
 def sources(env: Mapping[str, str]) -> tuple:
