@@ -53,12 +53,14 @@ GROWS = """([selector, previous]) => {
 }"""
 
 #: Records (time in ms, length) each time the live text's length changes, from a
-#: MutationObserver on the whole page (the live element is replaced as it renders), and
-#: the lowest contrast of the live text's paragraphs seen meanwhile.
+#: MutationObserver on the whole page (the live element is replaced as it renders), the
+#: lowest contrast of the live text's paragraphs seen meanwhile, and whether its Markdown
+#: heading was rendered as one while it streamed.
 RECORD_GROWTH = """() => {
   const contrast = CONTRAST_OF;
   window.iacGrowth = [];
   window.iacContrast = null;
+  window.iacHeading = false;
   let last = -1;
   const note = () => {
     const live = document.querySelector('.jp-Notebook .jp-Cell .iac-text-live');
@@ -67,6 +69,7 @@ RECORD_GROWTH = """() => {
     if (length !== last) {
       last = length;
       window.iacGrowth.push([performance.now(), length]);
+      if (live.querySelector('h2')) window.iacHeading = true;
       for (const text of live.querySelectorAll('p, h2')) {
         const ratio = contrast(text);
         if (window.iacContrast === null || ratio < window.iacContrast) {
@@ -146,6 +149,10 @@ def test_slow_model_text_shows_word_by_word(tmp_path: Path, page, app: str) -> N
                 gaps = [round(b[0] - a[0]) for a, b in itertools.pairwise(growth)]
                 assert gaps and max(gaps) < MAX_GAP_MS, (theme, gaps, growth)
                 assert len(growth) >= MIN_CHANGES, (theme, growth)
+                # Markdown already while streaming, and no cursor once it ended.
+                assert page.evaluate("window.iacHeading"), theme
+                expect(cell.locator(".iac-text-live")).to_have_count(0)
+                assert "▍" not in cell.inner_text(), theme
                 live_contrast = page.evaluate("window.iacContrast")
                 assert live_contrast is not None and live_contrast >= MINIMUM, (
                     theme,
