@@ -9,6 +9,7 @@ import pytest
 from iac_kernel.acp import elicit
 from iac_kernel.acp.client_features import ClientFeatures
 from iac_kernel.acp.permissions import PermissionAsker
+from iac_kernel.agent.forms import typed_confirmation
 from iac_kernel.agent.permissions import ALLOW_ONCE, REJECT_ONCE, PermissionRequest
 from node_schema import schema_failures
 
@@ -20,7 +21,7 @@ def _request(workspace="staging", deletes=1, kind="terraform_apply", danger=True
     review = {"kind": kind, "text": "Apply of the saved plan tfplan: ...", "plan": plan}
     if workspace is not None:
         review["workspace"] = workspace
-    return PermissionRequest(
+    request = PermissionRequest(
         "call-1",
         "bash",
         "bash: terraform apply tfplan",
@@ -31,6 +32,8 @@ def _request(workspace="staging", deletes=1, kind="terraform_apply", danger=True
         review=review,
         danger=danger,
     )
+    request.form = typed_confirmation(review, danger)  # as the gate attaches it
+    return request
 
 
 @pytest.mark.parametrize(

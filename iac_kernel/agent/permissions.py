@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from iac_kernel.agent.forms import Form, typed_confirmation
 from iac_kernel.config import path_list
 from iac_kernel.events import Diff
 from iac_kernel.guard.exec_request import ExecRequest
@@ -63,6 +64,12 @@ class PermissionRequest:
     #: front ends show it as destructive and no headless policy approves it. A compound
     #: command offered without "always" is not one by itself.
     danger: bool = False
+    #: What the user fills in (a typed confirmation, the agent's own question), for
+    #: fronts that render forms; see :mod:`iac_kernel.agent.forms`.
+    form: Form | None = None
+    #: An MCP server's URL elicitation (:class:`iac_kernel.agent.elicitation.UrlElicitation`):
+    #: fronts that can send the user to a URL do; others decline it.
+    url: Any = None
     #: Set by the gate once answered (see :func:`answered`); empty when not asked.
     asked: dict[str, Any] = field(default_factory=dict)
 
@@ -75,17 +82,35 @@ AskPermission = Callable[[PermissionRequest], Awaitable[str]]
 
 
 class Answer(str):
-    """An option id carrying the user's note (e.g. a rejection with the reason why) and
-    who gave it (``notebook (buttons)``, ``headless policy (allow)``, an ACP client)."""
+    """An option id carrying the user's note (e.g. a rejection with the reason why), who
+    gave it (``notebook (buttons)``, ``headless policy (allow)``, an ACP client) and, from
+    a front that rendered ``request.form``, the values filled in."""
 
     note: str
     by: str
+    values: dict[str, Any] | None
 
-    def __new__(cls, option: str, note: str = "", by: str = "") -> Answer:
+    def __new__(
+        cls, option: str, note: str = "", by: str = "", values: dict[str, Any] | None = None
+    ) -> Answer:
         answer = super().__new__(cls, option)
         answer.note = note.strip()
         answer.by = by
+        answer.values = values
         return answer
+
+
+def checked(request: PermissionRequest, answer: str) -> str:
+    """``answer``, or a rejection when it approves with form values that do not answer
+    ``request.form`` (a typed confirmation that does not match). A front that cannot
+    render forms answers without values: that is the plain question, and stands."""
+    values = getattr(answer, "values", None)
+    if request.form is None or values is None or answer not in (ALLOW_ONCE, ALLOW_ALWAYS):
+        return answer
+    problem = request.form.mismatch(values)
+    if problem is None:
+        return answer
+    return Answer(REJECT_ONCE, note=problem, by=getattr(answer, "by", ""))
 
 
 def answered(request: PermissionRequest, answer: str) -> dict[str, Any]:
@@ -219,10 +244,11 @@ class PermissionGate:
             shown = ", ".join(code_span(printable(p)) for p in prefixes)
             request.labels[ALLOW_ALWAYS] = f"Allow always: {shown}"
             request.labels[REJECT_ALWAYS] = f"Reject always: {shown}"
+        request.form = typed_confirmation(request.review, request.danger)
         if ask is None:
             return Decision(False, "denied", f"{DENIED_MESSAGE} No one is there to approve it.")
 
-        answer = await ask(request)
+        answer = checked(request, await ask(request))
         request.asked = answered(request, answer)
         if answer == CANCELLED:
             return Decision(False, "cancelled", "Cancelled.")
@@ -296,9 +322,10 @@ class PermissionGate:
             danger=True,
             review=review.summary if review is not None else None,
         )
+        request.form = typed_confirmation(request.review, request.danger)
         if ask is None:
             return Decision(False, "denied", f"{DENIED_MESSAGE} No one is there to approve it.")
-        answer = await ask(request)
+        answer = checked(request, await ask(request))
         exec_request.asked.update(answered(request, answer))
         if answer == CANCELLED:
             return Decision(False, "cancelled", "Cancelled.")
