@@ -1,8 +1,10 @@
 """Issue 33: a reload without a save keeps the call; outcome words say what happened.
 
-Headless Chromium, JupyterLab and Notebook 7. A scripted model runs ``terraform apply
-tfplan`` through bash; the guard reviews the saved plan (a ``terraform`` on PATH that
-prints a small ``show -json`` and, on apply, three lines a second apart) and asks.
+Headless Chromium, JupyterLab and Notebook 7, each in the Light, Dark and Dark High
+Contrast themes (one server per app, the page reloaded for each theme; the words and
+lines checked keep 4.5:1 contrast). A scripted model runs ``terraform apply tfplan``
+through bash; the guard reviews the saved plan (a ``terraform`` on PATH that prints a
+small ``show -json`` and, on apply, three lines a second apart) and asks.
 
 * Reload without a save while the apply's question waits: the cell has lost the card.
   Answered from the status item's dialog, the apply runs and the cell gets the whole card
@@ -23,9 +25,11 @@ from pathlib import Path
 
 import pytest
 
+from browser.contrast import MINIMUM
 from browser.jupyter import BROWSER_MARKS, jupyter_server, write_notebook
-from browser.lab import WAIT_MS, our_errors, server_env, wait_kernel_idle
+from browser.lab import our_errors, server_env, wait_kernel_idle
 from browser.plans import synthetic_show
+from browser.themes import APPS, THEMES, contrast, reload_page, set_theme, slug, wait_theme
 
 pytestmark = BROWSER_MARKS
 
@@ -83,17 +87,23 @@ def _status_item(page, app: str):
     return page.locator(".iac-status-toolbar").first
 
 
-def _reload_without_saving(page) -> None:
-    """Reload with the notebook unsaved (leave the page when it asks), and wait until the
-    kernel answered kernel_info (its running turns are known to the page from then on)."""
-    page.on("dialog", lambda dialog: dialog.accept())
-    page.kernel_replies.clear()
-    page.reload()
-    for _ in range(WAIT_MS // 100):
-        if page.kernel_replies:
-            return
-        page.wait_for_timeout(100)
-    raise AssertionError("no kernel_info_reply after the reload")
+def _start(page, server, app: str, name: str, run: int, theme: str) -> None:
+    """The notebook in ``theme``: loaded the first time, then reloaded without saving
+    (the same kernel, the notebook back to its file)."""
+    set_theme(server.root.parent, theme)
+    if run == 1:
+        _open(page, server, app, name)
+        wait_kernel_idle(page)
+    else:
+        reload_page(page)
+    wait_theme(page, theme)
+
+
+def _readable(theme: str, **locators) -> None:
+    """Each locator's text keeps 4.5:1 contrast in ``theme``."""
+    low = {what: round(contrast(loc), 2) for what, loc in locators.items()}
+    low = {what: ratio for what, ratio in low.items() if ratio < MINIMUM}
+    assert not low, f"{theme}: contrast below {MINIMUM}:1: {low}"
 
 
 def _shot(page, name: str) -> None:
@@ -101,7 +111,7 @@ def _shot(page, name: str) -> None:
     page.screenshot(path=str(ARTIFACTS / f"browser-reload-{name}.png"), full_page=True)
 
 
-@pytest.mark.parametrize("app", ["jupyterlab", "notebook"])
+@pytest.mark.parametrize("app", APPS)
 def test_a_reload_without_a_save_gets_the_whole_card_back(tmp_path: Path, page, app: str) -> None:
     from playwright.sync_api import expect
 
@@ -109,97 +119,112 @@ def test_a_reload_without_a_save_gets_the_whole_card_back(tmp_path: Path, page, 
     _workspace(root)
     with jupyter_server(app, tmp_path, _env(tmp_path, root)) as server:
         write_notebook(server.root / "apply.ipynb", "Please apply the plan")
-        _open(page, server, app, "apply.ipynb")
+        name = app
         try:
-            wait_kernel_idle(page)
-            _run_first_cell(page)
-            cell = page.locator(".jp-Notebook .jp-Cell").first
-            card = cell.locator(".iac-toolcard[data-kind='execute']")
-            expect(card).to_have_attribute("data-status", "awaiting_permission")
-            expect(cell.locator(".iac-plan-review")).to_be_visible()
+            for run, theme in enumerate(THEMES, start=1):
+                name = f"{app}-{slug(theme)}"
+                _start(page, server, app, "apply.ipynb", run, theme)
+                _run_first_cell(page)
+                cell = page.locator(".jp-Notebook .jp-Cell").first
+                card = cell.locator(".iac-toolcard[data-kind='execute']")
+                expect(card).to_have_attribute("data-status", "awaiting_permission")
+                expect(cell.locator(".iac-plan-review")).to_be_visible()
 
-            _reload_without_saving(page)
-            cell = page.locator(".jp-Notebook .jp-Cell").first
-            pending = _status_item(page, app).locator(".iac-status-pending")
-            expect(pending).to_have_text(re.compile(r"1 awaiting permission"))
-            # Nothing was saved: the cell has no card now.
-            expect(cell.locator(".iac-toolcard")).to_have_count(0)
+                reload_page(page, idle=False)
+                cell = page.locator(".jp-Notebook .jp-Cell").first
+                pending = _status_item(page, app).locator(".iac-status-pending")
+                expect(pending).to_have_text(re.compile(r"1 awaiting permission"))
+                # Nothing was saved: the cell has no card now.
+                expect(cell.locator(".iac-toolcard")).to_have_count(0)
 
-            _status_item(page, app).click()
-            dialog = page.locator(".jp-Dialog")
-            expect(dialog).to_contain_text("terraform apply")
-            dialog.get_by_role("button", name="Allow once").click()
-            expect(pending).to_have_count(0)
+                _status_item(page, app).click()
+                dialog = page.locator(".jp-Dialog")
+                expect(dialog).to_contain_text("terraform apply")
+                dialog.get_by_role("button", name="Allow once").click()
+                expect(pending).to_have_count(0)
 
-            # The whole card came back into its cell, and went on updating there.
-            card = cell.locator(".iac-toolcard[data-kind='execute']")
-            expect(card).to_have_count(1)
-            expect(card).to_have_attribute("data-status", "done")
-            lines = card.locator(".iac-toolcard-output-text")
-            expect(lines).to_contain_text("terraform_data.r[3]: Destroying...")
-            expect(lines).to_contain_text("Apply complete! Resources: 9 added")
-            expect(cell).to_contain_text("The plan is applied.")
-            expect(cell).to_contain_text("Allowed once")
-            expect(cell.locator(".iac-plan-review")).to_have_count(1)
-            expect(cell.locator(".jupyter-widgets button")).to_have_count(0)
-            # In the order the kernel made them: card, plan card, record, closing text.
-            order = cell.locator(".jp-OutputArea-output").evaluate_all(
-                """outs => outs.map(o => o.matches('.iac-toolcard, :has(.iac-toolcard)') ? 'card'
-                    : o.querySelector('.iac-plan-review') ? 'plan'
-                    : /Allowed once/.test(o.textContent) ? 'record'
-                    : /The plan is applied/.test(o.textContent) ? 'text' : 'other')"""
-            )
-            kept = [o for o in order if o != "other"]
-            assert kept == ["card", "plan", "record", "text"], order
-            _shot(page, f"restored-{app}")
+                # The whole card came back into its cell, and went on updating there.
+                card = cell.locator(".iac-toolcard[data-kind='execute']")
+                expect(card).to_have_count(1)
+                expect(card).to_have_attribute("data-status", "done")
+                lines = card.locator(".iac-toolcard-output-text")
+                expect(lines).to_contain_text("terraform_data.r[3]: Destroying...")
+                expect(lines).to_contain_text("Apply complete! Resources: 9 added")
+                expect(cell).to_contain_text("The plan is applied.")
+                expect(cell).to_contain_text("Allowed once")
+                expect(cell.locator(".iac-plan-review")).to_have_count(1)
+                expect(cell.locator(".jupyter-widgets button")).to_have_count(0)
+                # In the order the kernel made them: card, plan card, record, closing text.
+                order = cell.locator(".jp-OutputArea-output").evaluate_all(
+                    """outs => outs.map(o => o.matches('.iac-toolcard, :has(.iac-toolcard)')
+                        ? 'card'
+                        : o.querySelector('.iac-plan-review') ? 'plan'
+                        : /Allowed once/.test(o.textContent) ? 'record'
+                        : /The plan is applied/.test(o.textContent) ? 'text' : 'other')"""
+                )
+                kept = [o for o in order if o != "other"]
+                assert kept == ["card", "plan", "record", "text"], (theme, order)
+                _readable(
+                    theme,
+                    status=card.locator(".iac-toolcard-status"),
+                    output=lines,
+                    record=cell.get_by_text("Allowed once"),
+                )
+                _shot(page, f"restored-{name}")
         except Exception:
-            _shot(page, f"restored-{app}-failure")
+            _shot(page, f"restored-{name}-failure")
             print(server.log_tail())
             raise
         assert our_errors(page) == []
 
 
+@pytest.mark.parametrize("app", APPS)
 def test_a_rejected_apply_is_rejected_and_a_plan_question_says_what_it_runs(
-    tmp_path: Path, page
+    tmp_path: Path, page, app: str
 ) -> None:
     from playwright.sync_api import expect
 
     root = tmp_path / "root"
     _workspace(root)
-    with jupyter_server("jupyterlab", tmp_path, _env(tmp_path, root)) as server:
+    with jupyter_server(app, tmp_path, _env(tmp_path, root)) as server:
         write_notebook(server.root / "reject.ipynb", "Please apply the plan")
-        _open(page, server, "jupyterlab", "reject.ipynb")
+        name = app
         try:
-            wait_kernel_idle(page)
-            _run_first_cell(page)
-            cell = page.locator(".jp-Notebook .jp-Cell").first
-            card = cell.locator(".iac-toolcard[data-kind='execute']")
-            expect(card).to_have_attribute("data-status", "awaiting_permission")
-            cell.get_by_role("button", name="Reject once").click()
-            expect(cell).to_contain_text("You rejected the apply, so nothing changed.")
-            expect(card).to_have_attribute("data-status", "denied")
-            expect(card.locator(".iac-toolcard-status")).to_have_text("Rejected")
-            assert "Failed" not in card.inner_text()
-            assert "apply failed" not in cell.inner_text()
-            _shot(page, "rejected-apply")
+            for run, theme in enumerate(THEMES, start=1):
+                name = f"{app}-{slug(theme)}"
+                _start(page, server, app, "reject.ipynb", run, theme)
+                _run_first_cell(page)
+                cell = page.locator(".jp-Notebook .jp-Cell").first
+                card = cell.locator(".iac-toolcard[data-kind='execute']")
+                expect(card).to_have_attribute("data-status", "awaiting_permission")
+                cell.get_by_role("button", name="Reject once").click()
+                expect(cell).to_contain_text("You rejected the apply, so nothing changed.")
+                expect(card).to_have_attribute("data-status", "denied")
+                status = card.locator(".iac-toolcard-status")
+                expect(status).to_have_text("Rejected")
+                assert "Failed" not in card.inner_text()
+                assert "apply failed" not in cell.inner_text()
+                _readable(theme, rejected=status)
+                _shot(page, f"rejected-apply-{name}")
 
-            # A plan's question names the command and what it reads.
-            editor = page.locator(".jp-Cell .jp-InputArea-editor .cm-content").nth(1)
-            editor.click()
-            page.keyboard.type("Please make a plan")
-            page.keyboard.press("Shift+Enter")
-            second = page.locator(".jp-Notebook .jp-Cell").nth(1)
-            plan = second.locator(".iac-toolcard[data-kind='execute']")
-            expect(plan).to_have_attribute("data-status", "awaiting_permission")
-            why = plan.locator(".iac-toolcard-question-why")
-            expect(why).to_contain_text("It runs `terraform plan -out=tfplan` in this folder")
-            expect(why).to_contain_text("It changes no infrastructure")
-            assert GENERIC not in why.inner_text()
-            second.get_by_role("button", name="Reject once").click()
-            expect(second).to_contain_text("You rejected the plan, so none was made.")
-            expect(plan.locator(".iac-toolcard-status")).to_have_text("Rejected")
+                # A plan's question names the command and what it reads.
+                editor = page.locator(".jp-Cell .jp-InputArea-editor .cm-content").nth(1)
+                editor.click()
+                page.keyboard.type("Please make a plan")
+                page.keyboard.press("Shift+Enter")
+                second = page.locator(".jp-Notebook .jp-Cell").nth(1)
+                plan = second.locator(".iac-toolcard[data-kind='execute']")
+                expect(plan).to_have_attribute("data-status", "awaiting_permission")
+                why = plan.locator(".iac-toolcard-question-why")
+                expect(why).to_contain_text("It runs `terraform plan -out=tfplan` in this folder")
+                expect(why).to_contain_text("It changes no infrastructure")
+                assert GENERIC not in why.inner_text()
+                _readable(theme, why=why)
+                second.get_by_role("button", name="Reject once").click()
+                expect(second).to_contain_text("You rejected the plan, so none was made.")
+                expect(plan.locator(".iac-toolcard-status")).to_have_text("Rejected")
         except Exception:
-            _shot(page, "rejected-failure")
+            _shot(page, f"rejected-{name}-failure")
             print(server.log_tail())
             raise
         assert our_errors(page) == []

@@ -109,7 +109,8 @@ def test_with_the_extension_updates_carry_only_new_text(kernel: KernelHarness, p
     assert deltas, "the text was streamed as deltas"
     joined = ""
     for delta in deltas:
-        assert delta["offset"] == len(joined) and delta["kind"] == "text"
+        # Only the offset and the new text ("kind" is said for thinking only).
+        assert set(delta) == {"offset", "text"} and delta["offset"] == len(joined)
         joined += delta["text"]
     assert text.startswith(joined)
     assert bundles[-1] == {"text/markdown": text}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -106,6 +107,19 @@ async def test_error_turn_raises(tmp_path: Path):
     )
     with pytest.raises(ModelError, match="boom"):
         await collect(model, [user("x")])
+
+
+async def test_a_trace_file_gets_when_each_text_chunk_was_yielded(tmp_path: Path):
+    trace = tmp_path / "t.trace"
+    turn = {"thinking": "hmm", "text": "Three words here.", "trace": str(trace)}
+    model = ScriptedModel(Script.load(write_script(tmp_path / "t.json", [{"turns": [turn]}])))
+    before = time.monotonic()
+    await collect(model, [user("x")])
+    lines = [line.split() for line in trace.read_text().splitlines()]
+    times = [float(at) for at, _n in lines]
+    # One line per text chunk (none for thinking): the monotonic time, the text so far.
+    assert [int(n) for _at, n in lines] == [6, 12, 17]
+    assert before <= times[0] <= times[-1] <= time.monotonic() and times == sorted(times)
 
 
 @pytest.mark.parametrize(

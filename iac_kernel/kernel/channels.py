@@ -9,7 +9,7 @@ from typing import Any
 
 import zmq
 
-from iac_kernel.kernel.publish import Send
+from iac_kernel.kernel.publish import Envelope, Send
 
 #: Seconds between two polls of the stdin socket while an input request waits.
 STDIN_POLL = 0.05
@@ -29,6 +29,25 @@ def iopub_sender(kernel: Any, parent: dict[str, Any]) -> Send:
         )
 
     return send
+
+
+def iopub_envelope(kernel: Any, parent: dict[str, Any]) -> Envelope:
+    """``envelope(msg_type)``: the bytes a message of that type with ``parent`` takes on
+    the kernel's IOPub besides its content, measured once per type by signing an empty
+    one as :func:`iopub_sender` would send it."""
+    sizes: dict[str, int] = {}
+
+    def envelope(msg_type: str) -> int:
+        if msg_type not in sizes:
+            assert kernel.session is not None
+            session = kernel.session
+            message = session.msg(msg_type, {}, parent=parent)
+            frames = session.serialize(message, ident=kernel._topic(msg_type))
+            # The counter in msg_id grows a digit now and then: a few bytes of margin.
+            sizes[msg_type] = sum(len(f) for f in frames) - len(session.pack({})) + 4
+        return sizes[msg_type]
+
+    return envelope
 
 
 async def input_request(kernel: Any, prompt: str, parent: dict[str, Any], ident: Any) -> str:

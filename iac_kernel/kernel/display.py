@@ -7,14 +7,15 @@ it gets one last update with the whole text in ``text/markdown`` and ``text/plai
 never touched again. Streaming updates carry ``text/markdown`` only.
 
 Targets (``bench/bench_iopub.py`` measures them through a real kernel): IOPub at most
-3x the text plus :data:`PER_SECOND`-ish bytes a second of streaming; with the extension
-the visible text is at most :data:`LIVE_LAG` behind the model; without it the text never
-stands still for more than a second while the model writes, even on one long line.
+3x the text plus 6 KB a second of streaming; with the extension the visible text is at
+most 150 ms behind the model (:data:`LIVE_LAG` and the budget, see below); without it the
+text never stands still for more than a second while the model writes, even on one long
+line. The budget is :class:`~iac_kernel.kernel.budget.ByteBudget`.
 
 * Only the open display is updated, and a long stretch is split into a finished display
   once it passes :data:`SPLIT_CHARS` (at a blank line, else a line break, else a space;
   never inside a code fence), so an update never resends more than a few KB.
-* The streaming updates of a turn share a byte budget (:class:`ByteBudget`) that grows
+* The streaming updates of a turn share a byte budget (``ByteBudget``) that grows
   with the text shown (``ratio`` x its bytes) and with time (``per_second`` from the
   turn's first text). The text of the final updates is not charged (2x the text without
   the extension: Markdown and plain; 1x with it), so a whole answer costs at most 3x its
@@ -31,6 +32,14 @@ carries the whole Markdown (no ``text/plain``), for other frontends and the save
 update goes out when the oldest text not yet sent is :data:`LIVE_LAG` old (at once when
 nothing was sent for that long), so the text is never further behind than that and a
 steady model costs about one message per ``LIVE_LAG``; a long stretch is never split.
+Each update is charged what it takes on the wire (its content, and the envelope the
+publisher measured: topic, signature, header, parent header), and the final's reserve is
+kept back, so the turn's text displays stay within the target at whatever moment the turn
+ends (:meth:`ByteBudget.live`). An update is mostly envelope (about 580 of its 730 bytes),
+so the delta is kept small (``{"offset", "text"}``, ``kind`` only for thinking). A slow
+model is paced by the budget, not by ``LIVE_LAG``: about every 0.12 s after the first
+second, every 0.17 s in it (the final update's ~1.2 KB, envelope and session metadata,
+must fit in the first second's 6 KB too).
 """
 
 from __future__ import annotations
@@ -44,32 +53,25 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Literal, Protocol
 
-from iac_kernel.kernel.publish import Publisher
+from iac_kernel.kernel.budget import FINAL_RESERVE, ByteBudget
+from iac_kernel.kernel.publish import ENVELOPE, Publisher
 
 #: Seconds between two updates of the open display without deltas (at the least): each
 #: resends the open text, and the target there is no stall over a second.
 UPDATE_INTERVAL = 0.4
-#: Streaming updates may cost ALLOWANCE + ``ratio`` x the text shown + PER_SECOND bytes a
-#: second from the turn's first text (leaving room for the final messages and the footer
-#: under 3x the text + 6 KB a second).
-ALLOWANCE = 2000
-RATIO = 0.9
-PER_SECOND = 5400
 #: Bytes a display message costs besides its text (header, parent header, signature).
-MESSAGE_OVERHEAD = 700
+MESSAGE_OVERHEAD = ENVELOPE
 #: A stretch longer than this is split into a finished display (see split_point).
 SPLIT_CHARS = 3000
 CURSOR = " ▍"
-#: Streaming updates for the extension's renderer: ``{"v", "kind", "offset", "text"}``,
-#: ``offset`` in code points from the start of the display's text.
+#: Streaming updates for the extension's renderer: ``{"offset", "text"}`` (and
+#: ``"kind": "thinking"`` for thinking), ``offset`` in code points from the start of the
+#: display's text.
 DELTA_MIME = "application/vnd.iac-kernel.text-delta+json"
-#: Bytes a delta update costs besides its bundle: the message, and the content's metadata
-#: and display id around the bundle.
-DELTA_OVERHEAD = MESSAGE_OVERHEAD + 100
-#: With deltas the text travels twice (deltas, final): the third share pays messages.
-LIVE_RATIO = 2.0
 #: With deltas, the longest the model's text waits before it is sent (seconds).
 LIVE_LAG = 0.1
+#: Seconds between two looks at the budget while an update waits for it.
+BUDGET_POLL = 0.02
 EMPTY_ANSWER = "_(no text in this answer)_"
 FENCE = re.compile(r"^\s*(```|~~~)")
 
@@ -84,56 +86,19 @@ class Handle(Protocol):
 Schedule = Callable[[float, Callable[[], None]], Handle]
 
 
-class ByteBudget:
-    """How many bytes the streaming updates of one turn may still spend."""
-
-    @classmethod
-    def live(cls, clock: Callable[[], float] = time.monotonic) -> ByteBudget:
-        """The budget of a turn streamed as deltas."""
-        return cls(ALLOWANCE, LIVE_RATIO, clock=clock)
-
-    def __init__(
-        self,
-        allowance: int = ALLOWANCE,
-        ratio: float = RATIO,
-        *,
-        per_second: float = PER_SECOND,
-        clock: Callable[[], float] = time.monotonic,
-    ):
-        self.allowance = allowance
-        self.ratio = ratio
-        self.per_second = per_second
-        self.clock = clock
-        #: When the turn's first text came (the per-second share counts from there).
-        self.started: float | None = None
-        self.shown = 0
-        self.spent = 0
-
-    def grow(self, text: str) -> None:
-        if self.started is None and text:
-            self.started = self.clock()
-        self.shown += len(text.encode())
-
-    def room(self) -> float:
-        """Bytes the budget can spend now."""
-        elapsed = 0.0 if self.started is None else max(self.clock() - self.started, 0.0)
-        return self.allowance + self.ratio * self.shown + self.per_second * elapsed - self.spent
-
-    def affords(self, cost: int) -> bool:
-        return cost <= self.room()
-
-    def wait_for(self, cost: int) -> float:
-        """Seconds until the budget affords ``cost`` with no more text (0 when it does)."""
-        short = cost - self.room()
-        return 0.0 if short <= 0 else short / self.per_second
-
-    def spend(self, cost: int) -> None:
-        self.spent += cost
-
-
 def delta_bundle(kind: Kind, offset: int, text: str) -> dict[str, Any]:
-    """A streaming update for the extension: ``text`` goes at code point ``offset``."""
-    return {DELTA_MIME: {"v": 1, "kind": kind, "offset": offset, "text": text}}
+    """A streaming update for the extension: ``text`` goes at code point ``offset``
+    (``kind`` only when it is not text: most of an update is envelope already)."""
+    delta: dict[str, Any] = {"offset": offset, "text": text}
+    if kind != "text":
+        delta["kind"] = kind
+    return {DELTA_MIME: delta}
+
+
+def content_bytes(data: dict[str, Any], display_id: str, metadata: dict[str, Any]) -> int:
+    """Bytes of a display message's content as the kernel's session packs it."""
+    content = {"data": data, "metadata": metadata, "transient": {"display_id": display_id}}
+    return len(json.dumps(content, ensure_ascii=False).encode())
 
 
 def render(kind: Kind, text: str, *, streaming: bool, with_plain: bool = True) -> dict[str, Any]:
@@ -222,6 +187,7 @@ class TextStream:
         self.text = ""
         self.updates = 0
         self._display_id: str | None = None
+        self._upcoming: str | None = None
         self._sent = ""
         self._last_sent = float("-inf")
         self._pending: Handle | None = None
@@ -282,20 +248,22 @@ class TextStream:
         if not new:
             return
         bundle = delta_bundle(self.kind, len(self._sent), new)
-        cost = len(json.dumps(bundle, ensure_ascii=False).encode()) + DELTA_OVERHEAD
+        envelope = self.out.envelope("update_display_data")
+        cost = content_bytes(bundle, self._display_id or self._next_id(), {}) + envelope
         # Room is kept for the final update's message (its text is not charged).
-        if self._wait_for_budget(cost + DELTA_OVERHEAD):
+        if self._wait_for_budget(cost + envelope + FINAL_RESERVE):
             return
         self.budget.spend(cost)
         self._send(bundle)
         self._sent = self.text
 
     def _wait_for_budget(self, cost: int) -> bool:
-        """When the budget cannot pay ``cost`` yet, retry once time has paid for it."""
+        """When the budget cannot pay ``cost`` yet, retry once time has paid for it (at
+        most :data:`BUDGET_POLL` later: new text pays too)."""
         wait = self.budget.wait_for(cost)
         if wait <= 0:
             return False
-        self._pending = self._later(wait, self._on_timer)
+        self._pending = self._later(min(wait, BUDGET_POLL), self._on_timer)
         return True
 
     def _on_timer(self) -> None:
@@ -322,7 +290,12 @@ class TextStream:
         if self._display_id is None:
             self._display_id = self._new_id()
         self.out.display(bundle, self._display_id, update=update, metadata=metadata)
-        self.budget.spend(MESSAGE_OVERHEAD)  # the text of a final form is not charged
+        if self.deltas:  # all but the text of the final form, as sent
+            msg_type = "update_display_data" if update else "display_data"
+            size = content_bytes(bundle, self._display_id, metadata or {})
+            self.budget.spend(size - len(text.encode()) + self.out.envelope(msg_type))
+        else:
+            self.budget.spend(MESSAGE_OVERHEAD)  # the text of a final form is not charged
         self.updates += 1
         self._last_sent = self.clock()
         self.finished.append(text)
@@ -335,8 +308,14 @@ class TextStream:
         self.updates += 1
         self._last_sent = self.clock()
 
+    def _next_id(self) -> str:
+        """The id the next new display will get (the same one :meth:`_new_id` uses)."""
+        if self._upcoming is None:
+            self._upcoming = f"iac-{self.kind}-{uuid.uuid4().hex[:16]}"
+        return self._upcoming
+
     def _new_id(self) -> str:
-        display_id = f"iac-{self.kind}-{uuid.uuid4().hex[:16]}"
+        display_id, self._upcoming = self._next_id(), None
         self.display_ids.append(display_id)
         return display_id
 

@@ -51,7 +51,7 @@ from iac_kernel.kernel.call_displays import CallDisplays
 from iac_kernel.kernel.cards import CARD_MIME, ToolCard
 from iac_kernel.kernel.cell_history import CellHistory
 from iac_kernel.kernel.cell_history import page as help_page
-from iac_kernel.kernel.channels import input_request, iopub_sender
+from iac_kernel.kernel.channels import input_request, iopub_envelope, iopub_sender
 from iac_kernel.kernel.console import ConsoleMixin
 from iac_kernel.kernel.display import DELTA_MIME
 from iac_kernel.kernel.editor_turns import summary_markdown, summary_plain
@@ -156,7 +156,7 @@ class IacKernel(KernelInfoMixin, ConsoleMixin, IPythonKernel):
     ) -> dict[str, Any]:
         parent = self.get_parent("shell")
         ident = self._get_shell_context_var(self._shell_parent_ident)
-        out = Publisher(iopub_sender(self, parent))
+        out = Publisher(iopub_sender(self, parent), iopub_envelope(self, parent))
         if not silent:
             if store_history:
                 self.cell_history.store(self.execution_count, code)

@@ -18,6 +18,11 @@ from iac_kernel.kernel.paths import sanitize
 
 #: ``send(msg_type, content)``: puts one message on IOPub (the kernel binds the parent).
 Send = Callable[[str, dict[str, Any]], None]
+#: ``envelope(msg_type)``: bytes a message of that type takes on IOPub besides its
+#: content (topic, delimiter, signature, header, parent header, metadata).
+Envelope = Callable[[str], int]
+#: The envelope assumed when the sender cannot tell (a typical kernel's messages).
+ENVELOPE = 700
 
 RED = "\x1b[0;31m"
 RESET = "\x1b[0m"
@@ -26,8 +31,13 @@ RESET = "\x1b[0m"
 class Publisher:
     """Sends display, stream and error messages for one cell."""
 
-    def __init__(self, send: Send):
+    def __init__(self, send: Send, envelope: Envelope | None = None):
         self._send = send
+        self._envelope = envelope
+
+    def envelope(self, msg_type: str) -> int:
+        """Bytes a ``msg_type`` message costs on IOPub besides its content."""
+        return self._envelope(msg_type) if self._envelope is not None else ENVELOPE
 
     def display(
         self,

@@ -93,7 +93,11 @@ class TurnView:
         #: Each call's displays in their latest form (a page loaded mid-turn asks for them).
         self.call_displays = displays if displays is not None else CallDisplays()
         self.started = clock()
-        self.budget = ByteBudget.live() if deltas else ByteBudget()
+        self.budget = (
+            ByteBudget.live(envelope=out.envelope("update_display_data"))
+            if deltas
+            else ByteBudget()
+        )
         self.streams: list[TextStream] = []
         self.cards: dict[str, ToolCard] = {}
         self.display_ids: dict[str, str] = {}

@@ -18,8 +18,10 @@ A script is a JSON file::
 A turn may instead give ``content`` (Messages API blocks). Optional per turn:
 ``stop_reason`` (default ``tool_use`` when it calls tools, else ``end_turn``), ``usage``
 ({"input_tokens", "output_tokens", "cache_read_tokens"}; estimated when absent),
-``delay`` (seconds between streamed chunks) and ``error`` (raise a model error instead
-of answering).
+``delay`` (seconds between streamed chunks), ``error`` (raise a model error instead
+of answering) and ``trace`` (a file that gets one line per streamed text chunk, when it
+was yielded on the ``time.monotonic()`` clock and the characters streamed so far: how
+``bench/bench_iopub.py`` times the model's pace as it really was).
 
 Optional ``vars`` make a script follow values given in the prompts (notebook parameters
 injected by papermill, say)::
@@ -61,6 +63,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from importlib import resources
@@ -225,6 +228,7 @@ class ScriptedModel:
         if turn.get("error"):
             raise ModelError(str(turn["error"]), retryable=False)
         delay = float(turn.get("delay", 0))
+        trace = turn.get("trace")
         content = _turn_content(turn, len(request.messages))
         output_budget = request.max_tokens * CHARS_PER_TOKEN
         stop_reason = turn.get("stop_reason") or (
@@ -244,6 +248,8 @@ class ScriptedModel:
                     streamed += chunk
                     if delay:
                         await asyncio.sleep(delay)
+                    if trace and key == "text":
+                        _trace(str(trace), len(streamed))
                     yield TextChunk(chunk) if key == "text" else ThinkingChunk(chunk)
                 done.append({**block, key: streamed})
                 if stop_reason == "max_tokens":
@@ -298,6 +304,12 @@ class ScriptedModel:
                     values[name] = found.group(1)
                     break
         return values
+
+
+def _trace(path: str, streamed: int) -> None:
+    """One line of a turn's ``trace`` file: now, and the characters streamed so far."""
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(f"{time.monotonic():.6f} {streamed}\n")
 
 
 def _user_text(message: dict[str, Any]) -> str:

@@ -6,6 +6,7 @@
 export const TEXT_DELTA_MIME = 'application/vnd.iac-kernel.text-delta+json';
 
 export interface ITextDelta {
+  /** `"thinking"` when the kernel says so; text otherwise (it sends no kind for text). */
   kind: 'text' | 'thinking';
   /** Where `text` goes, in code points from the start of the display's text. */
   offset: number;

@@ -226,6 +226,15 @@ async function settleSavedCards(entry: ITracked, checked: Set<string>): Promise<
   }
 }
 
+/** Whether the output area of a call's card shows the question's buttons. */
+function hasButtons(widget: AgentWidget, callId: string): boolean {
+  const card = widget.node.querySelector<HTMLElement>(
+    `.iac-toolcard[data-call-id="${CSS.escape(callId)}"]`
+  );
+  const area = card?.closest('.jp-OutputArea');
+  return !!area?.querySelector('.jupyter-widgets button');
+}
+
 /** Scroll to a call's card and flash it, leaving the notebook in command mode. */
 async function revealCall(widget: AgentWidget, callId: string): Promise<boolean> {
   const found = findCall(widget, callId);
@@ -477,8 +486,13 @@ const plugin: JupyterFrontEndPlugin<void> = {
           app.shell.activateById(now.widget.id);
         }
         const shown = await revealCall(now.widget, callId);
-        // This page saw the question live: its buttons are under the card.
-        if (now.activity.pending.some(call => call.callId === callId)) {
+        // This page saw the question live and its buttons are under the card. (A card
+        // update seen after a reload, e.g. its heartbeat, brings the card back but not
+        // the buttons: then the question is asked here.)
+        if (
+          now.activity.pending.some(call => call.callId === callId) &&
+          hasButtons(now.widget, callId)
+        ) {
           return shown;
         }
         // Asked before this page loaded: answer it here, on the kernel's status channel.

@@ -40,4 +40,6 @@ test('bad payloads are null, never exceptions', () => {
     text: 'x'
   });
   assert.equal(parseDelta({ kind: 'weird', offset: 0, text: '' })?.kind, 'text');
+  // The kernel sends only the offset and the text for text (kind for thinking only).
+  assert.deepEqual(parseDelta({ offset: 0, text: 'Hi' }), { kind: 'text', offset: 0, text: 'Hi' });
 });
