@@ -7,6 +7,8 @@
  */
 
 /** A tool call card, sent in display_data / update_display_data bundles. */
+import { IForm, parseForm } from './formmodel';
+
 export const TOOLCALL_MIME = 'application/vnd.iac-kernel.toolcall+json';
 
 /** The agent session's model, mode and token usage. */
@@ -51,6 +53,8 @@ export interface IQuestion {
   answer: string | null;
   /** The user's words when they rejected the call with a note. */
   note: string | null;
+  /** What the question asks to fill in (a typed confirmation, the agent's question). */
+  form: IForm | null;
 }
 
 export interface IToolCall {
@@ -208,7 +212,8 @@ export function parseQuestion(value: unknown, warnings: string[]): IQuestion | n
       ? value.options.filter((item): item is string => typeof item === 'string')
       : [],
     answer: optionalText(value.answer),
-    note: optionalText(value.note)
+    note: optionalText(value.note),
+    form: parseForm(value.form)
   };
 }
 

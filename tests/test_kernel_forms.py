@@ -1,0 +1,312 @@
+"""A question's form in the notebook kernel: the typed confirmation of a destroying apply
+through a real kernel (jupyter_client, widget comm messages) and real terraform, the stdin
+prompts, the headless policy, and the status channel's answers with values."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core_support import write_script
+from iac_kernel.agent.forms import (
+    BOOLEAN,
+    CHOICE,
+    NUMBER,
+    Form,
+    FormField,
+)
+from iac_kernel.agent.permissions import ALLOW_ONCE, REJECT_ONCE, PermissionRequest
+from iac_kernel.kernel.form_ui import FormWidgets, form_payload, parse_field
+from iac_kernel.kernel.permission_ui import PermissionUI, WidgetPrompt, policy_answer
+from iac_kernel.kernel.questions import PendingQuestions, Question
+from iac_kernel.kernel.testing import KernelHarness, button_comm_id, scripted_kernel
+from terraform_support import (
+    addresses,
+    applied_fixture,  # noqa: F401 (the applied fixture)
+    needs_terraform,
+    no_checkov_by_default,  # noqa: F401 (autouse fixture)
+    stage2_copy,
+)
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+STAGE1 = {
+    "terraform_data.app",
+    "terraform_data.cache",
+    "terraform_data.db",
+    "terraform_data.old[0]",
+}
+STAGE2 = {
+    "terraform_data.app",
+    "terraform_data.cache",
+    "terraform_data.db",
+    "terraform_data.new[0]",
+}
+
+
+def confirmation(name: str = "prod") -> Form:
+    return Form(
+        "Typed confirmation",
+        [FormField("workspace", "Workspace name", description=f"Type {name}", must_equal=name)],
+    )
+
+
+def request_with(form: Form, danger: bool = True) -> PermissionRequest:
+    return PermissionRequest(
+        call_id="c1",
+        tool_name="terraform_apply",
+        title="terraform apply",
+        kind="execute",
+        input={"plan": "p.tfplan"},
+        reason="It destroys 2 resources.",
+        options=[ALLOW_ONCE, REJECT_ONCE],
+        danger=danger,
+        form=form,
+    )
+
+
+ALL_KINDS = Form(
+    "Which way?",
+    [
+        FormField("region", "Region", kind=CHOICE, choices=["eu-west-1", "us-east-1"]),
+        FormField("force", "Force", kind=BOOLEAN, required=False, default=False),
+        FormField("count", "Count", kind=NUMBER, default=2),
+        FormField("note", "Note", required=False),
+    ],
+)
+
+
+# -- widgets ------------------------------------------------------------------------------------
+
+
+def test_the_approve_button_waits_for_the_typed_name() -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        prompt = WidgetPrompt(request_with(confirmation()), loop)
+        [allow] = [b for b in prompt.buttons if b.description == "Allow once"]
+        text = prompt.form.fields["workspace"]
+        assert text.placeholder == "type prod to approve"
+        assert allow.disabled
+        text.value = "pro"
+        assert allow.disabled
+        text.value = " prod "
+        assert not allow.disabled
+        text.value = "Prod"
+        assert allow.disabled
+        prompt.close()
+    finally:
+        loop.close()
+
+
+def test_a_click_with_the_wrong_name_rejects_and_the_right_name_approves() -> None:
+    async def click(typed: str) -> Any:
+        prompt = WidgetPrompt(request_with(confirmation()), asyncio.get_running_loop())
+        prompt.form.fields["workspace"].value = typed
+        [allow] = [b for b in prompt.buttons if b.description == "Allow once"]
+        allow.click()  # a stale view may click a disabled button: the kernel checks
+        answer = await prompt.wait()
+        prompt.close()
+        return answer
+
+    wrong = asyncio.run(click("staging"))
+    assert wrong == REJECT_ONCE and "did not match" in wrong.note
+    right = asyncio.run(click("prod"))
+    assert right == ALLOW_ONCE and right.values == {"workspace": "prod"}
+
+
+def test_every_field_kind_renders_as_a_widget() -> None:
+    import ipywidgets as widgets
+
+    form = FormWidgets(ALL_KINDS)
+    kinds = {name: type(w) for name, w in form.fields.items()}
+    assert kinds == {
+        "region": widgets.ToggleButtons,
+        "force": widgets.Checkbox,
+        "count": widgets.FloatText,
+        "note": widgets.Text,
+    }
+    assert form.problem() == "Region is required"
+    form.fields["region"].value = "us-east-1"
+    assert form.problem() is None
+    assert form.values() == {"region": "us-east-1", "force": False, "count": 2.0, "note": ""}
+    many = FormWidgets(Form("t", [FormField("x", "X", kind=CHOICE, choices=list("abcde"))]))
+    assert isinstance(many.fields["x"], widgets.Dropdown)
+
+
+def test_with_the_card_drawing_the_form_the_buttons_only_reject() -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        prompt = WidgetPrompt(request_with(confirmation()), loop, card_shown=True)
+        labels = [b.description for b in prompt.buttons]
+        assert "Allow once" not in labels and prompt.form is None
+        assert "Reject once" in labels
+        prompt.close()
+    finally:
+        loop.close()
+
+
+# -- policy, stdin, status channel -------------------------------------------------------------
+
+
+def test_headless_allow_never_approves_a_form_question() -> None:
+    answer, note = policy_answer("allow", request_with(ALL_KINDS, danger=False), False)
+    assert answer == REJECT_ONCE and "form" in note
+    answer, _ = policy_answer("allow", request_with(confirmation(), danger=True), False)
+    assert answer == REJECT_ONCE
+
+
+class Out:
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def markdown(self, text: str) -> None:
+        self.texts.append(text)
+
+    def display(self, *_args: Any, **_kwargs: Any) -> None:
+        pass
+
+
+def stdin_ask(replies: list[str]) -> tuple[PermissionUI, list[str], Out]:
+    prompts: list[str] = []
+
+    async def ask_stdin(prompt: str) -> str:
+        prompts.append(prompt)
+        return replies.pop(0)
+
+    out = Out()
+    ui = PermissionUI(
+        out,  # type: ignore[arg-type]
+        ui="stdin",
+        allow_stdin=True,
+        policy=lambda: "deny",
+        ask_stdin=ask_stdin,
+    )
+    return ui, prompts, out
+
+
+@pytest.mark.parametrize(
+    ("typed", "expected"), [("prod", ALLOW_ONCE), ("production", REJECT_ONCE), ("", REJECT_ONCE)]
+)
+def test_stdin_asks_for_the_typed_name(typed: str, expected: str) -> None:
+    ui, prompts, out = stdin_ask(["y", typed])
+    answer = asyncio.run(ui.ask(request_with(confirmation())))
+    assert answer == expected
+    assert "type prod to approve" in prompts[1]
+    if expected == REJECT_ONCE:
+        assert "Rejected" in out.texts[-1]
+    else:
+        assert answer.values == {"workspace": "prod"}
+
+
+def test_stdin_fills_every_field_kind() -> None:
+    ui, prompts, _out = stdin_ask(["1", "2", "y", "3", "hi"])
+    answer = asyncio.run(ui.ask(request_with(ALL_KINDS, danger=False)))
+    assert answer == ALLOW_ONCE
+    assert answer.values == {"region": "us-east-1", "force": True, "count": 3, "note": "hi"}
+    assert "[1] eu-west-1 [2] us-east-1" in prompts[1]
+    assert parse_field(ALL_KINDS.fields[2], "2.5") == 2.5
+
+
+def test_the_status_channel_needs_the_values_to_approve() -> None:
+    async def scenario() -> list[Any]:
+        loop = asyncio.get_running_loop()
+        questions = PendingQuestions()
+        future: asyncio.Future[str] = loop.create_future()
+        request = request_with(confirmation())
+        questions.add(Question("q1", request, loop, future, "d1", True))
+        errors = [
+            questions.answer("q1", ALLOW_ONCE),
+            questions.answer("q1", ALLOW_ONCE, values={"workspace": "dev"}),
+            questions.answer("q1", ALLOW_ONCE, values={"workspace": "prod"}),
+        ]
+        answer = await future
+        return [*errors, answer, answer.values]
+
+    no_values, wrong, right, answer, values = asyncio.run(scenario())
+    assert "send its values" in no_values
+    assert "did not match" in wrong
+    assert right is None and answer == ALLOW_ONCE and values == {"workspace": "prod"}
+
+
+def test_the_card_payload_carries_every_field() -> None:
+    payload = form_payload(ALL_KINDS)
+    assert [f["kind"] for f in payload["fields"]] == ["choice", "boolean", "number", "text"]
+    assert payload["fields"][0]["choices"] == ["eu-west-1", "us-east-1"]
+    assert form_payload(confirmation())["fields"][0]["mustEqual"] == "prod"
+    assert form_payload(None) is None
+
+
+# -- a real kernel, real terraform ----------------------------------------------------------
+
+
+@pytest.fixture
+def ws(applied: Path, tmp_path: Path) -> Path:
+    return stage2_copy(applied, tmp_path / "ws", plan="p.tfplan")
+
+
+def typed_then_click(typed: str) -> tuple[Any, list[str]]:
+    """An on_message hook: once the question's widgets display, type ``typed`` in the
+    workspace field (a widget state update, as a browser sends it) and click Allow once."""
+    comms: dict[str, str] = {}
+    done: list[str] = []
+
+    def on_message(message: dict[str, Any], harness: KernelHarness) -> None:
+        allow = button_comm_id(message, "Allow once")
+        if allow:
+            comms["allow"] = allow
+        if message["msg_type"] == "comm_open":
+            state = message["content"].get("data", {}).get("state", {})
+            if state.get("_model_name") == "TextModel" and state.get("description") == (
+                "Workspace name"
+            ):
+                comms["text"] = message["content"]["comm_id"]
+        data = message["content"].get("data", {})
+        if message["msg_type"] == "display_data" and WIDGET_VIEW in data and not done:
+            assert {"allow", "text"} <= comms.keys(), "the form's field and button were opened"
+            update = {"method": "update", "state": {"value": typed}, "buffer_paths": []}
+            harness.send_comm_msg(comms["text"], update)
+            harness.click(comms["allow"])
+            done.append(typed)
+
+    return on_message, done
+
+
+@needs_terraform
+@pytest.mark.parametrize(("typed", "applies"), [("defualt", False), ("default", True)])
+def test_a_destroying_apply_needs_the_typed_workspace_name(
+    ws: Path, tmp_path: Path, typed: str, applies: bool
+) -> None:
+    script = write_script(
+        tmp_path / "apply.json",
+        [
+            {
+                "match": "apply",
+                "turns": [
+                    {"tool_use": [{"name": "terraform_apply", "input": {"plan": "p.tfplan"}}]},
+                    {"text": "Finished."},
+                ],
+            }
+        ],
+    )
+    env = {"TF_CLI_CONFIG_FILE": "/dev/null", "TF_IN_AUTOMATION": "1", "CHECKPOINT_DISABLE": "1"}
+    harness = scripted_kernel(tmp_path / "k", ws, script, env)
+    try:
+        on_message, done = typed_then_click(typed)
+        result = harness.execute("apply the plan", allow_stdin=True, on_message=on_message)
+    finally:
+        harness.stop()
+    assert done == [typed], "the typed confirmation was asked with widgets"
+    assert result.status == "ok"
+    [card] = result.cards()
+    question = next(p["question"] for p in card if p.get("question"))
+    assert question["form"]["fields"][0]["mustEqual"] == "default"
+    if applies:
+        assert addresses(ws) == STAGE2
+        assert card[-1]["status"] == "done"
+        assert "Allowed once" in result.markdown()
+    else:
+        assert addresses(ws) == STAGE1
+        assert card[-1]["status"] == "denied"
+        assert "did not match" in result.markdown()
