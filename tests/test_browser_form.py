@@ -7,7 +7,7 @@ Contrast (and once in Notebook 7):
 
 * the card shows the form: a labelled text field that has the focus, its hint, and an
   Allow button that stays disabled until the name is typed exactly; the buttons below the
-  card only reject (no way to approve without the name);
+  card only offer "Reject with note" (no way to approve without the name);
 * Enter with a wrong name, and the `a` key on the card's question, do not approve;
 * the form's text is readable (contrast at least 4.5:1);
 * the exact name and Enter approve: the apply runs.
@@ -73,10 +73,10 @@ def test_a_destroy_needs_the_typed_workspace_name(
             workspace = hint[len("type ") : -len(" to approve")]
             allow = form.get_by_role("button", name="Allow once")
             expect(allow).to_be_disabled()
-            # The buttons below the card only reject: no approval without the name.
-            widgets = cell.locator(".jupyter-widgets.iac-question, .iac-question.widget-vbox")
-            expect(widgets.get_by_role("button", name="Reject once")).to_be_visible()
-            expect(widgets.get_by_role("button", name="Allow once")).to_have_count(0)
+            # Below the card only "Reject with note": no approval without the name.
+            widgets = cell.locator(".iac-question.widget-vbox")
+            expect(widgets.get_by_role("button", name="Reject with note")).to_be_visible()
+            expect(widgets.get_by_role("button")).to_have_count(1)
 
             # A wrong name and Enter, then `a` on the card's question: nothing approves.
             field.fill(workspace + "x")

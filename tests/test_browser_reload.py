@@ -6,10 +6,10 @@ prints a small ``show -json`` and, on apply, three lines a second apart) and ask
 
 * Reload without a save while the apply's question waits: the cell has lost the card.
   Answered from the status item's dialog (the destroy's typed confirmation in it: Allow
-  stays disabled until the workspace's name is typed), the apply runs and the cell gets the whole card
-  back from the kernel (status comm ``call_card``): the card with its output lines and
-  final status, the plan card of the question, and the record of the answer, above the
-  closing text (before, only the closing text and the footer came).
+  stays disabled until the workspace's name is typed), the apply runs and the cell gets
+  the whole card back from the kernel (status comm ``call_card``): the card with its
+  output lines and final status, the plan card of the question, and the record of the
+  answer, above the closing text (before, only the closing text and the footer came).
 * A rejected apply shows as rejected: the card says "Rejected" (not a red "Failed"), and
   the scripted model's denied branch plays (the result tells the model it was rejected).
 * A ``terraform_plan`` question says what it runs, not "It runs a command or a sub-agent".
@@ -84,6 +84,9 @@ def test_a_reload_without_a_save_gets_the_whole_card_back(tmp_path: Path, page, 
             card = cell.locator(".iac-toolcard[data-kind='execute']")
             expect(card).to_have_attribute("data-status", "awaiting_permission")
             expect(cell.locator(".iac-plan-review")).to_be_visible()
+            # The question's last display update (the card's question, with its typed
+            # confirmation) came before the reload: the reload loses the card for sure.
+            expect(card.locator(".iac-toolcard-form")).to_be_visible()
 
             _reload_without_saving(page)
             cell = page.locator(".jp-Notebook .jp-Cell").first

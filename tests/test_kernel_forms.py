@@ -20,7 +20,13 @@ from iac_kernel.agent.forms import (
 )
 from iac_kernel.agent.permissions import ALLOW_ONCE, REJECT_ONCE, PermissionRequest
 from iac_kernel.kernel.form_ui import FormWidgets, form_payload, parse_field
-from iac_kernel.kernel.permission_ui import PermissionUI, WidgetPrompt, policy_answer
+from iac_kernel.kernel.permission_ui import (
+    NOTE_BUTTON,
+    PermissionUI,
+    WidgetPrompt,
+    policy_answer,
+    question_state,
+)
 from iac_kernel.kernel.questions import PendingQuestions, Question
 from iac_kernel.kernel.testing import KernelHarness, button_comm_id, scripted_kernel
 from terraform_support import (
@@ -135,13 +141,12 @@ def test_every_field_kind_renders_as_a_widget() -> None:
     assert isinstance(many.fields["x"], widgets.Dropdown)
 
 
-def test_with_the_card_drawing_the_form_the_buttons_only_reject() -> None:
+def test_with_the_card_drawing_the_form_the_box_only_rejects_with_a_note() -> None:
     loop = asyncio.new_event_loop()
     try:
         prompt = WidgetPrompt(request_with(confirmation()), loop, card_shown=True)
         labels = [b.description for b in prompt.buttons]
-        assert "Allow once" not in labels and prompt.form is None
-        assert "Reject once" in labels
+        assert labels == [NOTE_BUTTON] and prompt.form is None
         prompt.close()
     finally:
         loop.close()
@@ -310,3 +315,33 @@ def test_a_destroying_apply_needs_the_typed_workspace_name(
         assert addresses(ws) == STAGE1
         assert card[-1]["status"] == "denied"
         assert "did not match" in result.markdown()
+
+
+def test_an_agent_question_sends_its_values_with_any_answer_but_a_rejection() -> None:
+    """The agent's own question (kind "question", options of its own): choosing an option
+    carries the values; the card lists the options with their labels."""
+    request = request_with(ALL_KINDS, danger=False)
+    request.kind, request.options = "question", ["answer", "reject_once"]
+    request.labels = {"answer": "Send answer"}
+
+    async def choose(option: str, region: str | None) -> Any:
+        prompt = WidgetPrompt(request, asyncio.get_running_loop())
+        if region:
+            prompt.form.fields["region"].value = region
+        [button] = [b for b in prompt.buttons if b.description == option]
+        disabled = button.disabled
+        button.click()
+        answer = await prompt.wait()
+        prompt.close()
+        return disabled, answer
+
+    disabled, answer = asyncio.run(choose("Send answer", "eu-west-1"))
+    assert not disabled and answer == "answer"
+    assert answer.values == {"region": "eu-west-1", "force": False, "count": 2.0, "note": ""}
+    disabled, answer = asyncio.run(choose("Send answer", None))
+    assert disabled and answer == REJECT_ONCE and "Region is required" in answer.note
+    disabled, answer = asyncio.run(choose("Reject once", None))
+    assert not disabled and answer == REJECT_ONCE and getattr(answer, "values", None) is None
+    state = question_state("q", request, "pending")
+    assert state["labels"] == {"answer": "Send answer", "reject_once": "Reject once"}
+    assert state["form"]["title"] == "Which way?"

@@ -27,7 +27,8 @@ Every card is sent as a mime bundle with three forms:
      "fullOutput": str,           # the magic that shows all of it: "%output <callId>"
      "question": null | {"id", "state": "pending|answered|cancelled", "danger": bool,
                          "reason", "options": [str], "answer": str | null,
-                         "note": str | null, "form": null | {"title", "fields": [{"name",
+                         "note": str | null, "labels": {option: label},
+                         "form": null | {"title", "fields": [{"name",
                          "title", "kind": "text|choice|boolean|number", "description",
                          "choices", "required", "default", "mustEqual": str | null}]}},
      "diff": {"path": str, "oldText": str | null, "newText": str} | null,

@@ -20,6 +20,12 @@ from iac_kernel.agent.forms import BOOLEAN, CHOICE, NUMBER, Form, FormField
 TOGGLE_MAX = 4
 
 
+def answers_form(option: str) -> bool:
+    """Whether choosing ``option`` answers the form (carries its values): every option but
+    a rejection (Allow once, Allow always, or an option of the agent's own question)."""
+    return not option.startswith("reject")
+
+
 def form_payload(form: Form | None) -> dict[str, Any] | None:
     """The form as the tool card's ``question.form`` (the extension renders it)."""
     if form is None:

@@ -48,9 +48,13 @@ from iac_kernel.agent.permissions import (
 )
 from iac_kernel.kernel import plan_card
 from iac_kernel.kernel.call_displays import CallDisplays
-from iac_kernel.kernel.form_ui import form_payload, parse_field, stdin_field_prompt
+from iac_kernel.kernel.form_ui import (
+    answers_form,
+    form_payload,
+    parse_field,
+    stdin_field_prompt,
+)
 from iac_kernel.kernel.permission_widgets import (  # noqa: F401 (re-exported)
-    APPROVING,
     NOTE_BUTTON,
     WidgetPrompt,
     button_order,
@@ -167,6 +171,7 @@ def question_state(
         "answer": str(answer) if answer is not None else None,
         "note": getattr(answer, "note", None) or None,
         "form": form_payload(request.form),
+        "labels": {o: button_label(request, o) for o in request.options},
     }
 
 
@@ -210,7 +215,7 @@ class PermissionUI:
         if how == "policy":
             by = f"headless policy ({self.policy()})"
         values = getattr(answer, "values", None)
-        if request.form is not None and answer in APPROVING and values is None:
+        if request.form is not None and answers_form(answer) and values is None:
             values = {}  # an approval of a form question never stands without its values
         return Answer(answer, getattr(answer, "note", ""), by=by, values=values)
 
@@ -304,7 +309,7 @@ class PermissionUI:
                 f"so `{request.title}` was not run."
             )
             return REJECT_ONCE
-        if request.form is not None and answer in APPROVING:
+        if request.form is not None and answers_form(answer):
             return await self._ask_stdin_form(request, answer)
         self.out.markdown(f"{DECISION_TEXT[answer]}: `{request.title}`")
         return answer

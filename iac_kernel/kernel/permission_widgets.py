@@ -6,8 +6,9 @@ above the buttons and the approving buttons stay disabled until the form is answ
 (a typed confirmation: until the workspace's name is typed exactly); an approval carries
 the values, and one whose values do not answer the form (a stale view clicking a disabled
 button) is a rejection. When the JupyterLab extension draws the question on the tool card
-(``card_shown``), the card shows the form and approves through the status channel: the
-buttons here then only reject, so they can never approve without the typed name.
+(``card_shown``), the card shows the form with its Allow and Reject buttons and answers
+through the status channel: the box here then only offers "Reject with note" (no
+second set of buttons, and none that could approve without the typed name).
 """
 
 from __future__ import annotations
@@ -24,11 +25,10 @@ from iac_kernel.agent.permissions import (
     Answer,
     PermissionRequest,
 )
-from iac_kernel.kernel.form_ui import FormWidgets
+from iac_kernel.kernel.form_ui import FormWidgets, answers_form
 from iac_kernel.kernel.question_text import button_label, is_danger, label_html
 
 NOTE_BUTTON = "Reject with note"
-APPROVING = (ALLOW_ONCE, ALLOW_ALWAYS)
 BUTTON_STYLES = {
     ALLOW_ONCE: "success",
     ALLOW_ALWAYS: "info",
@@ -69,7 +69,7 @@ class WidgetPrompt:
         self.form = FormWidgets(form) if form is not None and not card_shown else None
         options = button_order(request)
         if form is not None and card_shown:
-            options = [o for o in options if o not in APPROVING]
+            options = []  # the card's form has the answer buttons
         self.buttons = []
         self.approving: list[Any] = []
         for option in options:
@@ -85,7 +85,7 @@ class WidgetPrompt:
             )
             button.on_click(self._handler(option))
             self.buttons.append(button)
-            if option in APPROVING:
+            if answers_form(option):
                 self.approving.append(button)
         self.note = widgets.Text(placeholder="Why not? (the agent reads this)")
         note_button = widgets.Button(
@@ -93,13 +93,13 @@ class WidgetPrompt:
         )
         note_button.on_click(self._note_handler())
         self.buttons.append(note_button)
-        rows: list[Any] = [widgets.HBox(self.buttons[:-1]), widgets.HBox([self.note, note_button])]
+        # No answer row when the card's form has the answer buttons.
+        rows: list[Any] = [widgets.HBox(self.buttons[:-1])] if options else []
+        rows.append(widgets.HBox([self.note, note_button]))
         if self.form is not None:
             rows.insert(0, self.form.box)
             self.form.on_change(self._follow_form)
             self._follow_form()
-        elif form is not None:
-            rows.insert(0, widgets.HTML("Fill in the form on the card above to approve."))
         self.box = widgets.VBox(rows if card_shown else [self.label, *rows])
         # The extension answers keys a / r in a box with this class (labextension/keys.ts).
         self.box.add_class("iac-question")
@@ -130,7 +130,7 @@ class WidgetPrompt:
     def _resolve(self, option: str, note: str, values: dict[str, Any] | None) -> None:
         if self.future.done():
             return
-        if option in APPROVING and self.request.form is not None:
+        if answers_form(option) and self.request.form is not None:
             values = values if values is not None else {}
             problem = self.request.form.mismatch(values)
             if problem is not None:  # a disabled button clicked from a stale view

@@ -16,13 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from iac_kernel.agent.permissions import (
-    ALLOW_ALWAYS,
-    ALLOW_ONCE,
-    REJECT_ONCE,
-    Answer,
-    PermissionRequest,
-)
+from iac_kernel.agent.permissions import REJECT_ONCE, Answer, PermissionRequest
+from iac_kernel.kernel.form_ui import answers_form
 
 
 @dataclass
@@ -77,8 +72,8 @@ class PendingQuestions:
     ) -> str | None:
         """Answer a pending question; returns an error message, or None when accepted.
 
-        An approval of a question with a form needs the form's values, and values that
-        answer it (a typed confirmation: the exact name): otherwise the question stays
+        Any answer but a rejection of a question with a form needs the form's values, and
+        values that answer it (a typed confirmation: the exact name): otherwise the question stays
         pending and the error says what is missing."""
         question = self.questions.get(question_id)
         if question is None:
@@ -88,7 +83,7 @@ class PendingQuestions:
         if note and option != REJECT_ONCE:
             return "a note goes with reject_once only"
         form = question.request.form
-        if form is not None and option in (ALLOW_ONCE, ALLOW_ALWAYS):
+        if form is not None and answers_form(option):
             if not isinstance(values, dict):
                 return f"this question asks for a form ({form.title}): send its values"
             problem = form.mismatch(values)

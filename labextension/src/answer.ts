@@ -103,7 +103,13 @@ async function askForm(question: IPendingQuestion, send: Send): Promise<void> {
     hasClose: true
   });
   const form = formQuestion(
-    { id: question.id, danger: question.danger, options: question.options, form: question.form! },
+    {
+      id: question.id,
+      danger: question.danger,
+      options: question.options,
+      labels: question.labels,
+      form: question.form!
+    },
     async (option, note, values) => {
       await send(option, note, values);
       dialog.resolve(0); // answered: close (the only dialog button is "Later")

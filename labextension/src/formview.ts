@@ -24,7 +24,8 @@ export type SendAnswer = (
   values: Record<string, FieldValue> | undefined
 ) => Promise<void>;
 
-const APPROVING = ['allow_once', 'allow_always'];
+/** Every option but a rejection answers the form (Allow, or an option of the agent's question). */
+const answersForm = (option: string) => !option.startsWith('reject');
 export const FORM_LABELS: Record<string, string> = {
   allow_once: 'Allow once',
   allow_always: 'Allow always',
@@ -145,6 +146,8 @@ export function renderFields(
 export interface IFormQuestion {
   /** The question's id (the key of what was entered). */
   id: string;
+  /** Button labels by option (the kernel's), else `FORM_LABELS`. */
+  labels?: Record<string, string>;
   danger: boolean;
   options: string[];
   form: IForm;
@@ -162,7 +165,7 @@ export function formQuestion(question: IFormQuestion, send?: SendAnswer): HTMLEl
   const status = el('div', 'iac-form-status');
   status.setAttribute('aria-live', 'polite');
   const rejects = question.options.filter(o => o.startsWith('reject'));
-  const approves = question.options.filter(o => APPROVING.includes(o));
+  const approves = question.options.filter(answersForm);
   const others = question.options.filter(o => !rejects.includes(o) && !approves.includes(o));
   const order = question.danger ? [...rejects, ...approves, ...others] : [...approves, ...others, ...rejects];
   const buttons = el('div', 'iac-form-buttons');
@@ -183,7 +186,7 @@ export function formQuestion(question: IFormQuestion, send?: SendAnswer): HTMLEl
     if (!send || busy) {
       return;
     }
-    const approve = APPROVING.includes(option);
+    const approve = answersForm(option);
     if (approve && formProblem(question.form, values) !== null) {
       return;
     }
@@ -207,10 +210,10 @@ export function formQuestion(question: IFormQuestion, send?: SendAnswer): HTMLEl
     }
   });
   for (const option of order) {
-    const button = el('button', `iac-form-button iac-form-${option}`, FORM_LABELS[option] ?? option);
+    const button = el('button', `iac-form-button iac-form-${option}`, question.labels?.[option] ?? FORM_LABELS[option] ?? option);
     button.type = 'button';
     button.dataset.option = option;
-    if (APPROVING.includes(option)) {
+    if (answersForm(option)) {
       approving.push(button);
       button.classList.add(question.danger ? 'iac-form-approve-danger' : 'iac-form-approve');
     } else {

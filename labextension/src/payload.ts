@@ -55,6 +55,8 @@ export interface IQuestion {
   note: string | null;
   /** What the question asks to fill in (a typed confirmation, the agent's question). */
   form: IForm | null;
+  /** Button labels by option, from the kernel (absent from older cards). */
+  labels: Record<string, string>;
 }
 
 export interface IToolCall {
@@ -213,7 +215,12 @@ export function parseQuestion(value: unknown, warnings: string[]): IQuestion | n
       : [],
     answer: optionalText(value.answer),
     note: optionalText(value.note),
-    form: parseForm(value.form)
+    form: parseForm(value.form),
+    labels: isRecord(value.labels)
+      ? Object.fromEntries(
+          Object.entries(value.labels).filter((e): e is [string, string] => typeof e[1] === 'string')
+        )
+      : {}
   };
 }
 
