@@ -40,6 +40,17 @@ def _theme(tmp_path: Path, theme: str) -> None:
     (themes / "themes.jupyterlab-settings").write_text(json.dumps({"theme": theme}))
 
 
+def _contrast(page, node) -> float:
+    """The node's contrast ratio; read again if the card was drawn anew (a detached node
+    has no computed colour)."""
+    for _ in range(20):
+        ratio = node.evaluate(f"n => n.isConnected ? ({CONTRAST})(n) : null")
+        if ratio is not None:
+            return ratio
+        page.wait_for_timeout(100)
+    raise AssertionError("the node stayed detached")
+
+
 @pytest.mark.parametrize(("app", "theme"), CASES)
 def test_a_destroy_needs_the_typed_workspace_name(
     tmp_path: Path, page, app: str, theme: str
@@ -99,7 +110,7 @@ def test_a_destroy_needs_the_typed_workspace_name(
             expect(allow).to_be_enabled()
             texts["allow"] = allow
             texts["typed name"] = field
-            ratios = {what: node.evaluate(CONTRAST) for what, node in texts.items()}
+            ratios = {what: _contrast(page, node) for what, node in texts.items()}
             ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / f"browser-form-{name}.png"))
             low = {what: round(r, 2) for what, r in ratios.items() if r < MINIMUM}
