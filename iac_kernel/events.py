@@ -133,6 +133,18 @@ class Compacted:
 
     notice: str
     summarized_messages: int
+    #: The compaction's id: the one its :class:`CompactionStatus` ``in_progress`` carried.
+    compaction_id: str = ""
+
+
+@dataclass
+class CompactionStatus:
+    """A compaction started (``in_progress``), failed or was cancelled; a finished one
+    is :class:`Compacted` with the same id."""
+
+    compaction_id: str
+    status: Literal["in_progress", "failed", "cancelled"]
+    error: str = ""
 
 
 @dataclass
@@ -165,6 +177,7 @@ AgentEvent = (
     | ToolCallOutput
     | ToolCallResult
     | Compacted
+    | CompactionStatus
     | ErrorNotice
     | ModelCallDone
     | TurnEnded

@@ -111,3 +111,69 @@ async def test_acp_sessions_take_additional_directories(tmp_path, workspace, ext
             assert "additionalDirectories" in json.dumps(refused["error"])
     items = [("zNewSessionRequest", params), ("zInitializeResponse", init)]
     assert schema_failures(items) == []
+
+
+def _roots_script(path: Path, extra: Path) -> Path:
+    read = {"name": "read_file", "input": {"path": str(extra / "note.txt")}}
+    write = {"name": "write_file", "input": {"path": str(extra / "made.txt"), "content": "{{n}}"}}
+    path.write_text(
+        json.dumps(
+            {
+                "name": "roots",
+                "vars": {"n": {"pattern": "write (\\w+)", "default": "x"}},
+                "exchanges": [
+                    {"match": "^read", "turns": [{"tool_use": [read]}, {"text": "Read."}]},
+                    {"match": "^write", "turns": [{"tool_use": [write]}, {"text": "Wrote."}]},
+                ],
+            }
+        )
+    )
+    return path
+
+
+async def test_the_roots_are_stored_listed_and_activated_again_on_resume(
+    tmp_path, workspace, extra
+):
+    """Over the SDK's client, across two server processes: the roots a session had are in
+    its metadata and in session/list; a resume (or load) naming them reads and writes
+    there without a question; one without them activates none, as the schema says."""
+    from acp import text_block
+
+    from test_acp_support import RecordingClient, acp_server
+
+    env = server_env(script=_roots_script(tmp_path / "script.json", extra))
+    cwd = str(workspace)
+    client = RecordingClient(default="reject_once")  # a question refuses the call
+    async with acp_server(tmp_path, client, env) as (conn, _p, _c, _w):
+        made = await conn.new_session(cwd=cwd, additional_directories=[str(extra)])
+        sid = made.session_id
+        await conn.set_session_mode(mode_id="accept_edits", session_id=sid)
+        await conn.prompt(session_id=sid, prompt=[text_block("write one")])
+        assert (extra / "made.txt").read_text() == "one" and client.permissions == []
+
+    async with acp_server(tmp_path, client, env) as (conn, _p, _c, _w):
+        (info,) = (await conn.list_sessions(cwd=cwd)).sessions
+        assert info.session_id == sid and info.additional_directories == [str(extra)]
+        await conn.resume_session(
+            session_id=sid, cwd=cwd, additional_directories=info.additional_directories
+        )
+        await conn.prompt(session_id=sid, prompt=[text_block("write two")])
+        await conn.prompt(session_id=sid, prompt=[text_block("read it")])
+        assert (extra / "made.txt").read_text() == "two" and client.permissions == []
+        assert "from the extra root" in json.dumps(
+            [u.model_dump(mode="json") for _, u in client.updates]
+        )
+        await conn.close_session(session_id=sid)
+
+    async with acp_server(tmp_path, client, env) as (conn, _p, _c, _w):
+        await conn.load_session(session_id=sid, cwd=cwd)  # no roots named: none active
+        await conn.prompt(session_id=sid, prompt=[text_block("write three")])
+        (asked,) = client.permissions
+        assert (
+            "outside the working directory" in asked["tool_call"].field_meta["iac_kernel"]["reason"]
+        )
+        assert (extra / "made.txt").read_text() == "two"  # the question was refused
+        (info,) = (await conn.list_sessions(cwd=cwd)).sessions
+        assert not info.additional_directories
+    listed = {"sessionId": sid, "cwd": cwd, "additionalDirectories": [str(extra)]}
+    assert schema_failures([("zSessionInfo", listed)]) == []

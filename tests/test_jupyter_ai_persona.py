@@ -176,3 +176,12 @@ async def test_chat_sessions_are_listed_for_editors_of_the_chats_folder(rooms, t
         listed = await conn.list_sessions(cwd=folder)
     (info,) = [s for s in listed.sessions if s.session_id == session_id]
     assert info.title == "first message"
+
+
+async def test_without_credentials_the_chat_says_how_to_set_them(rooms):
+    room = await rooms()
+    await room.turn("first message")
+    await room.wait_text("First answer from the agent.")
+    notices = [b for b in message_bodies(room.saved()) if "no model credentials" in b]
+    assert len(notices) == 1 and "`ANTHROPIC_API_KEY`" in notices[0]
+    assert "restart JupyterLab" in notices[0]

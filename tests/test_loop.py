@@ -13,6 +13,7 @@ from iac_kernel.agent.permissions import PermissionGate
 from iac_kernel.config import Settings
 from iac_kernel.events import (
     Compacted,
+    CompactionStatus,
     ErrorNotice,
     ModelCallDone,
     TextDelta,
@@ -300,6 +301,10 @@ async def test_compaction_summarises_older_turns(tmp_path: Path):
         await loop.run_turn([{"type": "text", "text": f"prompt {i}"}], events.append, None)
     compactions = [e for e in events if isinstance(e, Compacted)]
     assert compactions, "expected a compaction"
+    started = [e for e in events if isinstance(e, CompactionStatus)]
+    assert [e.status for e in started] == ["in_progress"] * len(compactions)
+    assert [e.compaction_id for e in started] == [e.compaction_id for e in compactions]
+    assert events.index(started[0]) < events.index(compactions[0])
     assert persist.compactions
     assert "The user asked: prompt 0" in persist.compactions[0][0]
     summary, keep_from = persist.compactions[-1]

@@ -110,7 +110,7 @@ def test_files_are_recognised_by_content(ws: Path):
 
 def test_every_backend_has_its_secret_settings():
     shipped = {"local", "s3", "azurerm", "gcs", "http", "consul", "cos", "kubernetes"}
-    shipped |= {"oss", "pg", "remote", "cloud"}
+    shipped |= {"oss", "pg", "remote", "cloud", "oci", "inmem"}
     assert shipped <= set(backends.SECRET_SETTINGS)
     for kind, setting in [
         ("s3", "sse_customer_key"),

@@ -144,3 +144,19 @@ def test_a_review_cannot_close_its_code_block():
     block = code_block('name = "x```\n# injected"')
     fence = block.split("\n", 1)[0]
     assert fence == "````" and block.endswith("\n````")
+
+
+def test_credentials_notice_names_every_key_and_stays_quiet_with_a_provider():
+    from iac_kernel.models.providers import DETECT_ORDER, PROVIDERS
+    from iac_kernel.persona import credentials_notice
+
+    notice = credentials_notice({})
+    assert notice is not None and "no model credentials" in notice
+    for name in ("anthropic", *DETECT_ORDER):
+        assert f"`{PROVIDERS[name].key_env}`" in notice
+    assert credentials_notice({"ANTHROPIC_API_KEY": "k"}) is None
+    assert credentials_notice({"DEEPSEEK_API_KEY": "k"}) is None
+    assert credentials_notice({"CLAUDE_CODE_USE_BEDROCK": "1"}) is None
+    assert credentials_notice({"IAC_KERNEL_PROVIDER": "ollama"}) is None
+    wrong = credentials_notice({"IAC_KERNEL_PROVIDER": "olama"})
+    assert wrong is not None and "olama" in wrong and "no model credentials" not in wrong

@@ -39,6 +39,7 @@ ACP_KINDS = {
     "terraform_plan_detail": ("read", Category.READ),
     "terraform_apply": ("execute", Category.EXECUTE),
     "update_plan": ("think", Category.READ),
+    "ask_user": ("think", Category.READ),
 }
 
 

@@ -47,6 +47,14 @@ class ClientChannel:
                 log.info("client gone; dropping session updates (%s)", exc)
             self._gone = True
 
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        """Another notification to the client (``elicitation/complete``); dropped when
+        the client is gone."""
+        try:
+            await self.conn.send_notification(method, params)
+        except (ConnectionError, OSError) as exc:
+            log.info("client gone; dropping %s (%s)", method, exc)
+
     async def request(self, method: str, params: dict[str, Any]) -> Any:
         """A request to the client; raises RequestError or ConnectionError."""
         try:

@@ -5,7 +5,9 @@
 * ``session.configOptions.boolean``: ``type: "boolean"`` config options are offered;
 * ``session.notices``: errors and warnings go out as ``notice`` updates, not message text;
 * ``session.compaction``: a compaction is a ``compaction_update``, not message text;
-* ``elicitation.form``: a destroy or production apply asks for a typed confirmation.
+* ``elicitation.form``: a destroy or production apply asks for a typed confirmation, the
+  agent's own questions and an MCP server's forms are forms;
+* ``elicitation.url``: an MCP server's URL elicitation reaches the user (else declined).
 
 A capability is declared by an object (``{}``); anything else (absent, ``null``, ``true``)
 is not a declaration.
@@ -38,6 +40,10 @@ class ClientFeatures:
     @property
     def elicitation_form(self) -> bool:
         return _declared(self.raw, "elicitation", "form")
+
+    @property
+    def elicitation_url(self) -> bool:
+        return _declared(self.raw, "elicitation", "url")
 
 
 def from_initialize(params: Any) -> ClientFeatures:

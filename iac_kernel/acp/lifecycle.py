@@ -46,8 +46,12 @@ def check_dirs(dirs: Any) -> list[str]:
 
 def set_dirs(session: AgentSession, dirs: list[str]) -> None:
     """Make ``dirs`` the session's additional workspace roots (replacing any): tools use
-    them like the cwd and the sandbox binds them writable."""
+    them like the cwd and the sandbox binds them writable. The store's metadata keeps
+    them (``session/list`` reports them); as the schema says for load and resume, a
+    request without them activates none."""
     session.set_config("additional_directories", os.pathsep.join(dirs))
+    if list(session.meta.additional_directories) != dirs:
+        session.writer.update(additional_directories=list(dirs))
 
 
 def mcp_specs(servers: Any, cwd: Any) -> list[ServerSpec]:

@@ -56,8 +56,16 @@ def session_info(meta: SessionMeta) -> SessionInfo:
         cwd=readable(meta.cwd),  # a non-UTF-8 folder or title is shown, never a crash
         title=readable(meta.title) if meta.title else meta.title,
         updated_at=meta.updated_at,
+        additional_directories=_dirs(meta.additional_directories) or None,
         field_meta={"iac_kernel": extra},
     )
+
+
+def _dirs(value: Any) -> list[str]:
+    """The stored roots (a hand-edited file may hold anything: only absolute paths)."""
+    if not isinstance(value, list):
+        return []
+    return [readable(d) for d in value if isinstance(d, str) and d.startswith("/")]
 
 
 def _key(meta: SessionMeta) -> tuple[str, str]:

@@ -3,9 +3,12 @@
 Without the capability (``session.notices``, ``session.compaction``) both stay what they
 were: agent message text (:func:`iac_kernel.acp.updates.to_update`). With it, a live
 :class:`~iac_kernel.events.ErrorNotice` (a model error, a retry, an MCP server that
-stopped, what a model switch did) is a ``notice``, and a live
-:class:`~iac_kernel.events.Compacted` is a completed ``compaction_update``. Replays keep
-the text: notices are live events, not history.
+stopped, what a model switch did) is a ``notice``; a compaction is a
+``compaction_update`` ``in_progress`` when it starts
+(:class:`~iac_kernel.events.CompactionStatus`), then the same id ``completed`` with the
+notice as its summary (:class:`~iac_kernel.events.Compacted`), or ``failed`` (with the
+error) or ``cancelled``. Other clients see only the finished compaction, as text.
+Replays keep the text: notices are live events, not history.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import uuid
 from typing import Any
 
 from iac_kernel.acp.client_features import ClientFeatures
-from iac_kernel.events import AgentEvent, Compacted, ErrorNotice
+from iac_kernel.events import AgentEvent, Compacted, CompactionStatus, ErrorNotice
 
 TITLE_LIMIT = 120
 #: Notices that mean the turn's work failed (the rest are warnings: retries, notes).
@@ -29,10 +32,20 @@ def live_update(event: AgentEvent, features: ClientFeatures) -> dict[str, Any] |
     if isinstance(event, Compacted) and features.compaction:
         return {
             "sessionUpdate": "compaction_update",
-            "compactionId": str(uuid.uuid4()),
+            "compactionId": event.compaction_id or str(uuid.uuid4()),
             "status": "completed",
+            "summary": [{"type": "text", "text": event.notice}],
             "_meta": {"iac_kernel": {"summarizedMessages": event.summarized_messages}},
         }
+    if isinstance(event, CompactionStatus) and features.compaction:
+        update: dict[str, Any] = {
+            "sessionUpdate": "compaction_update",
+            "compactionId": event.compaction_id,
+            "status": event.status,
+        }
+        if event.error:
+            update["error"] = event.error
+        return update
     return None
 
 

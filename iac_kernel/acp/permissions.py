@@ -17,6 +17,7 @@ request is abandoned (the turn's task is cancelled) and the late answer is ignor
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -27,6 +28,7 @@ from acp.utils import serialize_params
 
 from iac_kernel.acp import elicit
 from iac_kernel.acp.updates import acp_kind, diff_content, text_content
+from iac_kernel.agent import questions
 from iac_kernel.agent.forms import Form
 from iac_kernel.agent.permissions import (
     ALLOW_ONCE,
@@ -38,10 +40,14 @@ from iac_kernel.agent.permissions import (
 from iac_kernel.textsafe import printable, shown_lines
 
 log = logging.getLogger(__name__)
+#: Tasks forwarding ``elicitation/complete`` (kept so they are not collected early).
+_PENDING: set[asyncio.Task[None]] = set()
 
 METHOD = CLIENT_METHODS["session_request_permission"]
 #: Returned for answers we cannot read: not an offered option, so the gate refuses.
 UNREADABLE = "unreadable"
+#: Option ids of a question's choices for clients without forms: ``choice-0``, ...
+CHOICE_PREFIX = "choice-"
 
 
 def request_params(session_id: str, request: PermissionRequest) -> dict[str, Any]:
@@ -66,6 +72,23 @@ def request_params(session_id: str, request: PermissionRequest) -> dict[str, Any
     ]
     params = RequestPermissionRequest(session_id=session_id, tool_call=tool_call, options=options)
     return serialize_params(params)
+
+
+def question_params(
+    session_id: str, request: PermissionRequest, choices: list[str] | None
+) -> dict[str, Any]:
+    """``session/request_permission`` params for the agent's question to a client without
+    form elicitation: one option per choice, then "Decline"; without choices only the
+    decline (the client cannot take free-form values; the model asks in its reply)."""
+    params = request_params(session_id, request)
+    decline = "Decline" if choices else "Dismiss (this client cannot answer it here)"
+    options = [
+        PermissionOption(option_id=f"{CHOICE_PREFIX}{i}", name=choice, kind=ALLOW_ONCE)
+        for i, choice in enumerate(choices or [])
+    ]
+    options.append(PermissionOption(option_id=REJECT_ONCE, name=decline, kind=REJECT_ONCE))
+    params["options"] = [serialize_params(o) for o in options]
+    return params
 
 
 def _review_meta(review: Any) -> Any:
@@ -122,8 +145,12 @@ class PermissionAsker:
 
     async def __call__(self, request: PermissionRequest) -> str:
         features = getattr(self.channel, "features", None)
+        if request.url is not None:
+            return await self._url(request, features)
         if request.form is not None and features is not None and features.elicitation_form:
             return await self._form(request, request.form)
+        if request.kind == questions.QUESTION:
+            return await self._plain_question(request)
         params = request_params(self.session_id, request)
         try:
             result = await self.channel.request(METHOD, params)
@@ -138,6 +165,62 @@ class PermissionAsker:
             log.warning("unreadable permission answer; treating it as a refusal")
         return Answer(answer, by=self.by)
 
+    async def _url(self, request: PermissionRequest, features: Any) -> str:
+        """An MCP server's URL elicitation: ``elicitation/create`` url for a client that
+        declared ``elicitation.url`` (its ``elicitation/complete`` follows the server's),
+        a decline without asking for any other."""
+        by = f"{self.by}, url elicitation"
+        if features is None or not features.elicitation_url:
+            return Answer(REJECT_ONCE, note="the client cannot open URLs for the user", by=by)
+        params = elicit.url_params(self.session_id, request)
+        try:
+            result = await self.channel.request(elicit.METHOD, params)
+        except RequestError as exc:
+            log.warning("client failed the url elicitation: %s", exc)
+            return Answer(REJECT_ONCE, by=by)
+        except ConnectionError:
+            return CANCELLED
+        accepted = isinstance(result, dict) and result.get("action") == "accept"
+        if accepted and request.url.completed is not None:
+            task = asyncio.ensure_future(self._complete(request.url))
+            _PENDING.add(task)
+            task.add_done_callback(_PENDING.discard)
+        return Answer(ALLOW_ONCE if accepted else REJECT_ONCE, by=by)
+
+    async def _complete(self, link: Any) -> None:
+        """``elicitation/complete`` once the MCP server says the URL's interaction is done."""
+        notify = getattr(self.channel, "notify", None)
+        if notify is None:
+            return
+        try:
+            await asyncio.wait_for(link.completed.wait(), elicit.COMPLETE_WAIT)
+        except TimeoutError:
+            return
+        await notify(elicit.COMPLETE, {"elicitationId": link.elicitation_id})
+
+    async def _plain_question(self, request: PermissionRequest) -> str:
+        """The agent's question to a client without form elicitation: the choices of a
+        single choice field as options; otherwise a question it can only decline."""
+        choices = questions.plain_choices(request)
+        params = question_params(self.session_id, request, choices)
+        try:
+            result = await self.channel.request(METHOD, params)
+        except RequestError as exc:
+            log.warning("client failed the question: %s", exc)
+            return Answer(REJECT_ONCE, by=self.by)
+        except ConnectionError:
+            return CANCELLED
+        picked = parse_answer(result)
+        if picked == CANCELLED:
+            return CANCELLED
+        if choices is None:
+            return Answer(questions.UNSUPPORTED, by=self.by)
+        index = picked.removeprefix(CHOICE_PREFIX)
+        if picked.startswith(CHOICE_PREFIX) and index.isdigit() and int(index) < len(choices):
+            values = questions.choice_values(request, choices[int(index)])
+            return Answer(ALLOW_ONCE, by=self.by, values=values)
+        return Answer(REJECT_ONCE, by=self.by)
+
     async def _form(self, request: PermissionRequest, form: Form) -> str:
         """Ask the question's form (a typed confirmation: :mod:`iac_kernel.acp.elicit`)."""
         params = elicit.elicitation_params(self.session_id, request, form)
@@ -149,6 +232,8 @@ class PermissionAsker:
         except ConnectionError:
             return CANCELLED
         what = "typed confirmation" if form.confirms is not None else "form"
+        if request.kind == questions.QUESTION:  # the question's answer, checked by the tool
+            return elicit.parse_values(result, by=f"{self.by}, {what}")
         return elicit.parse_form(result, form, by=f"{self.by}, {what}")
 
 

@@ -15,7 +15,9 @@ How the history grows is :mod:`iac_kernel.agent.conversation`; running the tool 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,7 @@ from iac_kernel.config import Settings
 from iac_kernel.events import (
     AgentEvent,
     Compacted,
+    CompactionStatus,
     Emit,
     ErrorNotice,
     ModelCallDone,
@@ -231,13 +234,20 @@ class AgentLoop:
         cut = compaction.split_point(visible, int(compaction.KEEP_SHARE * window))
         if cut <= 0:
             return
+        compaction_id = str(uuid.uuid4())
+        await send(emit, CompactionStatus(compaction_id, "in_progress"))
         try:
             summary = await compaction.summarise(
                 self.model, visible[:cut], self.conversation.summary
             )
         except ModelError as exc:
+            await send(emit, CompactionStatus(compaction_id, "failed", str(exc)))
             await send(emit, ErrorNotice(f"Could not compact the context: {exc}"))
             return
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await send(emit, CompactionStatus(compaction_id, "cancelled"))
+            raise
         self.conversation.summary = summary
         self.conversation.keep_from += cut
         self._last_input_tokens = 0
@@ -248,6 +258,7 @@ class AgentLoop:
                 f"Context compacted: {cut} earlier messages were summarised to stay within "
                 f"the model's {window:,}-token window.",
                 cut,
+                compaction_id,
             ),
         )
 

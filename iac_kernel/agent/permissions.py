@@ -67,6 +67,9 @@ class PermissionRequest:
     #: What the user fills in (a typed confirmation, the agent's own question), for
     #: fronts that render forms; see :mod:`iac_kernel.agent.forms`.
     form: Form | None = None
+    #: An MCP server's URL elicitation (:class:`iac_kernel.agent.elicitation.UrlElicitation`):
+    #: fronts that can send the user to a URL do; others decline it.
+    url: Any = None
     #: Set by the gate once answered (see :func:`answered`); empty when not asked.
     asked: dict[str, Any] = field(default_factory=dict)
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from iac_kernel.agent import elicitation, questions
 from iac_kernel.agent.conversation import Transcript
 from iac_kernel.agent.history import shown_diff
 from iac_kernel.agent.output_pump import OutputPump
@@ -170,6 +171,10 @@ class ToolCalls:
             self.gate.exec_asker(call.call_id, call.name, running_ask), refusals
         )
         ctx.ask_egress = self.gate.egress_asker(call.call_id, call.name, running_ask)
+        # The agent's own questions (ask_user) go out through the same channel.
+        ctx.ask_user = None if ask is None else questions.asker(call.call_id, call.name, ask)
+        # An MCP server's elicitations during the call, likewise (none to ask: declined).
+        ctx.elicit = None if ask is None else elicitation.asker(call.call_id, call.name, ask)
         ctx.audit = _call_audit(ctx.audit, call)
         try:  # e.g. terraform_apply: the saved plan's bytes and summary, bound to the approval
             ctx.review = await call.tool.review(call.input, ctx)

@@ -4,7 +4,9 @@ The SDK's transports are anyio context managers that must be entered and left in
 task, so each server runs in a task of its own (:meth:`McpServer._run`) that opens the
 connection (:func:`~iac_kernel.mcp.sdk.connect`: the 2026-07-28 spec or the
 ``initialize`` handshake of the earlier ones), lists the tools, then waits until it is
-told to stop. Tool calls are made from the turn's task through the open connection.
+told to stop. Tool calls are made from the turn's task through the open connection;
+the server's elicitations during a call go to the user through that call
+(``ToolContext.elicit``), and are declined outside calls.
 
 A server that cannot start (bad command, refused connection, no answer within
 :data:`START_TIMEOUT`) or that stops later is ``failed`` with one readable line saying
@@ -19,6 +21,7 @@ import contextlib
 import logging
 import os
 import tempfile
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from mcp import types
@@ -44,6 +47,12 @@ START_TIMEOUT = _seconds("IAC_KERNEL_MCP_START_TIMEOUT", 30.0)
 #: Seconds one tool call may take.
 CALL_TIMEOUT = _seconds("IAC_KERNEL_MCP_CALL_TIMEOUT", 300.0)
 STOP_TIMEOUT = 5.0
+#: URL elicitations whose completion is still awaited, per server (oldest dropped).
+MAX_COMPLETIONS = 64
+#: The error a server answers a call with until the user completes URL elicitations.
+URL_ELICITATION_REQUIRED = -32042
+#: ``ToolContext.elicit``: ``(params, completed) -> result`` (agent/elicitation.py).
+Elicit = Callable[[dict[str, Any], asyncio.Event | None], Awaitable[dict[str, Any]]]
 STDERR_TAIL = 400
 
 
@@ -64,6 +73,10 @@ class McpServer:
         self._ready = asyncio.Event()
         self._stop = asyncio.Event()
         self._stderr: Any = None
+        #: The elicitation forwarders of the calls in flight (the latest answers).
+        self._elicitors: list[Elicit] = []
+        #: The server's id of each URL elicitation forwarded -> set when it completes.
+        self._completions: dict[str, asyncio.Event] = {}
 
     @property
     def name(self) -> str:
@@ -111,7 +124,8 @@ class McpServer:
                     self._stderr = tempfile.TemporaryFile(
                         mode="w+", encoding="utf-8", errors="replace"
                     )
-                session = await sdk.connect(stack, self.spec, self._stderr)
+                hooks = sdk.elicitation_hooks(self._on_elicit, self._on_complete)
+                session = await sdk.connect(stack, self.spec, self._stderr, hooks)
                 self.server_info, self.protocol = session.server_info, session.protocol
                 self.tools = await session.list_tools()
                 self._session = session
@@ -149,16 +163,66 @@ class McpServer:
         lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
         return " / ".join(lines[-3:])[-STDERR_TAIL:]
 
+    # -- elicitation -----------------------------------------------------------------------
+
+    async def _on_elicit(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The server's ``elicitation/create``: forwarded to the user by the call in flight
+        (``ToolContext.elicit``); declined when no call can ask (none in flight, or one
+        whose session has nobody to ask)."""
+        if not self._elicitors:
+            return {"action": "decline"}
+        completed = None
+        elicitation_id = params.get("elicitationId")
+        if params.get("mode") == "url" and isinstance(elicitation_id, str):
+            completed = asyncio.Event()
+            self._completions[elicitation_id] = completed
+            while len(self._completions) > MAX_COMPLETIONS:
+                self._completions.pop(next(iter(self._completions)))
+        try:
+            return await self._elicitors[-1](params, completed)
+        except Exception:  # a front that failed: the server gets a decline, not a crash
+            log.exception("MCP server %s: elicitation not forwarded", self.name)
+            return {"action": "decline"}
+
+    async def _send_to_urls(self, tool: str, wanted: list[dict[str, Any]]) -> str:
+        """A call refused until the user completes URL elicitations (``-32042``): each is
+        forwarded as the server's own would be; what the model reads."""
+        lines = []
+        for params in wanted:
+            result = await self._on_elicit({**params, "mode": "url"})
+            went = "was sent there" if result.get("action") == "accept" else "did not go there"
+            lines.append(
+                f"- {params.get('message', '')} ({params.get('url', '')}): the user {went}"
+            )
+        return (
+            f"MCP server {self.name!r} needs the user to finish a step in a browser before "
+            f"{tool} can run:\n" + "\n".join(lines) + "\nCall the tool again once the user "
+            "says it is done; do not call it again before."
+        )
+
+    def _on_complete(self, elicitation_id: str) -> None:
+        event = self._completions.pop(elicitation_id, None)
+        if event is not None:
+            event.set()
+
     # -- calls -----------------------------------------------------------------------------
 
-    async def call(self, tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
-        """Call one tool; raises :class:`McpCallError` with a readable reason."""
+    async def call(
+        self, tool: str, arguments: dict[str, Any], elicit: Elicit | None = None
+    ) -> types.CallToolResult:
+        """Call one tool; raises :class:`McpCallError` with a readable reason. While it
+        runs, the server's elicitations go to ``elicit`` (None: declined)."""
         session = self._session
         if session is None or not self.running:
             raise McpCallError(self.status_line())
+        if elicit is not None:
+            self._elicitors.append(elicit)
         try:
             return await self._call_or_die(session, tool, arguments)
         except sdk.MCPError as exc:
+            wanted = url_elicitations(exc)
+            if wanted is not None:  # the server needs the user in a browser first
+                raise McpCallError(await self._send_to_urls(tool, wanted)) from None
             if (self._task is not None and self._task.done()) or sdk.closed(exc):
                 self._fail(f"stopped while {tool} was running")
                 raise McpCallError(self.status_line()) from None
@@ -168,6 +232,9 @@ class McpServer:
         except Exception as exc:  # closed streams, transport errors: the server is gone
             self._fail(f"connection lost ({type(exc).__name__})")
             raise McpCallError(self.status_line()) from None
+        finally:
+            if elicit is not None:
+                self._elicitors.remove(elicit)
 
     async def _call_or_die(
         self, session: sdk.Connection, tool: str, arguments: dict[str, Any]
@@ -196,6 +263,18 @@ class McpServer:
 
 class McpCallError(Exception):
     """A tool call could not be made or did not get an answer."""
+
+
+def url_elicitations(exc: BaseException) -> list[dict[str, Any]] | None:
+    """The URL elicitations of a ``-32042`` (URL elicitation required) error, else None."""
+    error = getattr(exc, "error", None)
+    if getattr(error, "code", None) != URL_ELICITATION_REQUIRED:
+        return None
+    data = getattr(error, "data", None)
+    found = data.get("elicitations") if isinstance(data, dict) else None
+    if not isinstance(found, list):
+        return None
+    return [e for e in found if isinstance(e, dict)] or None
 
 
 def _reason(exc: BaseException, started: bool) -> str:

@@ -14,6 +14,7 @@ form (:func:`wire`: the spec's camelCase fields), which both lines produce alike
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, TextIO
 
@@ -84,10 +85,41 @@ class Connection:
         )
 
 
+#: ``on_elicit(params) -> result``: a server's ``elicitation/create`` (both as the spec's
+#: JSON); ``on_complete(elicitation_id)``: its ``notifications/elicitation/complete``.
+OnElicit = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+OnComplete = Callable[[str], None]
+
+
+def elicitation_hooks(on_elicit: OnElicit, on_complete: OnComplete) -> dict[str, Any]:
+    """The ``elicitation_callback`` and ``message_handler`` of either line's client (the
+    same signatures on 1.x and 2.x): the client then declares form and url elicitation."""
+
+    async def elicitation_callback(context: Any, params: Any) -> Any:
+        return types.ElicitResult(**(await on_elicit(wire(params))))
+
+    async def message_handler(message: Any) -> None:
+        data = wire(message) if hasattr(message, "model_dump") else None
+        if isinstance(data, dict) and data.get("method") == COMPLETE:
+            found = (data.get("params") or {}).get("elicitationId")
+            if isinstance(found, str):
+                on_complete(found)
+
+    return {"elicitation_callback": elicitation_callback, "message_handler": message_handler}
+
+
+COMPLETE = "notifications/elicitation/complete"
+
+
 async def connect(
-    stack: contextlib.AsyncExitStack, spec: ServerSpec, errlog: TextIO | None
+    stack: contextlib.AsyncExitStack,
+    spec: ServerSpec,
+    errlog: TextIO | None,
+    hooks: dict[str, Any] | None = None,
 ) -> Connection:
-    """Open the transport of ``spec`` on ``stack`` and agree on a spec version."""
+    """Open the transport of ``spec`` on ``stack`` and agree on a spec version;
+    ``hooks`` (:func:`elicitation_hooks`) go to the client."""
+    hooks = hooks or {}
     if spec.transport == "stdio":
         params = StdioServerParameters(
             command=spec.command, args=spec.args, env=spec.env or None, cwd=spec.cwd
@@ -98,10 +130,12 @@ async def connect(
     else:
         transport = await _streamable_http(stack, spec)
     if LINE == 2:
-        client = await stack.enter_async_context(mcp.Client(transport, mode="auto", cache=None))
+        client = await stack.enter_async_context(
+            mcp.Client(transport, mode="auto", cache=None, **hooks)
+        )
         return Connection(client, client.server_info, client.protocol_version)
     read, write, *_ = await stack.enter_async_context(transport)
-    session = await stack.enter_async_context(mcp.ClientSession(read, write))
+    session = await stack.enter_async_context(mcp.ClientSession(read, write, **hooks))
     init = await session.initialize()
     return Connection(session, init.serverInfo, str(init.protocolVersion))
 

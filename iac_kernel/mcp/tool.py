@@ -59,7 +59,7 @@ class McpTool(Tool):
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         try:
-            result = await self.server.call(self.remote_name, args)
+            result = await self.server.call(self.remote_name, args, ctx.elicit)
         except McpCallError as exc:
             raise ToolError(str(exc)) from None
         limit = max(int(getattr(ctx.settings, "output_limit", 30_000)), 1_000)

@@ -7,8 +7,12 @@ entry point). What the persona needs without Jupyter AI is here.
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+
+from iac_kernel.models.providers import DETECT_ORDER, PROVIDERS, active_provider
 
 NAME = "IaC Agent"
 DESCRIPTION = (
@@ -23,3 +27,26 @@ INSTALL_HINT = "pip install 'iac-kernel[jupyter-ai]'"
 def agent_command() -> list[str]:
     """``iac-kernel acp`` of this environment (the interpreter running Jupyter)."""
     return [sys.executable, "-m", "iac_kernel", "acp"]
+
+
+def credentials_notice(env: Mapping[str, str] | None = None) -> str | None:
+    """What the chat says when no model credentials are set (the agent then answers with
+    the offline scripted model), and how to set them; ``None`` when a provider is set."""
+    env = os.environ if env is None else env
+    try:
+        if active_provider(env) is not None:
+            return None
+    except ValueError as exc:  # a misspelt IAC_KERNEL_PROVIDER: say so
+        return f"**{NAME}**: {exc}. Fix it where JupyterLab starts, then restart JupyterLab."
+    keys = ", ".join(
+        f"`{PROVIDERS[name].key_env}` ({PROVIDERS[name].title})"
+        for name in ("anthropic", *DETECT_ORDER)
+    )
+    return (
+        f"**{NAME}**: no model credentials are set, so the offline scripted model answers "
+        "(its words are replayed from a script; tools still run for real). To use a real "
+        f"model, set one of {keys} in the environment JupyterLab starts in; or "
+        "`CLAUDE_CODE_USE_BEDROCK=1` / `CLAUDE_CODE_USE_VERTEX=1` with that cloud's "
+        "credentials; or `IAC_KERNEL_PROVIDER=ollama` for a local model. Then restart "
+        "JupyterLab."
+    )

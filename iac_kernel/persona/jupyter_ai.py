@@ -2,7 +2,7 @@
 
 Jupyter AI's ACP client (``jupyter-ai-acp-client``) spawns ``iac-kernel acp`` of this
 environment and speaks ACP to it; the chat is then one more front on the same agent
-core and session store as the kernel and the editors. Three things differ from its
+core and session store as the kernel and the editors. Four things differ from its
 defaults, each through its public API:
 
 * sessions continue with ``session/resume`` where it would ``session/load``: its load
@@ -13,7 +13,9 @@ defaults, each through its public API:
   (the plan summary) instead of JSON, and a question with a review (terraform apply's
   plan summary) posts that review in the chat beside its buttons;
 * no notebook-tool guidance is prepended to the first prompt (the agent has no such
-  tools).
+  tools);
+* when no model credentials are set, the chat says so and how to set them (once, when
+  the chat's session starts), instead of leaving the scripted model's replies unexplained.
 
 Importing this module without Jupyter AI raises ``ImportError``; with Jupyter AI but
 without its ACP client, Jupyter AI's own ``PersonaRequirementsUnmet`` (the persona
@@ -25,7 +27,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from iac_kernel.persona import AVATAR, DESCRIPTION, INSTALL_HINT, NAME, agent_command
+from iac_kernel.persona import (
+    AVATAR,
+    DESCRIPTION,
+    INSTALL_HINT,
+    NAME,
+    agent_command,
+    credentials_notice,
+)
 
 try:
     from jupyter_ai_persona_manager import PersonaDefaults, PersonaRequirementsUnmet
@@ -85,6 +94,9 @@ class IacAcpClient(JaiAcpClient):
     async def create_session(self, persona: Any) -> Any:
         response = await super().create_session(persona)
         self.personas[response.session_id] = persona
+        notice = credentials_notice()
+        if notice is not None:  # the chat keeps it: a restart does not repeat it
+            persona.send_message(notice)
         return response
 
     async def load_session(self, persona: Any, session_id: str) -> Any:

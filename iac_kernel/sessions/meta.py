@@ -85,6 +85,9 @@ class SessionMeta:
     notebook: str | None = None
     message_count: int = 0
     forked_from: str | None = None
+    #: The workspace roots beyond ``cwd`` last activated (ACP ``additionalDirectories``),
+    #: reported by ``session/list`` so a client can activate them again on load/resume.
+    additional_directories: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod

@@ -5,7 +5,9 @@
   ``TF_VAR_*`` give them (a var file is often in another folder: ``-var-file=envs/x``);
 * backend state files: a ``backend "local" { path = ... }`` block, and the backend
   configuration terraform keeps in ``.terraform/terraform.tfstate`` (its ``path``, and
-  secret-named settings such as ``access_key`` or ``password``).
+  its backend's secret settings: :mod:`.backends`);
+* the secret settings a ``terraform`` block gives its ``backend``, ``cloud`` and
+  OpenTofu ``encryption`` blocks, and ``TF_ENCRYPTION``'s.
 """
 
 from __future__ import annotations
@@ -14,14 +16,16 @@ import json
 import logging
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from iac_kernel.terraform import backends
 from iac_kernel.terraform.sensitive import keep, leaves
 
 log = logging.getLogger(__name__)
-
-_SECRET_SETTING = re.compile(r"key|secret|token|password|passw|credential|sas", re.IGNORECASE)
+#: A ``.tf`` file worth parsing (most declare nothing of interest and parsing is slow).
+_WORTH_PARSING = re.compile(r'sensitive|backend|encryption|\bcloud"?\s*[{:]')
 
 
 def unquote(value: Any) -> Any:
@@ -125,8 +129,8 @@ def backend_cache(path: Path) -> tuple[list[Path], list[str]]:
     states: list[Path] = []
     if isinstance(config.get("path"), str):
         states.append(path.parent.parent / config["path"])
-    secrets = [v for k, v in config.items() if _SECRET_SETTING.search(k) and isinstance(v, str)]
-    return states, secrets
+    kind = backend.get("type") if isinstance(backend.get("type"), str) else ""
+    return states, backends.secret_values(config, kind)
 
 
 def config_values(
@@ -143,12 +147,12 @@ def config_values(
                 head = path.read_text(errors="replace")
             except OSError:
                 continue
-            if "sensitive" not in head and "backend" not in head:
+            if not _WORTH_PARSING.search(head):
                 continue
         doc = parse(path)
         more, defaults = declared(doc)
         names |= more
-        found += defaults
+        found += defaults + backends.terraform_block_values(doc)
         states += backend_paths(doc, path.parent)
     if names:
         for path in var_files:
@@ -156,4 +160,40 @@ def config_values(
         for name in names:
             if f"TF_VAR_{name}" in os.environ:
                 found.append(os.environ[f"TF_VAR_{name}"])
+    found += encryption_env_values(os.environ)
     return keep(found), states, names
+
+
+def exec_given_secrets(words: list[str], env: Mapping[str, str]) -> list[str]:
+    """Secrets a terraform/tofu command line gives outside any file: ``-backend-config``
+    ``KEY=VALUE`` words setting a backend's secret setting, and ``TF_ENCRYPTION``'s."""
+    configs = [w for i, w in enumerate(words) if i and words[i - 1] in _BACKEND_CONFIG]
+    configs += [w.partition("=")[2] for w in words if w.startswith(_BACKEND_CONFIG_EQ)]
+    found: list[str] = []
+    for config in configs:
+        name, eq, value = config.partition("=")
+        if eq and backends.is_secret_setting(name.strip().strip('"')):
+            found += given_leaves(value)
+    return found + encryption_env_values(env)
+
+
+_BACKEND_CONFIG = ("-backend-config", "--backend-config")
+_BACKEND_CONFIG_EQ = ("-backend-config=", "--backend-config=")
+
+
+def encryption_env_values(env: Mapping[str, str]) -> list[str]:
+    """The secret values of OpenTofu's ``TF_ENCRYPTION`` (an ``encryption`` block's body,
+    HCL or JSON)."""
+    text = env.get("TF_ENCRYPTION", "")
+    if not text.strip():
+        return []
+    try:
+        if text.lstrip().startswith("{"):
+            doc = json.loads(text)
+        else:
+            import hcl2
+
+            doc = unquote(hcl2.loads(text))
+    except Exception:  # not HCL: tofu refuses it too
+        return []
+    return backends.encryption_values(doc)

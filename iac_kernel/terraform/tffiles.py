@@ -11,7 +11,8 @@
 * other terraform JSON documents (``show -json``, ``output -json`` saved to a file);
 * HCL attribute files: var files giving values to variables declared sensitive, and
   backend configuration files (``*.tfbackend``, ``-backend-config=FILE``) setting a
-  backend's secret settings.
+  backend's secret settings, and configuration files whose ``terraform`` block gives a
+  backend's, ``cloud``'s or OpenTofu ``encryption``'s secret settings.
 
 :func:`masked` returns the masked bytes of such a file when it holds something
 sensitive, else None (a plan or state without sensitive values is shown whole). Text is
@@ -46,6 +47,8 @@ MAX_BYTES = 64 * 1024 * 1024
 #: HCL attribute files larger than this are not var files or backend configs.
 MAX_HCL_BYTES = 1024 * 1024
 _ATTRIBUTE = re.compile(r'(?m)^[ \t]*"?([A-Za-z_][A-Za-z0-9_-]*)"?[ \t]*=')
+#: A configuration file's ``terraform`` block with a backend, cloud or encryption block.
+_TERRAFORM_BLOCK = re.compile(r'(?m)^[ \t]*"?(backend|cloud|encryption)"?\s*("[^"\n]*"\s*)?[{:]')
 
 
 @dataclass(frozen=True)
@@ -170,11 +173,15 @@ def _json(data: bytes, names: frozenset[str]) -> Found | None:
         return None
     backend = doc.get("backend")
     if isinstance(backend, dict) and isinstance(backend.get("config"), dict):
-        kind = backend.get("type") if isinstance(backend.get("type"), str) else None
+        kind = backend.get("type") if isinstance(backend.get("type"), str) else ""
         values = backends.secret_values(backend["config"], kind)
         return Found("backend", frozenset(keep(values)))
     if {"version", "serial", "lineage"} <= doc.keys():
         return Found("state", frozenset(values_from_state(doc)))
+    if "terraform" in doc:  # a *.tf.json configuration: its terraform block's secrets
+        settings = keep(backends.terraform_block_values(doc))
+        if settings:
+            return Found("backend-config", frozenset(settings))
     values = values_in_document(doc)
     if values:
         return Found("document", frozenset(values))
@@ -191,7 +198,7 @@ def _hcl(data: bytes, names: frozenset[str]) -> Found | None:
         return None
     keys = set(_ATTRIBUTE.findall(text))
     wanted = keys & (names | backends.ALL_SECRET_SETTINGS)
-    if not wanted:
+    if not wanted and not _TERRAFORM_BLOCK.search(text):
         return None
     doc = _parse_hcl(text)
     if not isinstance(doc, dict):
@@ -199,8 +206,8 @@ def _hcl(data: bytes, names: frozenset[str]) -> Found | None:
     given = [leaf for name in names & doc.keys() for leaf in leaves(doc[name])]
     if given:
         return Found("tfvars", frozenset(keep(given)))
-    settings = {k: v for k, v in doc.items() if k in backends.ALL_SECRET_SETTINGS}
-    values = keep(backends.secret_values(settings))
+    found = backends.backend_config_values(doc) + backends.terraform_block_values(doc)
+    values = keep(found)
     return Found("backend-config", frozenset(values)) if values else None
 
 

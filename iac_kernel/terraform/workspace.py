@@ -258,9 +258,16 @@ class WorkspaceIndex:
     def _config(
         self, tf_files: list[Path], var_files: list[Path]
     ) -> tuple[frozenset[str], list[Path], frozenset[str]]:
-        """The configuration's values, re-read only when a file or ``TF_VAR_*`` changed."""
+        """The configuration's values, re-read only when a file, ``TF_VAR_*`` or
+        ``TF_ENCRYPTION`` changed."""
         parts: list[Any] = [
-            tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("TF_VAR_")))
+            tuple(
+                sorted(
+                    (k, v)
+                    for k, v in os.environ.items()
+                    if k.startswith("TF_VAR_") or k == "TF_ENCRYPTION"
+                )
+            )
         ]
         for path in sorted(tf_files) + sorted(var_files):
             try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import enum
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -57,6 +58,17 @@ class ToolContext:
     #: Writes one audit record of an infrastructure change (an apply) in the session
     #: store; supplied by the agent loop. None: not recorded.
     audit: Callable[[dict[str, Any]], None] | None = None
+    #: Asks the user a question (``ask_user``): ``(question, fields) -> ToolResult``, the
+    #: fields as :func:`iac_kernel.tools.ask_user.question_fields` gives them; supplied
+    #: by the agent loop (:mod:`iac_kernel.agent.questions`). None: nobody can answer.
+    ask_user: Callable[[str, list[dict[str, Any]]], Awaitable[ToolResult]] | None = None
+    #: Forwards an MCP server's ``elicitation/create`` (its params as the spec's JSON) to
+    #: the user; returns the spec's ``ElicitResult`` JSON. The event, for URL mode, is set
+    #: when the server says the elicitation completed. Supplied by the agent loop
+    #: (:mod:`iac_kernel.agent.elicitation`). None: every elicitation is declined.
+    elicit: Callable[[dict[str, Any], asyncio.Event | None], Awaitable[dict[str, Any]]] | None = (
+        None
+    )
 
 
 class Tool:

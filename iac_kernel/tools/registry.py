@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from iac_kernel.tools import tf_guard
 from iac_kernel.tools.agent import AgentTool
+from iac_kernel.tools.ask_user import AskUserTool
 from iac_kernel.tools.base import Tool
 from iac_kernel.tools.bash import BashTool
 from iac_kernel.tools.edit_file import EditFileTool
@@ -31,6 +32,7 @@ TOOL_CLASSES: tuple[type[Tool], ...] = (
     TerraformPlanDetailTool,
     TerraformApplyTool,
     UpdatePlanTool,
+    AskUserTool,
 )
 
 

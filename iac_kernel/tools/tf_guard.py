@@ -21,7 +21,8 @@ serial before and after.
 
 Every terraform/tofu exec, read-only ones too (:func:`observe_exec`), makes the values it
 gives to variables its configuration declares sensitive known secrets before it runs:
-``plan`` prints a value its validation rejects, ``console`` what it is asked.
+``plan`` prints a value its validation rejects, ``console`` what it is asked; so are the
+backend secrets its ``-backend-config KEY=VALUE`` words give and its ``TF_ENCRYPTION``'s.
 """
 
 from __future__ import annotations
@@ -162,7 +163,8 @@ def observe_exec(info: ExecInfo) -> None:
         return
     cli_args = {k: v for k, v in info.env.items() if k.startswith("TF_CLI_ARGS")}
     words = [*info.argv[1:], *_env_words(cli_args)]
-    remember_given(given_values(info, _workdir(info, command.chdir), words))
+    given = given_values(info, _workdir(info, command.chdir), words)
+    remember_given(given | keep(config_scan.exec_given_secrets(words, info.env)))
 
 
 def given_values(info: ExecInfo, workdir: Path, words: list[str]) -> set[str]:
