@@ -23,7 +23,7 @@ import pytest
 from browser.apply import apply_env, apply_workspace
 from browser.contrast import CONTRAST, MINIMUM
 from browser.jupyter import BROWSER_MARKS, jupyter_server, write_notebook
-from browser.lab import our_errors, run_prompt, wait_kernel_idle
+from browser.lab import our_errors, run_prompt, server_env, wait_kernel_idle
 
 pytestmark = BROWSER_MARKS
 
@@ -122,6 +122,47 @@ def test_a_destroy_needs_the_typed_workspace_name(
             expect(cell).to_contain_text("Allowed once")
         except Exception:
             page.screenshot(path=str(ARTIFACTS / f"browser-form-{name}-failure.png"))
+            print(server.log_tail())
+            raise
+        assert our_errors(page) == []
+
+
+def test_the_agents_question_is_a_form_on_the_card(tmp_path: Path, page) -> None:
+    """ask_user with all four field kinds: labelled controls on the card, Answer disabled
+    until the required fields are filled, the values reach the model."""
+    from playwright.sync_api import expect
+
+    script = REPO / "tests" / "scripts" / "browser_ask.json"
+    with jupyter_server("jupyterlab", tmp_path, server_env(tmp_path, script)) as server:
+        write_notebook(server.root / "ask.ipynb")
+        page.goto(server.page_url("lab/tree/ask.ipynb"))
+        try:
+            wait_kernel_idle(page)
+            run_prompt(page, "Please ask me about the bucket")
+            cell = page.locator(".jp-Notebook .jp-Cell").first
+            form = cell.locator(".iac-toolcard-form")
+            expect(form).to_contain_text("How should I set up the bucket?")
+            expect(cell.locator(".iac-toolcard-question-title")).to_have_text("The agent asks you")
+            answer = form.get_by_role("button", name="Answer")
+            expect(answer).to_be_disabled()
+            form.get_by_label("Region").select_option("us-east-1")
+            form.get_by_label("Versioning").check()
+            form.get_by_label("Retention days").fill("30")
+            expect(answer).to_be_disabled()  # the bucket name is still missing
+            form.get_by_label("Bucket name").fill("logs")
+            expect(answer).to_be_enabled()
+            page.screenshot(path=str(ARTIFACTS / "browser-form-question.png"))
+            answer.click()
+            card = cell.locator(".iac-toolcard").first
+            expect(card).to_have_attribute("data-status", "done")
+            expect(cell).to_contain_text("Thanks for the answers.")
+            output = cell.locator(".iac-toolcard-output-text").first
+            expect(output).to_contain_text('"region": "us-east-1"')
+            expect(output).to_contain_text('"versioning": true')
+            expect(output).to_contain_text('"days": 30')
+            expect(output).to_contain_text('"bucket": "logs"')
+        except Exception:
+            page.screenshot(path=str(ARTIFACTS / "browser-form-question-failure.png"))
             print(server.log_tail())
             raise
         assert our_errors(page) == []

@@ -345,3 +345,72 @@ def test_an_agent_question_sends_its_values_with_any_answer_but_a_rejection() ->
     state = question_state("q", request, "pending")
     assert state["labels"] == {"answer": "Send answer", "reject_once": "Reject once"}
     assert state["form"]["title"] == "Which way?"
+
+
+def test_the_agents_question_is_answered_with_widgets(tmp_path: Path) -> None:
+    """ask_user through a real kernel: the choice (toggle buttons) and the number field are
+    set as a browser sets them, Answer is clicked, and the model gets the values."""
+    script = write_script(
+        tmp_path / "ask.json",
+        [
+            {
+                "match": "ask me",
+                "turns": [
+                    {
+                        "tool_use": [
+                            {
+                                "name": "ask_user",
+                                "input": {
+                                    "question": "Where and how many?",
+                                    "fields": [
+                                        {
+                                            "name": "region",
+                                            "kind": "choice",
+                                            "choices": ["eu-west-1", "us-east-1"],
+                                        },
+                                        {"name": "size", "kind": "number"},
+                                    ],
+                                },
+                            }
+                        ]
+                    },
+                    {"text": "Thanks."},
+                ],
+            }
+        ],
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    comms: dict[str, str] = {}
+    done: list[bool] = []
+
+    def on_message(message: dict[str, Any], harness: KernelHarness) -> None:
+        answer = button_comm_id(message, "Answer")
+        if answer:
+            comms["answer"] = answer
+        if message["msg_type"] == "comm_open":
+            state = message["content"].get("data", {}).get("state", {})
+            model = state.get("_model_name")
+            if model in ("ToggleButtonsModel", "FloatTextModel"):
+                comms[model] = message["content"]["comm_id"]
+        data = message["content"].get("data", {})
+        if message["msg_type"] == "display_data" and WIDGET_VIEW in data and not done:
+            for model, state in (
+                ("ToggleButtonsModel", {"index": 1}),
+                ("FloatTextModel", {"value": 3}),
+            ):
+                update = {"method": "update", "state": state, "buffer_paths": []}
+                harness.send_comm_msg(comms[model], update)
+            harness.click(comms["answer"])
+            done.append(True)
+
+    harness = scripted_kernel(tmp_path / "k", work, script)
+    try:
+        result = harness.execute("ask me something", allow_stdin=True, on_message=on_message)
+    finally:
+        harness.stop()
+    assert done, "the question's form was shown with widgets"
+    [card] = result.cards()
+    assert card[-1]["status"] == "done"
+    assert '"region": "us-east-1"' in card[-1]["output"]
+    assert '"size": 3' in card[-1]["output"]

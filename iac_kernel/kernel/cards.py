@@ -28,6 +28,7 @@ Every card is sent as a mime bundle with three forms:
      "question": null | {"id", "state": "pending|answered|cancelled", "danger": bool,
                          "reason", "options": [str], "answer": str | null,
                          "note": str | null, "labels": {option: label},
+                         "kind": str (the request's: "question" for ask_user),
                          "form": null | {"title", "fields": [{"name",
                          "title", "kind": "text|choice|boolean|number", "description",
                          "choices", "required", "default", "mustEqual": str | null}]}},

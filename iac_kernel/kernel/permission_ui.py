@@ -172,6 +172,7 @@ def question_state(
         "note": getattr(answer, "note", None) or None,
         "form": form_payload(request.form),
         "labels": {o: button_label(request, o) for o in request.options},
+        "kind": request.kind,
     }
 
 

@@ -57,6 +57,8 @@ export interface IQuestion {
   form: IForm | null;
   /** Button labels by option, from the kernel (absent from older cards). */
   labels: Record<string, string>;
+  /** The request's kind: "question" for the agent's own question (ask_user). */
+  kind: string;
 }
 
 export interface IToolCall {
@@ -220,7 +222,8 @@ export function parseQuestion(value: unknown, warnings: string[]): IQuestion | n
       ? Object.fromEntries(
           Object.entries(value.labels).filter((e): e is [string, string] => typeof e[1] === 'string')
         )
-      : {}
+      : {},
+    kind: typeof value.kind === 'string' ? value.kind : ''
   };
 }
 

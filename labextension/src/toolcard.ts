@@ -101,7 +101,9 @@ function questionBlock(call: IToolCall, options: ICardOptions): HTMLElement | nu
       'iac-toolcard-question-title',
       question.danger
         ? '⚠ Destructive: approve this one call only if you mean it'
-        : 'Needs your approval'
+        : question.kind === 'question'
+          ? 'The agent asks you'
+          : 'Needs your approval'
     )
   );
   const command = call.input.command;
@@ -167,7 +169,9 @@ function inputSection(call: IToolCall, options: ICardOptions): HTMLElement | nul
   // The user decides on a command by reading it: show the input while asked (unless the
   // question block above already shows the command).
   const asked = call.status === 'awaiting_permission';
-  const commandShown = asked && call.question !== null && typeof call.input.command === 'string';
+  // A question with a form shows what it asks in the form: its input stays folded.
+  const commandShown =
+    asked && call.question !== null && (typeof call.input.command === 'string' || call.question.form !== null);
   const { details, body } = section(
     'input',
     'Input',

@@ -92,12 +92,13 @@ test('the card and the pending questions carry the form', () => {
     diff: null,
     locations: [],
     sessionId: 's',
-    question: { id: 'q1', state: 'pending', danger: true, reason: 'r', options: ['reject_once', 'allow_once'], answer: null, form: confirmation, labels: { allow_once: 'Allow once', x: 3 } }
+    question: { id: 'q1', state: 'pending', danger: true, reason: 'r', options: ['reject_once', 'allow_once'], answer: null, form: confirmation, labels: { allow_once: 'Allow once', x: 3 }, kind: 'execute' }
   });
   assert.ok(parsed.ok);
   if (parsed.ok) {
     assert.equal(parsed.value.question?.form?.fields[0].mustEqual, 'prod');
     assert.deepEqual(parsed.value.question?.labels, { allow_once: 'Allow once' });
+    assert.equal(parsed.value.question?.kind, 'execute');
   }
   const [pending] = parseQuestions([{ id: 'q1', callId: 'c1', form: question }]);
   assert.equal(pending.form?.fields.length, 4);
