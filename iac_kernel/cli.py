@@ -233,7 +233,7 @@ def _audit(cwd: str | None, as_json: bool) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "acp" and args.remote:
-        from iac_kernel.acp.bridge import run_remote
+        from iac_kernel.acp.bridge_main import run_remote
 
         return run_remote(args.remote, allow_insecure=args.allow_insecure)
     if args.command == "acp":

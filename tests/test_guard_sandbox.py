@@ -17,7 +17,7 @@ import pytest
 from guard_support import PY_BIN, Asker, Harness, alive_with, logged, make_fakes
 from iac_kernel.agent.permissions import ALLOW_ONCE, REJECT_ONCE
 from iac_kernel.guard import call as guard_call
-from iac_kernel.guard import reviews, sandbox
+from iac_kernel.guard import reals, reviews, sandbox
 from iac_kernel.guard.reviews import Review
 from iac_kernel.tools import tf_guard
 from iac_kernel.tools.base import ToolError
@@ -298,10 +298,10 @@ def test_find_real_covers_versioned_siblings_and_pyenv_shims(tmp_path: Path):
     shim = _exe(tmp_path / "pyenv" / "shims" / "aws", '#!/bin/sh\nexec "/r/libexec/pyenv" exec\n')
     target = _exe(tmp_path / "pyenv" / "versions" / "3.0" / "bin" / "aws")
     path = os.pathsep.join([str(tmp_path / "pyenv" / "shims"), str(tmp_path / "sdk")])
-    found = sandbox.find_real(["kubectl", "aws"], path)
+    found = reals.find_real(["kubectl", "aws"], path)
     assert found["kubectl"] == [str(kubectl), str(versioned)]
     assert found["aws"] == [str(target), str(shim)]
-    assert sandbox.is_pyenv_shim(str(shim)) and not sandbox.is_pyenv_shim(str(target))
+    assert reals.is_pyenv_shim(str(shim)) and not reals.is_pyenv_shim(str(target))
 
 
 def _git(cwd: Path, *args: str) -> str:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from acp import PROTOCOL_VERSION, RequestError, update_agent_message_text, update_user_message_text
+from acp import PROTOCOL_VERSION, update_user_message_text
 from acp.schema import Implementation, InitializeResponse, ListSessionsResponse, PromptResponse
 
 from iac_kernel import __version__
@@ -32,7 +32,7 @@ from iac_kernel.acp.capabilities import CAPABILITIES
 from iac_kernel.acp.channel import ClientChannel
 from iac_kernel.acp.client_features import ClientFeatures, from_initialize
 from iac_kernel.acp.content import to_anthropic
-from iac_kernel.acp.control import LEASES, Mirrored
+from iac_kernel.acp.control import LEASES, Mirrored, tell_lost
 from iac_kernel.acp.control import METHOD as METHOD_CONTROL
 from iac_kernel.acp.lifecycle import (
     check_cwd,
@@ -44,9 +44,10 @@ from iac_kernel.acp.lifecycle import (
 )
 from iac_kernel.acp.listing import list_page
 from iac_kernel.acp.permissions import PermissionAsker, approver
+from iac_kernel.acp.slash_run import run_command
 from iac_kernel.acp.transport import after_answer
 from iac_kernel.acp.turn import TurnRelay, prompt_response, run_turn
-from iac_kernel.acp.updates import new_message_id, replay_updates
+from iac_kernel.acp.updates import replay_updates
 from iac_kernel.agent.session import AgentSession, SessionBusyError, SessionClosedError
 from iac_kernel.events import TurnEnded, Usage
 from iac_kernel.models.providers import auth_methods
@@ -121,9 +122,7 @@ class IacAgent:
             set_dirs(session, dirs)
         await start_mcp(session, specs)
         after_answer(lambda: notify.send_commands(self._channel(), session))
-        self._remember_mcp(session)
-        self._join(session)
-        return session_state.new_session_answer(session, self._booleans())
+        return self._new_answer(session)
 
     async def adopt(self, session: AgentSession) -> None:
         """A session whose ``session/new`` was answered before the SDK loaded
@@ -146,24 +145,9 @@ class IacAgent:
         The session keeps the working directory it was created in; ``cwd`` must be
         absolute but need not match (an editor may open the project root).
         """
-        check_cwd(cwd)
-        specs = mcp_specs(mcp_servers, cwd)
-        dirs = check_dirs(additional_directories)
-        session = await self.attached.open_or_forward("session/load", cwd, session_id, dirs)
-        if not isinstance(session, AgentSession):
-            return session  # the kernel's answer; it replayed the history itself
-        set_dirs(session, dirs)
-        await start_mcp(session, specs)
-        self._join(session)
-        channel = self._channel()
-        for update, extra in replay_updates(session.replay(), session.session_id):
-            await channel.update(session.session_id, update, extra)
-        await notify.send_info(channel, session)
-        await notify.send_commands(channel, session)
-        return {
-            **session_state.session_state(session, self._booleans()),
-            **self._mcp_answer(session),
-        }
+        return await self._reopen(
+            "session/load", cwd, session_id, mcp_servers, additional_directories
+        )
 
     async def resume_session(
         self,
@@ -174,17 +158,31 @@ class IacAgent:
         **_: Any,
     ) -> dict[str, Any]:
         """Like load without the replay (the client already shows the history)."""
+        return await self._reopen(
+            "session/resume", cwd, session_id, mcp_servers, additional_directories
+        )
+
+    async def _reopen(
+        self, method: str, cwd: str, session_id: str, mcp_servers: Any, additional: Any
+    ) -> dict[str, Any]:
+        """``session/load`` or ``session/resume``: the stored session opened here (or the
+        answer of the kernel that holds it), the history replayed for a load, then its
+        title and commands, then the answer."""
         check_cwd(cwd)
         specs = mcp_specs(mcp_servers, cwd)
-        dirs = check_dirs(additional_directories)
-        session = await self.attached.open_or_forward("session/resume", cwd, session_id, dirs)
+        dirs = check_dirs(additional)
+        session = await self.attached.open_or_forward(method, cwd, session_id, dirs)
         if not isinstance(session, AgentSession):
-            return session
+            return session  # the kernel's answer; a load's history it replayed itself
         set_dirs(session, dirs)
         await start_mcp(session, specs)
         self._join(session)
-        await notify.send_info(self._channel(), session)
-        await notify.send_commands(self._channel(), session)
+        channel = self._channel()
+        if method == "session/load":
+            for update, extra in replay_updates(session.replay(), session.session_id):
+                await channel.update(session.session_id, update, extra)
+        await notify.send_info(channel, session)
+        await notify.send_commands(channel, session)
         return {
             **session_state.session_state(session, self._booleans()),
             **self._mcp_answer(session),
@@ -211,9 +209,7 @@ class IacAgent:
         channel = self._channel()
         after_answer(lambda: notify.send_info(channel, session))
         after_answer(lambda: notify.send_commands(channel, session))
-        self._remember_mcp(session)
-        self._join(session)
-        return session_state.new_session_answer(session, self._booleans())
+        return self._new_answer(session)
 
     async def close_session(self, session_id: str, **_: Any) -> dict[str, Any]:
         if await self.attached.detach(session_id):
@@ -279,7 +275,7 @@ class IacAgent:
             raise errors.not_in_control("session/prompt", turn=False)
         command = commands.parse(blocks)
         if command is not None:
-            return await self._command(session, *command)
+            return await run_command(self._channel(), session, *command)
         sid = session.session_id
         channel = Mirrored(self._channel(), sid, self)
         for block in blocks:  # the observers see what was asked
@@ -316,20 +312,6 @@ class IacAgent:
         await self._after_turn(session, title)
         return prompt_response(ended)
 
-    async def _command(self, session: AgentSession, name: str, args: str) -> PromptResponse:
-        channel = self._channel()
-        outcome = await commands.run(session, name, args)
-        await channel.update(
-            session.session_id,
-            update_agent_message_text(outcome.text),
-            {"messageId": new_message_id()},
-        )
-        if outcome.changed == "mode":
-            await notify.send_mode(channel, session)
-        if outcome.changed:
-            await notify.send_options(channel, session)
-        return prompt_response(TurnEnded("end_turn", Usage()))
-
     async def cancel(self, session_id: str, **_: Any) -> None:
         """Cancel this connection's turn on the session. A turn another client started is
         not this one's to cancel: refused (a notification gets no answer, so it is only
@@ -365,7 +347,9 @@ class IacAgent:
         if claim:
             if session.busy and session.session_id not in self._turns:
                 raise errors.not_in_control(METHOD_CONTROL)
-            LEASES.claim(session.session_id, self)
+            former = LEASES.claim(session.session_id, self)
+            if former is not None:
+                await tell_lost(former, session.session_id)
         return {"sessionId": session.session_id, "controller": LEASES.holder(session_id) is self}
 
     # -- helpers -----------------------------------------------------------------------
@@ -397,6 +381,12 @@ class IacAgent:
         """This connection has ``session`` open: a member, its controller if nobody is."""
         LEASES.join(session.session_id, self, self._channel())
 
+    def _new_answer(self, session: AgentSession) -> dict[str, Any]:
+        """The answer to ``session/new`` or ``session/fork``; this connection a member."""
+        self._remember_mcp(session)
+        self._join(session)
+        return session_state.new_session_answer(session, self._booleans())
+
     def _mcp_answer(self, session: AgentSession) -> dict[str, Any]:
         """The answer's MCP ``_meta``, remembered to tell later changes."""
         self._remember_mcp(session)
@@ -407,17 +397,7 @@ class IacAgent:
         self._mcp_seen[session.session_id] = notify.mcp_statuses(session)
 
     async def _after_turn(self, session: AgentSession, title_before: str | None) -> None:
-        """The turn's title and usage updates (before its answer); a client that went
-        away does not change the turn's answer."""
-        channel = self._channel()
-        statuses = notify.mcp_statuses(session)
-        changed = statuses != self._mcp_seen.get(session.session_id, statuses)
+        """The turn's title and usage updates (before its answer)."""
+        seen = self._mcp_seen.get(session.session_id, notify.mcp_statuses(session))
+        statuses = await notify.after_turn(self._channel(), session, title_before, seen)
         self._mcp_seen[session.session_id] = statuses
-        try:
-            if session.title != title_before or changed:
-                # An MCP server that died during the turn: its new state in _meta.
-                meta = {"iac_kernel": {"mcpServers": statuses}} if changed else None
-                await notify.send_info(channel, session, meta)
-            await notify.send_usage(channel, session)
-        except (ConnectionError, RequestError) as exc:
-            log.info("turn-end updates not sent: %s", exc)

@@ -19,7 +19,9 @@ If the server no longer holds it (it restarted, or the bridge stayed away longer
 the server keeps connections), requests that were waiting for an answer are answered
 with an error, the bridge initializes again and sends ``session/resume`` for each
 remembered session, without showing those answers to the editor; answers to server
-requests of the old connection are dropped: nobody there waits for them.
+requests of the old connection are dropped: nobody there waits for them. A session whose
+control lease another client took meanwhile is one the editor now observes: the bridge
+tells it so (:mod:`iac_kernel.acp.lease_notice`, reason ``expired``).
 """
 
 from __future__ import annotations
@@ -28,10 +30,12 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import sys
 from typing import Any
 
+from iac_kernel.acp.bridge_memory import Remembered, declared_notices
+from iac_kernel.acp.lease_notice import EXPIRED, lost_updates
+from iac_kernel.acp.lease_notice import METHOD as CONTROL
 from iac_kernel.acp.remote import RemoteError, Target, connect
 from iac_kernel.acp.resume import (
     ACK_EVERY,
@@ -48,14 +52,11 @@ log = logging.getLogger(__name__)
 
 #: Seconds to keep trying to reconnect after a drop before giving up (default).
 RECONNECT_FOR = 300.0
-RECONNECT_VAR = "IAC_KERNEL_REMOTE_RECONNECT"
 #: First and longest pause between reconnection attempts.
 BACKOFF = (0.2, 5.0)
 #: Hang guard for the bridge's own initialize/resume after reconnecting.
 RESTORE_TIMEOUT = 60.0
 LOST = -32603
-OPENS = ("session/new", "session/load", "session/resume", "session/fork")
-CLOSES = ("session/close", "session/delete")
 
 
 def _key(request_id: Any) -> str:
@@ -80,8 +81,8 @@ class Bridge:
         #: Bumped on every new connection; requests remember the one they went out on.
         self.generation = 0
         self.initialize: dict[str, Any] | None = None
-        #: Sessions to resume after a drop: id -> {"cwd", "mcpServers"}.
-        self.sessions: dict[str, dict[str, Any]] = {}
+        #: The editor's sessions, to resume after a drop.
+        self.memory = Remembered()
         #: Editor requests waiting for an answer: key -> (method, params, generation).
         self.pending: dict[str, tuple[str, Any, int]] = {}
         #: Server requests on the current connection the editor has not answered yet.
@@ -105,7 +106,7 @@ class Bridge:
         try:
             await self._open()
         except RemoteError as exc:
-            _say(str(exc))
+            say(str(exc))
             return 1
         self.ready = True
         editor = asyncio.ensure_future(self._from_editor())
@@ -179,7 +180,7 @@ class Bridge:
             try:
                 await self._restore()
             except RemoteError as exc:
-                _say(f"connection lost and not restored: {exc}")
+                say(f"connection lost and not restored: {exc}")
                 await self._fail_waiting(str(exc))
                 return 1
 
@@ -223,31 +224,16 @@ class Bridge:
         if message is not None and "method" not in message and "id" in message:
             waiting = self.pending.pop(_key(message["id"]), None)
             if waiting is not None:
-                self._learn(waiting[0], waiting[1], message)
+                self.memory.learn(waiting[0], waiting[1], message)
         elif message is not None and "id" in message:
             self.asked.add(_key(message["id"]))
+        elif message is not None and message.get("method") == "session/update":
+            self.memory.noted(message.get("params"))
         await self._write(text)
 
     async def _write(self, text: str) -> None:
         self.writer.write(text.encode() + b"\n")
         await self.writer.drain()
-
-    def _learn(self, method: str, params: Any, answer: dict[str, Any]) -> None:
-        """Remember opened sessions, forget closed ones (from a successful answer)."""
-        result = answer.get("result")
-        if not isinstance(params, dict) or not isinstance(result, dict):
-            return
-        sid = result.get("sessionId") if method in ("session/new", "session/fork") else None
-        sid = sid or params.get("sessionId")
-        if not isinstance(sid, str):
-            return
-        if method in OPENS and isinstance(params.get("cwd"), str):
-            self.sessions[sid] = {
-                "cwd": params["cwd"],
-                "mcpServers": params.get("mcpServers") or [],
-            }
-        elif method in CLOSES:
-            self.sessions.pop(sid, None)
 
     # -- after a drop ----------------------------------------------------------------
 
@@ -257,7 +243,7 @@ class Bridge:
         self.ready = False
         old = self.generation
         self.generation += 1  # what the editor sends from now on waits for the new socket
-        _say("connection to the server lost; reconnecting")
+        say("connection to the server lost; reconnecting")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.reconnect_for
         pause = BACKOFF[0]
@@ -281,9 +267,9 @@ class Bridge:
         if self.stdin_done:
             return
         if new_link:
-            _say(f"reconnected; {len(self.sessions)} session(s) resumed")
+            say(f"reconnected; {len(self.memory.sessions)} session(s) resumed")
         else:
-            _say("reconnected; the connection resumed")
+            say("reconnected; the connection resumed")
         self.ready = True
         queued, self.queue = self.queue, []
         for text in queued:
@@ -302,11 +288,27 @@ class Bridge:
             answer = await self._call("initialize", self.initialize)
             if "error" in answer:
                 raise RemoteError(f"initialize failed after reconnecting: {answer['error']}")
-        for sid, how in list(self.sessions.items()):
+        for sid, how in list(self.memory.sessions.items()):
             answer = await self._call("session/resume", {"sessionId": sid, **how})
             if "error" in answer:
-                self.sessions.pop(sid, None)
-                _say(f"session {sid} could not be resumed: {_message(answer)}")
+                self.memory.forget(sid)
+                say(f"session {sid} could not be resumed: {_message(answer)}")
+            elif sid not in self.memory.observing:
+                await self._check_control(sid)
+
+    async def _check_control(self, sid: str) -> None:
+        """Tell the editor when another client took control of a session while the
+        connection was gone (the server ended it, so the lease was free)."""
+        answer = await self._call(CONTROL, {"sessionId": sid})
+        result = answer.get("result")
+        if not isinstance(result, dict) or result.get("controller") is not False:
+            return
+        self.memory.observing.add(sid)
+        say(f"another client controls session {sid} now; the editor observes it")
+        notices = declared_notices(self.initialize)
+        for params in lost_updates(sid, EXPIRED, notices):
+            update = {"jsonrpc": "2.0", "method": "session/update", "params": params}
+            await self._write(json.dumps(update))
 
     async def _call(self, method: str, params: Any) -> dict[str, Any]:
         """A request of the bridge's own, read to its answer (which the editor does not
@@ -355,51 +357,7 @@ def _message(answer: dict[str, Any]) -> str:
     return str(data or error.get("message") or error)[:200]
 
 
-def _say(line: str) -> None:
+def say(line: str) -> None:
     """One line for the person reading the editor's agent log."""
     with contextlib.suppress(Exception):
         print(f"iac-kernel acp --remote: {line}", file=sys.stderr, flush=True)
-
-
-def reconnect_window(value: str | None) -> float:
-    """Seconds to keep reconnecting: ``value`` if it is a number >= 0, else the default
-    (a bad value is reported in one line)."""
-    if value is None or not value.strip():
-        return RECONNECT_FOR
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = -1.0
-    if not 0 <= seconds < float("inf"):
-        _say(f"{RECONNECT_VAR}={value!r} is not a number of seconds; using {RECONNECT_FOR:g}")
-        return RECONNECT_FOR
-    return seconds
-
-
-def run_remote(url: str, *, allow_insecure: bool = False) -> int:
-    """The ``--remote`` command: check the URL, relay stdio, return the exit status."""
-    from iac_kernel.acp.remote import target
-    from iac_kernel.acp.stdio import claim_stdout, open_reader, open_writer, setup_logging
-
-    protocol_fd = claim_stdout()
-    setup_logging()
-    if logging.getLogger().level > logging.DEBUG:
-        # The bridge says itself, in one line, why a connection failed.
-        logging.getLogger("tornado.general").setLevel(logging.CRITICAL)
-    try:
-        where = target(url, allow_insecure=allow_insecure)
-    except RemoteError as exc:
-        _say(str(exc))
-        return 2
-
-    window = reconnect_window(os.environ.get(RECONNECT_VAR))
-
-    async def main() -> int:
-        reader = await open_reader(0)
-        writer = await open_writer(protocol_fd)
-        return await Bridge(where, reader, writer, window).run()
-
-    try:
-        return asyncio.run(main())
-    except KeyboardInterrupt:
-        return 0

@@ -8,7 +8,8 @@ every ``session/update`` of the controller's turns (the prompt as
 requests (prompt, cancel, mode, model, options) are refused. An observer takes the
 lease with ``_iac/session/control`` (``{"sessionId", "claim": true}``) while no turn
 runs; the lease is free again when its holder closes the session or its connection
-ends, and a free lease goes to the first member that prompts or claims it.
+ends, and a free lease goes to the first member that prompts or claims it. A member
+that loses the lease to a claim is told (:func:`tell_lost`).
 
 The members are the agent process's (every connection of a Jupyter server).
 """
@@ -19,10 +20,18 @@ import logging
 from typing import Any
 
 from iac_kernel.acp.client_features import ClientFeatures
+from iac_kernel.acp.lease_notice import CLAIMED, METHOD, lost_updates
+
+__all__ = ["LEASES", "METHOD", "Leases", "Mirrored", "tell_lost"]
 
 log = logging.getLogger(__name__)
 
-METHOD = "_iac/session/control"
+
+async def tell_lost(channel: Any, session_id: str) -> None:
+    """Tell a client that another one claimed ``session_id`` (:mod:`.lease_notice`)."""
+    notices = getattr(channel, "features", ClientFeatures()).notices
+    for params in lost_updates(session_id, CLAIMED, notices):
+        await channel.forward_update(params)
 
 
 class Leases:
@@ -61,10 +70,15 @@ class Leases:
             return True
         return holder is member
 
-    def claim(self, session_id: str, member: Any) -> None:
-        if self._holders.get(session_id) is not member:
-            log.info("control of %s passes to another client", session_id)
+    def claim(self, session_id: str, member: Any) -> Any:
+        """``member`` takes the lease; the channel of the member that lost it (None when
+        the lease was free or already ``member``'s)."""
+        former = self._holders.get(session_id)
         self._holders[session_id] = member
+        if former is None or former is member:
+            return None
+        log.info("control of %s passes to another client", session_id)
+        return self._members.get(session_id, {}).get(former)
 
     def observers(self, session_id: str, member: Any) -> list[Any]:
         """The channels of the session's other members."""

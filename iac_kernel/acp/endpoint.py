@@ -54,7 +54,7 @@ from iac_kernel.acp.runtime import runtime_dir as default_runtime_dir
 from iac_kernel.acp.transport import READ_LIMIT
 from iac_kernel.agent.session import AgentSession
 from iac_kernel.guard import hidden, peers
-from iac_kernel.guard.racers import peer_pid
+from iac_kernel.peercred import peer_pid
 from iac_kernel.sessions.manager import SessionManager
 from iac_kernel.sessions.store import SessionMeta, SessionNotFoundError, now_iso
 

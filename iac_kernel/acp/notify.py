@@ -104,3 +104,22 @@ def context_usage(session: AgentSession) -> tuple[int, int]:
         except Exception:
             size = DEFAULT_CONTEXT_WINDOW
     return used, int(size)
+
+
+async def after_turn(
+    channel: ClientChannel, session: AgentSession, title_before: str | None, seen: Any
+) -> Any:
+    """The turn's title and usage updates (before its answer): the title when it changed,
+    with the MCP servers' states in ``_meta`` when they differ from ``seen`` (a server
+    that died during the turn). A client that went away does not change the turn's
+    answer. Returns the states now told."""
+    statuses = mcp_statuses(session)
+    changed = statuses != seen
+    try:
+        if session.title != title_before or changed:
+            meta = {"iac_kernel": {"mcpServers": statuses}} if changed else None
+            await send_info(channel, session, meta)
+        await send_usage(channel, session)
+    except (ConnectionError, RequestError) as exc:
+        log.info("turn-end updates not sent: %s", exc)
+    return statuses

@@ -45,6 +45,16 @@ def forwarder_argv(port: int, socket_inside: str) -> list[str]:
     return [sandbox_python(), "-IS", FORWARDER, str(port), socket_inside, "--"]
 
 
+def route_args(port: int, mount: str) -> list[str]:
+    """The end of a ``bwrap`` command line with the egress route: the proxy variables
+    (``--setenv``), ``--`` and the forwarder that then runs the command (``mount``: the
+    folder of the relay socket, as seen inside)."""
+    args: list[str] = []
+    for key, value in proxy_env(port, mount).items():
+        args += ["--setenv", key, value]
+    return [*args, "--", *forwarder_argv(port, f"{mount}/{SOCKET_NAME}")]
+
+
 def is_forwarder(pid: int) -> bool:
     """``pid`` runs the real forwarder (this interpreter on :data:`FORWARDER`): the one
     process of a call that the guard's race check does not count."""

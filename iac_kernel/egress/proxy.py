@@ -26,10 +26,10 @@ import time
 from concurrent.futures import Future
 from pathlib import Path
 
+from iac_kernel.control_paths import register
 from iac_kernel.egress import broker, environment, inside
 from iac_kernel.egress.decide import AskEgress, Decision, EgressCall, jupyter_ports
-from iac_kernel.guard import hidden
-from iac_kernel.guard.racers import peer_pid
+from iac_kernel.peercred import peer_pid
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ class EgressProxy:
             return
         self._dir = Path(tempfile.mkdtemp(prefix="iac-egress-"))
         os.chmod(self._dir, 0o700)
-        hidden.register(self._dir)
+        register(self._dir)
         loop = asyncio.new_event_loop()
         started = threading.Event()
 

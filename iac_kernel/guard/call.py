@@ -27,14 +27,13 @@ from iac_kernel.guard import hidden
 from iac_kernel.guard.exec_request import AskExec, AuditSink
 from iac_kernel.guard.launcher import SOCKET_ENV, write_launchers
 from iac_kernel.guard.realbin import copies_dir
+from iac_kernel.guard.reals import find_real
 from iac_kernel.guard.rules import DEFAULT_PROGRAMS
 from iac_kernel.guard.sandbox import (
-    GUARD_MOUNT,
     LAUNCHER_MOUNT,
     SANDBOX_ENV,
     Layout,
     bwrap_path,
-    find_real,
     process_dir,
     state_dir,
     unusable_reason,
@@ -179,8 +178,7 @@ class GuardedCall:
             self._prefix = layout.bwrap_args(bwrap)
             self.env["PATH"] = f"{LAUNCHER_MOUNT}{os.pathsep}{path}"
             self.env.update(SANDBOX_ENV)
-            if self.route is not None and network != "none":
-                self.env.update(inside.proxy_env(self.route.port, GUARD_MOUNT))
+            self.env.update(layout.proxy_env())
             self.env.pop(SOCKET_ENV, None)
             self.server = ApprovalServer(
                 reals, self.ask_exec, guard_dir, layout, bwrap, audit=self.audit

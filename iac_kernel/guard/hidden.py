@@ -25,6 +25,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from iac_kernel.control_paths import register as register
+from iac_kernel.control_paths import registered
+from iac_kernel.control_paths import unregister as unregister
+
 #: Credential stores under the home folder.
 HOME_CREDENTIALS = (
     ".aws",
@@ -114,17 +118,6 @@ _SECRET_SHAPES = (
 #: A long token-like value: letters and digits (and base64 / url-safe signs), no spaces.
 _TOKEN_LIKE = re.compile(r"[A-Za-z0-9+/=_-]{32,}")
 
-_REGISTERED: set[Path] = set()
-
-
-def register(path: str | os.PathLike[str]) -> None:
-    """Hide ``path`` (a socket, a file, a folder) from every bash call from now on."""
-    _REGISTERED.add(Path(path))
-
-
-def unregister(path: str | os.PathLike[str]) -> None:
-    _REGISTERED.discard(Path(path))
-
 
 def home() -> Path:
     return Path(os.path.expanduser("~"))
@@ -145,7 +138,7 @@ def control_plane(settings: Any, env: Mapping[str, str] | None = None) -> list[P
         sessions = Path(sessions).expanduser()
         paths += [sessions, sessions.parent / "mcp-trust.json"]
     paths += jupyter_paths(env)
-    paths += sorted(_REGISTERED)
+    paths += registered()
     # Every kernel's endpoint socket folder when its runtime path was too long (any
     # kernel of this user, not only this one's).
     paths += sorted(Path(tempfile.gettempdir()).glob("iac-kernel-endpoint-*"))

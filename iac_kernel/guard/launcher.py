@@ -7,10 +7,10 @@ the launcher's stdio. The launcher relays signals and exits with the program's s
 a refusal or a lost server exits 126 with a message the model reads.
 
 Standard library only; it runs as ``python -I -S`` and is written out per program by
-:func:`write_launchers` with ``PROGRAM`` filled in.
+:func:`write_launchers` with ``PROGRAM`` filled in, behind a ``/bin/sh`` line that says
+why it cannot start when that Python is missing (so no ``__future__`` import: that line
+is the file's first statement).
 """
-
-from __future__ import annotations
 
 import array
 import json
@@ -25,11 +25,15 @@ PROGRAM = "?"
 SOCKET_MOUNT = "/tmp/.iac-guard/sock"
 SOCKET_ENV = "IAC_GUARD_SOCKET"
 REFUSED = 126
+NOT_FOUND = 127
 
 
-def _fail(message: str) -> None:
-    os.write(2, f"guard: {PROGRAM} was not run: {message}\n".encode(errors="replace"))
-    sys.exit(REFUSED)
+def _fail(message: str, start: bool = False, code: int = REFUSED) -> None:
+    """One line on stderr, then exit: a refusal, or (``start``) why it cannot start."""
+    line = f"cannot start {PROGRAM}: {message}" if start else f"{PROGRAM} was not run: {message}"
+    line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
+    os.write(2, f"guard: {line}\n".encode(errors="replace"))
+    sys.exit(code if code in (REFUSED, NOT_FOUND) else REFUSED)
 
 
 def main() -> None:
@@ -37,8 +41,13 @@ def main() -> None:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.connect(path)
-    except OSError:
-        _fail("the approval channel is not reachable (guarded programs only run in bash calls)")
+    except OSError as exc:
+        why = f"{path}: {exc.strerror or exc}" if path else "there is none here"
+        _fail(
+            f"the guard's approval socket is not reachable ({why}); "
+            "guarded programs run only in the agent's bash calls",
+            True,
+        )
     fds = [fd for fd in (0, 1, 2) if _valid(fd)]
     try:
         cwd = os.getcwd()
@@ -85,6 +94,8 @@ def main() -> None:
                 started = True
             else:
                 answer = message
+    if answer.get("cannot_start"):
+        _fail(answer["cannot_start"], True, int(answer.get("exit", REFUSED)))
     if answer.get("refused"):
         _fail(answer["refused"])
     code = int(answer.get("exit", REFUSED))
@@ -103,13 +114,37 @@ def _valid(fd: int) -> bool:
     return True
 
 
+#: Both shell and Python: sh runs the interpreter on this file or says in one line why it
+#: cannot; Python reads the line as a string. ``$0`` is the path the launcher was run by,
+#: as ``sys.argv[0]`` is with a ``#!python`` line.
+_HEAD = (
+    "#!/bin/sh\n"
+    + "'" * 4
+    + '[ -x {py} ] && exec {py} -IS "$0" "$@"; if [ -e {py} ]; then '
+    + 'W="not executable"; C=126; else W=missing; C=127; fi; '
+    + 'echo "guard: cannot start {program}: the guard\'s Python {py} is $W here" >&2; '
+    + "exit $C # "
+    + "'" * 3
+    + "\n"
+)
+
+
+def head(program: str, python: str) -> str:
+    """The launcher's first lines: the ``/bin/sh`` line, or a plain ``#!`` line for a
+    path that line cannot hold unquoted."""
+    if all(c.isalnum() or c in "/._+-@" for c in python + program):
+        return _HEAD.format(py=python, program=program)
+    return f"#!{python} -IS\n"
+
+
 def write_launchers(directory: Path, programs: list[str], python: str) -> None:
     """Write one launcher per program into ``directory`` (skipping unchanged ones)."""
     source = Path(__file__).read_text()
-    body = source.split("\n\ndef write_launchers", 1)[0]
+    body = source.split("\n\n#: Both shell and Python", 1)[0]
     directory.mkdir(mode=0o755, parents=True, exist_ok=True)
     for program in programs:
-        text = f"#!{python} -IS\n" + body.replace('PROGRAM = "?"', f"PROGRAM = {program!r}", 1)
+        text = head(program, python)
+        text += body.replace('PROGRAM = "?"', f"PROGRAM = {program!r}", 1)
         text += '\n\nif __name__ == "__main__":\n    main()\n'
         target = directory / program
         if target.exists() and target.read_text() == text:

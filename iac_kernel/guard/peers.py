@@ -19,8 +19,8 @@ import socket
 import struct
 
 from iac_kernel.guard import callers
-from iac_kernel.guard.racers import peer_pid
 from iac_kernel.guard.sandbox import GUARD_MOUNT
+from iac_kernel.peercred import peer_pid
 
 
 def from_a_sandbox(sock: socket.socket) -> bool:

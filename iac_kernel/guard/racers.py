@@ -13,22 +13,10 @@ are not counted; their launchers, which wait for them inside the call, are.
 from __future__ import annotations
 
 import os
-import socket
-import struct
 from pathlib import Path
 
 from iac_kernel.egress.inside import is_forwarder
 from iac_kernel.guard.rules import CHANGE, Verdict
-
-
-def peer_pid(conn: socket.socket) -> int | None:
-    """The host PID of the process at the other end of a unix socket."""
-    try:
-        raw = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    except OSError:
-        return None
-    pid = struct.unpack("3i", raw)[0]
-    return pid if pid > 0 else None
 
 
 def _stat(pid: int) -> tuple[str, int] | None:

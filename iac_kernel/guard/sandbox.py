@@ -18,7 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -37,8 +37,6 @@ SANDBOX_ENV = MappingProxyType({"TMPDIR": TMP_MOUNT})
 GUARD_MOUNT = "/tmp/.iac-guard"
 #: Where the launcher directory appears in the sandbox (first on PATH).
 LAUNCHER_MOUNT = "/tmp/.iac-guard-bin"
-#: Extra places a guarded program's real binary lives besides PATH.
-EXTRA_COPIES = {"git": ("/usr/lib/git-core/git", "/usr/libexec/git-core/git")}
 
 REDUCED_STATUS = "guard: reduced, install bubblewrap"
 SANDBOX_STATUS = "guard: sandbox (bubblewrap)"
@@ -161,76 +159,6 @@ def _remove_dead(root: Path) -> None:
             continue
 
 
-def find_real(programs: Iterable[str], path_env: str, skip: Sequence[str] = ()) -> dict:
-    """Every real file of each program on ``path_env`` (realpaths, in PATH order), with
-    its versioned siblings (``kubectl.1.33`` next to ``kubectl``) and, for a pyenv shim,
-    the programs it runs (``<root>/versions/*/bin/aws``, listed before the shim)."""
-    found: dict[str, list[str]] = {}
-    ours = f"{state_dir()}{os.sep}"  # launcher folders of any of this user's processes
-    dirs = [
-        d
-        for d in path_env.split(os.pathsep)
-        if d and d not in skip and not os.path.realpath(d).startswith(ours)
-    ]
-    for program in programs:
-        reals: list[str] = []
-        candidates = [os.path.join(d, program) for d in dirs]
-        candidates += list(EXTRA_COPIES.get(program, ()))
-        for candidate in candidates:
-            if not _executable(candidate):
-                continue
-            real = os.path.realpath(candidate)
-            more = [*_shim_targets(real, program), real, *_siblings(real, program)]
-            reals += [r for r in more if r not in reals]
-        if reals:
-            found[program] = reals
-    return found
-
-
-def _executable(path: str) -> bool:
-    return os.path.isfile(path) and os.access(path, os.X_OK)
-
-
-def _siblings(real: str, program: str) -> list[str]:
-    """``<dir>/<program>.*`` executables (gcloud's ``kubectl.1.27`` ... ``kubectl.1.33``)."""
-    directory = os.path.dirname(real)
-    try:
-        names = sorted(os.listdir(directory))
-    except OSError:
-        return []
-    paths = [os.path.join(directory, n) for n in names if n.startswith(program + ".")]
-    return [os.path.realpath(p) for p in paths if _executable(p)]
-
-
-def _shim_targets(real: str, program: str) -> list[str]:
-    """The programs a pyenv shim runs: ``<root>/versions/*/bin/<program>``, the running
-    interpreter's version first (an approved call runs it, not the shim)."""
-    shims = os.path.dirname(real)
-    if not is_pyenv_shim(real):
-        return []
-    versions = os.path.join(os.path.dirname(shims), "versions")
-    try:
-        names = sorted(os.listdir(versions))
-    except OSError:
-        return []
-    paths = [os.path.join(versions, n, "bin", program) for n in names]
-    targets = [os.path.realpath(p) for p in paths if _executable(p)]
-    own = os.path.realpath(os.path.join(os.path.dirname(sys.executable), program))
-    return sorted(dict.fromkeys(targets), key=lambda t: t != own)
-
-
-def is_pyenv_shim(path: str) -> bool:
-    """A pyenv shim: a script in a ``shims`` directory that execs ``libexec/pyenv``."""
-    if os.path.basename(os.path.dirname(path)) != "shims":
-        return False
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(1024)
-    except OSError:
-        return False
-    return head.startswith(b"#!") and b"libexec/pyenv" in head
-
-
 @dataclass
 class Layout:
     """Everything one sandboxed call mounts."""
@@ -301,12 +229,22 @@ class Layout:
         args += self._empty_mounts([state_dir()])  # last: the empty file lives there
         args += ["--unshare-net", *_userns_args(bwrap), "--unshare-pid", "--die-with-parent"]
         args += ["--cap-drop", "ALL", "--chdir", chdir or str(self.cwd), *extra]
-        if self.egress_port is None or not (guarded or self.network):
+        if self.egress_port is None or not self.routed(guarded):
             return [*args, "--"]
-        for key, value in inside.proxy_env(self.egress_port, GUARD_MOUNT).items():
-            args += ["--setenv", key, value]  # after ``extra``: a --clearenv keeps them
-        socket_inside = f"{GUARD_MOUNT}/{inside.SOCKET_NAME}"
-        return [*args, "--", *inside.forwarder_argv(self.egress_port, socket_inside)]
+        # After ``extra``: a --clearenv keeps the proxy variables.
+        return [*args, *inside.route_args(self.egress_port, GUARD_MOUNT)]
+
+    def routed(self, guarded: bool = False) -> bool:
+        """Whether the sandbox has the egress route (``guarded``: a guarded program's;
+        the shell's only when the call has network)."""
+        return self.egress_port is not None and (guarded or self.network)
+
+    def proxy_env(self) -> dict[str, str]:
+        """The proxy variables the shell's sandbox sets (none without the route): the
+        caller puts them in the shell's environment too, as it does :data:`SANDBOX_ENV`."""
+        if self.egress_port is None or not self.routed():
+            return {}
+        return inside.proxy_env(self.egress_port, GUARD_MOUNT)
 
     def _empty_mounts(self, paths: Sequence[Path]) -> list[str]:
         """Empty mounts over ``paths``: a tmpfs over a folder, an empty file over anything

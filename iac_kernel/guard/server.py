@@ -21,16 +21,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from iac_kernel.guard import callers, git_creds, gitconfig, realbin, reviews, target, tf_init, wire
+from iac_kernel.guard import callers, git_creds, gitconfig, reviews, startup, target, tf_init, wire
 from iac_kernel.guard.exec_audit import Trail, record
 from iac_kernel.guard.exec_request import AskExec, AuditSink, ExecRequest
 from iac_kernel.guard.exec_verdict import exec_verdict
 from iac_kernel.guard.output_filter import Relay
 from iac_kernel.guard.procs import signal_group
-from iac_kernel.guard.racers import peer_pid
+from iac_kernel.guard.reals import is_pyenv_shim
 from iac_kernel.guard.rules import Verdict, program_name
-from iac_kernel.guard.sandbox import GUARD_MOUNT, Layout, is_pyenv_shim
+from iac_kernel.guard.sandbox import GUARD_MOUNT, Layout
+from iac_kernel.guard.startup import CannotStart, Refused, direct_exec_error, not_on_path
 from iac_kernel.interpreter import sandbox_python
+from iac_kernel.peercred import peer_pid
 
 log = logging.getLogger(__name__)
 
@@ -38,10 +40,6 @@ HELPER = os.path.realpath(Path(__file__).with_name("exec_helper.py"))  # seen in
 #: The programs that read terraform's sensitive files themselves (the rest, and the
 #: shell, see masked copies: sandbox.Layout.overlays).
 ORIGINALS = frozenset({"terraform", "tofu"})
-
-
-class Refused(Exception):
-    """The program must not run; the message goes to the launcher's stderr."""
 
 
 @dataclass
@@ -116,6 +114,9 @@ class ApprovalServer:
             request, fds = await wire.read_request(conn)
             code = await self._handle(request, fds, conn)
             await wire.send(conn, {"exit": code})
+        except CannotStart as exc:
+            with contextlib.suppress(OSError):
+                await wire.send(conn, {"cannot_start": str(exc), "exit": exc.code})
         except Refused as exc:
             with contextlib.suppress(OSError):
                 await wire.send(conn, {"refused": str(exc)})
@@ -136,7 +137,7 @@ class ApprovalServer:
         argv, cwd = request["argv"], request["cwd"]
         env = _without_loader_variables({**self.secret_env, **request["env"]})
         if program not in self.reals:
-            raise Refused(f"{program} is not a guarded program here")
+            raise not_on_path(program, env.get("PATH", ""), self.layout)
         # Local git commands run without credentials: the repository's own configuration
         # and hooks, which the call can write, can make git run anything (git_creds.py).
         reveal = program != "git" or git_creds.needs_credentials(argv)
@@ -294,7 +295,12 @@ class ApprovalServer:
         run_argv = [program_name(argv[0]) if dashed else program, *argv[1:]]
         std = {k: stdio.get(i, asyncio.subprocess.DEVNULL) for i, k in enumerate(("i", "o", "e"))}
         if self.layout is not None and self.bwrap:
-            fd, script = realbin.exec_fd(real)
+            try:
+                fd, script = startup.exec_fd(real, sandbox_python())
+            except CannotStart:
+                if relay is not None:
+                    relay.close()
+                raise
             extra = ["--clearenv"]
             for key, value in env.items():
                 if key and "=" not in key:
@@ -331,7 +337,7 @@ class ApprovalServer:
             except OSError as exc:
                 if relay is not None:
                     relay.close()
-                raise Refused(f"cannot start {program}: {exc.strerror or exc}") from None
+                raise direct_exec_error(real, exc) from None
         for fd in fds:
             with contextlib.suppress(OSError):
                 os.close(fd)

@@ -10,7 +10,6 @@ path; :mod:`.sensitive` masks them again by value wherever else they appear.
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,8 +22,8 @@ from iac_kernel.terraform.plan_attrs import (
     AttributeChange,
     attribute_changes,
 )
+from iac_kernel.terraform.plan_fit import clipped, fit, groups_of
 from iac_kernel.terraform.plan_rows import (
-    action_rank,
     compact_rows,
     in_review_order,
     remember,
@@ -40,9 +39,6 @@ ROWS_SHOWN = 500
 #: What :meth:`Plan.to_dict` may weigh as JSON: the ACP update of a plan call carries it
 #: twice (``rawOutput`` and ``_meta``) and must stay under 256 KB.
 DICT_BYTES = 96 * 1024
-MAX_GROUPS = 200
-#: Longest attribute value in :meth:`Plan.to_dict` (the whole one: terraform_plan_detail).
-VALUE_CHARS = 1000
 REASONS = {
     "replace_because_cannot_update": "an attribute that cannot be updated changed",
     "replace_because_tainted": "the object is tainted",
@@ -194,7 +190,7 @@ class Plan:
         data["groups"] = groups_of(changed)
         data["rows_total"] = len(changed)
         data["drift_total"] = len(self.drift)
-        _fit(data, DICT_BYTES)
+        fit(data, DICT_BYTES)
         data["truncated"] = (
             len(data["resources"]) < data["rows_total"]
             or len(data["drift"]) < data["drift_total"]
@@ -230,48 +226,9 @@ def _resource_dict(resource: ResourceChange, clip: bool = True) -> dict[str, Any
     shown["why"] = reason_text(resource)  # the reason in words, for renderers
     if clip:
         for change in shown["changes"]:
-            change["before"] = _clipped(change["before"])
-            change["after"] = _clipped(change["after"])
+            change["before"] = clipped(change["before"])
+            change["after"] = clipped(change["after"])
     return shown
-
-
-def _clipped(value: Any) -> Any:
-    """A value cut to :data:`VALUE_CHARS` (as its JSON text when it is not a string)."""
-    if value is None or isinstance(value, bool | int | float):
-        return value
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    if len(text) <= VALUE_CHARS:
-        return value
-    return text[: VALUE_CHARS - 1] + "…"
-
-
-def groups_of(resources: list[ResourceChange]) -> list[dict[str, Any]]:
-    """Counts by action and resource type, in review order (replacements, deletes first)."""
-    counts: dict[tuple[str, str], int] = {}
-    for resource in resources:
-        key = (resource.action, resource.type)
-        counts[key] = counts.get(key, 0) + 1
-    keys = sorted(counts, key=lambda k: (action_rank(k[0]), k[1]))
-    return [{"action": a, "type": t, "count": counts[(a, t)]} for a, t in keys[:MAX_GROUPS]]
-
-
-def _fit(data: dict[str, Any], budget: int) -> None:
-    """Shrink ``data``'s lists until its JSON fits ``budget``: attribute changes per row
-    first (32, 8, 2, none), then the longest list by halves. A dozen encodings at most."""
-    encoder = json.JSONEncoder(ensure_ascii=False, default=str)
-    cap = 32
-    while len(encoder.encode(data)) > budget:
-        rows = [r for key in ("resources", "drift") for r in data[key] if len(r["changes"]) > cap]
-        if rows:
-            for row in rows:
-                row.setdefault("changes_total", len(row["changes"]))
-                row["changes"] = row["changes"][:cap]
-            cap //= 4
-            continue
-        longest = max(("resources", "drift", "outputs", "checks"), key=lambda k: len(data[k]))
-        if not data[longest]:
-            return
-        data[longest] = data[longest][: len(data[longest]) // 2]
 
 
 def _resource_from(data: dict[str, Any]) -> ResourceChange:

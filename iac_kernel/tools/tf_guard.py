@@ -44,7 +44,7 @@ from iac_kernel.terraform.apply_args import ApplyLine, resolve, var_assignments
 from iac_kernel.terraform.audit import plan_fields, state_line, state_mark, var_scrubber
 from iac_kernel.terraform.binding import BOUND, Binding, bind, lineage_check
 from iac_kernel.terraform.commands import split_argv
-from iac_kernel.terraform.review import NO_PLAN_WARNING, counts_line, review_plan_file
+from iac_kernel.terraform.review import counts_line, review_plan_file
 from iac_kernel.terraform.sensitive import StreamMasker, keep
 from iac_kernel.terraform.summary import question_text
 from iac_kernel.terraform.workspace import (
@@ -54,7 +54,8 @@ from iac_kernel.terraform.workspace import (
     sensitive_names,
     sensitive_values,
 )
-from iac_kernel.textsafe import code_span, printable
+from iac_kernel.textsafe import printable
+from iac_kernel.tools.tf_question import env_lines, flags, flags_text, reads, shown_path
 
 PROGRAMS = ("terraform", "tofu")
 #: The var files terraform reads by itself in its working directory.
@@ -253,11 +254,11 @@ def _review(info: ExecInfo, line: ApplyLine) -> Review:
 
     if line.error:
         why = REJECTED_LINE.format(
-            program=line.program, why=printable(line.error), shown=_reads(line)
+            program=line.program, why=printable(line.error), shown=reads(line)
         )
         return Review(refuse=why, audit=audit)
     if line.no_op:
-        text = f"{_reads(line)} prints terraform's {line.no_op}; it applies nothing."
+        text = f"{reads(line)} prints terraform's {line.no_op}; it applies nothing."
         return Review(text=text, summary={"kind": "terraform_apply", "text": text, "plan": None})
     binding = _bind(info, line.chdir, line.subcommand, line.args, state_flag)
     audit.update(workdir=str(binding.host_workdir), state_before=binding.state)
@@ -283,7 +284,7 @@ def _review(info: ExecInfo, line: ApplyLine) -> Review:
         )
     plan_file = Path(info.host_path(line.plan)) if os.path.isabs(line.plan) else None
     plan_file = plan_file or binding.host_workdir / line.plan
-    shown = line.plan if os.path.isabs(line.plan) else _shown(plan_file, cwd)
+    shown = line.plan if os.path.isabs(line.plan) else shown_path(plan_file, cwd)
     if not plan_file.is_file() or not is_plan_file(plan_file):
         audit.update(plan_file=shown)
         refusal = NO_PLAN_FILE.format(path=shown, program=line.program)
@@ -296,8 +297,8 @@ def _review(info: ExecInfo, line: ApplyLine) -> Review:
     inside = os.path.join(
         info.sandbox_private_dir, os.path.relpath(approved.copy, Path(info.private_dir))
     )
-    head = [counts_line(approved.plan, printable(shown)), f"Terraform reads: {_reads(line)}."]
-    head += [*_env_lines(line), printable(state_line(binding.state))]
+    head = [counts_line(approved.plan, printable(shown)), f"Terraform reads: {reads(line)}."]
+    head += [*env_lines(line), printable(state_line(binding.state))]
     ignored = line.ignored_with_plan()
     if ignored:
         head.append(
@@ -317,69 +318,6 @@ def _review(info: ExecInfo, line: ApplyLine) -> Review:
         audit=audit,
         after=after,
     )
-
-
-def flags(line: ApplyLine) -> dict[str, Any]:
-    return {
-        "destroy": line.destroy,
-        "auto_approve": line.auto_approve,
-        "refresh_only": line.refresh_only,
-        "targets": line.option("target"),
-        "replace": line.option("replace"),
-    }
-
-
-def flags_text(line: ApplyLine, workdir: Path, cwd: Path) -> str:
-    """The question for an apply with no saved plan: what the flags will do."""
-    where = printable(_shown(workdir, cwd)) if workdir.resolve() != cwd.resolve() else "this folder"
-    program = line.program
-    if line.destroy:
-        lines = [
-            f"⚠️ DESTROY: destroys every resource in the state of {where}; no reviewed "
-            "plan backs it."
-        ]
-    elif line.refresh_only:
-        lines = [
-            "Refresh only: writes the real infrastructure's attributes into the state; "
-            "changes no resource. No reviewed plan backs it."
-        ]
-        if line.subcommand == "refresh":
-            lines[0] += (
-                f" `{program} refresh` is `{program} apply -refresh-only -auto-approve`: "
-                "it writes the state without asking."
-            )
-    else:
-        lines = [NO_PLAN_WARNING.format(program=program)]
-    targets = line.option("target")
-    if targets:
-        lines.append(f"-target: only {printable(', '.join(targets))} (and what they depend on).")
-    replace = line.option("replace") if line.subcommand != "refresh" else []
-    if replace:
-        lines.append(f"-replace: destroys and re-creates {printable(', '.join(replace))}.")
-    if line.subcommand != "refresh":  # its first line says it does not ask
-        lines.append(
-            "-auto-approve: terraform applies without showing its plan or asking again."
-            if line.auto_approve
-            else 'No -auto-approve: terraform shows its plan and waits for "yes" on its input.'
-        )
-    lines.append(f"Terraform reads: {_reads(line)}.")
-    return "\n".join(lines + _env_lines(line))
-
-
-def _reads(line: ApplyLine) -> str:
-    """The effective command line for a question: one line, as it reads."""
-    return code_span(printable(line.shown()))
-
-
-def _env_lines(line: ApplyLine) -> list[str]:
-    return [f"From the environment: {name}={value!r}." for name, value in line.env_args.items()]
-
-
-def _shown(path: Path, cwd: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(cwd.resolve()))
-    except ValueError:
-        return str(path)
 
 
 #: Subcommands that print one JSON document or values: held whole, so the values of a
