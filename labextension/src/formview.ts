@@ -178,7 +178,8 @@ export function formQuestion(question: IFormQuestion, send?: SendAnswer): HTMLEl
       button.disabled = busy || !send || problem !== null;
       button.title = problem ?? `${button.textContent}: send the form`;
     }
-    status.textContent = send ? (problem ?? 'Ready to approve.') : 'This page cannot answer: no kernel channel.';
+    const ready = approving[0] ? `Ready: Enter or ${approving[0].textContent} sends it.` : 'Ready.';
+    status.textContent = send ? (problem ?? ready) : 'This page cannot answer: no kernel channel.';
     box.dataset.ready = String(problem === null);
   };
 
