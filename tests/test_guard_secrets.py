@@ -6,6 +6,7 @@ the guarded programs the guard runs get the real files and environment back."""
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -117,13 +118,34 @@ async def test_the_shell_sees_no_credentials_nor_control_plane(tmp_path: Path, h
 
 @sandboxed
 async def test_guarded_programs_get_the_real_files_and_environment(tmp_path: Path, home: Path):
+    """What the broker cannot put back (an ssh key, a database password) reaches the
+    guarded program as itself; AWS keys, which the proxy re-signs with, as placeholders
+    of the same shape, in the variables and in ``~/.aws`` alike."""
     harness = _harness(tmp_path, home)
     ask = Asker()
     result = await harness.run("aws s3 ls", ask)
     assert result is not None and not ask.exec_questions()
     log = harness.log.read_text()
-    assert SECRET in log and "secret-ssh" in log
-    assert f"env:{SECRET}:secret-mysql:postgres://app:secret-dsn@db:5432/app" in log
+    assert "secret-ssh" in log
+    assert ":secret-mysql:postgres://app:secret-dsn@db:5432/app" in log
+    assert SECRET not in log
+    seen = re.findall(r"aws_secret_access_key = (\S+)", log) + re.findall(r"env:([^:]+):", log)
+    assert len(seen) == 2 and all(len(value) == len(SECRET) for value in seen)
+
+
+@sandboxed
+async def test_a_key_exported_after_the_first_call_is_brokered_too(tmp_path: Path, home: Path):
+    harness = _harness(tmp_path, home)
+    (home / ".aws" / "credentials").unlink()
+    for name in ("AWS_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID"):
+        os.environ.pop(name)
+    await harness.run("aws s3 ls", Asker())
+    assert "env::secret-mysql" in harness.log.read_text()  # no AWS key yet
+    os.environ.update(AWS_SECRET_ACCESS_KEY=SECRET, AWS_ACCESS_KEY_ID="AKIAIOSFODNN7EXAMPLE")
+    await harness.run("aws s3 ls", Asker())
+    last = harness.log.read_text().splitlines()[-1]
+    assert last.startswith("env:") and SECRET not in last
+    assert len(last.split(":")[1]) == len(SECRET)
 
 
 @sandboxed
@@ -145,7 +167,7 @@ async def test_other_calls_guard_folders_are_hidden(tmp_path: Path, home: Path):
         harness = _harness(tmp_path, home)
         result = await harness.run(f"cat {other}/note; ls {state_dir()}; aws s3 ls", Asker())
         assert result is not None and "secret-othercall" not in result.content
-        assert SECRET in harness.log.read_text()  # guarded programs still run
+        assert "secret-ssh" in harness.log.read_text()  # guarded programs still run
     finally:
         (other / "note").unlink()
         other.rmdir()

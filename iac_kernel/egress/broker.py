@@ -127,25 +127,52 @@ class Brokered:
         return ca.trust_env(ca.write_bundle(ca.ensure_ca(self.confdir), dest))
 
 
-_ACTIVE: list[Brokered] = []
+#: The active broker and, when :func:`current` prepared it, what it was prepared from.
+_ACTIVE: list[tuple[Brokered, tuple | None]] = []
 
 
 def activate(made: Brokered | None) -> None:
     """Make ``made`` the broker of every guarded call from now on (None: no broker)."""
-    _ACTIVE[:] = [made] if made is not None else []
+    _ACTIVE[:] = [(made, None)] if made is not None else []
 
 
 def active() -> Brokered | None:
     """The active broker (:func:`activate`), or None."""
-    return _ACTIVE[0] if _ACTIVE else None
+    return _ACTIVE[0][0] if _ACTIVE else None
 
 
 def current() -> Brokered:
     """The active broker, prepared from this process's environment and home (and made
-    active) on first use: the egress proxy calls it when it starts."""
-    if not _ACTIVE:
-        _ACTIVE.append(prepare(os.environ))
-    return _ACTIVE[0]
+    active) on first use, and prepared again when they changed since (a key exported or
+    a credentials file edited after the first call is brokered too): the egress proxy
+    calls it when it starts, and restarts when the broker changed."""
+    source = sources(os.environ)
+    if not _ACTIVE or (_ACTIVE[0][1] is not None and _ACTIVE[0][1] != source):
+        _ACTIVE[:] = [(prepare(os.environ), source)]
+    return _ACTIVE[0][0]
+
+
+def sources(env: Mapping[str, str]) -> tuple:
+    """What :func:`prepare` reads: the brokerable variables of ``env``, the home folder
+    and its credential files' identity (size, change time, inode)."""
+    variables = tuple(
+        sorted(
+            (name, value)
+            for name, value in env.items()
+            if name in credentials.WATCHED_VARIABLES
+            or name.startswith(("TF_TOKEN_", "AWS_ENDPOINT_URL"))
+        )
+    )
+    home = Path(os.path.expanduser("~"))
+    files = []
+    for rel in FILES:
+        try:
+            st = (home / rel).stat()
+        except OSError:
+            files.append((rel, None))
+        else:
+            files.append((rel, (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)))
+    return (str(home), variables, tuple(files))
 
 
 def prepare(

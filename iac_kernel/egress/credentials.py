@@ -46,6 +46,12 @@ class Credential:
     hosts: list[str] = field(default_factory=list)
 
 
+#: Variables :func:`from_env` reads (besides ``TF_TOKEN_*`` and ``AWS_ENDPOINT_URL*``).
+WATCHED_VARIABLES = frozenset(
+    {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", *TOKEN_VARIABLES}
+)
+
+
 def terraform_token_host(variable: str) -> str:
     """The host of a ``TF_TOKEN_`` variable (``TF_TOKEN_app_terraform_io``)."""
     encoded = variable[len("TF_TOKEN_") :]

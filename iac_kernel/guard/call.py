@@ -24,6 +24,7 @@ from iac_kernel.egress.broker import Brokered
 from iac_kernel.egress.decide import AskEgress
 from iac_kernel.egress.proxy import Route, open_route
 from iac_kernel.guard import hidden
+from iac_kernel.guard.cover import Cover
 from iac_kernel.guard.exec_request import AskExec, AuditSink
 from iac_kernel.guard.launcher import SOCKET_ENV, write_launchers
 from iac_kernel.guard.realbin import copies_dir
@@ -105,11 +106,13 @@ class GuardedCall:
         ask_exec: AskExec | None,
         sandbox: bool = True,
         audit: AuditSink | None = None,
-        overlays: Callable[[Path], list[tuple[Path, Path]]] | None = None,
+        overlays: Callable[..., list[tuple[Path, Path]]] | None = None,
         ask_egress: AskEgress | None = None,
         brokered: Brokered | None = None,
     ) -> None:
-        #: (masked copy, original) for a folder: mounted over the originals in the sandbox.
+        #: ``overlays(cwd, under=None)``: (masked copy, original) for the files under
+        #: ``under`` (default: the cwd), mounted over the originals in the sandbox, at the
+        #: start and after each guarded terraform (:mod:`.cover`).
         self.overlays = overlays
         self.cwd = Path(os.path.realpath(cwd))
         self.settings = settings
@@ -183,6 +186,8 @@ class GuardedCall:
             self.server = ApprovalServer(
                 reals, self.ask_exec, guard_dir, layout, bwrap, audit=self.audit
             )
+            if self.overlays is not None:
+                self.server.cover = Cover(layout, self.overlays)
         else:
             self.env["PATH"] = f"{launchers}{os.pathsep}{path}"
             self.env[SOCKET_ENV] = str(guard_dir / "sock")

@@ -219,7 +219,8 @@ class Layout:
         for mask in self.masks:
             args += ["--tmpfs", str(mask)]
         for copy, original in [] if originals else self.overlays:
-            args += ["--ro-bind", str(copy), str(original)]
+            if os.path.lexists(self.host_path(str(original))):  # gone: nothing to cover
+                args += ["--ro-bind", str(copy), str(original)]
         for key, value in SANDBOX_ENV.items():
             args += ["--setenv", key, value]
         args += self._empty_mounts([*self.hidden, *([] if guarded else self.secrets)])
@@ -298,6 +299,26 @@ class Layout:
                     return norm
                 return str(outer) + norm[len(inner) :]
         return norm
+
+    def inside_path(self, host: str) -> str | None:
+        """Where the sandbox shows the host path ``host`` (None: not a writable place)."""
+        norm = os.path.normpath(host)
+
+        def under(folder: Path | str) -> str | None:
+            real = os.path.realpath(folder)
+            return real if norm == real or norm.startswith(real + "/") else None
+
+        real = under(self.tmp_dir)
+        if real is not None:
+            return TMP_MOUNT + norm[len(real) :]
+        covered = [*self._hidden(), *self.masks, *self.hidden, *self.secrets, state_dir()]
+        if any(under(p) is not None for p in covered):
+            return None  # the guard's own folders, hidden or emptied inside
+        for path in self._binds():
+            real = under(path)
+            if real is not None:
+                return str(path) + norm[len(real) :]
+        return None
 
     def _binds(self) -> list[Path]:
         return [*self.writable, self.cwd, *map(Path, own_paths_under_tmp())]

@@ -21,7 +21,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from iac_kernel.guard import callers, git_creds, gitconfig, reviews, startup, target, tf_init, wire
+from iac_kernel.guard import (
+    callers,
+    git_creds,
+    gitconfig,
+    reviews,
+    startup,
+    target,
+    tf_init,
+    tf_writes,
+    wire,
+)
+from iac_kernel.guard.cover import Cover
 from iac_kernel.guard.exec_audit import Trail, record
 from iac_kernel.guard.exec_request import AskExec, AuditSink, ExecRequest
 from iac_kernel.guard.exec_verdict import exec_verdict
@@ -64,12 +75,17 @@ class ApprovalServer:
     log: list[dict] = field(default_factory=list)
     #: Where audit records of reviewed calls go (None: not recorded).
     audit: AuditSink | None = None
+    #: Masks in the shell what a guarded terraform/tofu wrote, before its exit status
+    #: goes back (None: nothing to mask, or reduced mode).
+    cover: Cover | None = None
     _listener: socket.socket | None = None
     _tasks: set[asyncio.Task] = field(default_factory=set)
     _groups: set[int] = field(default_factory=set)
     _ask_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _accepting: asyncio.Task | None = None
     _asking_since: float | None = None
+    #: The sandboxes (bwrap pids) of running guarded terraform/tofu.
+    _originals: set[int] = field(default_factory=set)
 
     def paused(self) -> float:
         """Seconds spent waiting for answers so far, including a question still open."""
@@ -97,6 +113,8 @@ class ApprovalServer:
                 await task
         if self._listener is not None:
             self._listener.close()
+        if self.cover is not None:
+            self.cover.close()
 
     async def _accept(self) -> None:
         loop = asyncio.get_running_loop()
@@ -133,11 +151,18 @@ class ApprovalServer:
     async def _handle(self, request: dict, fds: list[int], conn: socket.socket) -> int:
         if not await asyncio.to_thread(self._own_process, conn):
             raise Refused("this guard serves the processes of its own call only")
+        pid = peer_pid(conn)
+        if self.cover is not None and pid and not self._in_originals(pid):
+            await asyncio.to_thread(self.cover.watch, pid)
         program = str(request["program"])
         argv, cwd = request["argv"], request["cwd"]
         env = _without_loader_variables({**self.secret_env, **request["env"]})
         if program not in self.reals:
             raise not_on_path(program, env.get("PATH", ""), self.layout)
+        if program in ORIGINALS and self.layout is not None:
+            problem = tf_writes.refusal(argv, cwd, env, self.layout.host_path)
+            if problem:
+                raise Refused(problem)
         # Local git commands run without credentials: the repository's own configuration
         # and hooks, which the call can write, can make git run anything (git_creds.py).
         reveal = program != "git" or git_creds.needs_credentials(argv)
@@ -193,6 +218,18 @@ class ApprovalServer:
             raise
         await record(self.audit, trail, "applied" if code == 0 else "failed", code, None)
         return code
+
+    def _in_originals(self, pid: int) -> bool:
+        """``pid`` runs under a guarded terraform/tofu the server started (which sees
+        the originals: its namespace is never masked)."""
+        seen: set[int] = set()
+        current: int | None = pid
+        while current and current not in seen:
+            if current in self._originals:
+                return True
+            seen.add(current)
+            current = callers.parent_of(current)
+        return False
 
     def _own_process(self, conn: socket.socket) -> bool:
         """True when the peer runs in this call's sandbox (or a sibling the server
@@ -345,6 +382,8 @@ class ApprovalServer:
         if relay is not None:
             relay.start()
         self._groups.add(proc.pid)
+        if program in ORIGINALS:
+            self._originals.add(proc.pid)
         callers.started(proc.pid)
         with contextlib.suppress(OSError):
             await wire.send(conn, {"started": True})
@@ -359,7 +398,14 @@ class ApprovalServer:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
             self._groups.discard(proc.pid)
+            self._originals.discard(proc.pid)
             callers.ended(proc.pid)
+            if program in ORIGINALS and self.cover is not None:
+                # Before the exit status goes back: the shell then finds masked copies.
+                try:
+                    await asyncio.to_thread(self.cover.run)
+                except Exception:  # a bug here must not lose the exit status
+                    log.exception("guard: masking what terraform wrote failed")
 
     async def _watch(self, conn: socket.socket, proc: asyncio.subprocess.Process) -> None:
         """Relay the launcher's signals; kill the program when the launcher goes away."""

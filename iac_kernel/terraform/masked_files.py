@@ -46,13 +46,14 @@ class MaskedFiles:
         known = sensitive_values(cwd)
         return self._copy(Path(os.path.realpath(path)), cwd, known, sensitive_names(cwd))
 
-    def mounts(self, cwd: Path) -> list[tuple[Path, Path]]:
-        """``(copy, original)`` for every sensitive terraform file under ``cwd``."""
+    def mounts(self, cwd: Path, under: Path | None = None) -> list[tuple[Path, Path]]:
+        """``(copy, original)`` for every sensitive terraform file under ``under``
+        (default: ``cwd``), masked with what is known of the workspace at ``cwd``."""
         root = Path(os.path.realpath(cwd))
         known = sensitive_values(root)
         names = sensitive_names(root)
         found: list[tuple[Path, Path]] = []
-        for path in _files(root):
+        for path in _files(Path(os.path.realpath(under)) if under is not None else root):
             copy = self._copy(path, root, known, names)
             if copy is not None:
                 found.append((copy, path))

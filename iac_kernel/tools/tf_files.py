@@ -37,9 +37,10 @@ def readable(path: Path, cwd: Path) -> Path:
     return masked_files().copy_for(path, Path(cwd)) or path
 
 
-def mounts(cwd: Path) -> list[tuple[Path, Path]]:
-    """``(masked copy, original)`` for the sensitive terraform files under ``cwd``."""
-    return masked_files().mounts(Path(cwd))
+def mounts(cwd: Path, under: Path | None = None) -> list[tuple[Path, Path]]:
+    """``(masked copy, original)`` for the sensitive terraform files under ``under``
+    (default: ``cwd``), with what is known of the workspace at ``cwd``."""
+    return masked_files().mounts(Path(cwd), under)
 
 
 def refuse_rewrite(path: Path, cwd: Path, shown: str) -> None:

@@ -1,0 +1,280 @@
+"""Terraform's sensitive files written during a call, masked in the call's shell at once.
+
+The shell of a sandboxed call sees masked copies of the sensitive terraform files that
+existed when it started (bind mounts made by bwrap, :class:`.sandbox.Layout`). A guarded
+terraform/tofu runs in a sibling sandbox with the originals and can write new ones (a
+state after ``apply``, its backup, a plan from ``plan -out``, a backend cache), in the
+folder, the call's /tmp or a writable path. Before its exit status goes back to the
+shell, :meth:`Cover.run` scans those places by content and mounts a read-only masked
+copy over every sensitive file in the mount namespace of each waiting shell
+(``cover_helper.py``, as the guard's own user: ``setns`` + ``move_mount``), and adds it
+to the layout so sandboxes started later mount it too.
+
+Terraform rewrites a state (and a plan named again) in place: a process of the shell
+holding such a file open or mapped when terraform returns is killed (a descriptor taken
+before the run would read what the mount hides). What this cannot close
+(docs/masking.md): a read transformed while terraform still runs, a descriptor kept in
+flight in a unix socket, and a hard link beyond the scan's limits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from iac_kernel.guard.sandbox import Layout
+from iac_kernel.interpreter import sandbox_python
+
+log = logging.getLogger(__name__)
+
+HELPER = os.path.realpath(Path(__file__).with_name("cover_helper.py"))
+#: Scans and mounts (and rounds of killing descriptor holders) at most this many times
+#: before the shell is stopped.
+ROUNDS = 3
+
+#: ``scan(cwd, root)``: (masked copy, host path) for each sensitive file under ``root``,
+#: with what is known of the workspace at ``cwd``.
+Scan = Callable[[Path, Path], list[tuple[Path, Path]]]
+
+
+class Cover:
+    """The mount namespaces of one call's shell, and masking what terraform wrote."""
+
+    def __init__(self, layout: Layout, scan: Scan) -> None:
+        self.layout = layout
+        self.scan = scan
+        #: namespace inode -> an open descriptor of it (keeps it, whatever the pid does).
+        self._namespaces: dict[int, int] = {}
+        #: (namespace inode, path inside) -> (copy, dev, ino) already mounted there.
+        self._done: dict[tuple[int, str], tuple[str, int, int]] = {}
+        self._lock = threading.Lock()
+        self._own = _inode("/proc/self/ns/mnt")
+
+    def watch(self, pid: int) -> None:
+        """Remember the mount namespace of ``pid`` (a process of the call's shell)."""
+        try:
+            fd = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return
+        inode = os.fstat(fd).st_ino
+        with self._lock:
+            if inode == self._own or inode in self._namespaces:
+                os.close(fd)  # never our own namespace: the mounts would be the host's
+                return
+            self._namespaces[inode] = fd
+
+    def roots(self) -> list[Path]:
+        """Where the shell can write: its folder, its /tmp and the writable paths."""
+        found = [self.layout.cwd, self.layout.tmp_dir, *self.layout.writable]
+        return [Path(os.path.realpath(p)) for p in found if os.path.isdir(p)]
+
+    def run(self) -> list[str]:
+        """Mount masked copies of every sensitive file under :meth:`roots` in the
+        namespaces watched; returns what could not be covered (empty: all covered)."""
+        with self._lock:
+            return self._run()
+
+    def _run(self) -> list[str]:
+        stopped: list[str] = []
+        for _round in range(ROUNDS):
+            pairs, problems = self._cover_all()
+            if problems:  # fail closed: the shell must not go on next to an uncovered file
+                for problem in problems:
+                    log.warning("guard: a masked copy could not be mounted: %s", problem)
+                self._stop_all()
+                return [*stopped, *problems, "the call's shell was stopped"]
+            killed = self._stop_holders([original for _, original in pairs.values()])
+            if not killed:
+                return stopped
+            stopped += killed  # a holder may have linked the file anew before it died
+        self._stop_all()
+        return [*stopped, "the call's shell was stopped"]
+
+    def _cover_all(self) -> tuple[dict[str, tuple[Path, Path]], list[str]]:
+        """Scan and mount until every sensitive file is covered (again when the shell
+        moved one meanwhile); the files, and what stayed uncovered."""
+        pairs: dict[str, tuple[Path, Path]] = {}
+        problems: list[str] = []
+        for _round in range(ROUNDS):
+            pairs = self._scan()
+            self._add_to_layout(pairs)
+            problems = []
+            for inode, fd in list(self._namespaces.items()):
+                problems += self._cover(inode, fd, pairs)
+            if not problems:
+                break
+        return pairs, problems
+
+    def _scan(self) -> dict[str, tuple[Path, Path]]:
+        """path inside -> (copy, host path) of every sensitive file under the roots."""
+        pairs: dict[str, tuple[Path, Path]] = {}
+        for root in self.roots():
+            for copy, original in self.scan(self.layout.cwd, root):
+                inside = self.layout.inside_path(str(original))
+                if inside is not None:
+                    pairs[inside] = (copy, original)
+        return pairs
+
+    def _cover(self, inode: int, fd: int, pairs: dict[str, tuple[Path, Path]]) -> list[str]:
+        """Mount in one namespace what is not mounted there yet; what failed."""
+        items = []
+        ours = _copies({c.parent for c, _ in pairs.values()})
+        for inside, (copy, original) in sorted(pairs.items()):
+            try:
+                st = os.stat(original, follow_symlinks=False)
+                own = os.stat(copy)
+            except OSError:
+                continue
+            done = (str(copy), st.st_dev, st.st_ino)
+            if self._done.get((inode, inside)) == done:
+                continue
+            items.append(
+                {
+                    "copy": str(copy),
+                    "path": inside,
+                    "dev": st.st_dev,
+                    "ino": st.st_ino,
+                    "shown": [own.st_dev, own.st_ino],
+                }
+            )
+        if not items:
+            return []
+        problems: list[str] = []
+        for item, result in zip(items, self._mount(fd, items, ours), strict=False):
+            if result == "covered":
+                self._done[(inode, item["path"])] = (item["copy"], item["dev"], item["ino"])
+            else:
+                problems.append(f"{item['path']}: {result}")
+        return problems
+
+    def _stop_all(self) -> None:
+        """Kill every process of the watched namespaces (the call's shell)."""
+        for pid in _pids(set(self._namespaces)):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+    def _stop_holders(self, files: list[Path]) -> list[str]:
+        """Kill every process of the watched namespaces that holds one of ``files`` open
+        or mapped: terraform rewrites a state or plan in place, so a descriptor taken
+        before (or while it ran) would read the values the mount now hides."""
+        wanted: set[tuple[int, int]] = set()
+        for path in files:
+            with contextlib.suppress(OSError):
+                st = os.stat(path)
+                wanted.add((st.st_dev, st.st_ino))
+        if not wanted or not self._namespaces:
+            return []
+        found: list[str] = []
+        pids = holders(wanted, set(self._namespaces))
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            found.append(f"process {pid} held a sensitive terraform file open: stopped")
+        _wait_dead(pids)
+        for problem in found:
+            log.warning("guard: %s", problem)
+        return found
+
+    def _add_to_layout(self, pairs: dict[str, tuple[Path, Path]]) -> None:
+        """Sandboxes started from now on (other guarded programs) mount the copies too."""
+        kept = [(c, o) for c, o in self.layout.overlays if str(o) not in pairs]
+        self.layout.overlays = kept + [(c, Path(i)) for i, (c, _) in sorted(pairs.items())]
+
+    def _mount(self, fd: int, items: list[dict], ours: list[list[int]]) -> list[str]:
+        try:
+            done = subprocess.run(
+                [sandbox_python(), "-IS", HELPER, str(fd)],
+                input=json.dumps({"items": items, "ours": ours}),
+                capture_output=True,
+                text=True,
+                pass_fds=(fd,),
+                timeout=30,
+                check=False,
+            )
+            results = json.loads(done.stdout or "null")
+        except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
+            return [f"cannot run the helper: {exc}"] * len(items)
+        if not isinstance(results, list) or len(results) != len(items):
+            text = (done.stderr or "").strip().splitlines()
+            return [text[-1] if text else "the helper failed"] * len(items)
+        return [str(r) for r in results]
+
+    def close(self) -> None:
+        with self._lock:
+            for fd in self._namespaces.values():
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            self._namespaces.clear()
+
+
+def holders(files: set[tuple[int, int]], namespaces: set[int]) -> list[int]:
+    """Pids in the mount ``namespaces`` (inodes) with a descriptor on, or a mapping of,
+    one of ``files`` (``(st_dev, st_ino)``)."""
+    found: list[int] = []
+    for pid in _pids(namespaces):
+        name = str(pid)
+        for folder in ("fd", "map_files"):
+            try:
+                entries = os.listdir(f"/proc/{name}/{folder}")
+            except OSError:
+                continue
+            if any(_identity(f"/proc/{name}/{folder}/{e}") in files for e in entries):
+                found.append(int(name))
+                break
+    return found
+
+
+def _wait_dead(pids: list[int], limit: float = 2.0) -> None:
+    """Wait (at most ``limit`` seconds) until ``pids`` are gone or zombies: their
+    descriptors are closed then."""
+    end = time.monotonic() + limit
+    for pid in pids:
+        while time.monotonic() < end:
+            try:
+                state = Path(f"/proc/{pid}/stat").read_bytes().rpartition(b")")[2].split()[0]
+            except (OSError, IndexError):
+                break
+            if state in (b"Z", b"X"):
+                break
+            time.sleep(0.01)
+
+
+def _pids(namespaces: set[int]) -> list[int]:
+    """The processes whose mount namespace is one of ``namespaces`` (inodes)."""
+    names = [n for n in os.listdir("/proc") if n.isdigit()]
+    return [int(n) for n in names if _inode(f"/proc/{n}/ns/mnt") in namespaces]
+
+
+def _copies(folders: set[Path]) -> list[list[int]]:
+    """``[dev, ino]`` of every masked copy in ``folders`` (a path showing one is masked)."""
+    found: list[list[int]] = []
+    for folder in folders:
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(folder):
+                with contextlib.suppress(OSError):
+                    st = entry.stat(follow_symlinks=False)
+                    found.append([st.st_dev, st.st_ino])
+    return found
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _inode(path: str) -> int | None:
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return None

@@ -1,0 +1,134 @@
+"""guard/cover.py with a real bubblewrap sandbox: a masked copy is mounted over a file
+in a running sandbox's mount namespace (read-only, the original untouched), and a file
+that cannot be covered stops the sandbox's processes (fail closed)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from iac_kernel.guard import callers
+from iac_kernel.guard.cover import Cover, holders
+from iac_kernel.guard.sandbox import Layout, bwrap_path, unusable_reason
+
+pytestmark = pytest.mark.skipif(unusable_reason() is not None, reason="bubblewrap unusable")
+
+
+def _sandboxed(
+    layout: Layout, script: str, hide: tuple[Path, ...] = ()
+) -> tuple[subprocess.Popen, int]:
+    """A sandbox of ``layout`` (and empty folders over ``hide``) running ``script``, and
+    the pid of a process in it."""
+    bwrap = bwrap_path()
+    assert bwrap is not None
+    args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    args += ["--bind", str(layout.tmp_dir), "/tmp", "--bind", str(layout.cwd), str(layout.cwd)]
+    for path in [*layout.masks, *hide]:
+        args += ["--tmpfs", str(path)]
+    args += ["--unshare-pid", "--die-with-parent", "--cap-drop", "ALL", "--"]
+    proc = subprocess.Popen(
+        [*args, "sh", "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    own = os.stat("/proc/self/ns/mnt").st_ino
+    for _ in range(100):
+        for name in filter(str.isdigit, os.listdir("/proc")):
+            pid, seen = int(name), set()
+            try:
+                if os.stat(f"/proc/{pid}/ns/mnt").st_ino == own:
+                    continue
+            except OSError:
+                continue
+            parent: int | None = pid
+            while parent and parent not in seen:
+                if parent == proc.pid:
+                    return proc, pid
+                seen.add(parent)
+                parent = callers.parent_of(parent)
+        time.sleep(0.05)
+    raise AssertionError("no sandboxed process found")
+
+
+def _layout(tmp_path: Path) -> Layout:
+    cwd, tmp, hidden = tmp_path / "cwd", tmp_path / "tmp", tmp_path / "copies"
+    for folder in (cwd, tmp, hidden):
+        folder.mkdir()
+    return Layout(cwd=cwd, tmp_dir=tmp, guard_dir=tmp, launcher_dir=tmp, masks=[hidden])
+
+
+def test_a_copy_is_mounted_over_the_file_in_the_running_sandbox(tmp_path: Path):
+    layout = _layout(tmp_path)
+    secret, copy = layout.cwd / "state", layout.masks[0] / "copy"
+    secret.write_text("real secret\n")
+    copy.write_text("masked\n")
+    intmp = layout.tmp_dir / "x"
+    intmp.write_text("real too\n")
+    found = {layout.cwd: [(copy, secret)], layout.tmp_dir: [(copy, intmp)]}
+    cover = Cover(layout, lambda cwd, root: found.get(root, []))
+    script = (
+        f"echo ready; read go; cat {secret} /tmp/x; echo more >> {secret}; echo w=$?; "
+        f"rm {secret}; echo rm=$?"
+    )
+    proc, pid = _sandboxed(layout, script)
+    try:
+        cover.watch(pid)
+        assert cover.run() == []
+        out, _ = proc.communicate("go\n", timeout=10)
+    finally:
+        cover.close()
+        proc.kill()
+    assert out.count("masked") == 2 and "real" not in out, out  # the folder and /tmp
+    assert "w=1" in out or "w=2" in out  # read-only
+    assert "rm=1" in out
+    assert secret.read_text() == "real secret\n"  # the original is untouched
+    assert (copy, secret) in layout.overlays  # later sandboxes mount them too
+    assert (copy, Path("/tmp/x")) in layout.overlays  # where the sandbox shows it
+
+
+def test_a_file_that_cannot_be_covered_stops_the_sandbox(tmp_path: Path):
+    layout = _layout(tmp_path)
+    unseen = layout.cwd / "unseen"  # the sandbox shows another folder there
+    unseen.mkdir()
+    secret, copy = unseen / "state", layout.masks[0] / "copy"
+    secret.write_text("real secret\n")
+    copy.write_text("masked\n")
+    cover = Cover(layout, lambda cwd, root: [(copy, secret)] if root == layout.cwd else [])
+    proc, pid = _sandboxed(layout, "echo ready; exec sleep 30", hide=(unseen,))
+    try:
+        cover.watch(pid)
+        problems = cover.run()
+        proc.wait(timeout=10)
+    finally:
+        cover.close()
+        proc.kill()
+    assert problems and "stopped" in problems[-1], problems
+    assert proc.returncode is not None
+
+
+def test_the_guards_own_folders_are_never_covered(tmp_path: Path):
+    layout = _layout(tmp_path)
+    assert layout.inside_path(str(layout.tmp_dir / "a")) == "/tmp/a"
+    assert layout.inside_path(str(layout.cwd / "b")) == str(layout.cwd / "b")
+    assert layout.inside_path(str(layout.masks[0] / "c")) is None  # hidden inside
+    assert layout.inside_path("/etc/passwd") is None  # not a writable place
+
+
+def test_holders_finds_a_descriptor_in_the_namespace(tmp_path: Path):
+    layout = _layout(tmp_path)
+    target = layout.cwd / "f"
+    target.write_text("x")
+    proc, pid = _sandboxed(layout, f"exec 3<{target}; echo ready; exec sleep 30")
+    try:
+        st = target.stat()
+        ns = os.stat(f"/proc/{pid}/ns/mnt").st_ino
+        found = holders({(st.st_dev, st.st_ino)}, {ns})
+        assert found and all(os.stat(f"/proc/{p}/ns/mnt").st_ino == ns for p in found)
+        other = layout.tmp_dir / "g"
+        other.write_text("y")
+        assert holders({(other.stat().st_dev, other.stat().st_ino)}, {ns}) == []
+    finally:
+        proc.kill()
