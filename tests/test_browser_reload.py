@@ -7,10 +7,11 @@ through bash; the guard reviews the saved plan (a ``terraform`` on PATH that pri
 small ``show -json`` and, on apply, three lines a second apart) and asks.
 
 * Reload without a save while the apply's question waits: the cell has lost the card.
-  Answered from the status item's dialog, the apply runs and the cell gets the whole card
-  back from the kernel (status comm ``call_card``): the card with its output lines and
-  final status, the plan card of the question, and the record of the answer, above the
-  closing text (before, only the closing text and the footer came).
+  Answered from the status item's dialog (the destroy's typed confirmation in it: Allow
+  stays disabled until the workspace's name is typed), the apply runs and the cell gets
+  the whole card back from the kernel (status comm ``call_card``): the card with its
+  output lines and final status, the plan card of the question, and the record of the
+  answer, above the closing text (before, only the closing text and the footer came).
 * A rejected apply shows as rejected: the card says "Rejected" (not a red "Failed"), and
   the scripted model's denied branch plays (the result tells the model it was rejected).
 * A ``terraform_plan`` question says what it runs, not "It runs a command or a sub-agent".
@@ -18,17 +19,15 @@ small ``show -json`` and, on apply, three lines a second apart) and asks.
 
 from __future__ import annotations
 
-import json
 import re
-import zipfile
 from pathlib import Path
 
 import pytest
 
+from browser.apply import apply_env, apply_workspace
 from browser.contrast import MINIMUM
 from browser.jupyter import BROWSER_MARKS, jupyter_server, write_notebook
-from browser.lab import our_errors, server_env, wait_kernel_idle
-from browser.plans import synthetic_show
+from browser.lab import our_errors, wait_kernel_idle
 from browser.themes import APPS, THEMES, contrast, reload_page, set_theme, slug, wait_theme
 
 pytestmark = BROWSER_MARKS
@@ -36,39 +35,7 @@ pytestmark = BROWSER_MARKS
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "test-artifacts"
 SCRIPT = REPO / "tests" / "scripts" / "browser_reload.json"
-FAKE_TERRAFORM = """#!/bin/sh
-for arg in "$@"; do
-  case "$arg" in
-    show) exec cat "{root}/show.json" ;;
-    apply)
-      echo "terraform_data.r[3]: Destroying..."; sleep 1
-      echo "terraform_data.r[3]: Destruction complete after 0s"; sleep 1
-      echo "Apply complete! Resources: 9 added, 1 changed, 2 destroyed."; exit 0 ;;
-  esac
-done
-echo "fake terraform: $*" >&2
-exit 1
-"""
 GENERIC = "It runs a command or a sub-agent."
-
-
-def _workspace(root: Path) -> None:
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "show.json").write_text(json.dumps(synthetic_show(12)))
-    with zipfile.ZipFile(root / "tfplan", "w") as plan:  # what the guard takes for a plan
-        plan.writestr("tfplan", "a saved plan (the fake terraform prints show.json)")
-    terraform = root / "bin" / "terraform"
-    terraform.parent.mkdir()
-    terraform.write_text(FAKE_TERRAFORM.format(root=root))
-    terraform.chmod(0o755)
-
-
-def _env(tmp_path: Path, root: Path) -> dict[str, str]:
-    return {
-        **server_env(tmp_path, SCRIPT),
-        "PATH": f"{root / 'bin'}:/usr/local/bin:/usr/bin:/bin",
-        "TF_CLI_CONFIG_FILE": "/dev/null",
-    }
 
 
 def _open(page, server, app: str, name: str) -> None:
@@ -116,8 +83,8 @@ def test_a_reload_without_a_save_gets_the_whole_card_back(tmp_path: Path, page, 
     from playwright.sync_api import expect
 
     root = tmp_path / "root"
-    _workspace(root)
-    with jupyter_server(app, tmp_path, _env(tmp_path, root)) as server:
+    apply_workspace(root)
+    with jupyter_server(app, tmp_path, apply_env(tmp_path, root, SCRIPT)) as server:
         write_notebook(server.root / "apply.ipynb", "Please apply the plan")
         name = app
         try:
@@ -129,6 +96,9 @@ def test_a_reload_without_a_save_gets_the_whole_card_back(tmp_path: Path, page, 
                 card = cell.locator(".iac-toolcard[data-kind='execute']")
                 expect(card).to_have_attribute("data-status", "awaiting_permission")
                 expect(cell.locator(".iac-plan-review")).to_be_visible()
+                # The question's last display update (the card's question, with its typed
+                # confirmation) came before the reload: the reload loses the card for sure.
+                expect(card.locator(".iac-toolcard-form")).to_be_visible()
 
                 reload_page(page, idle=False)
                 cell = page.locator(".jp-Notebook .jp-Cell").first
@@ -140,7 +110,18 @@ def test_a_reload_without_a_save_gets_the_whole_card_back(tmp_path: Path, page, 
                 _status_item(page, app).click()
                 dialog = page.locator(".jp-Dialog")
                 expect(dialog).to_contain_text("terraform apply")
-                dialog.get_by_role("button", name="Allow once").click()
+                # A destroy: the dialog asks for the typed workspace name (focused), and
+                # its Allow stays disabled until the name matches.
+                field = dialog.get_by_label("Workspace name")
+                expect(field).to_be_focused()
+                allow = dialog.get_by_role("button", name="Allow once")
+                expect(allow).to_be_disabled()
+                field.fill("defaul")
+                field.press("Enter")
+                expect(allow).to_be_disabled()
+                expect(pending).to_have_text(re.compile(r"1 awaiting permission"))
+                field.fill("default")
+                allow.click()
                 expect(pending).to_have_count(0)
 
                 # The whole card came back into its cell, and went on updating there.
@@ -185,8 +166,8 @@ def test_a_rejected_apply_is_rejected_and_a_plan_question_says_what_it_runs(
     from playwright.sync_api import expect
 
     root = tmp_path / "root"
-    _workspace(root)
-    with jupyter_server(app, tmp_path, _env(tmp_path, root)) as server:
+    apply_workspace(root)
+    with jupyter_server(app, tmp_path, apply_env(tmp_path, root, SCRIPT)) as server:
         write_notebook(server.root / "reject.ipynb", "Please apply the plan")
         name = app
         try:

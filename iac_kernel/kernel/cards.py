@@ -26,7 +26,12 @@ Every card is sent as a mime bundle with three forms:
      "startedAt": float | null,   # epoch seconds the call started (for a ticking clock)
      "fullOutput": str,           # the magic that shows all of it: "%output <callId>"
      "question": null | {"id", "state": "pending|answered|cancelled", "danger": bool,
-                         "reason", "options": [str], "answer": str | null},
+                         "reason", "options": [str], "answer": str | null,
+                         "note": str | null, "labels": {option: label},
+                         "kind": str (the request's: "question" for ask_user),
+                         "form": null | {"title", "fields": [{"name",
+                         "title", "kind": "text|choice|boolean|number", "description",
+                         "choices", "required", "default", "mustEqual": str | null}]}},
      "diff": {"path": str, "oldText": str | null, "newText": str} | null,
      "locations": [str],          # files the call touches
      "sessionId": str}

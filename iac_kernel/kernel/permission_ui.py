@@ -48,8 +48,19 @@ from iac_kernel.agent.permissions import (
 )
 from iac_kernel.kernel import plan_card
 from iac_kernel.kernel.call_displays import CallDisplays
+from iac_kernel.kernel.form_ui import (
+    answers_form,
+    form_payload,
+    parse_field,
+    stdin_field_prompt,
+)
+from iac_kernel.kernel.permission_widgets import (  # noqa: F401 (re-exported)
+    NOTE_BUTTON,
+    WidgetPrompt,
+    button_order,
+)
 from iac_kernel.kernel.publish import Publisher, plain_text
-from iac_kernel.kernel.question_text import (
+from iac_kernel.kernel.question_text import (  # noqa: F401 (re-exported)
     button_label,
     is_danger,
     label_html,
@@ -64,7 +75,6 @@ APPROVERS = {"widgets": "notebook (buttons)", "stdin": "notebook (stdin prompt)"
 #: notebook, so a page loaded later finds the saved buttons by this key to replace them
 #: with the answer's record.
 DISPLAY_ID_KEY = "iac_display_id"
-NOTE_BUTTON = "Reject with note"
 
 
 #: ``ask_stdin(prompt) -> answer``: an input_request on the cell's stdin channel.
@@ -79,12 +89,6 @@ DECISION_TEXT = {
     ALLOW_ALWAYS: "✅ **Allowed always** (this session)",
     REJECT_ONCE: "⛔ **Rejected once**",
     REJECT_ALWAYS: "⛔ **Rejected always** (this session)",
-}
-BUTTON_STYLES = {
-    ALLOW_ONCE: "success",
-    ALLOW_ALWAYS: "info",
-    REJECT_ONCE: "danger",
-    REJECT_ALWAYS: "warning",
 }
 
 
@@ -105,6 +109,12 @@ def policy_answer(policy: str, request: PermissionRequest, allow_stdin: bool) ->
     """The headless policy's answer and the note the cell shows about it."""
     what = f"`{request.title}` needs approval ({request.reason.rstrip('.')})"
     if policy == "allow":
+        if request.form is not None and not request.danger:
+            return REJECT_ONCE, (
+                f"⛔ **Denied**: {what}. It asks a person to fill in a form "
+                f"({request.form.title}), which `headless_policy allow` cannot. Run the cell "
+                "interactively to answer it."
+            )
         if request.danger:
             return REJECT_ONCE, (
                 f"⛔ **Denied**: {what}. It needs a per-call approval by a person, which "
@@ -148,105 +158,6 @@ def parse_stdin_answer(text: str, options: list[str]) -> str | None:
     return None
 
 
-def button_order(request: PermissionRequest) -> list[str]:
-    """Danger questions put Reject first; routine ones keep the gate's order."""
-    if not is_danger(request):
-        return list(request.options)
-    return sorted(request.options, key=lambda o: 0 if o.startswith("reject") else 1)
-
-
-class WidgetPrompt:
-    """The buttons under a tool card (Reject first for danger questions), a "Reject with
-    a note" field, and the future a click resolves."""
-
-    def __init__(
-        self,
-        request: PermissionRequest,
-        loop: asyncio.AbstractEventLoop,
-        *,
-        card_shown: bool = False,
-    ):
-        """``card_shown``: the frontend draws the question on the tool card (the
-        JupyterLab extension), so the buttons come without a second copy of it."""
-        import ipywidgets as widgets
-
-        self.request = request
-        self.loop = loop
-        self.danger = is_danger(request)
-        self.future: asyncio.Future[str] = loop.create_future()
-        self.label = widgets.HTML("" if card_shown else label_html(request, self.danger))
-        self.buttons = []
-        for option in button_order(request):
-            style = BUTTON_STYLES.get(option, "")
-            if self.danger:
-                style = "danger" if option == ALLOW_ONCE else ""
-            label = button_label(request, option)
-            button = widgets.Button(
-                description=label,
-                button_style=style,
-                tooltip=f"{label}: {request.title}",
-                layout=widgets.Layout(width="auto"),  # never a label cut to "Allow al…"
-            )
-            button.on_click(self._handler(option))
-            self.buttons.append(button)
-        self.note = widgets.Text(placeholder="Why not? (the agent reads this)")
-        note_button = widgets.Button(
-            description=NOTE_BUTTON, tooltip="Reject once and tell the agent why"
-        )
-        note_button.on_click(self._note_handler())
-        self.buttons.append(note_button)
-        rows = [widgets.HBox(self.buttons[:-1]), widgets.HBox([self.note, note_button])]
-        self.box = widgets.VBox(rows if card_shown else [self.label, *rows])
-        # The extension answers keys a / r in a box with this class (labextension/keys.ts).
-        self.box.add_class("iac-question")
-        if self.danger:
-            self.box.add_class("iac-question-danger")
-
-    def _handler(self, option: str) -> Callable[[Any], None]:
-        def clicked(_button: Any) -> None:
-            # A click may be dispatched on a subshell thread: hop to the turn's loop.
-            self.loop.call_soon_threadsafe(self._resolve, option, "")
-
-        return clicked
-
-    def _note_handler(self) -> Callable[[Any], None]:
-        def clicked(_button: Any) -> None:
-            note = str(self.note.value or "").strip() or "(no reason given)"
-            self.loop.call_soon_threadsafe(self._resolve, REJECT_ONCE, note)
-
-        return clicked
-
-    def _resolve(self, option: str, note: str) -> None:
-        if not self.future.done():
-            self.future.set_result(Answer(option, note) if note else option)
-
-    def bundle(self) -> dict[str, Any]:
-        data = dict(self.box._repr_mimebundle_() or {})
-        what = "DESTRUCTIVE, approve this one call?" if self.danger else "Permission needed:"
-        data["text/plain"] = (
-            f"{what} {self.request.title} ({self.request.reason}). Use the buttons "
-            "in a frontend with ipywidgets; interrupt the kernel to cancel."
-        )
-        return data
-
-    async def wait(self) -> str:
-        return await self.future
-
-    def close(self) -> None:
-        """Close every widget model (buttons, boxes and their layout/style models)."""
-        _close_tree(self.box)
-
-
-def _close_tree(widget: Any) -> None:
-    for child in getattr(widget, "children", ()):
-        _close_tree(child)
-    for part in ("layout", "style"):
-        model = getattr(widget, part, None)
-        if model is not None and hasattr(model, "close"):
-            model.close()
-    widget.close()
-
-
 def question_state(
     question_id: str, request: PermissionRequest, state: str, answer: str | None = None
 ) -> dict[str, Any]:
@@ -259,6 +170,9 @@ def question_state(
         "options": button_order(request),
         "answer": str(answer) if answer is not None else None,
         "note": getattr(answer, "note", None) or None,
+        "form": form_payload(request.form),
+        "labels": {o: button_label(request, o) for o in request.options},
+        "kind": request.kind,
     }
 
 
@@ -301,7 +215,10 @@ class PermissionUI:
         by = APPROVERS.get(how, "notebook")
         if how == "policy":
             by = f"headless policy ({self.policy()})"
-        return Answer(answer, getattr(answer, "note", ""), by=by)
+        values = getattr(answer, "values", None)
+        if request.form is not None and answers_form(answer) and values is None:
+            values = {}  # an approval of a form question never stands without its values
+        return Answer(answer, getattr(answer, "note", ""), by=by, values=values)
 
     def _show_plan(self, request: PermissionRequest) -> None:
         """An apply's plan (its review), every row of it, as a plan card above the answer."""
@@ -364,7 +281,9 @@ class PermissionUI:
             answer = await prompt.wait()
             outcome = DECISION_TEXT.get(answer, "⛔ **Rejected**")
             note = getattr(answer, "note", "")
-            if note:
+            if note and getattr(answer, "values", None) is not None:
+                outcome = f"⛔ **Rejected**: {note}"  # the form's values did not answer it
+            elif note:
                 outcome = f"⛔ **Rejected with a note** ({note})"
             return answer
         finally:
@@ -391,5 +310,21 @@ class PermissionUI:
                 f"so `{request.title}` was not run."
             )
             return REJECT_ONCE
+        if request.form is not None and answers_form(answer):
+            return await self._ask_stdin_form(request, answer)
         self.out.markdown(f"{DECISION_TEXT[answer]}: `{request.title}`")
         return answer
+
+    async def _ask_stdin_form(self, request: PermissionRequest, option: str) -> str:
+        """An approval on stdin asks for the form's values, one prompt per field; values
+        that do not answer the form (a typed name that does not match) reject."""
+        assert self.ask_stdin is not None and request.form is not None
+        values = {}
+        for field in request.form.fields:
+            values[field.name] = parse_field(field, await self.ask_stdin(stdin_field_prompt(field)))
+        problem = request.form.mismatch(values)
+        if problem is not None:
+            self.out.markdown(f"⛔ **Rejected**: {problem}, so `{request.title}` was not run.")
+            return Answer(REJECT_ONCE, problem, values=values)
+        self.out.markdown(f"{DECISION_TEXT[option]}: `{request.title}`")
+        return Answer(option, values=values)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from iac_kernel.agent.permissions import REJECT_ONCE, Answer, PermissionRequest
+from iac_kernel.kernel.form_ui import answers_form
 
 
 @dataclass
@@ -32,12 +33,13 @@ class Question:
     #: The widget bundle (buttons) to show again elsewhere, or None.
     bundle: Callable[[], dict[str, Any]] | None = None
 
-    def resolve(self, option: str, note: str = "") -> None:
+    def resolve(self, option: str, note: str = "", values: dict[str, Any] | None = None) -> None:
         """Answer the question (thread-safe); ignored once it is answered."""
 
         def settle() -> None:
             if not self.future.done():
-                self.future.set_result(Answer(option, note) if note else option)
+                plain = not note and values is None
+                self.future.set_result(option if plain else Answer(option, note, values=values))
 
         self.loop.call_soon_threadsafe(settle)
 
@@ -61,8 +63,18 @@ class PendingQuestions:
         if self.questions.pop(question_id, None) is not None:
             self._changed()
 
-    def answer(self, question_id: str, option: str, note: str = "") -> str | None:
-        """Answer a pending question; returns an error message, or None when accepted."""
+    def answer(
+        self,
+        question_id: str,
+        option: str,
+        note: str = "",
+        values: dict[str, Any] | None = None,
+    ) -> str | None:
+        """Answer a pending question; returns an error message, or None when accepted.
+
+        Any answer but a rejection of a question with a form needs the form's values, and
+        values that answer it (a typed confirmation: the exact name): otherwise the question stays
+        pending and the error says what is missing."""
         question = self.questions.get(question_id)
         if question is None:
             return f"no pending question {question_id!r} (answered or cancelled already)"
@@ -70,6 +82,15 @@ class PendingQuestions:
             return f"{option!r} is not an option of this question: {question.request.options}"
         if note and option != REJECT_ONCE:
             return "a note goes with reject_once only"
+        form = question.request.form
+        if form is not None and answers_form(option):
+            if not isinstance(values, dict):
+                return f"this question asks for a form ({form.title}): send its values"
+            problem = form.mismatch(values)
+            if problem is not None:
+                return problem
+            question.resolve(option, note, values)
+            return None
         question.resolve(option, note)
         return None
 

@@ -21,8 +21,10 @@ Requests a client may send on the comm:
 * ``{"request": "session_info"}``: the info again;
 * ``{"request": "full_output", "callId": ID}``: ``{"type": "full_output", "callId",
   "output": str | null, "error": str | null}``: everything a tool call printed;
-* ``{"request": "answer", "questionId": ID, "option": OPTION, "note": str?}``: answers a
-  pending permission question; ``{"type": "answer", "ok": bool, "error": str | null}``.
+* ``{"request": "answer", "questionId": ID, "option": OPTION, "note": str?, "values": {}?}``:
+  answers a pending permission question (``values``: the question's form filled in, needed
+  to approve a question with a ``form``); ``{"type": "answer", "ok": bool, "error": str |
+  null}``.
 
 * ``{"request": "call_outcome", "callId": ID, "sessionId": ID}``: ``{"type":
   "call_outcome", "callId", "card": <payload> | null, "outcome": str | null}``: what became
@@ -50,6 +52,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from iac_kernel.kernel.form_ui import form_payload
 from iac_kernel.kernel.paths import sanitize, shown_model
 from iac_kernel.kernel.permission_ui import button_order
 from iac_kernel.kernel.question_text import button_label, reason_text
@@ -65,8 +68,8 @@ log = logging.getLogger(__name__)
 
 #: ``full_output(call_id) -> (text, error)``.
 FullOutput = Callable[[str], tuple[str | None, str | None]]
-#: ``answer(question_id, option, note) -> error or None``.
-Answer = Callable[[str, str, str], str | None]
+#: ``answer(question_id, option, note, values) -> error or None``.
+Answer = Callable[[str, str, str, dict[str, Any] | None], str | None]
 #: ``call_outcome(call_id, session_id) -> {"card", "outcome"}``.
 CallOutcome = Callable[[str, str], dict[str, Any]]
 #: ``call_card(call_id, display_id) -> (call_id, outputs) or None``.
@@ -111,6 +114,7 @@ def kernel_session_info(
             "reason": reason_text(q.request),
             "options": button_order(q.request),
             "labels": {o: button_label(q.request, o) for o in q.request.options},
+            "form": form_payload(q.request.form),
             "command": (q.request.input or {}).get("command")
             if isinstance(q.request.input, dict)
             else None,
@@ -185,10 +189,12 @@ class StatusChannel:
                     comm, {"type": "full_output", "callId": call_id, "output": text, "error": error}
                 )
             elif request == "answer":
+                values = data.get("values")
                 error = self.answer(
                     str(data.get("questionId", "")),
                     str(data.get("option", "")),
                     str(data.get("note") or ""),
+                    values if isinstance(values, dict) else None,
                 )
                 _send(comm, {"type": "answer", "ok": error is None, "error": error})
             elif request == "plan_row":  # a row's diff that did not fit its plan card

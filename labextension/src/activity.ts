@@ -19,6 +19,7 @@ import {
   parseSessionInfo,
   parseToolCall
 } from './payload';
+import { IForm, parseForm } from './formmodel';
 
 /** The parts of a Jupyter IOPub message this module reads. */
 export interface IIOPubMessageLike {
@@ -52,6 +53,8 @@ export interface IPendingQuestion {
   command: string | null;
   /** Button labels that say what "always" covers, by option (from the kernel). */
   labels: Record<string, string>;
+  /** What the question asks to fill in (a typed confirmation), or null. */
+  form: IForm | null;
 }
 
 export const OPTION_LABELS: Record<string, string> = {
@@ -88,6 +91,7 @@ export function parseQuestions(value: unknown): IPendingQuestion[] {
         ? item.options.filter((o): o is string => typeof o === 'string')
         : [],
       command: typeof item.command === 'string' ? item.command : null,
+      form: parseForm(item.form),
       labels: isRecord(item.labels)
         ? Object.fromEntries(
             Object.entries(item.labels).filter((e): e is [string, string] => typeof e[1] === 'string')

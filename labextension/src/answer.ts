@@ -11,6 +11,10 @@ import { Dialog, showDialog } from '@jupyterlab/apputils';
 import { Widget } from '@lumino/widgets';
 
 import { IPendingQuestion, OPTION_LABELS, answerOrder } from './activity';
+import { FieldValue } from './formmodel';
+import { formQuestion } from './formview';
+
+type Send = (option: string, note?: string, values?: Record<string, FieldValue>) => Promise<void>;
 
 class QuestionBody extends Widget {
   constructor(question: IPendingQuestion) {
@@ -37,10 +41,10 @@ class QuestionBody extends Widget {
 }
 
 /** Show the question; sends the answer the user picks (nothing if they close it). */
-export async function askQuestion(
-  question: IPendingQuestion,
-  send: (option: string, note?: string) => Promise<void>
-): Promise<void> {
+export async function askQuestion(question: IPendingQuestion, send: Send): Promise<void> {
+  if (question.form) {
+    return askForm(question, send);
+  }
   const order = answerOrder(question);
   const label = (option: string) => question.labels[option] ?? OPTION_LABELS[option] ?? option;
   // A danger question's primary (blue) button is Reject and Allow is the red one; for
@@ -72,4 +76,45 @@ export async function askQuestion(
   }
   const note = option.startsWith('reject') ? result.value ?? '' : '';
   await send(option, note || undefined);
+}
+
+/**
+ * A question with a form (a typed confirmation): the form and its own buttons in the
+ * dialog (Allow stays disabled until the typed name matches), the focus in its first
+ * field; Enter in a field approves once the form is answered, never the dialog's button.
+ */
+async function askForm(question: IPendingQuestion, send: Send): Promise<void> {
+  const body = new Widget();
+  body.addClass('iac-answer-dialog');
+  body.node.classList.toggle('iac-toolcard-question-danger', question.danger);
+  const command = document.createElement('pre');
+  command.className = 'iac-toolcard-question-command';
+  command.textContent = question.command ? `$ ${question.command}` : question.title;
+  const why = document.createElement('div');
+  why.className = 'iac-toolcard-question-why';
+  why.textContent = question.reason;
+  const dialog = new Dialog<unknown>({
+    title: question.danger ? `⚠ Destructive: ${question.title}` : `Approve ${question.title}?`,
+    body,
+    buttons: [Dialog.cancelButton({ label: 'Later' })],
+    // No dialog button answers on Enter: the form's own buttons answer.
+    defaultButton: -1,
+    focusNodeSelector: '.iac-form input, .iac-form select',
+    hasClose: true
+  });
+  const form = formQuestion(
+    {
+      id: question.id,
+      danger: question.danger,
+      options: question.options,
+      labels: question.labels,
+      form: question.form!
+    },
+    async (option, note, values) => {
+      await send(option, note, values);
+      dialog.resolve(0); // answered: close (the only dialog button is "Later")
+    }
+  );
+  body.node.append(command, why, form);
+  await dialog.launch();
 }

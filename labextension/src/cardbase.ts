@@ -21,6 +21,14 @@ export interface ICardOptions {
   openLocation?: (location: string) => boolean;
   /** Parser warnings to show at the bottom of the card. */
   warnings?: string[];
+  /** Answers the call's pending question on the kernel's status channel (absent: the
+   * card cannot answer; a question with a form then says so). */
+  answer?: (
+    questionId: string,
+    option: string,
+    note?: string,
+    values?: Record<string, string | number | boolean | null>
+  ) => Promise<void>;
   /** Fetches a call's whole output from the kernel (absent: no "Show full output" button). */
   fullOutput?: (callId: string) => Promise<string>;
 }

@@ -147,13 +147,21 @@ export class KernelChannel {
   }
 
   /** Answer a pending permission question; rejects with the kernel's reason if stale. */
-  async answer(questionId: string, option: string, note?: string): Promise<void> {
+  async answer(
+    questionId: string,
+    option: string,
+    note?: string,
+    values?: Record<string, unknown>
+  ): Promise<void> {
     if (!this._comm) {
       throw new Error('the kernel has no status channel to answer on');
     }
     const request: Record<string, unknown> = { request: 'answer', questionId, option };
     if (note) {
       request.note = note;
+    }
+    if (values) {
+      request.values = values;
     }
     const reply = await this._request(request, data => data.type === 'answer');
     if (reply.ok === false) {

@@ -11,6 +11,14 @@ export const appHooks: {
   openLocation?: (location: string) => boolean;
   /** The whole output of a call, fetched from the kernel of the panel holding `node`. */
   fullOutput?: (callId: string, node: HTMLElement) => Promise<string>;
+  /** Answer a pending question on the status channel of `node`'s kernel. */
+  answer?: (
+    node: HTMLElement,
+    questionId: string,
+    option: string,
+    note?: string,
+    values?: Record<string, string | number | boolean | null>
+  ) => Promise<void>;
   /** A plan row's attribute diff (a card left it out), from the kernel of `node`'s panel. */
   planRow?: (key: string, address: string, node: HTMLElement) => Promise<string[] | null>;
 } = {};

@@ -464,6 +464,15 @@ const plugin: JupyterFrontEndPlugin<void> = {
       return entry.channel.fullOutput(callId);
     };
 
+    appHooks.answer = async (node, questionId, option, note, values) => {
+      const entry = entryOf(node);
+      if (!entry || !entry.channel.open) {
+        throw new Error('this card is not in a notebook with a running kernel');
+      }
+      await entry.channel.answer(questionId, option, note, values);
+      entry.channel.refresh();
+    };
+
     appHooks.planRow = (key, address, node) => {
       const entry = entryOf(node);
       if (!entry) {
@@ -498,7 +507,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
         // Asked before this page loaded: answer it here, on the kernel's status channel.
         const question = now.activity.questions.find(q => q.callId === callId);
         if (question && now.channel.open) {
-          await askQuestion(question, (option, note) => now.channel.answer(question.id, option, note));
+          await askQuestion(question, (option, note, values) =>
+            now.channel.answer(question.id, option, note, values)
+          );
           now.channel.refresh();
           return true;
         }

@@ -6,7 +6,10 @@
  * danger question), unless the user is writing in an editor or a text field (typed a
  * character in the last seconds) or a dialog is open, and an
  * `aria-live` region announces it. With the focus in the box, `a` answers Allow once and
- * `r` Reject once (1, 2, 3... press the n-th button).
+ * `r` Reject once (1, 2, 3... press the n-th button). A question with a form (the tool
+ * card's `iac-toolcard-form`, a typed confirmation) gets the focus in its first field
+ * instead, and a key never presses a disabled button: `a` cannot approve a typed
+ * confirmation before the name is typed.
  */
 
 const BOX = '.iac-question';
@@ -85,7 +88,9 @@ export function installQuestionKeys(doc: Document): void {
       }
       event.preventDefault();
       event.stopImmediatePropagation();
-      buttons[index].click();
+      if (!buttons[index].disabled) {
+        buttons[index].click();
+      }
     },
     true
   );
@@ -101,15 +106,21 @@ export function installQuestionKeys(doc: Document): void {
     }
     seen.add(box);
     const danger = box.classList.contains('iac-question-danger');
-    const card = box.closest('.jp-OutputArea')?.querySelector('.iac-toolcard-is-awaiting_permission .iac-toolcard-title');
+    const area = box.closest('.jp-OutputArea') ?? box.parentElement;
+    const card = area?.querySelector('.iac-toolcard-is-awaiting_permission .iac-toolcard-title');
     const what = card?.textContent ?? 'a tool call';
+    // A form on the card (a typed confirmation): its first field takes the focus.
+    const field = area?.querySelector<HTMLElement>(
+      '.iac-toolcard-form .iac-form input, .iac-toolcard-form .iac-form select'
+    );
+    const hint = field?.getAttribute('placeholder');
     live.textContent =
       `${danger ? 'Destructive question' : 'Question'} from the agent: approve ${what}? ` +
-      'Press a to allow once, r to reject once.';
+      (field ? `Fill in the form${hint ? ` (${hint})` : ''}.` : 'Press a to allow once, r to reject once.');
     // Never from a field the user is writing in, nor out of an open dialog.
     const writing = typing(doc.activeElement) && Date.now() - lastTyped < TYPING_MS;
     if (!writing && !doc.querySelector('.jp-Dialog')) {
-      buttons[0].focus();
+      (field ?? buttons[0]).focus();
     }
   };
   new MutationObserver(records => {

@@ -45,6 +45,9 @@ export class ToolCallRenderer extends Widget implements IRenderMime.IRenderer {
       sections: sectionState(parsed.value.callId),
       openLocation: location => appHooks.openLocation?.(location) ?? false,
       warnings: parsed.warnings,
+      answer: appHooks.answer
+        ? (id, option, note, values) => appHooks.answer!(this.node, id, option, note, values)
+        : undefined,
       fullOutput: appHooks.fullOutput
         ? callId => appHooks.fullOutput!(callId, this.node)
         : undefined

@@ -7,6 +7,8 @@
  */
 
 /** A tool call card, sent in display_data / update_display_data bundles. */
+import { IForm, parseForm } from './formmodel';
+
 export const TOOLCALL_MIME = 'application/vnd.iac-kernel.toolcall+json';
 
 /** The agent session's model, mode and token usage. */
@@ -51,6 +53,12 @@ export interface IQuestion {
   answer: string | null;
   /** The user's words when they rejected the call with a note. */
   note: string | null;
+  /** What the question asks to fill in (a typed confirmation, the agent's question). */
+  form: IForm | null;
+  /** Button labels by option, from the kernel (absent from older cards). */
+  labels: Record<string, string>;
+  /** The request's kind: "question" for the agent's own question (ask_user). */
+  kind: string;
 }
 
 export interface IToolCall {
@@ -208,7 +216,14 @@ export function parseQuestion(value: unknown, warnings: string[]): IQuestion | n
       ? value.options.filter((item): item is string => typeof item === 'string')
       : [],
     answer: optionalText(value.answer),
-    note: optionalText(value.note)
+    note: optionalText(value.note),
+    form: parseForm(value.form),
+    labels: isRecord(value.labels)
+      ? Object.fromEntries(
+          Object.entries(value.labels).filter((e): e is [string, string] => typeof e[1] === 'string')
+        )
+      : {},
+    kind: typeof value.kind === 'string' ? value.kind : ''
   };
 }
 

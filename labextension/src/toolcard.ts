@@ -7,6 +7,7 @@ import { ICardOptions, el, section } from './cardbase';
 import { outputSection, startClock, stopClock } from './cardoutput';
 import { renderDiff } from './diffview';
 import { withCopy } from './copy';
+import { SendAnswer, formQuestion } from './formview';
 import { IToolCall, TOOL_STATUSES, formatElapsed } from './payload';
 import { SAVED_LABELS } from './stale';
 
@@ -72,7 +73,7 @@ function header(call: IToolCall): HTMLDivElement {
  * The question a call asks, first on the card: the command and why. A per-call (danger)
  * question says plainly that it changes real infrastructure.
  */
-function questionBlock(call: IToolCall): HTMLElement | null {
+function questionBlock(call: IToolCall, options: ICardOptions): HTMLElement | null {
   const question = call.question;
   if (question === null) {
     return null;
@@ -100,7 +101,9 @@ function questionBlock(call: IToolCall): HTMLElement | null {
       'iac-toolcard-question-title',
       question.danger
         ? '⚠ Destructive: approve this one call only if you mean it'
-        : 'Needs your approval'
+        : question.kind === 'question'
+          ? 'The agent asks you'
+          : 'Needs your approval'
     )
   );
   const command = call.input.command;
@@ -109,6 +112,13 @@ function questionBlock(call: IToolCall): HTMLElement | null {
   );
   if (question.reason) {
     box.appendChild(reasonLines(question.reason));
+  }
+  if (question.form) {
+    const answer = options.answer;
+    const send: SendAnswer | undefined = answer
+      ? (option, note, values) => answer(question.id, option, note, values)
+      : undefined;
+    box.appendChild(formQuestion({ ...question, form: question.form }, send));
   }
   return box;
 }
@@ -159,7 +169,9 @@ function inputSection(call: IToolCall, options: ICardOptions): HTMLElement | nul
   // The user decides on a command by reading it: show the input while asked (unless the
   // question block above already shows the command).
   const asked = call.status === 'awaiting_permission';
-  const commandShown = asked && call.question !== null && typeof call.input.command === 'string';
+  // A question with a form shows what it asks in the form: its input stays folded.
+  const commandShown =
+    asked && call.question !== null && (typeof call.input.command === 'string' || call.question.form !== null);
   const { details, body } = section(
     'input',
     'Input',
@@ -222,7 +234,10 @@ export function renderToolCard(host: HTMLElement, call: IToolCall, options: ICar
   host.dataset.kind = call.kind;
 
   host.appendChild(header(call));
-  const question = questionBlock(call);
+  // A re-render keeps the focus in the form field the user is typing in.
+  const active = host.ownerDocument.activeElement;
+  const focused = active instanceof HTMLElement && host.contains(active) ? active.dataset.field : undefined;
+  const question = questionBlock(call, options);
   if (question) {
     host.appendChild(question);
   }
@@ -243,12 +258,14 @@ export function renderToolCard(host: HTMLElement, call: IToolCall, options: ICar
     }
   }
   if (call.status === 'awaiting_permission') {
-    host.appendChild(
-      el('div', 'iac-toolcard-note iac-toolcard-ask', 'Waiting for your answer below.')
-    );
+    const where = call.question?.form ? 'in the form above' : 'below';
+    host.appendChild(el('div', 'iac-toolcard-note iac-toolcard-ask', `Waiting for your answer ${where}.`));
   }
   for (const warning of options.warnings ?? []) {
     host.appendChild(el('div', 'iac-toolcard-warning', `Payload: ${warning}`));
+  }
+  if (focused) {
+    host.querySelector<HTMLElement>(`[data-field="${CSS.escape(focused)}"]`)?.focus();
   }
   startClock(host, call);
 }

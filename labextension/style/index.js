@@ -1,3 +1,4 @@
 import './base.css';
 import './console.css';
 import './plan.css';
+import './form.css';
