@@ -24,6 +24,7 @@ from iac_kernel.acp.updates import (
     acp_kind,
     chunk_update,
     extra_fields,
+    numbered,
     stored_message_id,
     to_update,
 )
@@ -50,16 +51,9 @@ def replay_params(events: Iterable[AgentEvent], session_id: str) -> Iterator[dic
     tracker = ToolCallTracker()
     plans = PlanTracker()
     held: dict[str, dict[str, Any]] = {}  # calls not sent yet, in order
-    index = -1
     ids: tuple[int, str | None] = (-1, None)
-    in_answer = False
-    for event in events:
+    for event, index in numbered(events):
         tracker.see(event)
-        if isinstance(event, UserMessage) or (
-            isinstance(event, TextDelta | ThinkingDelta) and not in_answer
-        ):
-            index += 1
-        in_answer = not isinstance(event, UserMessage | ToolCallResult)
         call_id = getattr(event, "call_id", None)
         if isinstance(event, ToolCallStarted) and call_id not in held:
             held[call_id] = wire_update(event, None)  # type: ignore[assignment,index]

@@ -218,6 +218,21 @@ class ToolCallTracker:
         return updates
 
 
+def numbered(events: Iterable[AgentEvent]) -> Iterator[tuple[AgentEvent, int]]:
+    """Each stored event with the index of the message it belongs to (-1 before the
+    first): a prompt is one user message; an answer's text and thinking form one agent
+    message until a prompt or a tool result follows."""
+    index = -1
+    in_answer = False
+    for event in events:
+        if isinstance(event, UserMessage) or (
+            isinstance(event, TextDelta | ThinkingDelta) and not in_answer
+        ):
+            index += 1
+        in_answer = not isinstance(event, UserMessage | ToolCallResult)
+        yield event, index
+
+
 def replay_updates(
     events: Iterable[AgentEvent], session_id: str = ""
 ) -> Iterator[tuple[Update, dict[str, Any] | None]]:
@@ -229,15 +244,8 @@ def replay_updates(
     text and thinking form one agent message until a prompt or a tool result follows."""
     tracker = ToolCallTracker()
     plans = PlanTracker()
-    index = -1
-    in_answer = False
-    for event in events:
+    for event, index in numbered(events):
         tracker.see(event)
-        if isinstance(event, UserMessage) or (
-            isinstance(event, TextDelta | ThinkingDelta) and not in_answer
-        ):
-            index += 1
-        in_answer = not isinstance(event, UserMessage | ToolCallResult)
         update = to_update(event)
         if update is not None:
             message_id = stored_message_id(session_id, index) if index >= 0 else None
