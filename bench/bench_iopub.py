@@ -145,7 +145,10 @@ def measure(harness: KernelHarness, prompt: str, text: str, trace: Path) -> dict
     }
 
 
-def run() -> list[dict]:
+def run(
+    names: tuple[str, ...] = tuple(a[0] for a in ANSWERS), clients: tuple[str, ...] = CLIENTS
+) -> list[dict]:
+    answers = [a for a in ANSWERS if a[0] in names]
     texts = {n: one_line(size) if line else answer(size) for n, size, _r, line in ANSWERS}
     delays = {
         n: len(texts[n].encode()) / rate / len(chunks(texts[n])) for n, _s, rate, _l in ANSWERS
@@ -167,20 +170,20 @@ def run() -> list[dict]:
                     }
                 ],
             }
-            for name, *_ in ANSWERS
-            for client in CLIENTS
+            for name, *_ in answers
+            for client in clients
         ]
         work = root / "work"
         work.mkdir()
         script = root / "bench.json"
         script.write_text(json.dumps({"name": "bench-iopub", "exchanges": exchanges}))
-        for client in CLIENTS:
+        for client in clients:
             harness = scripted_kernel(root / client, Path(os.path.realpath(work)), script)
             try:
                 deltas = client == "extension"
                 if deltas:
                     harness.open_comm(STATUS_TARGET, {"renders": [DELTA_MIME]})
-                for name, *_ in ANSWERS:
+                for name, *_ in answers:
                     trace = traces[client, name]
                     row = measure(harness, f"{client} {name}.", texts[name], trace)
                     latency = row["lag"] <= LAG_TARGET if deltas else row["stall"] <= STALL_TARGET
@@ -209,8 +212,14 @@ def report(rows: list[dict]) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.parse_args()
-    rows = run()
+    names = [a[0] for a in ANSWERS]
+    parser.add_argument("--answer", action="append", choices=names, help="only these answers")
+    parser.add_argument("--client", action="append", choices=CLIENTS, help="only these clients")
+    parser.add_argument("--repeat", type=int, default=1, help="run it N times (noisy machines)")
+    args = parser.parse_args()
+    rows = []
+    for _ in range(args.repeat):
+        rows += run(tuple(args.answer or names), tuple(args.client or CLIENTS))
     print("IOPub of a streamed answer (text displays; chunk lag and stalls as received)")
     report(rows)
     return 0 if all(r["ok"] for r in rows) else 1

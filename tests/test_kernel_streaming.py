@@ -147,3 +147,45 @@ def test_tokens_reach_the_status_comm_after_each_model_call(kernel: KernelHarnes
     # The first model call's tokens are on the status comm while the turn still runs.
     assert {"input_tokens": 100, "output_tokens": 10}.items() <= mid_turn[0].items()
     assert any(i["turns"] and i["turns"][0]["msgId"] == result.msg_id for i in infos)
+
+
+def _final_text_update(result: CellResult) -> dict:
+    last = result.text_ids()[-1]
+    return [
+        m
+        for m in result.of_type("display_data", "update_display_data")
+        if m["content"]["transient"]["display_id"] == last
+    ][-1]
+
+
+def test_with_the_extension_the_session_info_comes_over_the_comm_alone(
+    kernel: KernelHarness,
+) -> None:
+    """Without the extension the answer's final update carries the session info in its
+    metadata; with it, that update has none (its bytes pay for updates), and the status
+    comm says the same as the turn ends, the last turn's tokens included."""
+    from iac_kernel.kernel.session_info import SESSION_MIME
+
+    plain = kernel.execute("plain: read the notes")
+    shown = _final_text_update(plain)["content"]["metadata"][SESSION_MIME]
+    comm_id = kernel.open_comm(STATUS_TARGET, {"renders": [DELTA_MIME]})
+    try:
+        live = kernel.execute("live: read the notes")
+    finally:
+        kernel.kc.shell_channel.send(
+            kernel.kc.session.msg("comm_close", {"comm_id": comm_id, "data": {}})
+        )
+    assert live.status == "ok" and live.answer() == plain.answer()
+    assert _final_text_update(live)["content"]["metadata"] == {}
+    infos = [
+        m["content"]["data"]["info"]
+        for m in live.of_type("comm_msg")
+        if m["content"]["comm_id"] == comm_id and m["content"]["data"].get("type") == "session_info"
+    ]
+    ended = infos[-1]
+    assert ended["busy"] is False and ended["turns"] == []
+    for key in ("version", "sessionId", "model", "provider", "mode", "title", "cwd"):
+        assert ended[key] == shown[key], key
+    assert ended["turnUsage"] == shown["turnUsage"]  # the same script, the same tokens
+    total = shown["usage"]["total_tokens"] + ended["turnUsage"]["total_tokens"]
+    assert ended["usage"]["total_tokens"] == total

@@ -19,16 +19,24 @@ RATIO = 0.9
 PER_SECOND = 5400
 #: With deltas the text travels twice (deltas, final): the third share pays messages.
 LIVE_RATIO = 2.0
-#: With deltas, bytes a second of streaming the updates may spend (the target is 6,000
-#: with at least one second counted: the rest is margin).
+#: With deltas, bytes a second of streaming the updates may spend after the first second
+#: (the target is 6,000: the rest is margin for the clocks, a late first message shortens
+#: the seconds a client counts).
 LIVE_PER_SECOND = 5900
-#: With deltas, the first update's content besides its envelope (the budget pays it at
-#: once, with the final's reserve; the time share then ramps to LIVE_PER_SECOND at one
-#: second, see ByteBudget.ramp, so it never exceeds ``LIVE_PER_SECOND * max(t, 1)``).
-FIRST_DELTA = 250
-#: Bytes kept back for a final update's content besides its text (display id, metadata:
-#: the session info on the turn's last display is about 460).
-FINAL_RESERVE = 600
+#: With deltas, bytes the updates may spend by the end of the first second: the target is
+#: 6,000 for any turn up to a second, however its seconds are counted.
+LIVE_FIRST_SECOND = 6000
+#: With deltas, the first update's content besides its text (a delta with offset 0 and
+#: the display id: about 160 bytes in ``json.dumps``' default form). The budget pays it at
+#: once, with the envelope and FINAL_BASE of the final update; the time share then ramps
+#: to LIVE_FIRST_SECOND at one second (see ByteBudget.ramp), so it never exceeds
+#: ``max(LIVE_FIRST_SECOND, LIVE_PER_SECOND * t)``.
+FIRST_DELTA = 170
+#: With deltas, the content of a text display's final update besides its text (the
+#: Markdown key, the display id: about 105 bytes; the text's JSON escapes come on top, and
+#: each update keeps back the exact figure, see display.TextStream). Without the extension
+#: the session info rides on the final update too: its bytes are charged when it is sent.
+FINAL_BASE = 110
 
 
 class ByteBudget:
@@ -36,14 +44,25 @@ class ByteBudget:
 
     @classmethod
     def live(
-        cls, clock: Callable[[], float] = time.monotonic, envelope: int = ENVELOPE
+        cls,
+        clock: Callable[[], float] = time.monotonic,
+        envelope: int = ENVELOPE,
+        first: int = FIRST_DELTA + FINAL_BASE,
     ) -> ByteBudget:
         """The budget of a turn streamed as deltas: at most the target (3x the text, 6 KB
-        a second, one second at least) less the final update's text and a margin, at any
-        moment; each update is charged its real size."""
+        a second, one second at least) less the final update's text, at any moment; each
+        update is charged its real size. ``first``: the content of the first update and
+        of the final one besides their text (the kernel measures them as it packs)."""
         # At once: the first update (envelope and a short delta) and the final's reserve.
-        allowance = 2 * envelope + FIRST_DELTA + FINAL_RESERVE
-        return cls(allowance, LIVE_RATIO, per_second=LIVE_PER_SECOND, clock=clock, ramp=1.0)
+        allowance = 2 * envelope + first
+        return cls(
+            allowance,
+            LIVE_RATIO,
+            per_second=LIVE_PER_SECOND,
+            clock=clock,
+            ramp=1.0,
+            ceiling=LIVE_FIRST_SECOND,
+        )
 
     def __init__(
         self,
@@ -53,20 +72,29 @@ class ByteBudget:
         per_second: float = PER_SECOND,
         clock: Callable[[], float] = time.monotonic,
         ramp: float = 0.0,
+        ceiling: float | None = None,
     ):
         self.allowance = allowance
         self.ratio = ratio
         self.per_second = per_second
         self.clock = clock
-        #: With a ramp, the time share goes from ``allowance`` at the first text to
-        #: ``per_second * ramp`` at ``ramp`` seconds (then ``per_second`` a second), so it
-        #: never exceeds ``per_second * max(t, ramp)``; without, it is ``allowance +
-        #: per_second * t``.
+        #: With a ramp, the time share goes evenly from ``allowance`` at the first text to
+        #: ``ceiling`` (``per_second * ramp`` unless given) at ``ramp`` seconds, then is
+        #: the larger of that and ``per_second * t``: it never exceeds ``max(ceiling,
+        #: per_second * t)`` and never runs ahead of the time to come (no stall); without
+        #: a ramp it is ``allowance + per_second * t``.
         self.ramp = ramp
+        self.ceiling = ceiling if ceiling is not None else per_second * ramp
         #: When the turn's first text came (the per-second share counts from there).
         self.started: float | None = None
         self.shown = 0
         self.spent = 0
+
+    def open(self, allowance: int) -> None:
+        """Before the first text: what the time share pays at once (with deltas, the
+        first display's first update and its final one's reserve, measured as sent)."""
+        if self.started is None:
+            self.allowance = allowance
 
     def grow(self, text: str) -> None:
         if self.started is None and text:
@@ -83,8 +111,8 @@ class ByteBudget:
         if self.ramp <= 0:
             return self.allowance + self.per_second * t
         if t >= self.ramp:
-            return self.per_second * t
-        return self.allowance + (self.per_second * self.ramp - self.allowance) * t / self.ramp
+            return max(self.ceiling, self.per_second * t)
+        return self.allowance + (self.ceiling - self.allowance) * t / self.ramp
 
     def affords(self, cost: int) -> bool:
         return cost <= self.room()
@@ -94,11 +122,16 @@ class ByteBudget:
         short = cost - self.room()
         if short <= 0:
             return 0.0
-        rate = self.per_second
-        t = 0.0 if self.started is None else self.clock() - self.started
-        if 0 < self.ramp and t < self.ramp:  # slower on the ramp: wait for the slower rate
-            rate = max(self.per_second - self.allowance / self.ramp, 1.0)
-        return short / rate
+        t = 0.0 if self.started is None else max(self.clock() - self.started, 0.0)
+        return max(self.time_of(self.timed() + short) - t, 0.0)
+
+    def time_of(self, share: float) -> float:
+        """Seconds from the first text when the time share reaches ``share``."""
+        if self.ramp <= 0:
+            return (share - self.allowance) / self.per_second
+        if share <= self.ceiling and self.ceiling > self.allowance:
+            return self.ramp * max(share - self.allowance, 0.0) / (self.ceiling - self.allowance)
+        return max(self.ramp, share / self.per_second)
 
     def spend(self, cost: int) -> None:
         self.spent += cost

@@ -111,6 +111,7 @@ class ConsoleMixin:
     tool_cards: dict[str, Any]
     cell_history: Any
     running: Any
+    last_turn: tuple[str, Usage] | None
 
     def session_info(self) -> dict[str, Any]:
         """What the status bar shows (see :mod:`~iac_kernel.kernel.status`)."""
@@ -130,6 +131,10 @@ class ConsoleMixin:
             total.add(self.state.current.usage)
             total.add(turn)
             info["usage"], info["turnUsage"] = total.to_dict(), turn.to_dict()
+        elif not running and self.last_turn and self.last_turn[0] == info.get("sessionId"):
+            # The last turn's usage, as the metadata of its answer carries it without the
+            # extension (with it, this is where the status bar reads it: kernel/turn.py).
+            info["turnUsage"] = self.last_turn[1].to_dict()
         return info
 
     def call_outcome(self, call_id: str, session_id: str) -> dict[str, Any]:

@@ -46,14 +46,13 @@ from __future__ import annotations
 
 import asyncio
 import html
-import json
 import re
 import time
 import uuid
 from collections.abc import Callable
 from typing import Any, Literal, Protocol
 
-from iac_kernel.kernel.budget import FINAL_RESERVE, ByteBudget
+from iac_kernel.kernel.budget import ByteBudget
 from iac_kernel.kernel.publish import ENVELOPE, Publisher
 
 #: Seconds between two updates of the open display without deltas (at the least): each
@@ -93,12 +92,6 @@ def delta_bundle(kind: Kind, offset: int, text: str) -> dict[str, Any]:
     if kind != "text":
         delta["kind"] = kind
     return {DELTA_MIME: delta}
-
-
-def content_bytes(data: dict[str, Any], display_id: str, metadata: dict[str, Any]) -> int:
-    """Bytes of a display message's content as the kernel's session packs it."""
-    content = {"data": data, "metadata": metadata, "transient": {"display_id": display_id}}
-    return len(json.dumps(content, ensure_ascii=False).encode())
 
 
 def render(kind: Kind, text: str, *, streaming: bool, with_plain: bool = True) -> dict[str, Any]:
@@ -191,6 +184,8 @@ class TextStream:
         self._sent = ""
         self._last_sent = float("-inf")
         self._pending: Handle | None = None
+        #: Whether ``_pending`` waits for the budget (not for LIVE_LAG or the interval).
+        self._for_budget = False
         self._closed = False
 
     @property
@@ -201,6 +196,8 @@ class TextStream:
     def add(self, delta: str) -> None:
         if self._closed or not delta:
             return
+        if self.deltas and self.budget.started is None:
+            self._open_budget()
         self.text += delta
         self.budget.grow(delta)
         self._maybe_send()
@@ -219,7 +216,11 @@ class TextStream:
 
     def _maybe_send(self) -> None:
         if self._pending is not None:
-            return  # a send is scheduled; it will carry this delta
+            if not (self.deltas and self._for_budget):
+                return  # a send is scheduled; it will carry this delta
+            # An update waits for the budget: this text pays for some of it, so it may go
+            # now (with this text: the next update's wait then starts after it).
+            self._cancel_pending()
         if self.deltas:
             # The text waiting now is the oldest unsent: it goes out LIVE_LAG from now at
             # the latest, at once when nothing was sent for that long.
@@ -249,25 +250,44 @@ class TextStream:
             return
         bundle = delta_bundle(self.kind, len(self._sent), new)
         envelope = self.out.envelope("update_display_data")
-        cost = content_bytes(bundle, self._display_id or self._next_id(), {}) + envelope
-        # Room is kept for the final update's message (its text is not charged).
-        if self._wait_for_budget(cost + envelope + FINAL_RESERVE):
+        cost = self.out.display_size(bundle, self._display_id or self._next_id()) + envelope
+        # Room is kept for the final update (all of it but its text, which is not charged).
+        if self._wait_for_budget(cost + self._final_cost()):
             return
         self.budget.spend(cost)
         self._send(bundle)
         self._sent = self.text
 
+    def _open_budget(self) -> None:
+        """The turn's first text: the budget pays at once for this display's first update
+        and its final one's reserve (as the publisher packs them; thinking's are larger)."""
+        first = self.out.display_size(delta_bundle(self.kind, 0, ""), self._next_id())
+        final = render(self.kind, "", streaming=False, with_plain=False)
+        size = first + self.out.display_size(final, self._next_id())
+        self.budget.open(size + 2 * self.out.envelope("update_display_data"))
+
+    def _final_cost(self) -> int:
+        """Bytes the open display's final update will cost besides its text's own bytes:
+        its envelope and its content with the text's JSON escapes (no metadata: with the
+        extension the session info comes over the status comm, see turn.TurnView.finish)."""
+        bundle = render(self.kind, self.text, streaming=False, with_plain=False)
+        size = self.out.display_size(bundle, self._display_id or self._next_id())
+        return size - len(self.text.encode()) + self.out.envelope("update_display_data")
+
     def _wait_for_budget(self, cost: int) -> bool:
-        """When the budget cannot pay ``cost`` yet, retry once time has paid for it (at
-        most :data:`BUDGET_POLL` later: new text pays too)."""
+        """When the budget cannot pay ``cost`` yet, retry once time has paid for it (with
+        deltas, new text tries again at once, see :meth:`_maybe_send`; without, at most
+        :data:`BUDGET_POLL` later: new text pays too)."""
         wait = self.budget.wait_for(cost)
         if wait <= 0:
             return False
-        self._pending = self._later(min(wait, BUDGET_POLL), self._on_timer)
+        self._pending = self._later(wait if self.deltas else min(wait, BUDGET_POLL), self._on_timer)
+        self._for_budget = True
         return True
 
     def _on_timer(self) -> None:
         self._pending = None
+        self._for_budget = False
         if not self._closed:
             self._maybe_send()
 
@@ -292,7 +312,7 @@ class TextStream:
         self.out.display(bundle, self._display_id, update=update, metadata=metadata)
         if self.deltas:  # all but the text of the final form, as sent
             msg_type = "update_display_data" if update else "display_data"
-            size = content_bytes(bundle, self._display_id, metadata or {})
+            size = self.out.display_size(bundle, self._display_id, metadata)
             self.budget.spend(size - len(text.encode()) + self.out.envelope(msg_type))
         else:
             self.budget.spend(MESSAGE_OVERHEAD)  # the text of a final form is not charged
@@ -323,6 +343,7 @@ class TextStream:
         if self._pending is not None:
             self._pending.cancel()
             self._pending = None
+        self._for_budget = False
 
     def _later(self, delay: float, callback: Callable[[], None]) -> Handle:
         if self._schedule is not None:

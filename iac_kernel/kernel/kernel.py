@@ -68,6 +68,7 @@ from iac_kernel.kernel.session_info import metadata as session_metadata
 from iac_kernel.kernel.state import KernelState, SessionError
 from iac_kernel.kernel.status import StatusChannel
 from iac_kernel.kernel.turn import TurnView
+from iac_kernel.kernel.wire import use_compact_json
 
 CANCELLED_NOTE = (
     "The turn was interrupted. What the agent said and did until then is kept in the "
@@ -86,12 +87,15 @@ class IacKernel(KernelInfoMixin, ConsoleMixin, IPythonKernel):
 
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
+        use_compact_json(self.session)  # about 30 bytes less per message (kernel/wire.py)
         self._count = 0
         #: Bad IAC_KERNEL_* variables (defaults used): the first cell and every ``%config``
         #: listing show them on stderr.
         self.startup_problems: list[str] = []
         self._problems_shown: int | None = None  # the cell that showed them
         self.cell_history = CellHistory()
+        #: The session and usage of the last turn that ended (the status comm's turnUsage).
+        self.last_turn: tuple[str, Usage] | None = None
         self.state = KernelState(
             Settings.from_env(problems=self.startup_problems),
             os.getcwd(),
@@ -156,7 +160,7 @@ class IacKernel(KernelInfoMixin, ConsoleMixin, IPythonKernel):
     ) -> dict[str, Any]:
         parent = self.get_parent("shell")
         ident = self._get_shell_context_var(self._shell_parent_ident)
-        out = Publisher(iopub_sender(self, parent), iopub_envelope(self, parent))
+        out = Publisher(iopub_sender(self, parent), iopub_envelope(self, parent), self.session.pack)
         if not silent:
             if store_history:
                 self.cell_history.store(self.execution_count, code)
@@ -313,6 +317,7 @@ class IacKernel(KernelInfoMixin, ConsoleMixin, IPythonKernel):
                 prompt = f"{prompt}\n\n{parameters.block(self.state.parameters)}"
                 self.state.parameters_unsent = False
             ended = await session.prompt([{"type": "text", "text": prompt}], view.emit, ui.ask)
+            self.last_turn = (session.session_id, ended.usage)
         except (SessionBusyError, SessionClosedError) as exc:
             view.finish(TurnEnded("end_turn", Usage()))
             raise SessionError(str(exc)) from None
@@ -322,6 +327,7 @@ class IacKernel(KernelInfoMixin, ConsoleMixin, IPythonKernel):
                 raise
             # The turn's task was cancelled before it could start: nothing ran.
             ended = TurnEnded("cancelled", Usage())
+            self.last_turn = (session.session_id, ended.usage)
         finally:
             self.running.discard(running)
             self.status.push()

@@ -11,6 +11,7 @@ notebook's folder, its checkout and the home directory are written as ``.``, ``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +24,8 @@ Send = Callable[[str, dict[str, Any]], None]
 Envelope = Callable[[str], int]
 #: The envelope assumed when the sender cannot tell (a typical kernel's messages).
 ENVELOPE = 700
+#: ``pack(content)``: a message part as the sender's session packs it.
+Pack = Callable[[Any], bytes]
 
 RED = "\x1b[0;31m"
 RESET = "\x1b[0m"
@@ -31,13 +34,28 @@ RESET = "\x1b[0m"
 class Publisher:
     """Sends display, stream and error messages for one cell."""
 
-    def __init__(self, send: Send, envelope: Envelope | None = None):
+    def __init__(self, send: Send, envelope: Envelope | None = None, pack: Pack | None = None):
         self._send = send
         self._envelope = envelope
+        self._pack = pack
 
     def envelope(self, msg_type: str) -> int:
         """Bytes a ``msg_type`` message costs on IOPub besides its content."""
         return self._envelope(msg_type) if self._envelope is not None else ENVELOPE
+
+    def display_size(
+        self, data: dict[str, Any], display_id: str, metadata: dict[str, Any] | None = None
+    ) -> int:
+        """Bytes of the content of :meth:`display` ``(data, display_id, metadata)`` as
+        packed (``json.dumps``' default form when the sender did not say how it packs)."""
+        content = {
+            "data": sanitize(data),
+            "metadata": sanitize(metadata or {}),
+            "transient": {"display_id": display_id},
+        }
+        if self._pack is not None:
+            return len(self._pack(content))
+        return len(json.dumps(content, ensure_ascii=False).encode())
 
     def display(
         self,

@@ -18,6 +18,7 @@ from typing import Any
 
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import KernelManager
+from jupyter_client.session import DELIM
 
 from iac_kernel.kernel.cards import CARD_MIME
 from iac_kernel.kernel.install import KERNEL_NAME, write_spec
@@ -126,6 +127,7 @@ class KernelHarness:
         env = {k: v for k, v in env.items() if v is not None}
         self.km.start_kernel(env=env, cwd=str(self.cwd))
         self.kc = self.km.client()
+        measure_frames(self.kc.session)
         self.kc.start_channels()
         self.kc.wait_for_ready(timeout=60)
         return self
@@ -233,11 +235,34 @@ class KernelHarness:
         self.km.interrupt_kernel()
 
 
+#: Where :func:`measure_frames` puts the bytes a received message's frames took.
+WIRE_SIZE = "iac_wire_size"
+
+
+def measure_frames(session: Any) -> None:
+    """Make ``session`` note on each message it receives the bytes its frames took (the
+    delimiter, signature, headers, metadata, content and buffers, as the kernel packed
+    and signed them) under :data:`WIRE_SIZE`."""
+    deserialize = session.deserialize
+
+    def measured(msg_list: list[Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+        message = deserialize(msg_list, *args, **kwargs)
+        frames = [f.bytes if hasattr(f, "bytes") else f for f in msg_list]
+        message[WIRE_SIZE] = len(DELIM) + sum(len(f) for f in frames)
+        return message
+
+    session.deserialize = measured
+
+
 def wire_bytes(session: Any, message: dict[str, Any]) -> int:
-    """Bytes ``message`` took on IOPub: its frames as the kernel signs and sends them,
-    plus the topic frame (``kernel.<uuid>.<msg_type>``)."""
+    """Bytes ``message`` took on IOPub: its frames as the kernel signed and sent them (as
+    received, see :func:`measure_frames`; else packed again by ``session``), plus the
+    topic frame (``kernel.<uuid>.<msg_type>``)."""
+    topic = len("kernel.") + 36 + 1 + len(message["msg_type"])
+    if WIRE_SIZE in message:
+        return message[WIRE_SIZE] + topic
     frames = session.serialize(message)
-    return sum(len(f) for f in frames) + len("kernel.") + 36 + 1 + len(message["msg_type"])
+    return sum(len(f) for f in frames) + topic
 
 
 def button_comm_id(message: dict[str, Any], description: str) -> str | None:

@@ -38,7 +38,14 @@ from iac_kernel.events import (
 from iac_kernel.kernel import checklist, footer, plan_card
 from iac_kernel.kernel.call_displays import CallDisplays
 from iac_kernel.kernel.cards import ToolCard
-from iac_kernel.kernel.display import EMPTY_ANSWER, ByteBudget, Handle, Kind, Schedule, TextStream
+from iac_kernel.kernel.display import (
+    EMPTY_ANSWER,
+    ByteBudget,
+    Handle,
+    Kind,
+    Schedule,
+    TextStream,
+)
 from iac_kernel.kernel.publish import Publisher
 
 #: Seconds between two updates of a running card's live output.
@@ -76,7 +83,8 @@ class TurnView:
     ):
         self.out = out
         self.session_id = session_id
-        #: Metadata for the last text display of the turn (the kernel adds the session info).
+        #: Metadata for the last text display of the turn (the kernel adds the session info;
+        #: not with deltas, see :meth:`finish`).
         self.end_metadata = end_metadata or (lambda _ended: {})
         self.clock = clock
         self._schedule = schedule
@@ -169,7 +177,11 @@ class TurnView:
             self._show(card)
 
     def finish(self, ended: TurnEnded, metadata: dict[str, Any] | None = None) -> None:
-        """Close the open stretch (``metadata`` rides on it) and add the stop note, once."""
+        """Close the open stretch (``metadata`` rides on it) and add the stop note, once.
+
+        With deltas the metadata (the session info) is left out: the extension that
+        asked for deltas gets the same info over its status comm as the turn ends
+        (:mod:`~iac_kernel.kernel.status`), and the bytes it saves pay for updates."""
         if self.ended is not None:
             return
         self.ended = ended
@@ -177,7 +189,7 @@ class TurnView:
             timer.cancel()
         self._card_timers.clear()
         if self._open is not None:
-            self._close(metadata)
+            self._close(None if self.deltas else metadata)
         elif self.failed:
             self.out.markdown(FAILED_NOTE)
         elif not self.text and not self.cards and ended.stop_reason != "cancelled":
