@@ -2,7 +2,8 @@
 JupyterLab's status bar item and Notebook 7's toolbar item say idle, running while the
 model writes, and waiting for you while a question waits (the page title then carries a
 marker); the question takes the focus when it arrives, is announced in an aria-live
-region and is answered with the `r` key; then idle again.
+region and is answered with the `r` key; then idle again. The tokens of the last turn
+are there after the turn and after a reload (the status comm says them).
 
 Waits are for conditions on the page, never a sleep followed by an assertion.
 """
@@ -51,6 +52,9 @@ def test_status_says_running_waiting_and_idle(tmp_path: Path, page, app: str) ->
             expect(item.locator(".iac-status-state")).to_have_text("running")
             expect(item).to_have_attribute("data-state", "idle")
             expect(item.locator(".iac-status-tokens")).to_contain_text("tokens")
+            # The turn's tokens come over the status comm (the streamed answer's final
+            # update carries no session info for a page that renders deltas).
+            expect(item).to_have_attribute("title", re.compile(r"Tokens \(last turn\): [1-9]"))
 
             run_prompt(page, "Please release the lock", cell=1)
             expect(item).to_have_attribute("data-state", "waiting")
@@ -73,6 +77,11 @@ def test_status_says_running_waiting_and_idle(tmp_path: Path, page, app: str) ->
             )
             expect(item).to_have_attribute("data-state", "idle")
             expect(page).not_to_have_title(re.compile(r"waiting"))
+            # A reloaded page reads the same from the kernel, the last turn's tokens too.
+            page.reload()
+            wait_kernel_idle(page)
+            expect(item).to_have_attribute("data-state", "idle")
+            expect(item).to_have_attribute("title", re.compile(r"Tokens \(last turn\): [1-9]"))
         except Exception:
             ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / f"browser-status-{app}-failure.png"))

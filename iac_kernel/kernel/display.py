@@ -32,14 +32,19 @@ carries the whole Markdown (no ``text/plain``), for other frontends and the save
 update goes out when the oldest text not yet sent is :data:`LIVE_LAG` old (at once when
 nothing was sent for that long), so the text is never further behind than that and a
 steady model costs about one message per ``LIVE_LAG``; a long stretch is never split.
-Each update is charged what it takes on the wire (its content, and the envelope the
-publisher measured: topic, signature, header, parent header), and the final's reserve is
-kept back, so the turn's text displays stay within the target at whatever moment the turn
-ends (:meth:`ByteBudget.live`). An update is mostly envelope (about 580 of its 730 bytes),
-so the delta is kept small (``{"offset", "text"}``, ``kind`` only for thinking). A slow
-model is paced by the budget, not by ``LIVE_LAG``: about every 0.12 s after the first
-second, every 0.17 s in it (the final update's ~1.2 KB, envelope and session metadata,
-must fit in the first second's 6 KB too).
+Each update is charged what it takes on the wire (its content as the kernel packs it, and
+the envelope the publisher measured: topic, signature, header, parent header), and the
+final update's exact cost besides its text (envelope, display id, the text's JSON
+escapes) is kept back, so the turn's text displays stay within the target at whatever
+moment the turn ends (:meth:`ByteBudget.live`). The final update carries no session
+metadata: the extension gets the session info over its status comm as the turn ends. An
+update is mostly envelope (about 540 of its 720 bytes with the kernel's compact JSON,
+:mod:`~iac_kernel.kernel.wire`), so the delta is kept small (``{"offset", "text"}``,
+``kind`` only for thinking). A slow model is paced by the budget, not by ``LIVE_LAG``:
+the first second's 6 KB, less the first update and the final's reserve (about 1.3 KB),
+is paid evenly over that second, about one update every 0.145 s; after it, about every
+0.12 s. While an update waits for the budget, new text tries again at once (it pays
+twice its bytes).
 """
 
 from __future__ import annotations

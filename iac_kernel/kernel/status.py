@@ -10,7 +10,8 @@ waiting for an answer), ``busy`` and ``turns`` (each running turn's execute_requ
 turn's output into that cell); before the first prompt there is no session yet:
 ``sessionId`` is ``null`` and ``model``/``mode`` are the kernel's defaults. Every
 ``kernel_info_reply`` carries the same info under ``"iac_kernel"`` (clients ask for it at
-start, after a restart and when they reconnect).
+start, after a restart and when they reconnect). ``turnUsage`` is the running turn's so
+far, else the last turn's (what the answer's metadata carries without the extension).
 
 A client that renders some of the kernel's MIME types itself says so when it opens the
 comm: ``{"renders": [MIME, ...]}``. While such a comm is open, turns stream their text as
