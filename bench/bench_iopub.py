@@ -9,19 +9,22 @@ Three models, each seen by two clients:
   display's text) and ``extension`` (a client that opened the status comm saying it renders
   text deltas, as the JupyterLab extension does: updates carry only the new text).
 
-For each it prints the bytes of the turn's text displays (as signed and sent; the cell's
-fixed messages aside: status, execute_input, the status comm's info, the footer), their
+For each it prints the bytes of the turn's text displays (their frames as received, i.e.
+as the kernel packed and signed them; the cell's fixed messages aside: status,
+execute_input, the status comm's info, the footer), their
 excess over 3x the answer per second of streaming, the longest lag (how long a chunk took
 from the model to the client: the scripted model writes when it yielded each chunk to a
 trace file, on the same clock as the arrivals), the same for the chunks written after
 the first second (``after 1 s``: in the first second a slow model's updates are
-paced by that second's 6 KB, which the final update's ~1.2 KB shares), and the longest
+paced by that second's 6 KB, which the first update and the final's ~640 B share), and the longest
 stall (the longest time without a text update while the model writes).
 
 Targets (issue 33): bytes <= 3x the answer + 6 KB a second of streaming; with the
 extension lag <= 150 ms; without it no stall over 1 s. ``check`` marks each row.
 
 Run: ``python bench/bench_iopub.py`` (about two minutes); ``bench/run.py`` runs it too.
+``--answer slow --client extension --repeat 5`` runs only those rows, five times (the
+lags are timings: on a loaded machine, repeat them).
 """
 
 from __future__ import annotations
