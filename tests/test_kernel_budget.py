@@ -24,9 +24,12 @@ def test_the_live_time_share_never_runs_past_the_target() -> None:
     assert shares[0][1] == budget.allowance
     for t, share in shares:
         assert share <= max(LIVE_FIRST_SECOND, LIVE_PER_SECOND * t) + 1e-6, t
-    # Evenly over the first second: it reaches the first second's bytes at one second.
-    steps = [b - a for (_t, a), (_u, b) in itertools.pairwise(shares[:101])]
-    assert max(steps) - min(steps) < 1e-6 and abs(shares[100][1] - LIVE_FIRST_SECOND) < 1e-6
+    # Evenly over the first second and on, with no flat stretch (no update could go out
+    # there): it reaches the first second's bytes where LIVE_PER_SECOND a second does.
+    assert abs(budget.ramp * LIVE_PER_SECOND - LIVE_FIRST_SECOND) < 1e-6
+    steps = [b - a for (_t, a), (_u, b) in itertools.pairwise(shares[:102])]
+    assert max(steps) - min(steps) < 1e-6 and min(steps) > 0
+    assert all(b > a for (_t, a), (_u, b) in itertools.pairwise(shares))
 
 
 def test_wait_for_says_when_time_pays() -> None:

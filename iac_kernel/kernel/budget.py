@@ -29,7 +29,7 @@ LIVE_FIRST_SECOND = 6000
 #: With deltas, the first update's content besides its text (a delta with offset 0 and
 #: the display id: about 160 bytes in ``json.dumps``' default form). The budget pays it at
 #: once, with the envelope and FINAL_BASE of the final update; the time share then ramps
-#: to LIVE_FIRST_SECOND at one second (see ByteBudget.ramp), so it never exceeds
+#: to LIVE_FIRST_SECOND at about 1.02 s (see ByteBudget.ramp), so it never exceeds
 #: ``max(LIVE_FIRST_SECOND, LIVE_PER_SECOND * t)``.
 FIRST_DELTA = 170
 #: With deltas, the content of a text display's final update besides its text (the
@@ -60,7 +60,9 @@ class ByteBudget:
             LIVE_RATIO,
             per_second=LIVE_PER_SECOND,
             clock=clock,
-            ramp=1.0,
+            # Evenly up to where LIVE_PER_SECOND a second reaches the first second's bytes
+            # (just after one second): no flat stretch where no update could go out.
+            ramp=LIVE_FIRST_SECOND / LIVE_PER_SECOND,
             ceiling=LIVE_FIRST_SECOND,
         )
 

@@ -3,7 +3,8 @@
 The kernel puts it under ``metadata["application/vnd.iac-kernel.session+json"]`` of every
 magic's output and of the answer display's final update (not when the turn streams deltas
 for the extension, which gets it over its status comm: ``kernel/status.py``), so other
-frontends never show it. Shape (camelCase keys; usage counts in snake_case as :class:`Usage` writes them)::
+frontends never show it. Shape (camelCase keys; usage counts in snake_case as
+:class:`Usage` writes them)::
 
     {"version": 1, "sessionId": str, "model": str, "mode": str, "title": str | null,
      "cwd": str, "usage": {input_tokens, output_tokens, cache_read_tokens,
