@@ -17,16 +17,21 @@ import asyncio
 import json
 import os
 import random
+import shutil
 import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
 
 from acp import spawn_agent_process
+from acp_stream import node_load, raw_load, writer_command
 from bench_acp import Counter
 from common import acp_command, main_runs_mb, median
 
 from iac_kernel.sessions.store import SessionStore, now_iso
+
+NODE_SCRIPT = Path(__file__).with_name("acp_load_node.mjs")
+NODE_SDK = Path(__file__).parent.parent / "tests/node/node_modules/@agentclientprotocol/sdk"
 
 TOOLS = ("read_file", "bash", "grep", "list_files", "terraform_plan", "write_file")
 #: What an editor that passes its own environment may give the agent: secret-named
@@ -134,40 +139,78 @@ async def load_once(
 
 
 def run(runs: int, megabytes: int = 50) -> dict[str, list[float]]:
-    """Client-side load figures and floors (seconds), interleaved; the size and updates."""
+    """Client-side load figures and floors (seconds), interleaved; the size and updates.
+
+    Clients: the Python SDK's (``py``), the TypeScript SDK's (``node``, when node and
+    ``tests/node/node_modules`` are there) and a raw one that only ``json.loads`` each
+    line (``raw``); ``... floor`` rows are the SDK clients reading the same stream from
+    a process that only writes it (:mod:`acp_stream`)."""
     figures: dict[str, list[float]] = defaultdict(list)
+    node = NODE_SCRIPT if shutil.which("node") and NODE_SDK.is_dir() else None
     with tempfile.TemporaryDirectory(prefix="bench-acp-load-") as tmp:
         root = Path(tmp)
         cwd = root.resolve() / "workspace"
         cwd.mkdir()
         sid, path = build(SessionStore(root / "sessions"), str(cwd), megabytes)
+        env = {"IAC_KERNEL_SESSIONS_DIR": str(root / "sessions")}
+        stream = root / "stream.jsonl"
+        raw_load(acp_command(), env, str(cwd), sid, save=stream)
+        writer = writer_command(stream)
         for _ in range(runs):  # interleaved: all see the same machine load
             wall, cpu = floor(path)
             figures["floor s"].append(wall)
             figures["floor cpu"].append(cpu)
-            for name, secrets in (("load", False), ("secrets", True)):
-                once = asyncio.run(load_once(root, sid, str(cwd), acp_command(), secrets))
-                for key, value in once.items():
+            rows = {
+                "py": lambda: asyncio.run(load_once(root, sid, str(cwd), acp_command())),
+                "py secrets": lambda: asyncio.run(
+                    load_once(root, sid, str(cwd), acp_command(), True)
+                ),
+                "py floor": lambda: asyncio.run(load_once(root, sid, str(cwd), writer)),
+                "raw": lambda: raw_load(acp_command(), env, str(cwd), sid),
+            }
+            if node is not None:
+                rows["node"] = lambda: node_load(node, acp_command(), env, str(cwd), sid)
+                rows["node secrets"] = lambda: node_load(
+                    node, acp_command(), {**env, **SECRETS}, str(cwd), sid
+                )
+                rows["node floor"] = lambda: node_load(node, writer, env, str(cwd), sid)
+            for name, once in rows.items():
+                for key, value in once().items():
                     figures[f"{name} {key}"].append(value)
         figures["size"] = [float(path.stat().st_size)]
+        figures["stream"] = [float(stream.stat().st_size)]
     return figures
 
 
 def report(f: dict[str, list[float]]) -> None:
     base, base_cpu = median(f["floor s"]), median(f["floor cpu"])
     print(
-        f"session/load over ACP ({f['size'][0] / 1e6:.0f} MB, {f['load updates'][0]:.0f} updates)"
+        f"session/load over ACP ({f['size'][0] / 1e6:.0f} MB log, {f['py updates'][0]:.0f} "
+        f"updates, {f['stream'][0] / 1e6:.0f} MB stream); load average "
+        f"{os.getloadavg()[0]:.1f}"
     )
     print(f"  json.loads of its lines {base * 1000:.0f} ms ({base_cpu * 1000:.0f} ms CPU)")
-    for name, label in (("load", "client-side load"), ("secrets", f"with {len(SECRETS)} secrets")):
+    labels = {
+        "py": "Python SDK client",
+        "py secrets": f"  with {len(SECRETS)} secrets",
+        "py floor": "  its floor (writer)",
+        "node": "TypeScript SDK",
+        "node secrets": f"  with {len(SECRETS)} secrets",
+        "node floor": "  its floor (writer)",
+        "raw": "raw json.loads client",
+    }
+    for name, label in labels.items():
+        if f"{name} s" not in f:
+            continue
         ours = median(f[f"{name} s"])
         client, agent = median(f[f"{name} client cpu"]), median(f[f"{name} agent cpu"])
+        spread = f"{min(f[f'{name} s']) / base:.1f}-{max(f[f'{name} s']) / base:.1f}x"
         print(
-            f"  {label:18s} {ours * 1000:6.0f} ms  {ours / base:5.2f}x  target <= 3x;  CPU: "
+            f"  {label:24s} {ours * 1000:6.0f} ms {ours / base:5.2f}x ({spread}); CPU: "
             f"client {client / base_cpu:.2f}x, agent {agent / base_cpu:.2f}x"
         )
-    start = median(f["load start s"])
-    print(f"  (before the load, not counted: the agent's start-up {start * 1000:.0f} ms)")
+    start = median(f["py start s"])
+    print(f"  target <= 3x; before the load, not counted: start-up {start * 1000:.0f} ms")
 
 
 def main() -> None:
