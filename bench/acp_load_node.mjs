@@ -2,7 +2,8 @@
 // (@agentclientprotocol/sdk, installed under tests/node: `npm ci --prefix tests/node`).
 //
 // Run by bench/acp_load.py:  node acp_load_node.mjs CONFIG_JSON
-// CONFIG_JSON: {"command": [...], "env": {...}, "cwd": "/abs/workspace", "sessionId": "..."}
+// CONFIG_JSON: {"command": [...], "env": {the agent's whole environment}, "cwd": "/abs/workspace",
+//               "sessionId": "..."}
 //
 // Spawns the agent over stdio, initializes, lists sessions (answered once the agent has
 // started: timed apart), then times session/load until its answer arrived with every
@@ -36,7 +37,7 @@ function ownCpu() {
 }
 
 const child = spawn(config.command[0], config.command.slice(1), {
-  env: { ...process.env, ...config.env },
+  env: config.env, // the agent's whole environment
   stdio: ["pipe", "pipe", "inherit"],
 });
 let updates = 0;

@@ -53,10 +53,9 @@ def raw_load(
     cmd: list[str], env: dict[str, str], cwd: str, sid: str, save: Path | None = None
 ) -> dict[str, float]:
     """The load timed from a client that only reads and ``json.loads`` the lines (the
-    update lines saved to ``save``): the same figures as the SDK clients give."""
-    proc = subprocess.Popen(
-        cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={**os.environ, **env}
-    )
+    update lines saved to ``save``): the same figures as the SDK clients give. ``env``
+    is the agent's whole environment."""
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
     assert proc.stdin is not None and proc.stdout is not None
 
     def ask(rid: int, method: str, params: dict) -> list[bytes]:
