@@ -8,6 +8,7 @@ Layout under the store root (``~/.iac-code/sessions`` by default; folders 0700, 
     <id>.json    metadata, rewritten atomically when a field other than the counters changes
     <id>.lock    who writes the session (see :mod:`iac_kernel.sessions.locks`)
     index/       per-folder listing index, kept current on every write (see ``index.py``)
+    mask.key     the key of the masking marks' fingerprints (see ``mask_key.py``)
 
 Every record is appended whole or not at all (a failed write is truncated back) and
 fsynced: each message when it completes, each tool result the moment its call finishes.
