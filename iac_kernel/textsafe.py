@@ -38,8 +38,8 @@ def _show(match: re.Match[str]) -> str:
 
 def readable(text: str) -> str:
     """``text`` with each lone surrogate shown as ``\\xNN`` (a byte) or ``\\uXXXX``."""
-    if not isinstance(text, str) or not _SURROGATE.search(text):
-        return text
+    if not isinstance(text, str) or text.isascii() or not _SURROGATE.search(text):
+        return text  # (isascii: a flag of the string, no scan)
     return _SURROGATE.sub(_show, text)
 
 

@@ -48,7 +48,8 @@ async def test_refusals_never_run_the_tool(tmp_path, workspace, answer):
     (call_id,) = client.tool_ids(sid)
     final = client.tool_updates(sid, call_id)[-1]
     assert final.status == "failed"
-    assert final.raw_output.startswith("Permission denied.")
+    assert final.raw_output is None  # a plain result's text is sent once, as content
+    assert final.content[0].content.text.startswith("Permission denied.")
     # The model was told and finished its turn.
     assert client.text(sid).endswith("Done writing.")
 

@@ -260,7 +260,7 @@ async def test_mode_config_option_read_only_denies_writes_without_asking(tmp_pat
         (call_id,) = client.tool_ids(sid)
         final = client.tool_updates(sid, call_id)[-1]
         assert final.status == "failed"
-        assert "read_only" in final.raw_output
+        assert final.raw_output is None and "read_only" in final.content[0].content.text
         await _wait_for_update(client, sid, "current_mode_update")
     assert client.permissions == []
     assert not (workspace / "out.txt").exists()

@@ -147,7 +147,7 @@ def test_a_call_whose_result_follows_is_one_update_in_its_final_state():
     for call in ("c1", "c2", "c3", "c4", "c5"):
         (only,) = per_call[call]
         assert only["sessionUpdate"] == "tool_call" and only["status"] in ("completed", "failed")
-        assert "rawInput" in only and "rawOutput" in only
+        assert "rawInput" in only and "rawOutput" not in only  # the text is in content
     assert per_call["c1"][0]["locations"] == [{"path": "/w/main.tf", "line": 1}]
     # c3's result replaced the input's diff with its own text and diff
     assert [c["type"] for c in per_call["c3"][0]["content"]] == ["content", "diff"]

@@ -93,7 +93,7 @@ async def test_load_after_the_server_was_killed_mid_turn(tmp_path, workspace):
         await conn.load_session(cwd=str(workspace), session_id=sid)
         final = replay.tool_updates(sid, call_id)[-1]
         assert final.status == "failed"
-        assert final.raw_output == INTERRUPTED_RESULT
+        assert final.content[0].content.text == INTERRUPTED_RESULT
         # The repaired history is valid for the model: the next turn works.
         answer = await conn.prompt(session_id=sid, prompt=[text_block("hello again")])
         assert answer.stop_reason == "end_turn"

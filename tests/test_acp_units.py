@@ -142,7 +142,10 @@ def test_tool_updates_and_replay_closes_open_calls():
     started = to_update(ToolCallStarted("c1", "weird_tool", "weird_tool", "nonsense"))
     assert (started.kind, started.status) == ("other", "in_progress")
     result = to_update(ToolCallResult("c1", "write_file", "completed", "ok", None, diff))
-    assert result.raw_output == "ok" and [c.type for c in result.content] == ["content", "diff"]
+    assert result.raw_output is None and [c.type for c in result.content] == ["content", "diff"]
+    assert result.content[0].content.text == "ok"  # the text once, as content
+    structured = to_update(ToolCallResult("c2", "bash", "completed", "ok", {"exit_code": 0}))
+    assert structured.raw_output == {"exit_code": 0}
     assert to_update(TurnEnded("end_turn", Usage())) is None
 
     events = [

@@ -33,7 +33,7 @@ pytestmark = BROWSER_MARKS
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "test-artifacts"
 SCRIPT = REPO / "tests" / "scripts" / "browser_stream.json"
-#: About 200 bytes a second: ~7 characters a chunk, 35 ms apart, for ~6.5 s.
+#: About 200 bytes a second: ~7 characters a chunk, 35 ms apart, for ~3.3 s.
 SLOW_SCRIPT = REPO / "tests" / "scripts" / "browser_stream_slow.json"
 #: Longest time the visible text may stand still while a slow model writes (a bound a
 #: loaded 2-core machine meets; the old 0.9 s interval did not).
@@ -142,7 +142,7 @@ def test_slow_model_text_shows_word_by_word(tmp_path: Path, page, app: str) -> N
                 prompt = cell.locator(".jp-InputPrompt")
                 expect(prompt).to_contain_text(f"[{run}]", timeout=WAIT_MS)
                 final = cell.locator(".jp-RenderedMarkdown").filter(has_text="Slow answer")
-                expect(final).to_contain_text("word169")
+                expect(final).to_contain_text("word84")
                 growth = page.evaluate("window.iacGrowth")
                 lengths = [length for _at, length in growth]
                 assert lengths == sorted(lengths), (theme, lengths)

@@ -85,6 +85,9 @@ def test_structured_results_show_the_agents_text():
     assert readable_result(text) is text
     bare = plan.model_copy(update={"content": None})
     assert readable_result(bare) is bare
+    # A plain result's text comes once, as content (no rawOutput): the chat gets it too.
+    plain = plan.model_copy(update={"raw_output": None})
+    assert readable_result(plain).raw_output == summary
 
 
 @needs_jupyter_ai

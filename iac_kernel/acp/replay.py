@@ -163,7 +163,6 @@ def _result_update(event: ToolCallResult) -> dict[str, Any]:
         "sessionUpdate": "tool_call_update",
         "toolCallId": event.call_id,
         "status": event.status,
-        "rawOutput": event.output,
     }
     if content:
         update["content"] = content

@@ -155,6 +155,8 @@ def to_update(event: AgentEvent) -> Update | None:
 
 
 def result_update(event: ToolCallResult) -> ToolCallProgress:
+    """A finished call: its text (and diff) as content; ``rawOutput`` only when the tool
+    gave structured output (the text is not sent twice: a replay carries every result)."""
     content: list[Any] = []
     if event.output:
         content.append(text_content(event.output))
@@ -164,7 +166,7 @@ def result_update(event: ToolCallResult) -> ToolCallProgress:
         session_update="tool_call_update",
         tool_call_id=event.call_id,
         status=event.status,
-        raw_output=event.raw_output if event.raw_output is not None else event.output,
+        raw_output=event.raw_output,
         content=content or None,
         field_meta=_plan_meta(event.raw_output),
     )
@@ -184,7 +186,6 @@ def failed_update(call_id: str, message: str) -> ToolCallProgress:
         session_update="tool_call_update",
         tool_call_id=call_id,
         status="failed",
-        raw_output=message,
         content=[text_content(message)],
     )
 

@@ -48,8 +48,10 @@ class Persist:
         name: str = "",
         raw_output: Any = None,
         full: str | None = None,
+        masked_with: frozenset[str] | None = None,
     ) -> None:
-        """One finished call's result, written the moment it finishes (its own record)."""
+        """One finished call's result, written the moment it finishes (its own record;
+        ``masked_with``: the known values its text was masked with, when known)."""
 
     def compaction(self, summary: str, keep_from: int) -> None: ...
 
@@ -92,6 +94,7 @@ class Transcript:
             name=name,
             raw_output=result.raw_output,
             full=redact(full) if isinstance(full, str) else None,
+            masked_with=getattr(result, "masked_with", None),
         )
         results = _results_message(self.conversation.messages)
         if results is not None:

@@ -4,7 +4,9 @@ Events carry what the live turn showed: readable text (lone surrogates from unde
 bytes shown as ``\\xNN``, see :mod:`iac_kernel.textsafe`) and diffs with secrets redacted.
 Tool results are masked again with what is known now (credential shapes, secret
 environment values, the workspace's sensitive values): a record stored before a value was
-known to be sensitive is not replayed with it.
+known to be sensitive is not replayed with it. A result whose mark says it was masked by
+this code with every value known now (:mod:`iac_kernel.masking.marks`) is shown as
+stored.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from iac_kernel.events import (
     ToolCallStarted,
     UserMessage,
 )
-from iac_kernel.redact import redact_diff, redactor, value_redactor
+from iac_kernel.masking.marks import MarkTable
+from iac_kernel.redact import redact_diff, redactor, secret_values, value_redactor
 from iac_kernel.sessions.records import result_text
 from iac_kernel.terraform.sensitive import mask_text
 from iac_kernel.terraform.workspace import sensitive_values
@@ -33,17 +36,23 @@ from iac_kernel.tools.base import Tool, ToolContext
 
 
 def replay(
-    messages: list[dict[str, Any]], tools: dict[str, Tool], ctx: ToolContext | None = None
+    messages: list[dict[str, Any]],
+    tools: dict[str, Tool],
+    ctx: ToolContext | None = None,
+    marks: MarkTable | None = None,
 ) -> Iterator[AgentEvent]:
     """Events that show ``messages`` as they happened: prompts, answers, thoughts, tools.
 
     With ``ctx`` (the session's cwd and settings), tool calls carry their file locations.
+    With ``marks`` (the log's), a result masked with everything known now is not masked
+    again.
     """
     names: dict[str, str] = {}
     values = sensitive_values(ctx.cwd) if ctx is not None else frozenset()
     env = dict(os.environ)  # read once, not once per stored result
     redact_output = redactor(env)
     redact_args = value_redactor(env)
+    clean = (marks or MarkTable()).checker(values | set(secret_values(env))).clean
     for message in messages:
         content = message.get("content")
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
@@ -53,7 +62,9 @@ def replay(
                 if block.get("type") == "tool_result":
                     call_id = block.get("tool_use_id", "")
                     output = result_text(block.get("content"))
-                    output = readable(mask_text(redact_output(output), values))
+                    if not clean(call_id, output):
+                        output = mask_text(redact_output(output), values)
+                    output = readable(output)
                     yield ToolCallResult(
                         call_id,
                         names.get(call_id, "tool"),

@@ -67,8 +67,11 @@ class _StorePersist:
         name: str = "",
         raw_output: Any = None,
         full: str | None = None,
+        masked_with: frozenset[str] | None = None,
     ) -> None:
-        self.writer.append_tool_result(block, name=name, raw_output=raw_output, full=full)
+        self.writer.append_tool_result(
+            block, name=name, raw_output=raw_output, full=full, masked_with=masked_with
+        )
 
     def compaction(self, summary: str, keep_from: int) -> None:
         self.writer.append_compaction(summary, keep_from)
@@ -312,7 +315,8 @@ class AgentSession:
         """The whole history as events (prompts, answers, thoughts, tool calls)."""
         tools = {tool.name: tool for tool in self.tools}
         ctx = ToolContext(cwd=self.cwd, settings=self.settings)
-        return list(history.replay(self.conversation.messages, tools, ctx))
+        marks = self.writer.marks
+        return list(history.replay(self.conversation.messages, tools, ctx, marks))
 
     async def close(self) -> None:
         """Stop any turn, release the store lock; history stays on disk."""

@@ -33,7 +33,7 @@ from iac_kernel.events import (
 )
 from iac_kernel.guard.exec_request import AskExec, ExecRequest
 from iac_kernel.models.base import ToolUseBegin, ToolUseEnd
-from iac_kernel.redact import redact
+from iac_kernel.redact import redact, secret_values
 from iac_kernel.redact import redact_value as _redact_value
 from iac_kernel.textsafe import code_span, printable, readable, readable_value
 from iac_kernel.tools.base import Tool, ToolContext, ToolError, ToolResult
@@ -224,8 +224,10 @@ class ToolCalls:
             await _audit_review(ctx, request, "interrupted" if result is None else "", result)
         if refusals:  # the model reads first that the user (or the mode) said no
             result.content = "\n".join(refusals) + "\n\n" + result.content
+        env_values = frozenset(secret_values())  # what redact() masks with
         result.content = redact(result.content)
         result.raw_output = _redact_value(result.raw_output)
+        result.masked_with = env_values
         # Terraform: sensitive values masked, state reads marked, plans picked up.
         result = await after_tool_call(call.name, call.input, self.cwd, result)
         return result, bool(refusals)

@@ -141,9 +141,10 @@ def code_block(text: str) -> str:
 
 
 def readable_result(update: Any) -> Any:
-    """A tool result with structured ``raw_output`` (a Terraform plan) and a text
-    content gets that text as its ``raw_output``: the chat shows ``raw_output``."""
-    if not isinstance(update, ToolCallProgress) or isinstance(update.raw_output, str | None):
+    """A tool result whose ``raw_output`` is structured (a Terraform plan) or absent (the
+    agent sends a plain result's text once, as content) and that has a text content gets
+    that text as its ``raw_output``: the chat shows ``raw_output``."""
+    if not isinstance(update, ToolCallProgress) or isinstance(update.raw_output, str):
         return update
     text = content_text(update.content)
     return update.model_copy(update={"raw_output": text}) if text else update

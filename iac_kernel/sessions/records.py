@@ -4,9 +4,13 @@ One JSON object per line (see :mod:`iac_kernel.textsafe` for how any text is sto
 
     {"type": "message", "ts", "message": {"role", "content"}}
     {"type": "tool_result", "ts", "name", "block": {"type": "tool_result", ...},
-     "raw_output"?, "full"?}                 # one per finished tool call, in order
+     "raw_output"?, "full"?, "mask"?}        # one per finished tool call, in order
+    {"type": "mask_set", "ts", "id", "known": [...]}  # before the first result naming it
     {"type": "compaction", "ts", "summary", "keep_from"}
     {"type": "repaired", "ts", "notes": [...]}  # what a load repaired
+
+``mask`` and ``mask_set``: what a result's text was masked with (keyed fingerprints, see
+:mod:`iac_kernel.masking.marks`), so a load masks again only what needs it.
 
 Consecutive ``tool_result`` records form one user message (the Messages API wants all
 results of a response in the message that follows it). Older logs hold whole result

@@ -8,6 +8,7 @@ Layout under the store root (``~/.iac-code/sessions`` by default; folders 0700, 
     <id>.json    metadata, rewritten atomically when a field other than the counters changes
     <id>.lock    who writes the session (see :mod:`iac_kernel.sessions.locks`)
     index/       per-folder listing index, kept current on every write (see ``index.py``)
+    mask.key     the key of the masking marks' fingerprints (see ``mask_key.py``)
 
 Every record is appended whole or not at all (a failed write is truncated back) and
 fsynced: each message when it completes, each tool result the moment its call finishes.
@@ -30,9 +31,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from iac_kernel.masking.marks import MarkTable
 from iac_kernel.sessions import files, locks, records
 from iac_kernel.sessions.files import StoreOpenError, StoreWriteError
 from iac_kernel.sessions.index import FolderIndex
+from iac_kernel.sessions.mask_key import read_key
 from iac_kernel.sessions.meta import (
     SessionLockedError,
     SessionMeta,
@@ -237,6 +240,7 @@ class SessionStore:
             log.warning("session %s repaired: %s", writer.session_id, "; ".join(repairs))
         session = _stored(writer.meta, fixed, repairs)
         writer.sync_counts(fixed, len(session.messages))
+        writer.marks = mark_table(self.root, fixed)
         return session
 
     def fork(self, session_id: str, **fields: Any) -> SessionMeta:
@@ -295,6 +299,14 @@ def _reading(session_id: str) -> Iterator[None]:
         raise StoreOpenError(
             exc.errno, f"cannot read session {session_id}: {files.describe(exc)}"
         ) from None
+
+
+def mark_table(root: Path, recs: list[dict[str, Any]]) -> MarkTable:
+    """The marks of a log's results, with the store's key as it is now."""
+    table = MarkTable(key=read_key(root))
+    for record in recs:
+        table.see(record)
+    return table
 
 
 def _stored(meta: SessionMeta, recs: list[dict[str, Any]], repairs: list[str]) -> StoredSession:

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Iterable
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+from iac_kernel.masking import marks
+from iac_kernel.masking.marks import MarkTable
 from iac_kernel.sessions import files, locks
+from iac_kernel.sessions.mask_key import install_key
 from iac_kernel.sessions.meta import SessionMeta, now_iso
+from iac_kernel.sessions.records import result_text
 from iac_kernel.textsafe import json_line
 
 if TYPE_CHECKING:
@@ -35,6 +40,9 @@ class SessionWriter:
         self._in_results = False
         #: The counters changed since ``<id>.json`` was written (it is rewritten on close).
         self._dirty = False
+        #: The marks of the log's results and the sets they name (set by the store's
+        #: load; kept current by every write): what a replay checks.
+        self.marks = MarkTable()
 
     def _append(self, record: dict[str, Any]) -> None:
         if self._closed:
@@ -55,8 +63,13 @@ class SessionWriter:
         name: str = "",
         raw_output: Any = None,
         full: str | None = None,
+        masked_with: Iterable[str] | None = None,
     ) -> None:
-        """One finished call's result; consecutive results form one user message."""
+        """One finished call's result; consecutive results form one user message.
+
+        ``masked_with``: the known values its text was masked with; the record then
+        carries its mark (:mod:`iac_kernel.masking.marks`), after the ``mask_set``
+        record of those values' fingerprints if this log has none yet."""
         stamp = now_iso()
         record: dict[str, Any] = {"type": "tool_result", "ts": stamp, "name": name}
         record["block"] = block
@@ -64,11 +77,33 @@ class SessionWriter:
             record["raw_output"] = raw_output
         if full is not None and full != block.get("content"):
             record["full"] = full
+        mark = self._mark(block, masked_with, stamp)
+        if mark is not None:
+            record["mask"] = mark
         self._append(record)
+        if mark is not None:
+            self.marks.marks[block["tool_use_id"]] = mark
         if not self._in_results:
             self.meta.message_count += 1
         self._in_results = True
         self.touch(stamp)
+
+    def _mark(
+        self, block: dict[str, Any], masked_with: Iterable[str] | None, stamp: str
+    ) -> dict[str, str] | None:
+        if masked_with is None or not isinstance(block.get("tool_use_id"), str):
+            return None
+        try:
+            key = self.marks.key = install_key(self.store.root)
+        except OSError as exc:  # no mark: a load masks this result again
+            log.warning("session %s: no masking key: %s", self.session_id, exc)
+            return None
+        mark, known = marks.mark(key, masked_with, result_text(block.get("content")))
+        if mark["set"] not in self.marks.sets:
+            record = {"type": "mask_set", "ts": stamp, "id": mark["set"], "known": known}
+            self._append(record)
+            self.marks.sets[mark["set"]] = known
+        return mark
 
     def append_compaction(self, summary: str, keep_from: int) -> None:
         self._append(

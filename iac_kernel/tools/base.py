@@ -31,6 +31,9 @@ class ToolResult:
     is_error: bool = False
     raw_output: Any = None
     diff: Diff | None = None
+    #: The known values ``content`` was masked with (None: not known): a load masks the
+    #: stored result again only when something else is known then.
+    masked_with: frozenset[str] | None = None
 
 
 @dataclass

@@ -131,6 +131,8 @@ async def after_tool_call(
     values = await asyncio.to_thread(_all_values, cwd, result.content + (full or ""), args)
     before = result.content
     result.content = mask_text(result.content, values)
+    if result.masked_with is not None:  # redacted before: now these values too
+        result.masked_with = result.masked_with | frozenset(values)
     if _reads_state(name, args, before):
         count = sum(before.count(v) for v in values)
         note = f"[Terraform state/plan data: {count} sensitive value(s) shown as {MASK}]"
