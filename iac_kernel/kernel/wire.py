@@ -37,4 +37,5 @@ def use_compact_json(session: Any) -> None:
     """Pack ``session``'s messages compactly when it uses jupyter_client's plain JSON
     packer (orjson's is compact already; pickle or msgpack are left alone)."""
     if session is not None and session.pack is json_packer:
-        session.pack = compact_packer
+        # Session's own setting (a dotted name; it imports the function and uses it).
+        session.packer = f"{__name__}.compact_packer"
