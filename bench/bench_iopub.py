@@ -22,7 +22,7 @@ stall (the longest time without a text update while the model writes).
 Targets (issue 33): bytes <= 3x the answer + 6 KB a second of streaming; with the
 extension lag <= 150 ms; without it no stall over 1 s. ``check`` marks each row.
 
-Run: ``python bench/bench_iopub.py`` (about two minutes); ``bench/run.py`` runs it too.
+Run: ``python bench/bench_iopub.py`` (about two minutes; it is not part of ``bench/run.py``).
 ``--answer slow --client extension --repeat 5`` runs only those rows, five times (the
 lags are timings: on a loaded machine, repeat them).
 """
