@@ -218,13 +218,16 @@ async def test_a_real_jupyter_server_is_never_reachable(tmp_path, monkeypatch):
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ},
     )  # fmt: skip
     try:
-        for _ in range(200):
+        for _ in range(200):  # control: the host can connect (its info file may come first)
             if list(runtime.glob("jpserver-*.json")):
-                break
+                try:
+                    socket.create_connection(("127.0.0.1", port), 5).close()
+                    break
+                except ConnectionRefusedError:
+                    pass
             await asyncio.sleep(0.1)
         else:
-            pytest.fail("jupyter server did not start")
-        socket.create_connection(("127.0.0.1", port), 5).close()  # control: the host can
+            pytest.fail("jupyter server did not start listening")
         harness = _harness(tmp_path)
         harness.settings.egress_allow = "127.0.0.1,localhost"
         # Even a rule opening all of loopback leaves the server's port closed.

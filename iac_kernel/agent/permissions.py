@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from iac_kernel.agent.command_words import command_position
 from iac_kernel.agent.forms import Form, typed_confirmation
 from iac_kernel.config import path_list
 from iac_kernel.events import Diff
@@ -389,7 +390,7 @@ class PermissionGate:
         """Consume an approved literal command equal to this argv (program by name)."""
         literals = self._approved_literals.get(call_id, [])
         for words in literals:
-            i = _command_position(words)
+            i = command_position(words)
             if (
                 i < len(words)
                 and os.path.basename(words[i]) == exec_request.program
@@ -409,25 +410,3 @@ class PermissionGate:
             return decision.allowed, decision.message
 
         return ask_exec
-
-
-#: Programs that run their arguments as a command (``env X=1 terraform apply``).
-_WRAPPERS = {"env", "command", "exec", "nohup", "time", "nice", "setsid", "stdbuf", "sudo"}
-
-
-def _command_position(words: list[str]) -> int:
-    """Index of the program a simple command runs: after ``NAME=value`` assignments and
-    known wrappers with their options (``echo terraform apply`` runs echo, index 0)."""
-    i = 0
-    while i < len(words):
-        word = words[i]
-        name, eq, _ = word.partition("=")
-        if eq and name.isidentifier():
-            i += 1
-        elif os.path.basename(word) in _WRAPPERS:
-            i += 1
-            while i < len(words) and words[i].startswith("-"):
-                i += 1
-        else:
-            return i
-    return i

@@ -37,9 +37,7 @@ from iac_kernel.guard.sandbox import (
     state_dir,
     unusable_reason,
 )
-from iac_kernel.interpreter import sandbox_python
-
-HELPER = os.path.realpath(Path(__file__).with_name("exec_helper.py"))  # seen in the sandbox
+from iac_kernel.guard.spawn import helper_command
 
 
 @dataclass
@@ -112,8 +110,7 @@ def confine(
             shutil.rmtree(directory, ignore_errors=True)
         raise
     argv = layout.bwrap_args(bwrap, extra=extra)
-    argv += [sandbox_python(), "-IS", HELPER, str(fd), "1" if script else "0"]
-    argv += [os.path.basename(executable), *args]
+    argv += helper_command(fd, script, [os.path.basename(executable), *args])
     inner = {k: v for k, v in env.items() if k != SOCKET_ENV}
     inner["PATH"] = f"{LAUNCHER_MOUNT}{os.pathsep}{path}"
     inner.update(SANDBOX_ENV)

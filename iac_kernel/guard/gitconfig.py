@@ -18,14 +18,12 @@ import os
 import re
 import signal
 from dataclasses import dataclass
-from pathlib import Path
 
 from iac_kernel.guard import realbin
 from iac_kernel.guard.rules import CHANGE, Verdict, program_name
 from iac_kernel.guard.sandbox import Layout
-from iac_kernel.interpreter import sandbox_python
+from iac_kernel.guard.spawn import helper_command, setenv_args
 
-HELPER = os.path.realpath(Path(__file__).with_name("exec_helper.py"))  # seen in the sandbox
 READ_TIMEOUT = 15.0
 _KEY = re.compile(r"remote\..+\.(push|mirror)")
 #: git global options that change which configuration is read (value in the next argv
@@ -128,13 +126,9 @@ class GitConfigReader:
         fd = None
         if self.layout is not None and self.bwrap:
             fd, script = realbin.exec_fd(self.git)
-            extra = [*_read_only(self.layout), "--clearenv"]
-            for key, value in env.items():
-                if key and "=" not in key:
-                    extra += ["--setenv", key, value]
+            extra = [*_read_only(self.layout), "--clearenv", *setenv_args(env)]
             command = self.layout.bwrap_args(self.bwrap, chdir=cwd, extra=extra, guarded=True)
-            command += [sandbox_python(), "-IS", HELPER, str(fd), "1" if script else "0"]
-            command += ["git", *args]
+            command += helper_command(fd, script, ["git", *args])
             kwargs: dict = {"pass_fds": (fd,), "env": {"PATH": os.environ.get("PATH", "")}}
         else:
             command = ["git", *args]

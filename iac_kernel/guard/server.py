@@ -26,7 +26,6 @@ from iac_kernel.guard import (
     git_creds,
     gitconfig,
     reviews,
-    startup,
     target,
     tf_init,
     tf_writes,
@@ -41,13 +40,12 @@ from iac_kernel.guard.procs import signal_group
 from iac_kernel.guard.reals import is_pyenv_shim
 from iac_kernel.guard.rules import Verdict, program_name
 from iac_kernel.guard.sandbox import GUARD_MOUNT, Layout
-from iac_kernel.guard.startup import CannotStart, Refused, direct_exec_error, not_on_path
-from iac_kernel.interpreter import sandbox_python
+from iac_kernel.guard.spawn import start_program
+from iac_kernel.guard.startup import CannotStart, Refused, not_on_path
 from iac_kernel.peercred import peer_pid
 
 log = logging.getLogger(__name__)
 
-HELPER = os.path.realpath(Path(__file__).with_name("exec_helper.py"))  # seen in the sandbox
 #: The programs that read terraform's sensitive files themselves (the rest, and the
 #: shell, see masked copies: sandbox.Layout.overlays).
 ORIGINALS = frozenset({"terraform", "tofu"})
@@ -331,50 +329,22 @@ class ApprovalServer:
         dashed = program == "git" and program_name(argv[0]).startswith("git-")
         run_argv = [program_name(argv[0]) if dashed else program, *argv[1:]]
         std = {k: stdio.get(i, asyncio.subprocess.DEVNULL) for i, k in enumerate(("i", "o", "e"))}
-        if self.layout is not None and self.bwrap:
-            try:
-                fd, script = startup.exec_fd(real, sandbox_python())
-            except CannotStart:
-                if relay is not None:
-                    relay.close()
-                raise
-            extra = ["--clearenv"]
-            for key, value in env.items():
-                if key and "=" not in key:
-                    extra += ["--setenv", key, value]
-            command = self.layout.bwrap_args(
-                self.bwrap, chdir=cwd, extra=extra, guarded=reveal, originals=program in ORIGINALS
+        try:
+            proc = await start_program(
+                real,
+                run_argv,
+                std,
+                env,
+                cwd,
+                self.layout,
+                self.bwrap,
+                guarded=reveal,
+                original=program in ORIGINALS,
             )
-            command += [sandbox_python(), "-IS", HELPER, str(fd), "1" if script else "0"]
-            command += run_argv
-            try:
-                proc = await asyncio.create_subprocess_exec(
-                    *command,
-                    stdin=std["i"],
-                    stdout=std["o"],
-                    stderr=std["e"],
-                    pass_fds=(fd,),
-                    env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-                    start_new_session=True,
-                )
-            finally:
-                os.close(fd)
-        else:
-            try:
-                proc = await asyncio.create_subprocess_exec(
-                    *run_argv,
-                    executable=real,
-                    cwd=cwd,
-                    env=env,
-                    stdin=std["i"],
-                    stdout=std["o"],
-                    stderr=std["e"],
-                    start_new_session=True,
-                )
-            except OSError as exc:
-                if relay is not None:
-                    relay.close()
-                raise direct_exec_error(real, exc) from None
+        except CannotStart:
+            if relay is not None:
+                relay.close()
+            raise
         for fd in fds:
             with contextlib.suppress(OSError):
                 os.close(fd)
