@@ -296,7 +296,7 @@ class BashTool(Tool):
             except TimeoutError:
                 timed_out = True
                 await stop_group(proc, pgid, grace, boxed)
-            if await stop_leftovers(proc, pgid, grace) and not timed_out:
+            if await stop_leftovers(proc, pgid, grace, boxed) and not timed_out:
                 notes.append("[background processes left by the command were stopped]")
             done, _ = await asyncio.wait({reader}, timeout=DRAIN_SECONDS)
             if not done:

@@ -62,9 +62,17 @@ async def stop_group(
     await wait_gone(proc, pgid, 5.0)
 
 
-async def stop_leftovers(proc: asyncio.subprocess.Process, pgid: int, grace: float) -> bool:
-    """The shell exited; stop background processes it left in its group. True if any."""
+async def stop_leftovers(
+    proc: asyncio.subprocess.Process, pgid: int, grace: float, sandboxed: bool = False
+) -> bool:
+    """The shell exited; stop background processes it left in its group. True if any.
+
+    In a sandbox (its own PID namespace) the kernel kills whatever is left when the
+    namespace's first process exits; on a loaded machine those processes can outlive
+    bwrap by a moment, so they get up to a second to go before they count as left."""
     if not group_alive(pgid):
+        return False
+    if sandboxed and await wait_gone(proc, pgid, min(grace, 1.0)):
         return False
     signal_group(pgid, signal.SIGTERM, False)
     if not await wait_gone(proc, pgid, min(grace, 1.0)):
