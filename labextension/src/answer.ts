@@ -16,21 +16,32 @@ import { formQuestion } from './formview';
 
 type Send = (option: string, note?: string, values?: Record<string, FieldValue>) => Promise<void>;
 
+/** The dialog's title for ``question``. */
+function dialogTitle(question: IPendingQuestion): string {
+  return question.danger ? `⚠ Destructive: ${question.title}` : `Approve ${question.title}?`;
+}
+
+/** Makes ``body`` an answer dialog's body showing the question's command and reason. */
+function questionHead(body: Widget, question: IPendingQuestion): void {
+  body.addClass('iac-answer-dialog');
+  body.node.classList.toggle('iac-toolcard-question-danger', question.danger);
+  const command = document.createElement('pre');
+  command.className = 'iac-toolcard-question-command';
+  command.textContent = question.command ? `$ ${question.command}` : question.title;
+  const why = document.createElement('div');
+  why.className = 'iac-toolcard-question-why';
+  why.textContent = question.reason;
+  body.node.append(command, why);
+}
+
 class QuestionBody extends Widget {
   constructor(question: IPendingQuestion) {
     super();
-    this.addClass('iac-answer-dialog');
-    this.node.classList.toggle('iac-toolcard-question-danger', question.danger);
-    const command = document.createElement('pre');
-    command.className = 'iac-toolcard-question-command';
-    command.textContent = question.command ? `$ ${question.command}` : question.title;
-    const why = document.createElement('div');
-    why.className = 'iac-toolcard-question-why';
-    why.textContent = question.reason;
+    questionHead(this, question);
     this._note.className = 'iac-answer-note';
     this._note.placeholder = 'Reject with a note: tell the agent why or what to do instead';
     this._note.setAttribute('aria-label', 'Note sent with a rejection');
-    this.node.append(command, why, this._note);
+    this.node.append(this._note);
   }
 
   getValue(): string {
@@ -63,7 +74,7 @@ export async function askQuestion(question: IPendingQuestion, send: Send): Promi
   buttons.push(Dialog.cancelButton({ label: 'Later' }));
   const rejectIndex = order.findIndex(option => option.startsWith('reject'));
   const result = await showDialog<string>({
-    title: question.danger ? `⚠ Destructive: ${question.title}` : `Approve ${question.title}?`,
+    title: dialogTitle(question),
     body: new QuestionBody(question),
     buttons,
     // Never Allow by default: Enter rejects a danger question, and closes any other.
@@ -85,16 +96,9 @@ export async function askQuestion(question: IPendingQuestion, send: Send): Promi
  */
 async function askForm(question: IPendingQuestion, send: Send): Promise<void> {
   const body = new Widget();
-  body.addClass('iac-answer-dialog');
-  body.node.classList.toggle('iac-toolcard-question-danger', question.danger);
-  const command = document.createElement('pre');
-  command.className = 'iac-toolcard-question-command';
-  command.textContent = question.command ? `$ ${question.command}` : question.title;
-  const why = document.createElement('div');
-  why.className = 'iac-toolcard-question-why';
-  why.textContent = question.reason;
+  questionHead(body, question);
   const dialog = new Dialog<unknown>({
-    title: question.danger ? `⚠ Destructive: ${question.title}` : `Approve ${question.title}?`,
+    title: dialogTitle(question),
     body,
     buttons: [Dialog.cancelButton({ label: 'Later' })],
     // No dialog button answers on Enter: the form's own buttons answer.
@@ -115,6 +119,6 @@ async function askForm(question: IPendingQuestion, send: Send): Promise<void> {
       dialog.resolve(0); // answered: close (the only dialog button is "Later")
     }
   );
-  body.node.append(command, why, form);
+  body.node.append(form);
   await dialog.launch();
 }
