@@ -85,6 +85,21 @@ def applied_fixture(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return applied_once(tmp_path_factory)
 
 
+#: The resources of each stage once applied.
+STAGE1 = {
+    "terraform_data.app",
+    "terraform_data.cache",
+    "terraform_data.db",
+    "terraform_data.old[0]",
+}
+STAGE2 = {
+    "terraform_data.app",
+    "terraform_data.cache",
+    "terraform_data.db",
+    "terraform_data.new[0]",
+}
+
+
 def stage2_copy(
     applied: Path, dest: Path, *, plan: str | None = None, destroy_plan: str | None = None
 ) -> Path:

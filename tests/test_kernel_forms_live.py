@@ -12,6 +12,8 @@ import pytest
 from core_support import write_script
 from iac_kernel.kernel.testing import KernelHarness, button_comm_id, scripted_kernel
 from terraform_support import (
+    STAGE1,
+    STAGE2,
     addresses,
     applied_fixture,  # noqa: F401 (the applied fixture)
     needs_terraform,
@@ -20,18 +22,6 @@ from terraform_support import (
 )
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-STAGE1 = {
-    "terraform_data.app",
-    "terraform_data.cache",
-    "terraform_data.db",
-    "terraform_data.old[0]",
-}
-STAGE2 = {
-    "terraform_data.app",
-    "terraform_data.cache",
-    "terraform_data.db",
-    "terraform_data.new[0]",
-}
 
 
 @pytest.fixture

@@ -20,6 +20,8 @@ from iac_kernel.tools.tf_apply import TerraformApplyTool
 from iac_kernel.tools.tf_plans import TerraformPlanTool
 from terraform_support import (
     SECRET,
+    STAGE1,
+    STAGE2,
     addresses,
     applied_fixture,  # noqa: F401 (the applied fixture)
     needs_terraform,
@@ -30,19 +32,6 @@ from terraform_support import (
 )
 
 pytestmark = needs_terraform
-
-STAGE1 = {
-    "terraform_data.app",
-    "terraform_data.cache",
-    "terraform_data.db",
-    "terraform_data.old[0]",
-}
-STAGE2 = {
-    "terraform_data.app",
-    "terraform_data.cache",
-    "terraform_data.db",
-    "terraform_data.new[0]",
-}
 
 
 @pytest.fixture

@@ -19,6 +19,8 @@ import pytest
 from apply_support import run_call
 from iac_kernel.guard.sandbox import unusable_reason
 from terraform_support import (
+    STAGE1,
+    STAGE2,
     addresses,
     applied_fixture,  # noqa: F401 (the applied fixture)
     needs_terraform,
@@ -29,19 +31,6 @@ from terraform_support import (
 
 pytestmark = needs_terraform
 needs_sandbox = pytest.mark.skipif(unusable_reason() is not None, reason="no bubblewrap")
-
-STAGE1 = {
-    "terraform_data.db",
-    "terraform_data.app",
-    "terraform_data.cache",
-    "terraform_data.old[0]",
-}
-STAGE2 = {
-    "terraform_data.db",
-    "terraform_data.app",
-    "terraform_data.cache",
-    "terraform_data.new[0]",
-}
 
 
 @pytest.fixture
