@@ -13,12 +13,11 @@ from typing import Any
 
 import pytest
 
-from iac_kernel.acp.client_features import ClientFeatures
 from iac_kernel.acp.permissions import PermissionAsker
 from iac_kernel.agent import questions
 from iac_kernel.agent.permissions import ALLOW_ONCE, REJECT_ONCE
 from node_schema import schema_failures
-from test_acp_support import RawServer, server_env
+from test_acp_support import AnsweringChannel, RawServer, server_env
 
 FORM_CLIENT = {"elicitation": {"form": {}}}
 CHOICES = {"question": "Which workspace?", "choices": ["dev", "staging"]}
@@ -167,17 +166,6 @@ async def test_other_clients_can_only_dismiss_a_free_form_question(tmp_path, wor
     assert schema_failures([("zRequestPermissionRequest", request["params"])]) == []
 
 
-class Channel:
-    def __init__(self, capabilities: dict, answers: list) -> None:
-        self.features = ClientFeatures(capabilities)
-        self.answers = answers
-        self.requests: list[tuple[str, dict]] = []
-
-    async def request(self, method: str, params: dict):
-        self.requests.append((method, params))
-        return self.answers.pop(0)
-
-
 def _question(args: dict) -> Any:
     from iac_kernel.tools.ask_user import question_fields
 
@@ -196,7 +184,7 @@ def _question(args: dict) -> Any:
     ],
 )
 async def test_only_an_offered_choice_gives_values(reply, expected):
-    channel = Channel({}, [reply])
+    channel = AnsweringChannel({}, [reply])
     got = await PermissionAsker(channel, "s1")(_question(CHOICES))
     assert got == expected
     if expected == ALLOW_ONCE:

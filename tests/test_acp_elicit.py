@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 
 from iac_kernel.acp import elicit
-from iac_kernel.acp.client_features import ClientFeatures
 from iac_kernel.acp.permissions import PermissionAsker
 from iac_kernel.agent.forms import typed_confirmation
 from iac_kernel.agent.permissions import ALLOW_ONCE, REJECT_ONCE, PermissionRequest
 from node_schema import schema_failures
+from test_acp_support import AnsweringChannel
 
 FORM_CLIENT = {"elicitation": {"form": {}}}
 
@@ -51,17 +51,6 @@ def test_which_questions_need_the_workspace_typed(request_, target):
     assert elicit.confirmation_target(request_) == target
 
 
-class Channel:
-    def __init__(self, capabilities: dict, answers: list) -> None:
-        self.features = ClientFeatures(capabilities)
-        self.answers = answers
-        self.requests: list[tuple[str, dict]] = []
-
-    async def request(self, method: str, params: dict):
-        self.requests.append((method, params))
-        return self.answers.pop(0)
-
-
 @pytest.mark.parametrize(
     ("answer", "expected"),
     [
@@ -73,7 +62,7 @@ class Channel:
     ],
 )
 async def test_only_the_exact_name_approves(answer, expected):
-    channel = Channel(FORM_CLIENT, [answer])
+    channel = AnsweringChannel(FORM_CLIENT, [answer])
     got = await PermissionAsker(channel, "s1")(_request())
     assert got == expected and "typed confirmation" in got.by
     ((method, params),) = channel.requests
@@ -90,10 +79,10 @@ async def test_only_the_exact_name_approves(answer, expected):
 async def test_clients_without_form_elicitation_get_the_permission_question():
     selected = {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
     for capabilities in ({}, {"elicitation": {"url": {}}}):
-        channel = Channel(capabilities, [selected])
+        channel = AnsweringChannel(capabilities, [selected])
         assert await PermissionAsker(channel, "s1")(_request()) == ALLOW_ONCE
         assert [m for m, _ in channel.requests] == ["session/request_permission"]
     # and a question that needs no typing is a permission question for every client
-    channel = Channel(FORM_CLIENT, [selected])
+    channel = AnsweringChannel(FORM_CLIENT, [selected])
     await PermissionAsker(channel, "s1")(_request(deletes=0))
     assert [m for m, _ in channel.requests] == ["session/request_permission"]

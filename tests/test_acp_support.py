@@ -27,6 +27,7 @@ from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
 from acp.utils import serialize_params
 
 import iac_kernel
+from iac_kernel.acp.client_features import ClientFeatures
 from iac_kernel.acp.sdk_connection import MESSAGE_TRANSPORT
 
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -327,6 +328,20 @@ def _base_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k in keep}
     env["PYTHONPATH"] = str(CHECKOUT)  # the code under test, not the venv's install
     return env
+
+
+class AnsweringChannel:
+    """A client channel with declared ``capabilities`` that answers each request with the
+    next of ``answers`` and records the requests."""
+
+    def __init__(self, capabilities: dict, answers: list) -> None:
+        self.features = ClientFeatures(capabilities)
+        self.answers = answers
+        self.requests: list[tuple[str, dict]] = []
+
+    async def request(self, method: str, params: dict):
+        self.requests.append((method, params))
+        return self.answers.pop(0)
 
 
 class RecordingChannel:
