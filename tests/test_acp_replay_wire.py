@@ -7,13 +7,14 @@ calls, plans, calls left unfinished, results out of order."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from acp.schema import SessionNotification
 from acp.utils import serialize_params
 
 from iac_kernel.acp.replay import replay_params, wire_update
-from iac_kernel.acp.updates import extra_fields, replay_updates, to_update
+from iac_kernel.acp.updates import extra_fields, replay_updates, stored_message_id, to_update
 from iac_kernel.events import (
     Compacted,
     Diff,
@@ -181,3 +182,10 @@ def test_a_call_is_sent_as_it_stands_when_something_comes_before_its_result():
 
 def test_replay_params_of_an_empty_history():
     assert list(replay_params([], "s")) == []
+
+
+def test_stored_message_ids_are_the_uuid5_of_session_and_index():
+    for session_id in ("s1", "9b2f0c1e-aaaa-4bbb-8ccc-0123456789ab", "ünï ✓"):
+        for index in (0, 1, 9, 10, 12345):
+            expected = uuid.uuid5(uuid.NAMESPACE_URL, f"iac-kernel:{session_id}:{index}")
+            assert stored_message_id(session_id, index) == str(expected)

@@ -13,6 +13,7 @@ from acp.schema import SessionNotification
 from acp.utils import serialize_params
 
 from iac_kernel.acp import transport as transport_mod
+from iac_kernel.acp.channel import ClientChannel
 from iac_kernel.acp.transport import LineTransport, after_answer
 from iac_kernel.acp.turn import TurnRelay
 from iac_kernel.acp.updates import fast_update, to_update
@@ -176,3 +177,62 @@ async def test_a_slow_client_holds_the_stream_back():
     await asyncio.wait_for(second, 5)
     await relay.finish()
     assert _texts(channel.sent) == [("agent_message_chunk", "one"), ("agent_message_chunk", "two")]
+
+
+@pytest.mark.parametrize(
+    ("value", "decoded"),
+    [
+        ('ünï\ncode ✓ "q" \\ \x00 \u2028', 'ünï\ncode ✓ "q" \\ \x00 \u2028'),  # orjson's way
+        ("bad \udcff byte", "bad ? byte"),  # a lone surrogate: json's way, as "?"
+        (2**70, 2**70),  # beyond 64 bits
+        ({1: "a"}, {"1": "a"}),  # a key that is not a string
+        (float("nan"), None),
+    ],
+)
+async def test_every_message_is_one_line_of_valid_json(value, decoded):
+    sink = Sink()
+    transport = LineTransport(asyncio.StreamReader(), sink)
+    await transport.send({"jsonrpc": "2.0", "method": "session/update", "params": {"v": value}})
+    await transport.close()
+    data = b"".join(sink.writes)
+    assert data.endswith(b"\n") and data.count(b"\n") == 1
+    assert json.loads(data)["params"] == {"v": decoded}
+
+
+async def test_notifications_sent_together_are_the_lines_sent_one_by_one():
+    """A replay's updates go out through ``send_notifications``: the same bytes, in
+    order, as ``send`` of each, written in chunks of about FLUSH_BYTES."""
+    params = [{"sessionId": "s", "i": i, "text": f"{i} ✓ " * (i % 700)} for i in range(3000)]
+    one, together = Sink(), Sink()
+    single = LineTransport(asyncio.StreamReader(), one)
+    for each in params:
+        await single.send({"jsonrpc": "2.0", "method": "session/update", "params": each})
+    await single.close()
+    batch = LineTransport(asyncio.StreamReader(), together)
+    await batch.send(_note(-1))  # queued before: still first
+    await batch.send_notifications("session/update", iter(params))
+    await batch.close()
+    assert b"".join(together.writes) == json.dumps(_note(-1)).replace(
+        " ", ""
+    ).encode() + b"\n" + b"".join(one.writes)
+    assert len(together.writes) > 5
+    assert max(map(len, together.writes)) < 2 * transport_mod.FLUSH_BYTES
+
+
+async def test_a_client_gone_during_a_replay_stops_it_without_an_error():
+    class Broken(Sink):
+        def write(self, data: bytes) -> None:
+            raise BrokenPipeError("gone")
+
+    transport = LineTransport(asyncio.StreamReader(), Broken())
+    channel = ClientChannel(None, transport)  # type: ignore[arg-type]
+    taken = []
+
+    def updates():
+        for i in range(10_000):
+            taken.append(i)
+            yield {"sessionId": "s", "update": {"text": "x" * 1000}}
+
+    await channel.forward_updates(updates())
+    assert len(taken) < 10_000  # stopped at the first failed write
+    await channel.forward_updates(updates())  # and again: dropped quietly

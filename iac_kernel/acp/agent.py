@@ -44,7 +44,7 @@ from iac_kernel.acp.lifecycle import (
 )
 from iac_kernel.acp.listing import list_page
 from iac_kernel.acp.permissions import PermissionAsker, approver
-from iac_kernel.acp.replay import replay_params
+from iac_kernel.acp.replay import send_history
 from iac_kernel.acp.slash_run import run_command
 from iac_kernel.acp.transport import after_answer
 from iac_kernel.acp.turn import TurnRelay, prompt_response, run_turn
@@ -179,8 +179,7 @@ class IacAgent:
         self._join(session)
         channel = self._channel()
         if method == "session/load":
-            for params in replay_params(session.replay(), session.session_id):
-                await channel.forward_update(params)
+            await send_history(channel, session)
         await notify.send_info(channel, session)
         await notify.send_commands(channel, session)
         return {

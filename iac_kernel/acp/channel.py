@@ -4,6 +4,7 @@ over the SDK's JSON-RPC :class:`~acp.connection.Connection`."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Any
 
 from acp.connection import Connection
@@ -12,6 +13,7 @@ from acp.schema import SessionNotification
 from acp.utils import serialize_params
 
 from iac_kernel.acp.client_features import ClientFeatures
+from iac_kernel.acp.transport import LineTransport
 
 log = logging.getLogger(__name__)
 
@@ -22,8 +24,10 @@ class ClientChannel:
     """Sends to one connected client. A vanished client is logged once, not raised, for
     notifications: a turn must still finish and persist a valid history."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, transport: LineTransport | None = None) -> None:
         self.conn = conn
+        #: ``conn``'s transport, for :meth:`forward_updates` (without it: one at a time).
+        self.transport = transport
         self._gone = False
         #: What the client declared in ``initialize`` (set when it arrives).
         self.features = ClientFeatures()
@@ -42,6 +46,21 @@ class ClientChannel:
         """Send ``session/update`` params as they are (e.g. relayed from a kernel)."""
         try:
             await self.conn.send_notification(UPDATE, params)
+        except (ConnectionError, OSError) as exc:
+            if not self._gone:
+                log.info("client gone; dropping session updates (%s)", exc)
+            self._gone = True
+
+    async def forward_updates(self, params: Iterable[dict[str, Any]]) -> None:
+        """Many ``session/update`` params in order (a ``session/load`` replay), straight
+        onto the transport the connection writes to: the same lines, without a round
+        through the connection for each."""
+        if self.transport is None:
+            for each in params:
+                await self.forward_update(each)
+            return
+        try:
+            await self.transport.send_notifications(UPDATE, params)
         except (ConnectionError, OSError) as exc:
             if not self._gone:
                 log.info("client gone; dropping session updates (%s)", exc)

@@ -16,6 +16,7 @@ from typing import Any
 from acp.schema import SessionNotification
 from acp.utils import serialize_params
 
+from iac_kernel.acp.channel import ClientChannel
 from iac_kernel.acp.locations import first_changed_line
 from iac_kernel.acp.plan import PlanTracker
 from iac_kernel.acp.updates import (
@@ -28,6 +29,7 @@ from iac_kernel.acp.updates import (
     stored_message_id,
     to_update,
 )
+from iac_kernel.agent.session import AgentSession
 from iac_kernel.events import (
     AgentEvent,
     Diff,
@@ -38,6 +40,13 @@ from iac_kernel.events import (
     ToolCallStarted,
     UserMessage,
 )
+from iac_kernel.sessions.collector import collector_paused
+
+
+async def send_history(channel: ClientChannel, session: AgentSession) -> None:
+    """Replay ``session``'s stored history to ``channel``'s client (``session/load``)."""
+    with collector_paused():
+        await channel.forward_updates(replay_params(session.replay(), session.session_id))
 
 
 def replay_params(events: Iterable[AgentEvent], session_id: str) -> Iterator[dict[str, Any]]:

@@ -52,8 +52,9 @@ async def serve(
     agent = IacAgent(manager)
     agent.allow_bypass = allow_bypass
     dispatcher = Dispatcher(agent)
-    conn = connect(dispatcher, LineTransport(reader, writer), listening=False)
-    agent.attach(ClientChannel(conn))
+    transport = LineTransport(reader, writer)
+    conn = connect(dispatcher, transport, listening=False)
+    agent.attach(ClientChannel(conn, transport))
     replay: asyncio.TimerHandle | None = None
     answers = []
     for session, answer in early_sessions:

@@ -9,6 +9,8 @@ with ``rawOutput``. Compaction notices and errors are shown as message text.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -90,8 +92,23 @@ def new_message_id() -> str:
 
 def stored_message_id(session_id: str, index: int) -> str:
     """The ``messageId`` of the ``index``-th message of a stored session's replay: the
-    same on every load, so a client can tell a replayed message it already shows."""
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"iac-kernel:{session_id}:{index}"))
+    same on every load, so a client can tell a replayed message it already shows.
+
+    ``uuid.uuid5(NAMESPACE_URL, f"iac-kernel:{session_id}:{index}")``, its hash started
+    once per session (a long replay names tens of thousands of messages)."""
+    digest = _message_id_hash(session_id).copy()
+    digest.update(str(index).encode())
+    data = bytearray(digest.digest()[:16])
+    data[6] = (data[6] & 0x0F) | 0x50  # version 5
+    data[8] = (data[8] & 0x3F) | 0x80  # RFC 4122 variant
+    h = data.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+@functools.lru_cache(maxsize=64)
+def _message_id_hash(session_id: str) -> Any:
+    prefix = uuid.NAMESPACE_URL.bytes + f"iac-kernel:{session_id}:".encode()
+    return hashlib.sha1(prefix, usedforsecurity=False)
 
 
 def extra_fields(event: AgentEvent, message_id: str | None) -> dict[str, Any] | None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from iac_kernel.agent.session import AgentSession
 from iac_kernel.config import Settings
+from iac_kernel.sessions.collector import collector_paused
 from iac_kernel.sessions.store import (
     SessionMeta,
     SessionNotFoundError,
@@ -70,8 +71,9 @@ class SessionManager:
     def _open(self, session_id: str) -> AgentSession:
         writer = self.store.open_writer(session_id, self.holder)
         try:
-            stored = self.store.load(writer)
-            session = AgentSession(writer, stored, self.settings, _default_tools())
+            with collector_paused():
+                stored = self.store.load(writer)
+                session = AgentSession(writer, stored, self.settings, _default_tools())
         except BaseException:
             writer.close()
             raise

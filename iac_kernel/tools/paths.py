@@ -21,9 +21,9 @@ def resolve_path(ctx: ToolContext, raw: str) -> Path:
         raise ToolError("path must be a non-empty string")
     if "\x00" in raw:
         raise ToolError("path must not contain NUL characters")
-    path = Path(raw).expanduser()
-    if not path.is_absolute():
-        path = Path(ctx.cwd).expanduser() / path
+    path = os.path.expanduser(raw)
+    if not os.path.isabs(path):  # os.path, not pathlib: a replay resolves thousands
+        path = os.path.join(os.path.expanduser(ctx.cwd), path)
     return Path(os.path.normpath(path))
 
 
