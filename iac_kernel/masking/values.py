@@ -36,24 +36,55 @@ CASELESS_MAX = 6 * TRIE_MAX
 
 def trie_pattern(words: Iterable[str]) -> str:
     """A regex matching any of ``words``, longest first, built as a trie: the engine
-    checks one branch per character instead of every word at every position."""
+    checks one branch per character instead of every word at every position.
+
+    Built without recursion: a value's escaped forms run to hundreds of characters, a
+    trie level each (a recursive build failed on secrets of 83 to 288 characters).
+    Words whose groups would nest deeper than :data:`MAX_NESTING` (each a prefix of the
+    next, or branching at every character) give a plain alternation instead, longest
+    first: the regex compiler recurses into nested groups."""
+    unique = set(words)
     trie: dict = {}
-    for word in words:
+    for word in unique:
         node = trie
         for char in word:
             node = node.setdefault(char, {})
         node[""] = True
-    return _node_pattern(trie)
+    pattern, nesting = _trie_to_pattern(trie)
+    if nesting > MAX_NESTING:
+        return "|".join(re.escape(w) for w in sorted(unique, key=len, reverse=True) if w)
+    return pattern
 
 
-def _node_pattern(node: dict) -> str:
-    ends = "" in node
-    branches = [re.escape(char) + _node_pattern(child) for char, child in node.items() if char]
-    if not branches:
-        return ""
-    branches.sort(key=len, reverse=True)
-    body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
-    return f"(?:{body})?" if ends else body
+#: How deep the groups of one :func:`trie_pattern` may nest.
+MAX_NESTING = 64
+
+
+def _trie_to_pattern(root: dict) -> tuple[str, int]:
+    """The pattern of a trie and how deep its groups nest, children before their
+    parents (an explicit stack, not recursion)."""
+    built: dict[int, tuple[str, int]] = {}
+    stack: list[tuple[dict, bool]] = [(root, False)]
+    while stack:
+        node, children_built = stack.pop()
+        if not children_built:
+            stack.append((node, True))
+            stack.extend((child, False) for char, child in node.items() if char)
+            continue
+        parts = [(re.escape(char), built.pop(id(child))) for char, child in node.items() if char]
+        if not parts:
+            built[id(node)] = ("", 0)
+            continue
+        branches = sorted((char + sub for char, (sub, _) in parts), key=len, reverse=True)
+        nesting = max(depth for _, (_, depth) in parts)
+        if len(branches) > 1:
+            body, nesting = "(?:" + "|".join(branches) + ")", nesting + 1
+        else:
+            body = branches[0]
+        if "" in node:
+            body, nesting = f"(?:{body})?", nesting + 1
+        built[id(node)] = (body, nesting)
+    return built[id(root)]
 
 
 class ValueMasker:
