@@ -16,8 +16,9 @@ from iac_kernel.masking.encodings import MIN_SPLIT, caseless_forms, forms
 
 #: Values this long or shorter are masked only as whole tokens / JSON strings.
 SHORT = 3
-#: Forms longer than this are replaced one by one (few, and a trie that deep would
-#: exceed Python's recursion limit); shorter ones go through one trie pattern.
+#: Forms longer than this are replaced one by one (few); shorter ones go through one
+#: trie pattern. Split forms (:attr:`ValueMasker.split`) and per-character escapes
+#: (:attr:`ValueMasker.caseless`) of any length go through theirs.
 TRIE_MAX = 96
 _TOKEN_CHAR = r"[A-Za-z0-9_.\-/+@]"
 #: What a split form may be split by: whitespace (wrapped base64, one character per
@@ -30,8 +31,6 @@ _NOISE = re.compile(
 #: Where a dump's offset column starts a line: text without one has only whitespace for
 #: :data:`_NOISE` to take out.
 _DUMP_OFFSET = re.compile(r"\n[0-9a-fA-F]{7,8}(?::|(?= ))")
-#: Per-character escapes are this much longer than the value: their trie is deeper.
-CASELESS_MAX = 6 * TRIE_MAX
 
 
 def trie_pattern(words: Iterable[str]) -> str:
@@ -119,12 +118,12 @@ class ValueMasker:
             parts.append(f"(?<!{_TOKEN_CHAR})(?:{alternatives})(?!{_TOKEN_CHAR})")
         self.pattern = re.compile("|".join(parts)) if parts else None
         self.longest = max([self.longest, *map(len, caseless)])
-        small = {f.lower() for f in caseless if len(f) <= CASELESS_MAX}
+        lowered = {f.lower() for f in caseless}
         #: Hex and per-character escapes, in any case.
-        self.caseless = re.compile(trie_pattern(small), re.IGNORECASE) if small else None
+        self.caseless = re.compile(trie_pattern(lowered), re.IGNORECASE) if lowered else None
         #: Forms split by whitespace, lines and dump columns: searched in the text with
         #: those taken out (:meth:`_split_sub`), their own whitespace taken out too.
-        split = {"".join(f.split()) for f in long_forms if len(f) <= TRIE_MAX}
+        split = {"".join(f.split()) for f in long_forms}  # wrapped: a long value's too
         split = {f for f in split if len(f) >= MIN_SPLIT}  # hex in both cases is a form
         self.split = re.compile(trie_pattern(split)) if split else None
         #: For :meth:`finds`: the forms :attr:`split` does not hold (fewer than MIN_SPLIT
