@@ -44,6 +44,13 @@ SPELLINGS = {
     "one char per line": "\n".join(VALUE),
     "split in two lines": VALUE[:9] + "\n" + VALUE[9:],
     "base64 wrapped at 76": base64.encodebytes(b"x" * 70 + DATA + b"y" * 70).decode(),
+    "hex, bytes colon-separated": ":".join(f"{b:02x}" for b in DATA),
+    "HEX, bytes colon-separated": ":".join(f"{b:02X}" for b in DATA),
+    "C array (xxd -i)": ", ".join(f"0x{b:02x}" for b in DATA),
+    "C array upper (xxd -i -u)": ", ".join(f"0X{b:02X}" for b in DATA),
+    "0x each, spaced": " ".join(f"0x{b:02x}" for b in DATA),
+    "value upper-cased": VALUE.upper(),
+    "value lower-cased": VALUE.lower(),
     "base64 wrapped at 8": "\n".join(
         base64.b64encode(DATA)[i : i + 8].decode() for i in range(0, 28, 8)
     ),
@@ -59,7 +66,8 @@ def test_every_spelling_is_masked(name: str):
 
 
 DUMPS = ["xxd", "xxd -p -c 4", "xxd -g 1", "od -c", "od -tx1", "od -An -tx1", "od -b"]
-DUMPS += ["hexdump -C", "base64 -w 8", "base64 -w 64", "base64 -w 76"]
+DUMPS += ["hexdump -C", "base64 -w 8", "base64 -w 64", "base64 -w 76", "xxd -i", "xxd -i -u"]
+DUMPS += ["tr a-z A-Z"]
 
 
 @pytest.mark.parametrize("command", DUMPS)
@@ -91,7 +99,16 @@ CONTROLS = [
     "The quick brown fox\njumps over the lazy dog\n",
     "Zq9-Secret and Value are words; 77 is a number\n",  # the value's parts, apart
     base64.encodebytes(b"nothing secret here, just a long text " * 4).decode(),
+    "SHA1 fingerprint 65:3a:ef:ff:5c:d3:71:2a:e4:45:2e:e4:ce:56:f4:97:cf:2b:f8:73\n",
+    "unsigned char x[] = {\n  0x68, 0x65, 0x6c, 0x6c, 0x6f, 0x0a\n};\n",  # xxd -i of hello
+    "ZQ9-SECRET AND VALUE, apart\n",
 ]
+
+
+def test_a_short_value_in_another_case_stays():
+    """Only a value of 8 characters or more is looked for in any case."""
+    assert mask_text("Test, TEST and tEsT\n", {"test"}) == "Test, TEST and tEsT\n"
+    assert MASK in mask_text("the TESTING-42 run\n", {"testing-42"})
 
 
 @pytest.mark.parametrize("text", CONTROLS)

@@ -48,13 +48,14 @@ def test_lengths_up_to_400_build():
 @pytest.mark.parametrize(
     "words",
     [
-        ["prefix" + "x" * n for n in range(300)],  # each a prefix of the next
-        ["a" * n + "Z" for n in range(8, 300)],  # a branch at every character
-        ["k" * n for n in range(4, 300)] + ["k" * n + "q" for n in range(4, 300)],
+        ["prefix" + "x" * n for n in range(120)],  # each a prefix of the next
+        ["a" * n + "Z" for n in range(8, 130)],  # a branch at every character
+        ["k" * n for n in range(4, 100)] + ["k" * n + "q" for n in range(4, 100)],
     ],
     ids=["nested", "branching", "both"],
 )
 def test_values_nested_in_one_another_are_all_masked(words):
+    assert "(?:" not in trie_pattern(words)  # deeper than MAX_NESTING: an alternation
     pattern = re.compile(trie_pattern(words))  # compiles, whatever the nesting
     for word in words[:: max(1, len(words) // 20)]:
         assert pattern.fullmatch(word), word
@@ -77,7 +78,7 @@ def _wrapped(text: str, width: int) -> str:
 
 def _dumps(value: str) -> dict[str, str]:
     """What wrapping and per-character tools print for ``value`` (base64 -w 76, xxd -p,
-    od -An -tx1, every character escaped)."""
+    od -An -tx1, xxd -i, colon-separated hex, every character escaped)."""
     data = value.encode()
     pairs = [f"{b:02x}" for b in data]
     od = "\n".join(" " + " ".join(pairs[i : i + 16]) for i in range(0, len(pairs), 16))
@@ -86,6 +87,10 @@ def _dumps(value: str) -> dict[str, str]:
         "base64 -w 20": _wrapped(base64.b64encode(data).decode(), 20),
         "xxd -p": _wrapped(data.hex(), 60),
         "od -An -tx1": od + "\n",
+        "xxd -i": ",\n".join(
+            "  " + ", ".join(f"0x{p}" for p in pairs[i : i + 12]) for i in range(0, len(pairs), 12)
+        ),
+        "openssl-style colons": ":".join(pairs).upper(),
         "every \\u": "".join(f"\\u{ord(c):04X}" for c in value),
         "every %XX": "".join(f"%{b:02x}" for b in data),
         "every \\x": "".join(f"\\x{b:02X}" for b in data),

@@ -71,9 +71,11 @@ def _upper_escapes(form: str) -> str:
 
 
 def caseless_forms(value: str) -> set[str]:
-    """Forms whose letters are hex digits and escape markers only: found in any case
-    (``416D70``, ``\\X41``, ``&#X41;``). Each character escaped: ``\\x41\\x42``,
-    ``\\u0041``, ``%41%42``, ``&#x41;``, and octal ``\\101`` per byte."""
+    """Forms found in any case: those whose letters are hex digits and escape markers
+    only (``416D70``, ``\\X41``, ``&#X41;``; each character escaped: ``\\x41\\x42``,
+    ``\\u0041``, ``%41%42``, ``&#x41;``, and octal ``\\101`` per byte), and a value of
+    :data:`MIN_SPLIT` characters or more itself (``tr a-z A-Z``, ``upper()``; a shorter
+    one in another case is too often an ordinary word)."""
     if len(value) < MIN_VALUE:
         return set()
     data = value.encode("utf-8", "surrogatepass")
@@ -86,6 +88,7 @@ def caseless_forms(value: str) -> set[str]:
         "".join(f"\\u{u}" for u in u16),
         "".join(f"&#x{ord(c):x};" for c in value),
         "".join(f"&#x{b:02x};" for b in data if len(data) == len(value)),
+        value if len(value) >= MIN_SPLIT else "",
     } - {""}
 
 

@@ -31,6 +31,14 @@ _NOISE = re.compile(
 #: Where a dump's offset column starts a line: text without one has only whitespace for
 #: :data:`_NOISE` to take out.
 _DUMP_OFFSET = re.compile(r"\n[0-9a-fA-F]{7,8}(?::|(?= ))")
+#: Four or more hex bytes each marked (``xxd -i``'s ``0x41, 0x6d``, ``0x41 0x6d``) or
+#: separated by ``:`` or ``,`` (openssl's ``41:6d``), lines wrapped or not: its hex
+#: digits are searched for the hex forms, and the whole run is masked.
+_HEX_RUN = re.compile(
+    r"0[xX][0-9a-fA-F]{2}(?:[,:\s]*0[xX][0-9a-fA-F]{2}){3,}"
+    r"|[0-9a-fA-F]{2}(?:[ \t]*[,:]\s*[0-9a-fA-F]{2}){3,}"
+)
+_NOT_HEX = re.compile(r"0[xX]|[^0-9a-fA-F]")
 
 
 def trie_pattern(words: Iterable[str]) -> str:
@@ -150,10 +158,12 @@ class ValueMasker:
         if self.split is None or _DUMP_OFFSET.search(text) is not None:
             if self.pattern is not None and self.pattern.search(text):
                 return True
-            return self.split is not None and self.split.search(squeeze(text)) is not None
+            if self.split is not None and self.split.search(squeeze(text)) is not None:
+                return True
+            return self._hex_run_in(text)
         if self._unsplit is not None and self._unsplit.search(text):
             return True
-        return self.split.search(_no_whitespace(text)) is not None
+        return self.split.search(_no_whitespace(text)) is not None or self._hex_run_in(text)
 
     def sub(self, text: str) -> str:
         if not text:
@@ -165,7 +175,20 @@ class ValueMasker:
             text = self.pattern.sub(self.mask, text)
         if self.caseless is not None:
             text = self.caseless.sub(self.mask, text)
+            text = _HEX_RUN.sub(self._hex_run_mask, text)
         return text if self.split is None else self._split_sub(text)
+
+    def _hex_run_in(self, text: str) -> bool:
+        """Whether a run of marked or separated hex bytes in ``text`` holds a value."""
+        if self.caseless is None:
+            return False
+        runs = _HEX_RUN.finditer(text)
+        return any(self.caseless.search(_NOT_HEX.sub("", run.group())) for run in runs)
+
+    def _hex_run_mask(self, run: re.Match[str]) -> str:
+        if self.caseless is None or not self.caseless.search(_NOT_HEX.sub("", run.group())):
+            return run.group()
+        return self.mask + "\n" * run.group().count("\n")
 
     def _split_sub(self, text: str) -> str:
         """Mask the forms split by :data:`_NOISE` (the mask keeps the line breaks the
