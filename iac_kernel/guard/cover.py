@@ -23,14 +23,19 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from iac_kernel.guard.sandbox import Layout
+from iac_kernel.guard import held as held_files
+from iac_kernel.guard.held import Held
+from iac_kernel.guard.sandbox import Layout, process_dir
+from iac_kernel.guard.tf_targets import targets
 from iac_kernel.interpreter import sandbox_python
 
 log = logging.getLogger(__name__)
@@ -57,6 +62,11 @@ class Cover:
         self._done: dict[tuple[int, str], tuple[str, int, int]] = {}
         self._lock = threading.Lock()
         self._own = _inode("/proc/self/ns/mnt")
+        #: ``(dev, ino)`` of every placeholder mounted by :meth:`hold`, and their folder.
+        self._placeholders: set[tuple[int, int]] = set()
+        self._held_dir: Path | None = None
+        #: Paths inside covered by the last scan (a masked copy on top there).
+        self._covered_now: set[str] = set()
 
     def watch(self, pid: int) -> None:
         """Remember the mount namespace of ``pid`` (a process of the call's shell)."""
@@ -82,6 +92,88 @@ class Cover:
         with self._lock:
             return self._run()
 
+    def hold(
+        self, argv: Sequence[str], cwd: str, env: Mapping[str, str]
+    ) -> tuple[list[Held], list[str]]:
+        """Before a guarded terraform/tofu runs ``argv``: cover each file it may write
+        (:mod:`.tf_targets`, made when missing: :mod:`.held`) with a placeholder in the
+        watched namespaces, and stop the processes holding one open. The files held,
+        and what could not be covered (then nothing is held: terraform must not run)."""
+        with self._lock:
+            roots = [str(r) for r in self.roots()]
+            covered = {str(o) for _, o in self.layout.overlays}
+            helds: list[Held] = []
+            for target in targets(argv, cwd, env, self.layout.host_path):
+                host = os.path.normpath(self.layout.host_path(target.path))
+                inside = self.layout.inside_path(host)
+                if inside is None or inside in covered or inside in (h.inside for h in helds):
+                    continue  # not a writable place, or masked already
+                if not any(host.startswith(f"{r}/") for r in roots):
+                    continue
+                folder = self._held_dir or Path(tempfile.mkdtemp(dir=process_dir()))
+                self._held_dir = folder
+                one = held_files.prepare(inside, host, target.content, target.make_dirs, folder)
+                if one is not None:
+                    helds.append(one)
+                    self._placeholders.add(one.shown)
+            problems = self._hold(helds)
+            if problems:
+                self._release(helds)
+                return [], problems
+            self._stop_holders([Path(h.host) for h in helds])
+            return helds, []
+
+    def _hold(self, helds: list[Held]) -> list[str]:
+        """Mount the placeholders of ``helds``; what failed."""
+        problems: list[str] = []
+        ours = [list(p) for p in self._placeholders]
+        for inode, fd in list(self._namespaces.items()) if helds else ():
+            items = [
+                {
+                    "copy": h.placeholder,
+                    "path": h.inside,
+                    "dev": h.file_id[0],
+                    "ino": h.file_id[1],
+                    "shown": list(h.shown),
+                }
+                for h in helds
+            ]
+            for h, result in zip(helds, self._mount(fd, items, ours), strict=False):
+                if result == "covered":
+                    self._done.pop((inode, h.inside), None)  # the next scan mounts again
+                else:
+                    problems.append(f"{h.inside}: {result}")
+        for h in helds if not problems else ():
+            with contextlib.suppress(OSError):  # a link made before the mount
+                if h.made is not None and os.stat(h.host).st_nlink > 1:
+                    problems.append(f"{h.inside}: linked elsewhere while it was covered")
+        return problems
+
+    def settle(self, helds: list[Held]) -> list[str]:
+        """After a guarded terraform/tofu returned: :meth:`run`, then take the
+        placeholders of ``helds`` off where no masked copy went over them, and put back
+        the files terraform did not write."""
+        with self._lock:
+            problems = self._run()
+            self._release(helds, keep=self._covered_now)
+            return problems
+
+    def release(self, helds: list[Held]) -> None:
+        """Undo :meth:`hold` (terraform did not start)."""
+        with self._lock:
+            self._release(helds)
+
+    def _release(self, helds: list[Held], keep: set[str] | None = None) -> None:
+        """Take the placeholders off (but where ``keep`` says a masked copy is on top)
+        and put the files back."""
+        shown = [h for h in helds if h.inside not in (keep or set())]
+        items = [{"unmount": True, "path": h.inside, "shown": list(h.shown)} for h in shown]
+        for fd in list(self._namespaces.values()) if items else ():
+            for item, result in zip(items, self._mount(fd, items, []), strict=False):
+                if result not in ("unmounted", "other"):
+                    log.warning("guard: a placeholder stays on %s: %s", item["path"], result)
+        held_files.put_back(helds)
+
     def _run(self) -> list[str]:
         stopped: list[str] = []
         for _round in range(ROUNDS):
@@ -105,6 +197,7 @@ class Cover:
         problems: list[str] = []
         for _round in range(ROUNDS):
             pairs = self._scan()
+            self._covered_now = set(pairs)
             self._add_to_layout(pairs)
             problems = []
             for inode, fd in list(self._namespaces.items()):
@@ -147,6 +240,7 @@ class Cover:
             )
         if not items:
             return []
+        ours += [list(p) for p in self._placeholders]
         problems: list[str] = []
         for item, result in zip(items, self._mount(fd, items, ours), strict=False):
             if result == "covered":
@@ -213,6 +307,8 @@ class Cover:
                 with contextlib.suppress(OSError):
                     os.close(fd)
             self._namespaces.clear()
+            if self._held_dir is not None:
+                shutil.rmtree(self._held_dir, ignore_errors=True)
 
 
 def holders(files: set[tuple[int, int]], namespaces: set[int]) -> list[int]:

@@ -28,6 +28,7 @@ _AT_EMPTY_PATH = 0x1000
 _MOVE_MOUNT_F_EMPTY_PATH, _MOVE_MOUNT_T_EMPTY_PATH = 0x4, 0x40
 _MOUNT_ATTR_RDONLY, _MOUNT_ATTR_NOSUID, _MOUNT_ATTR_NODEV = 0x1, 0x2, 0x4
 _CLONE_NEWNS = 0x20000
+_MNT_DETACH, _UMOUNT_NOFOLLOW = 0x2, 0x8
 
 
 def _check(result: int, name: str) -> int:
@@ -52,12 +53,31 @@ def _attach(tree: int, target: int) -> None:
     _check(_LIBC.syscall(_MOVE_MOUNT, tree, b"", target, b"", flags), "move_mount")
 
 
+def _unmount(item: dict) -> str:
+    """Take the copy ``item["shown"]`` off ``item["path"]`` if it is on top there."""
+    parent, name = os.path.split(item["path"])
+    folder = os.open(parent or "/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fchdir(folder)
+        st = os.stat(name, follow_symlinks=False)
+        if [st.st_dev, st.st_ino] != item["shown"]:
+            return "other"
+        _check(_LIBC.umount2(name.encode(), _MNT_DETACH | _UMOUNT_NOFOLLOW), "umount2")
+        return "unmounted"
+    finally:
+        os.close(folder)
+        os.chdir("/")
+
+
 def main() -> None:
     namespace = int(sys.argv[1])
     given = json.load(sys.stdin)
     items, ours = given["items"], given["ours"]
     trees: list[int | str] = []
     for item in items:
+        if item.get("unmount"):
+            trees.append("")
+            continue
         try:
             trees.append(_read_only_clone(item["copy"]))
         except OSError as exc:
@@ -66,6 +86,12 @@ def main() -> None:
     os.chdir("/")
     results: list[str] = []
     for item, tree in zip(items, trees, strict=True):
+        if item.get("unmount"):
+            try:
+                results.append(_unmount(item))
+            except OSError as exc:
+                results.append(str(exc))
+            continue
         if isinstance(tree, str):
             results.append(tree)
             continue

@@ -65,7 +65,7 @@ def refusal(
 
 def _problem(path: str, host_path: Callable[[str], str]) -> str | None:
     """Why ``path`` (absolute, as the sandbox sees it) is no place for a sensitive file."""
-    resolved = _resolve(path, host_path)
+    resolved = resolve(path, host_path)
     if resolved is None:
         return "too many symbolic links"
     if _special(resolved):
@@ -81,7 +81,7 @@ def _problem(path: str, host_path: Callable[[str], str]) -> str | None:
     return None
 
 
-def _resolve(path: str, host_path: Callable[[str], str]) -> str | None:
+def resolve(path: str, host_path: Callable[[str], str]) -> str | None:
     """``path`` with every symlink resolved as the sandbox resolves it (targets read
     through ``host_path``); None after too many links."""
     parts = [p for p in os.path.normpath(path).split("/") if p]

@@ -1,0 +1,136 @@
+"""The files a guarded terraform/tofu may write, made ready to be covered before it
+starts (:meth:`.cover.Cover.hold`), and put back as they were when it has returned.
+
+A mount needs a file to cover: a missing one is made (empty, or what :class:`.tf_targets.Target`
+says), with the folders terraform would make on its way. Terraform writes states, plans
+and the backend cache in place (the same inode: ``O_RDWR|O_CREAT`` then a truncate, or
+``O_TRUNC``), so a mount over the file keeps hiding what it writes. Each file gets its
+own placeholder, a new file in the guard's private folder: the shell sees the file as it
+was (a copy of it, or the made content) while terraform runs. Afterwards a made file
+still holding what was made is removed (terraform did not write it, or wrote nothing:
+the folder is left as it was), and so are the folders made for it, when empty.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class Held:
+    """One file held for a terraform run."""
+
+    #: As the sandbox sees it, and on the host.
+    inside: str
+    host: str
+    placeholder: str
+    #: ``(dev, ino)`` of the file and of its placeholder.
+    file_id: tuple[int, int]
+    shown: tuple[int, int]
+    #: ``(ino, size, mtime_ns)`` of a file made here (None: it existed).
+    made: tuple[int, int, int] | None = None
+    #: What the made file holds until terraform writes it.
+    content: bytes = b""
+    #: Folders made for it, outermost first.
+    folders: list[str] = field(default_factory=list)
+
+
+def prepare(inside: str, host: str, content: bytes, make_dirs: bool, folder: Path) -> Held | None:
+    """Make ``host`` ready to be covered (None: nothing to cover: not a regular file, or
+    a missing folder terraform would not make either)."""
+    made: list[str] = []
+    try:
+        st = os.stat(host, follow_symlinks=False)
+    except FileNotFoundError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        return None
+    created = st is None
+    if st is None:
+        parent = os.path.dirname(host)
+        if not os.path.isdir(parent):
+            if not make_dirs:
+                return None
+            made = _make_folders(parent)
+        try:
+            fd = os.open(host, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        except OSError:
+            remove_folders(made)
+            return None
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(content)
+        shown = content
+        st = os.stat(host, follow_symlinks=False)
+    else:
+        try:  # what the shell can read now anyway
+            with open(host, "rb") as fh:
+                shown = fh.read()
+        except OSError:
+            return None
+    placeholder = _placeholder(folder, shown)
+    own = os.stat(placeholder)
+    return Held(
+        inside,
+        host,
+        placeholder,
+        (st.st_dev, st.st_ino),
+        (own.st_dev, own.st_ino),
+        made=(st.st_ino, st.st_size, st.st_mtime_ns) if created else None,
+        content=content,
+        folders=made,
+    )
+
+
+def put_back(helds: list[Held]) -> None:
+    """Remove each file made for ``helds`` that terraform did not write (the same file,
+    holding what was made), then the folders made for them where empty."""
+    for held in helds:
+        if held.made is None:
+            continue
+        with contextlib.suppress(OSError):
+            fd = os.open(held.host, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            with os.fdopen(fd, "rb") as fh:
+                st = os.fstat(fh.fileno())
+                same = (st.st_ino, st.st_size) == held.made[:2] and fh.read() == held.content
+            if same:
+                os.unlink(held.host)
+    remove_folders([f for held in helds for f in held.folders])
+
+
+def remove_folders(folders: list[str]) -> None:
+    """Remove ``folders`` where they are empty, deepest first."""
+    for path in sorted(folders, key=lambda f: f.count("/"), reverse=True):
+        with contextlib.suppress(OSError):
+            os.rmdir(path)
+
+
+def _make_folders(path: str) -> list[str]:
+    """Make ``path`` and its missing parents; those made, outermost first."""
+    missing: list[str] = []
+    while path and not os.path.lexists(path):
+        missing.insert(0, path)
+        path = os.path.dirname(path)
+    made: list[str] = []
+    for each in missing:
+        try:
+            os.mkdir(each, 0o755)
+        except OSError:
+            break
+        made.append(each)
+    return made
+
+
+def _placeholder(folder: Path, content: bytes) -> str:
+    """A new read-only file holding ``content`` in ``folder`` (one per held file: its
+    identity says which mount is whose)."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd, path = tempfile.mkstemp(prefix="held-", dir=folder)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(content)
+    os.chmod(path, 0o444)
+    return path
