@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from iac_kernel.guard import callers
-from iac_kernel.guard.cover import Cover, holders
+from iac_kernel.guard.cover import Cover
+from iac_kernel.guard.holders import holders
 from iac_kernel.guard.sandbox import Layout, bwrap_path, unusable_reason
 
 pytestmark = pytest.mark.skipif(unusable_reason() is not None, reason="bubblewrap unusable")
@@ -132,3 +133,73 @@ def test_holders_finds_a_descriptor_in_the_namespace(tmp_path: Path):
         assert holders({(other.stat().st_dev, other.stat().st_ino)}, {ns}) == []
     finally:
         proc.kill()
+
+
+def _step(proc: subprocess.Popen, line: str) -> str:
+    """Send ``line`` to the sandboxed script; what it printed up to its next ``--``."""
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(line + "\n")
+    proc.stdin.flush()
+    out = []
+    while (got := proc.stdout.readline()) not in ("--\n", ""):
+        out.append(got)
+    return "".join(out)
+
+
+def test_files_terraform_may_write_are_covered_before_it_runs(tmp_path: Path):
+    layout = _layout(tmp_path)
+    state, plan = layout.cwd / "terraform.tfstate", layout.cwd / "out.plan"
+    copy = layout.masks[0] / "copy"
+    copy.write_text("masked\n")
+    sensitive: list[tuple[Path, Path]] = []
+    cover = Cover(layout, lambda cwd, root: sensitive if root == layout.cwd else [])
+    script = (
+        "echo ready; while read step; do cat terraform.tfstate out.plan 2>&1; "
+        "[ $step = last ] && { rm out.plan; echo rm=$?; ls -a; }; echo --; done"
+    )
+    proc, pid = _sandboxed(layout, f"cd {layout.cwd}; {script}")
+    try:
+        cover.watch(pid)
+        argv = ["terraform", "apply", "-out=out.plan"]  # (apply takes no -out: a plan's)
+        held, problems = cover.hold(argv, str(layout.cwd), {})
+        assert problems == [] and state.exists() and plan.exists()
+        with state.open("r+") as fh:  # terraform writes in place (the same inode)
+            fh.write("real secret\n")
+        with plan.open("r+") as fh:
+            fh.write("plain plan\n")
+        during = _step(proc, "during")
+        sensitive.append((copy, state))
+        assert cover.settle(held) == []
+        after = _step(proc, "last")
+    finally:
+        cover.close()
+        proc.kill()
+    assert "real" not in during and "plain" not in during, during  # the placeholders
+    assert "masked" in after and "real" not in after, after
+    assert "plain plan" in after and "rm=0" in after, after  # not sensitive: shown whole
+    assert "backup" not in after and "errored" not in after, after  # made, then put back
+    assert state.read_text() == "real secret\n"
+    assert not (layout.cwd / "terraform.tfstate.backup").exists()
+
+
+def test_a_state_present_before_shows_as_it_was_while_terraform_runs(tmp_path: Path):
+    layout = _layout(tmp_path)
+    state = layout.cwd / "terraform.tfstate"
+    state.write_text("old plain state\n")
+    cover = Cover(layout, lambda cwd, root: [])
+    script = "echo ready; while read step; do cat terraform.tfstate; echo --; done"
+    proc, pid = _sandboxed(layout, f"cd {layout.cwd}; {script}")
+    try:
+        cover.watch(pid)
+        held, problems = cover.hold(["terraform", "apply"], str(layout.cwd), {})
+        assert problems == []
+        with state.open("r+") as fh:
+            fh.write("new secret state\n")
+        during = _step(proc, "during")
+        assert cover.settle(held) == []
+        after = _step(proc, "after")
+    finally:
+        cover.close()
+        proc.kill()
+    assert during == "old plain state\n", during
+    assert after == "new secret state\n", after  # the scan found nothing sensitive

@@ -6,8 +6,8 @@ bubblewrap.
 The reader keeps every version it reads, raw (a plan's zip members unpacked), in a file
 the test reads on the host: no encoding of a value can be in what it saw if the value
 is not. Routes: ``apply`` making a new state (and its backup), ``apply`` over a state
-without sensitive values, ``plan -out`` to a new file, a workspace's state,
-``-state-out`` into a new folder. Controls: a state without sensitive values stays
+without sensitive values, a hard link to it made before, ``plan -out`` to a new file,
+a workspace's state, ``-state-out`` into a new folder. Controls: a state without sensitive values stays
 readable whole and removable after the run; a failed run leaves no file behind.
 """
 
@@ -107,6 +107,15 @@ async def test_apply_over_a_state_without_sensitive_values(work: Path):
     assert written(work / "terraform.tfstate")
     assert not leaked(seen), leaked(seen)
     assert PLAIN in seen and "(sensitive)" in seen  # the old state whole, then masked
+
+
+async def test_a_hard_link_made_before(work: Path):
+    tf(work, "apply", "-auto-approve", "-input=false", "-var", "on=false")
+    before = "mkdir -p deep/er && ln terraform.tfstate deep/er/x && "
+    seen = await read_while(work, ["deep/er/x"], f"{APPLY} >/dev/null", before)
+    assert written(work / "deep" / "er" / "x")
+    assert not leaked(seen), leaked(seen)
+    assert PLAIN in seen and "(sensitive)" in seen
 
 
 async def test_plan_out_to_a_new_file(work: Path):

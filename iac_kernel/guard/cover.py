@@ -28,12 +28,12 @@ import signal
 import subprocess
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from iac_kernel.guard import held as held_files
 from iac_kernel.guard.held import Held
+from iac_kernel.guard.holders import holders, ns_inode, pids_in, wait_dead
 from iac_kernel.guard.sandbox import Layout, process_dir
 from iac_kernel.guard.tf_targets import targets
 from iac_kernel.interpreter import sandbox_python
@@ -61,7 +61,7 @@ class Cover:
         #: (namespace inode, path inside) -> (copy, dev, ino) already mounted there.
         self._done: dict[tuple[int, str], tuple[str, int, int]] = {}
         self._lock = threading.Lock()
-        self._own = _inode("/proc/self/ns/mnt")
+        self._own = ns_inode("/proc/self/ns/mnt")
         #: ``(dev, ino)`` of every placeholder mounted by :meth:`hold`, and their folder.
         self._placeholders: set[tuple[int, int]] = set()
         self._held_dir: Path | None = None
@@ -100,28 +100,58 @@ class Cover:
         watched namespaces, and stop the processes holding one open. The files held,
         and what could not be covered (then nothing is held: terraform must not run)."""
         with self._lock:
-            roots = [str(r) for r in self.roots()]
-            covered = {str(o) for _, o in self.layout.overlays}
             helds: list[Held] = []
-            for target in targets(argv, cwd, env, self.layout.host_path):
-                host = os.path.normpath(self.layout.host_path(target.path))
-                inside = self.layout.inside_path(host)
-                if inside is None or inside in covered or inside in (h.inside for h in helds):
-                    continue  # not a writable place, or masked already
-                if not any(host.startswith(f"{r}/") for r in roots):
-                    continue
-                folder = self._held_dir or Path(tempfile.mkdtemp(dir=process_dir()))
-                self._held_dir = folder
-                one = held_files.prepare(inside, host, target.content, target.make_dirs, folder)
-                if one is not None:
-                    helds.append(one)
-                    self._placeholders.add(one.shown)
-            problems = self._hold(helds)
+            try:
+                for target in targets(argv, cwd, env, self.layout.host_path):
+                    host = self.layout.host_path(target.path)
+                    self._prepare(host, target.content, target.make_dirs, helds)
+                problems = self._hold(helds)
+                if not problems:  # its other names (hard links) show what it shows
+                    links, problems = self._links(helds)
+                    helds += links
+                    problems += self._hold(links)
+            except BaseException:
+                self._release(helds)
+                raise
             if problems:
                 self._release(helds)
                 return [], problems
             self._stop_holders([Path(h.host) for h in helds])
             return helds, []
+
+    def _prepare(self, host: str, content: bytes, make_dirs: bool, helds: list[Held]) -> None:
+        """Add ``host`` to ``helds`` when it is in a writable place and not masked."""
+        host = os.path.normpath(host)
+        inside = self.layout.inside_path(host)
+        covered = {str(o) for _, o in self.layout.overlays}
+        if inside is None or inside in covered or inside in (h.inside for h in helds):
+            return  # not a writable place, or masked already
+        if not any(host.startswith(f"{r}/") for r in map(str, self.roots())):
+            return
+        folder = self._held_dir or Path(tempfile.mkdtemp(dir=process_dir()))
+        self._held_dir = folder
+        one = held_files.prepare(inside, host, content, make_dirs, folder)
+        if one is not None:
+            helds.append(one)
+            self._placeholders.add(one.shown)
+
+    def _links(self, helds: list[Held]) -> tuple[list[Held], list[str]]:
+        """The other names of ``helds`` under the roots (held too), and a problem for a
+        file made here whose every link cannot be found (linked as it was made)."""
+        found: list[Held] = []
+        problems: list[str] = []
+        for h in list(helds):
+            with contextlib.suppress(OSError):
+                count = os.stat(h.host).st_nlink
+                if count < 2:
+                    continue
+                names = held_files.links(h.file_id, [str(r) for r in self.roots()])
+                for name in names:
+                    if all(x.host != os.path.normpath(name) for x in helds):
+                        self._prepare(name, b"", False, found)
+                if h.made is not None and len(names) < count:
+                    problems.append(f"{h.inside}: linked where the guard cannot find it")
+        return found, problems
 
     def _hold(self, helds: list[Held]) -> list[str]:
         """Mount the placeholders of ``helds``; what failed."""
@@ -143,10 +173,6 @@ class Cover:
                     self._done.pop((inode, h.inside), None)  # the next scan mounts again
                 else:
                     problems.append(f"{h.inside}: {result}")
-        for h in helds if not problems else ():
-            with contextlib.suppress(OSError):  # a link made before the mount
-                if h.made is not None and os.stat(h.host).st_nlink > 1:
-                    problems.append(f"{h.inside}: linked elsewhere while it was covered")
         return problems
 
     def settle(self, helds: list[Held]) -> list[str]:
@@ -251,7 +277,7 @@ class Cover:
 
     def _stop_all(self) -> None:
         """Kill every process of the watched namespaces (the call's shell)."""
-        for pid in _pids(set(self._namespaces)):
+        for pid in pids_in(set(self._namespaces)):
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
 
@@ -272,7 +298,7 @@ class Cover:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
             found.append(f"process {pid} held a sensitive terraform file open: stopped")
-        _wait_dead(pids)
+        wait_dead(pids)
         for problem in found:
             log.warning("guard: %s", problem)
         return found
@@ -311,44 +337,6 @@ class Cover:
                 shutil.rmtree(self._held_dir, ignore_errors=True)
 
 
-def holders(files: set[tuple[int, int]], namespaces: set[int]) -> list[int]:
-    """Pids in the mount ``namespaces`` (inodes) with a descriptor on, or a mapping of,
-    one of ``files`` (``(st_dev, st_ino)``)."""
-    found: list[int] = []
-    for pid in _pids(namespaces):
-        name = str(pid)
-        for folder in ("fd", "map_files"):
-            try:
-                entries = os.listdir(f"/proc/{name}/{folder}")
-            except OSError:
-                continue
-            if any(_identity(f"/proc/{name}/{folder}/{e}") in files for e in entries):
-                found.append(int(name))
-                break
-    return found
-
-
-def _wait_dead(pids: list[int], limit: float = 2.0) -> None:
-    """Wait (at most ``limit`` seconds) until ``pids`` are gone or zombies: their
-    descriptors are closed then."""
-    end = time.monotonic() + limit
-    for pid in pids:
-        while time.monotonic() < end:
-            try:
-                state = Path(f"/proc/{pid}/stat").read_bytes().rpartition(b")")[2].split()[0]
-            except (OSError, IndexError):
-                break
-            if state in (b"Z", b"X"):
-                break
-            time.sleep(0.01)
-
-
-def _pids(namespaces: set[int]) -> list[int]:
-    """The processes whose mount namespace is one of ``namespaces`` (inodes)."""
-    names = [n for n in os.listdir("/proc") if n.isdigit()]
-    return [int(n) for n in names if _inode(f"/proc/{n}/ns/mnt") in namespaces]
-
-
 def _copies(folders: set[Path]) -> list[list[int]]:
     """``[dev, ino]`` of every masked copy in ``folders`` (a path showing one is masked)."""
     found: list[list[int]] = []
@@ -359,18 +347,3 @@ def _copies(folders: set[Path]) -> list[list[int]]:
                     st = entry.stat(follow_symlinks=False)
                     found.append([st.st_dev, st.st_ino])
     return found
-
-
-def _identity(path: str) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
-
-
-def _inode(path: str) -> int | None:
-    try:
-        return os.stat(path).st_ino
-    except OSError:
-        return None

@@ -20,6 +20,9 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+#: How far :func:`links` looks (those of the workspace scan).
+MAX_DEPTH, MAX_ENTRIES = 64, 500_000
+
 
 @dataclass
 class Held:
@@ -100,6 +103,29 @@ def put_back(helds: list[Held]) -> None:
             if same:
                 os.unlink(held.host)
     remove_folders([f for held in helds for f in held.folders])
+
+
+def links(file_id: tuple[int, int], roots: list[str]) -> list[str]:
+    """Every name of the file ``file_id`` (``(dev, ino)``) under ``roots``, symlinks not
+    followed, within :data:`MAX_DEPTH` and :data:`MAX_ENTRIES`."""
+    found: list[str] = []
+    seen = 0
+    stack = [(root, 0) for root in roots]
+    while stack and seen < MAX_ENTRIES:
+        folder, depth = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        seen += len(entries)
+        for entry in entries:
+            with contextlib.suppress(OSError):
+                st = entry.stat(follow_symlinks=False)
+                if stat.S_ISDIR(st.st_mode) and depth < MAX_DEPTH:
+                    stack.append((entry.path, depth + 1))
+                elif (st.st_dev, st.st_ino) == file_id:
+                    found.append(entry.path)
+    return found
 
 
 def remove_folders(folders: list[str]) -> None:

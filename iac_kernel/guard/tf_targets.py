@@ -71,16 +71,17 @@ def _state_targets(
 ) -> list[Target]:
     given = options.get("state")
     state = given or _workspace_state(data_dir, env, host_path)
-    if state is None:
-        return []  # a remote backend: no local state
     written = options.get("state-out") or state
+    found = [Target(os.path.join(base, "errored.tfstate"))]
+    if written is None:
+        return found  # a remote backend: no local state
     explicit = bool(given or options.get("state-out"))
-    found = [Target(written, make_dirs=explicit), Target(os.path.join(base, "errored.tfstate"))]
+    found.append(Target(written, make_dirs=explicit))
     backup = options.get("backup")
     if backup and backup != "-":
         found.append(Target(backup, make_dirs=True))
     elif backup is None:
-        found += [Target(f"{p}.backup", make_dirs=explicit) for p in {state, written}]
+        found += [Target(f"{p}.backup", make_dirs=explicit) for p in {state, written} if p]
     return found
 
 
