@@ -203,3 +203,25 @@ def test_a_state_present_before_shows_as_it_was_while_terraform_runs(tmp_path: P
         proc.kill()
     assert during == "old plain state\n", during
     assert after == "new secret state\n", after  # the scan found nothing sensitive
+
+
+def test_a_folder_renamed_while_terraform_runs_stops_the_shell(tmp_path: Path):
+    layout = _layout(tmp_path)
+    (layout.cwd / "sub").mkdir()
+    cover = Cover(layout, lambda cwd, root: [])
+    proc, pid = _sandboxed(layout, "echo ready; exec sleep 30")
+    try:
+        cover.watch(pid)
+        argv = ["terraform", "plan", "-out=sub/p"]
+        held, problems = cover.hold(argv, str(layout.cwd), {})
+        assert problems == [] and (layout.cwd / "sub" / "p").exists()
+        os.rename(layout.cwd / "sub", layout.cwd / "old")  # as the shell could
+        (layout.cwd / "sub").mkdir()
+        (layout.cwd / "sub" / "p").write_text("a new file terraform wrote\n")
+        problems = cover.settle(held)
+        proc.wait(timeout=10)
+    finally:
+        cover.close()
+        proc.kill()
+    assert any("moved while terraform ran" in p for p in problems), problems
+    assert proc.returncode is not None  # stopped

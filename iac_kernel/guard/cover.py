@@ -1,20 +1,32 @@
-"""Terraform's sensitive files written during a call, masked in the call's shell at once.
+"""Terraform's sensitive files written during a call: covered in the call's shell before
+terraform writes them, masked once it returns.
 
 The shell of a sandboxed call sees masked copies of the sensitive terraform files that
 existed when it started (bind mounts made by bwrap, :class:`.sandbox.Layout`). A guarded
 terraform/tofu runs in a sibling sandbox with the originals and can write new ones (a
 state after ``apply``, its backup, a plan from ``plan -out``, a backend cache), in the
-folder, the call's /tmp or a writable path. Before its exit status goes back to the
-shell, :meth:`Cover.run` scans those places by content and mounts a read-only masked
-copy over every sensitive file in the mount namespace of each waiting shell
-(``cover_helper.py``, as the guard's own user: ``setns`` + ``move_mount``), and adds it
-to the layout so sandboxes started later mount it too.
+folder, the call's /tmp or a writable path.
+
+Before it starts, :meth:`Cover.hold` covers every file it may write (:mod:`.tf_targets`:
+known from its command line and environment) in the mount namespace of each waiting
+shell with a placeholder (the file as it was, or empty: a missing file is made first,
+:mod:`.held`), and the other names of each (hard links under the writable places);
+processes of the shell holding one open are stopped. Terraform writes these files in
+place, so the shell keeps seeing the placeholder while it runs. When it has returned,
+and before its exit status goes back, :meth:`Cover.settle` scans those places by content
+and mounts a read-only masked copy over every sensitive file (``cover_helper.py``, as the
+guard's own user: ``setns`` + ``move_mount``; added to the layout so sandboxes started
+later mount it too), takes the other placeholders off (the file is shown as written)
+and removes the files made for the run that terraform did not write.
 
 Terraform rewrites a state (and a plan named again) in place: a process of the shell
 holding such a file open or mapped when terraform returns is killed (a descriptor taken
-before the run would read what the mount hides). What this cannot close
-(docs/masking.md): a read transformed while terraform still runs, a descriptor kept in
-flight in a unix socket, and a hard link beyond the scan's limits.
+before the run would read what the mount hides). A held path that names another file
+when terraform returns (a folder on the way renamed meanwhile) stops the shell. What
+this cannot close (docs/masking.md): files whose names are known only as terraform runs
+(the timestamped backup of ``state`` commands), a symlink on the way re-pointed while it
+runs, a descriptor kept in flight in a unix socket, and a hard link beyond the scan's
+limits.
 """
 
 from __future__ import annotations
@@ -178,9 +190,17 @@ class Cover:
     def settle(self, helds: list[Held]) -> list[str]:
         """After a guarded terraform/tofu returned: :meth:`run`, then take the
         placeholders of ``helds`` off where no masked copy went over them, and put back
-        the files terraform did not write."""
+        the files terraform did not write. A held path that no longer names the file
+        held (a folder on the way renamed and made again while terraform ran) may have
+        had terraform write an uncovered file: the call's shell is stopped (fail closed)."""
         with self._lock:
+            swapped = [h.inside for h in helds if held_files.identity(h.host) != h.file_id]
             problems = self._run()
+            if swapped:
+                log.warning("guard: a path terraform wrote moved while it ran: %s", swapped)
+                self._stop_all()
+                problems += [f"{p}: moved while terraform ran" for p in swapped]
+                problems.append("the call's shell was stopped")
             self._release(helds, keep=self._covered_now)
             return problems
 

@@ -1,14 +1,16 @@
 """The files a guarded terraform/tofu may write, made ready to be covered before it
 starts (:meth:`.cover.Cover.hold`), and put back as they were when it has returned.
 
-A mount needs a file to cover: a missing one is made (empty, or what :class:`.tf_targets.Target`
-says), with the folders terraform would make on its way. Terraform writes states, plans
-and the backend cache in place (the same inode: ``O_RDWR|O_CREAT`` then a truncate, or
-``O_TRUNC``), so a mount over the file keeps hiding what it writes. Each file gets its
-own placeholder, a new file in the guard's private folder: the shell sees the file as it
-was (a copy of it, or the made content) while terraform runs. Afterwards a made file
-still holding what was made is removed (terraform did not write it, or wrote nothing:
-the folder is left as it was), and so are the folders made for it, when empty.
+A mount needs a file to cover: a missing one is made, with the folders terraform would
+make on its way. Terraform (checked with 1.11) reads an empty state file as no state and
+a backend cache naming no backend (:data:`.tf_targets.NO_BACKEND`; an empty one is a
+syntax error to it) as no cache, and writes states, plans and the backend cache in place
+(the same inode: ``O_RDWR|O_CREAT`` then a truncate, or ``O_TRUNC``), so a mount over
+the file keeps hiding what it writes. Each file gets its own placeholder, a new file in
+the guard's private folder: the shell sees the file as it was (a copy of it, or what was
+made) while terraform runs. Afterwards a made file still holding what was made is
+removed (terraform did not write it, or wrote nothing into it), and so are the folders
+made for it, when empty.
 """
 
 from __future__ import annotations
@@ -126,6 +128,15 @@ def links(file_id: tuple[int, int], roots: list[str]) -> list[str]:
                 elif (st.st_dev, st.st_ino) == file_id:
                     found.append(entry.path)
     return found
+
+
+def identity(path: str) -> tuple[int, int] | None:
+    """``(dev, ino)`` of ``path`` (not followed), None when missing."""
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def remove_folders(folders: list[str]) -> None:

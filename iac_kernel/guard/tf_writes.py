@@ -2,13 +2,14 @@
 
 A plan, a state or its backup written to a pipe, a terminal or ``/dev/stdout`` reaches
 the shell as it is written (and a plan's members are compressed: the output filter
-cannot read them); one written to a file is masked in the shell before terraform's exit
-status goes back (:mod:`.cover`). So ``-out``, ``-state``, ``-state-out`` and
-``-backup`` must name a regular file or a new one, never a FIFO, a socket, a device or
-a path under ``/dev``, ``/proc`` or ``/sys`` (symlinks followed as the sandbox sees
-them), and terraform's own log goes to stderr, which is masked: ``TF_LOG_PATH`` is
-refused. Checked when the request arrives: a shell that swaps the file for a FIFO
-between this check and terraform's ``open`` is not stopped (docs/masking.md).
+cannot read them); one written to a file is covered in the shell before terraform starts
+and masked before its exit status goes back (:mod:`.cover`). So ``-out``, ``-state``,
+``-state-out`` and ``-backup`` must name a regular file or a new one, never a FIFO, a
+socket, a device or a path under ``/dev``, ``/proc`` or ``/sys`` (symlinks followed as
+the sandbox sees them), and terraform's own log goes to stderr, which is masked:
+``TF_LOG_PATH`` is refused. Checked when the request arrives: a shell that swaps the
+file for a FIFO between this check and terraform's ``open`` is not stopped
+(docs/masking.md).
 """
 
 from __future__ import annotations
