@@ -163,6 +163,8 @@ def test_files_terraform_may_write_are_covered_before_it_runs(tmp_path: Path):
         argv = ["terraform", "apply", "-out=out.plan"]  # (apply takes no -out: a plan's)
         held, problems = cover.hold(argv, str(layout.cwd), {})
         assert problems == [] and state.exists() and plan.exists()
+        shown = {o: c for c, o in layout.overlays}  # sandboxes started meanwhile too
+        assert shown[state].read_text() == "" and shown[plan].read_text() == ""
         with state.open("r+") as fh:  # terraform writes in place (the same inode)
             fh.write("real secret\n")
         with plan.open("r+") as fh:
@@ -171,6 +173,8 @@ def test_files_terraform_may_write_are_covered_before_it_runs(tmp_path: Path):
         sensitive.append((copy, state))
         assert cover.settle(held) == []
         after = _step(proc, "last")
+        assert (copy, state) in layout.overlays
+        assert plan not in {o for _, o in layout.overlays}  # shown as it is now
     finally:
         cover.close()
         proc.kill()

@@ -129,13 +129,16 @@ class Cover:
                 self._release(helds)
                 return [], problems
             self._stop_holders([Path(h.host) for h in helds])
+            # Sandboxes started while terraform runs (git, aws ...) show them too.
+            self.layout.overlays += [(Path(h.placeholder), Path(h.inside)) for h in helds]
             return helds, []
 
     def _prepare(self, host: str, content: bytes, make_dirs: bool, helds: list[Held]) -> None:
         """Add ``host`` to ``helds`` when it is in a writable place and not masked."""
         host = os.path.normpath(host)
         inside = self.layout.inside_path(host)
-        covered = {str(o) for _, o in self.layout.overlays}
+        held = {str(o) for c, o in self.layout.overlays if c.parent == self._held_dir}
+        covered = {str(o) for _, o in self.layout.overlays} - held  # masked copies
         if inside is None or inside in covered or inside in (h.inside for h in helds):
             return  # not a writable place, or masked already
         if not any(host.startswith(f"{r}/") for r in map(str, self.roots())):
@@ -212,6 +215,8 @@ class Cover:
     def _release(self, helds: list[Held], keep: set[str] | None = None) -> None:
         """Take the placeholders off (but where ``keep`` says a masked copy is on top)
         and put the files back."""
+        ours = {Path(h.placeholder) for h in helds}
+        self.layout.overlays = [(c, o) for c, o in self.layout.overlays if c not in ours]
         shown = [h for h in helds if h.inside not in (keep or set())]
         items = [{"unmount": True, "path": h.inside, "shown": list(h.shown)} for h in shown]
         for fd in list(self._namespaces.values()) if items else ():
