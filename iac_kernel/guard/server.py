@@ -35,6 +35,7 @@ from iac_kernel.guard.cover import Cover
 from iac_kernel.guard.exec_audit import Trail, record
 from iac_kernel.guard.exec_request import AskExec, AuditSink, ExecRequest
 from iac_kernel.guard.exec_verdict import exec_verdict
+from iac_kernel.guard.held import Held
 from iac_kernel.guard.loader_env import without_loader_variables
 from iac_kernel.guard.output_filter import Relay
 from iac_kernel.guard.procs import signal_group
@@ -316,8 +317,9 @@ class ApprovalServer:
         dashed = program == "git" and program_name(argv[0]).startswith("git-")
         run_argv = [program_name(argv[0]) if dashed else program, *argv[1:]]
         std = {k: stdio.get(i, asyncio.subprocess.DEVNULL) for i, k in enumerate(("i", "o", "e"))}
-        held = await self._hold(program, argv, cwd, env)
+        held: list[Held] = []
         try:
+            held = await self._hold(program, argv, cwd, env)
             proc = await start_program(
                 real,
                 run_argv,
@@ -329,7 +331,7 @@ class ApprovalServer:
                 guarded=reveal,
                 original=program in ORIGINALS,
             )
-        except CannotStart:
+        except BaseException:  # it never started
             if relay is not None:
                 relay.close()
             if held:
@@ -367,7 +369,7 @@ class ApprovalServer:
                 except Exception:  # a bug here must not lose the exit status
                     log.exception("guard: masking what terraform wrote failed")
 
-    async def _hold(self, program: str, argv: list[str], cwd: str, env: dict) -> list:
+    async def _hold(self, program: str, argv: list[str], cwd: str, env: dict) -> list[Held]:
         """Cover in the shell what a guarded terraform/tofu may write, before it starts
         (a refusal when one cannot be covered)."""
         if program not in ORIGINALS or self.cover is None:
