@@ -219,11 +219,19 @@ class Cover:
         self.layout.overlays = [(c, o) for c, o in self.layout.overlays if c not in ours]
         shown = [h for h in helds if h.inside not in (keep or set())]
         items = [{"unmount": True, "path": h.inside, "shown": list(h.shown)} for h in shown]
+        off = {h.placeholder for h in shown}
         for fd in list(self._namespaces.values()) if items else ():
-            for item, result in zip(items, self._mount(fd, items, []), strict=False):
+            for h, result in zip(shown, self._mount(fd, items, []), strict=False):
+                if result != "unmounted":
+                    off.discard(h.placeholder)
                 if result not in ("unmounted", "other"):
-                    log.warning("guard: a placeholder stays on %s: %s", item["path"], result)
+                    log.warning("guard: a placeholder stays on %s: %s", h.inside, result)
         held_files.put_back(helds)
+        # Only those taken off: removing a file detaches the mounts on it (a masked
+        # copy over its placeholder) in every namespace.
+        for path in off:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
 
     def _run(self) -> list[str]:
         stopped: list[str] = []
