@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from iac_kernel.guard.tf_writes import resolve
+from iac_kernel.guard.tf_writes import resolve, words_of
 
 #: Commands that write the state (``state mv|rm|push|...`` too).
 STATE_WRITERS = frozenset({"apply", "destroy", "import", "refresh", "taint", "untaint", "state"})
@@ -44,7 +43,7 @@ def targets(
     argv: Sequence[str], cwd: str, env: Mapping[str, str], host_path: Callable[[str], str]
 ) -> list[Target]:
     """What terraform may write running ``argv`` in ``cwd`` (as the sandbox sees it)."""
-    command, options = _parse(list(argv[1:]), env)
+    command, options = _parse(argv, env)
     base = os.path.join(cwd, options.get("chdir", ""))
     found: list[Target] = []
     if options.get("out"):
@@ -107,17 +106,11 @@ def _workspace_state(
     return os.path.join(folder, workspace, "terraform.tfstate")
 
 
-def _parse(words: list[str], env: Mapping[str, str]) -> tuple[str, dict[str, str]]:
-    """(the command, ``{option: value}`` of :data:`PATH_OPTIONS`) with the words
-    ``TF_CLI_ARGS`` and ``TF_CLI_ARGS_<command>`` add after the command."""
+def _parse(argv: Sequence[str], env: Mapping[str, str]) -> tuple[str, dict[str, str]]:
+    """(the command, ``{option: value}`` of :data:`PATH_OPTIONS`), the words of
+    ``TF_CLI_ARGS*`` included."""
+    words = words_of(argv, env)
     command = next((w for w in words if not w.startswith("-")), "")
-    if command:
-        extra = f"{env.get('TF_CLI_ARGS', '')} {env.get(f'TF_CLI_ARGS_{command}', '')}"
-        try:
-            at = words.index(command) + 1
-            words = [*words[:at], *shlex.split(extra), *words[at:]]
-        except ValueError:
-            pass
     options: dict[str, str] = {}
     for i, word in enumerate(words):
         if not word.startswith("-") or word == "--":
