@@ -219,7 +219,7 @@ def test_a_folder_renamed_while_terraform_runs_stops_the_shell(tmp_path: Path):
         argv = ["terraform", "plan", "-out=sub/p"]
         held, problems = cover.hold(argv, str(layout.cwd), {})
         assert problems == [] and (layout.cwd / "sub" / "p").exists()
-        os.rename(layout.cwd / "sub", layout.cwd / "old")  # as the shell could
+        os.rename(layout.cwd / "sub", layout.cwd / "old")  # outside the shell's view
         (layout.cwd / "sub").mkdir()
         (layout.cwd / "sub" / "p").write_text("a new file terraform wrote\n")
         problems = cover.settle(held)
@@ -229,3 +229,28 @@ def test_a_folder_renamed_while_terraform_runs_stops_the_shell(tmp_path: Path):
         proc.kill()
     assert any("moved while terraform ran" in p for p in problems), problems
     assert proc.returncode is not None  # stopped
+
+
+def test_the_folders_on_the_way_cannot_be_renamed_while_terraform_runs(tmp_path: Path):
+    layout = _layout(tmp_path)
+    (layout.cwd / "a" / "b").mkdir(parents=True)
+    (layout.cwd / "a" / "b" / "keep").write_text("seen\n")
+    cover = Cover(layout, lambda cwd, root: [])
+    script = (
+        "echo ready; read go; mv a/b a/c; echo b=$?; mv a z; echo a=$?; "
+        "cat a/b/keep; echo x >> a/b/keep; echo w=$?; ls a/b; echo --"
+    )
+    proc, pid = _sandboxed(layout, f"cd {layout.cwd}; {script}")
+    try:
+        cover.watch(pid)
+        argv = ["terraform", "apply", "-state-out=a/b/s.json"]
+        held, problems = cover.hold(argv, str(layout.cwd), {})
+        assert problems == []
+        out = _step(proc, "go")
+        assert cover.settle(held) == []
+    finally:
+        cover.close()
+        proc.kill()
+    assert "b=1" in out and "a=1" in out, out  # EBUSY: mount points
+    assert "seen" in out and "w=0" in out, out  # the rest of the folder as it was
+    assert (layout.cwd / "a" / "b" / "keep").read_text() == "seen\nx\n"

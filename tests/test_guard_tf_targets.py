@@ -48,6 +48,8 @@ def test_state_out_state_and_backup_options(tmp_path: Path):
     assert paths(["apply", "-backup=-"], tmp_path) == {"terraform.tfstate", "errored.tfstate"}
     made = {t.path: t.make_dirs for t in targets(["t", "apply", "-state-out=n/o"], "/w", {}, same)}
     assert made["/w/n/o"] and not made["/w/errored.tfstate"]  # terraform makes its folder
+    plans = targets(["t", "plan", "-out=n/p"], "/w", {}, same)
+    assert [(t.path, t.make_dirs) for t in plans] == [("/w/n/p", False)]  # not a plan's
 
 
 def test_the_selected_workspace(tmp_path: Path):
@@ -58,7 +60,7 @@ def test_the_selected_workspace(tmp_path: Path):
     other = "terraform.tfstate.d/v/terraform.tfstate"
     assert other in paths(["apply"], tmp_path, {"TF_WORKSPACE": "v"})
     made = {t.path: t.make_dirs for t in targets(["t", "apply"], str(tmp_path), {}, same)}
-    assert made[str(tmp_path / ws)] is False  # a missing folder: no such workspace
+    assert made[str(tmp_path / ws)]  # terraform makes a workspace's missing folder
 
 
 def test_chdir_and_the_data_dir(tmp_path: Path):

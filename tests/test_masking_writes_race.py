@@ -7,7 +7,8 @@ The reader keeps every version it reads, raw (a plan's zip members unpacked), in
 the test reads on the host: no encoding of a value can be in what it saw if the value
 is not. Routes: ``apply`` making a new state (and its backup), ``apply`` over a state
 without sensitive values, a hard link to it made before, ``plan -out`` to a new file,
-a workspace's state, ``-state-out`` into a new folder. Controls: a state without sensitive values stays
+a folder on the way renamed and made again in a loop, a workspace's state,
+``-state-out`` into a new folder. Controls: a state without sensitive values stays
 readable whole and removable after the run; a failed run leaves no file behind.
 """
 
@@ -52,6 +53,20 @@ with open("seen.log", "ab") as out:
             out.write(b"\\n--- " + name.encode() + b"\\n" + data)
             out.flush()
     out.write(b"\\nreads=%d\\n" % reads)
+"""
+
+
+SWAP = """
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+swaps = tries = 0
+while not os.path.exists(sys.argv[1] + "/p"):  # made by the guard: terraform is starting
+    time.sleep(0.001)
+time.sleep(0.3)
+while not os.path.exists("stop"):
+    tries += 1
+    swaps += libc.renameat2(-100, sys.argv[1].encode(), -100, sys.argv[2].encode(), 2) == 0
+open("swapped", "w").write(f"swaps={swaps} tries={tries}\\n")
 """
 
 
@@ -130,6 +145,19 @@ def written_plan(path: Path) -> bool:
 
     with zipfile.ZipFile(path) as z:
         return any(VALUE in z.read(m).decode("latin-1") for m in z.namelist())
+
+
+async def test_plan_out_in_a_folder_the_shell_tries_to_swap(work: Path):
+    (work / "sub").mkdir()
+    (work / "other").mkdir()
+    (work / "swap.py").write_text(SWAP)
+    before = "python3 swap.py sub other & "  # sub always exists: swapped atomically
+    command = "terraform plan -out=sub/p -input=false >/dev/null"
+    seen = await read_while(work, ["sub/p", "other/p"], command, before)
+    swapped = (work / "swapped").read_text()
+    assert "swaps=0 " in swapped and "tries=0" not in swapped, swapped  # all failed
+    assert written_plan(work / "sub" / "p")
+    assert not leaked(seen), leaked(seen)
 
 
 async def test_a_workspace_state(work: Path):

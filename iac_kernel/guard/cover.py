@@ -10,49 +10,49 @@ folder, the call's /tmp or a writable path.
 Before it starts, :meth:`Cover.hold` covers every file it may write (:mod:`.tf_targets`:
 known from its command line and environment) in the mount namespace of each waiting
 shell with a placeholder (the file as it was, or empty: a missing file is made first,
-:mod:`.held`), and the other names of each (hard links under the writable places);
-processes of the shell holding one open are stopped. Terraform writes these files in
-place, so the shell keeps seeing the placeholder while it runs. When it has returned,
-and before its exit status goes back, :meth:`Cover.settle` scans those places by content
-and mounts a read-only masked copy over every sensitive file (``cover_helper.py``, as the
-guard's own user: ``setns`` + ``move_mount``; added to the layout so sandboxes started
-later mount it too), takes the other placeholders off (the file is shown as written)
-and removes the files made for the run that terraform did not write.
+:mod:`.held`), and the other names of each (hard links under the writable places). Each
+folder between a writable place and such a file is mounted over itself for the rest of
+the call, so the shell cannot rename it and make another where terraform would write;
+processes of the shell holding a held file open are stopped. A file that cannot be held
+(not a regular file, its folder missing where terraform would not make it) refuses the
+run. Terraform writes these files in place, so the shell keeps seeing the placeholder.
+When it has returned, and before its exit status goes back, :meth:`Cover.settle` scans
+those places by content and mounts a read-only masked copy over every sensitive file
+(``cover_helper.py``, as the guard's own user: ``setns`` + ``move_mount``; added to the
+layout so sandboxes started later mount it too), takes the other placeholders off (the
+file is shown as written) and removes the files made for the run that terraform did not
+write.
 
 Terraform rewrites a state (and a plan named again) in place: a process of the shell
 holding such a file open or mapped when terraform returns is killed (a descriptor taken
 before the run would read what the mount hides). A held path that names another file
-when terraform returns (a folder on the way renamed meanwhile) stops the shell. What
-this cannot close (docs/masking.md): files whose names are known only as terraform runs
-(the timestamped backup of ``state`` commands), a symlink on the way re-pointed while it
-runs, a descriptor kept in flight in a unix socket, and a hard link beyond the scan's
-limits.
+when terraform returns stops the shell. What this cannot close (docs/masking.md): files
+whose names are known only as terraform runs (the timestamped backup of ``state``
+commands), a symlink on the way re-pointed while it runs, a descriptor kept in flight
+in a unix socket, and a hard link beyond the scan's limits.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import shutil
 import signal
-import subprocess
 import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from iac_kernel.guard import held as held_files
+from iac_kernel.guard.cover_call import copies, run_helper
 from iac_kernel.guard.held import Held
 from iac_kernel.guard.holders import holders, ns_inode, pids_in, wait_dead
 from iac_kernel.guard.sandbox import Layout, process_dir
 from iac_kernel.guard.tf_targets import targets
-from iac_kernel.interpreter import sandbox_python
 
 log = logging.getLogger(__name__)
 
-HELPER = os.path.realpath(Path(__file__).with_name("cover_helper.py"))
 #: Scans and mounts (and rounds of killing descriptor holders) at most this many times
 #: before the shell is stopped.
 ROUNDS = 3
@@ -77,6 +77,8 @@ class Cover:
         #: ``(dev, ino)`` of every placeholder mounted by :meth:`hold`, and their folder.
         self._placeholders: set[tuple[int, int]] = set()
         self._held_dir: Path | None = None
+        #: (namespace inode, folder inside, dev, ino) mounted over itself (:meth:`_pin`).
+        self._pinned: set[tuple[int, str, int, int]] = set()
         #: Paths inside covered by the last scan (a masked copy on top there).
         self._covered_now: set[str] = set()
 
@@ -114,10 +116,11 @@ class Cover:
         with self._lock:
             helds: list[Held] = []
             try:
+                problems: list[str] = []
                 for target in targets(argv, cwd, env, self.layout.host_path):
                     host = self.layout.host_path(target.path)
-                    self._prepare(host, target.content, target.make_dirs, helds)
-                problems = self._hold(helds)
+                    problems += self._prepare(host, target.content, target.make_dirs, helds)
+                problems = problems or self._pin(helds) or self._hold(helds)
                 if not problems:  # its other names (hard links) show what it shows
                     links, problems = self._links(helds)
                     helds += links
@@ -133,22 +136,25 @@ class Cover:
             self.layout.overlays += [(Path(h.placeholder), Path(h.inside)) for h in helds]
             return helds, []
 
-    def _prepare(self, host: str, content: bytes, make_dirs: bool, helds: list[Held]) -> None:
-        """Add ``host`` to ``helds`` when it is in a writable place and not masked."""
+    def _prepare(self, host: str, content: bytes, make_dirs: bool, helds: list[Held]) -> list[str]:
+        """Add ``host`` to ``helds`` when it is in a writable place and not masked; why
+        it cannot be."""
         host = os.path.normpath(host)
         inside = self.layout.inside_path(host)
         held = {str(o) for c, o in self.layout.overlays if c.parent == self._held_dir}
         covered = {str(o) for _, o in self.layout.overlays} - held  # masked copies
         if inside is None or inside in covered or inside in (h.inside for h in helds):
-            return  # not a writable place, or masked already
+            return []  # not a writable place, or masked already
         if not any(host.startswith(f"{r}/") for r in map(str, self.roots())):
-            return
+            return []
         folder = self._held_dir or Path(tempfile.mkdtemp(dir=process_dir()))
         self._held_dir = folder
         one = held_files.prepare(inside, host, content, make_dirs, folder)
-        if one is not None:
-            helds.append(one)
-            self._placeholders.add(one.shown)
+        if isinstance(one, str):
+            return [f"{inside}: {one}"]
+        helds.append(one)
+        self._placeholders.add(one.shown)
+        return []
 
     def _links(self, helds: list[Held]) -> tuple[list[Held], list[str]]:
         """The other names of ``helds`` under the roots (held too), and a problem for a
@@ -163,10 +169,41 @@ class Cover:
                 names = held_files.links(h.file_id, [str(r) for r in self.roots()])
                 for name in names:
                     if all(x.host != os.path.normpath(name) for x in helds):
-                        self._prepare(name, b"", False, found)
+                        problems += self._prepare(name, b"", False, found)
                 if h.made is not None and len(names) < count:
                     problems.append(f"{h.inside}: linked where the guard cannot find it")
         return found, problems
+
+    def _pin(self, helds: list[Held]) -> list[str]:
+        """Mount each folder between a root and a held file over itself in the watched
+        namespaces (for the rest of the call): renamed and made again while terraform
+        runs, it would have terraform write a new, uncovered file. What failed."""
+        roots = [str(r) for r in self.roots()]
+        folders: dict[str, tuple[int, int]] = {}
+        for h in helds:
+            root = next((r for r in roots if h.host.startswith(f"{r}/")), None)
+            folder = os.path.dirname(h.host)
+            chain: list[str] = []
+            while root is not None and folder.startswith(f"{root}/"):
+                chain.insert(0, folder)
+                folder = os.path.dirname(folder)
+            for each in chain:
+                inside = self.layout.inside_path(each)
+                st = os.stat(each, follow_symlinks=False)
+                if inside is not None:
+                    folders.setdefault(inside, (st.st_dev, st.st_ino))
+        problems: list[str] = []
+        for inode, fd in list(self._namespaces.items()):
+            todo = [(p, i) for p, i in folders.items() if (inode, p, *i) not in self._pinned]
+            items = [{"pin": True, "path": p, "dev": i[0], "ino": i[1]} for p, i in todo]
+            if not items:
+                continue
+            for (path, ident), result in zip(todo, self._mount(fd, items, []), strict=False):
+                if result == "pinned":
+                    self._pinned.add((inode, path, *ident))
+                else:
+                    problems.append(f"{path}: {result}")
+        return problems
 
     def _hold(self, helds: list[Held]) -> list[str]:
         """Mount the placeholders of ``helds``; what failed."""
@@ -278,7 +315,7 @@ class Cover:
     def _cover(self, inode: int, fd: int, pairs: dict[str, tuple[Path, Path]]) -> list[str]:
         """Mount in one namespace what is not mounted there yet; what failed."""
         items = []
-        ours = _copies({c.parent for c, _ in pairs.values()})
+        ours = copies({c.parent for c, _ in pairs.values()})
         for inside, (copy, original) in sorted(pairs.items()):
             try:
                 st = os.stat(original, follow_symlinks=False)
@@ -342,23 +379,7 @@ class Cover:
         self.layout.overlays = kept + [(c, Path(i)) for i, (c, _) in sorted(pairs.items())]
 
     def _mount(self, fd: int, items: list[dict], ours: list[list[int]]) -> list[str]:
-        try:
-            done = subprocess.run(
-                [sandbox_python(), "-IS", HELPER, str(fd)],
-                input=json.dumps({"items": items, "ours": ours}),
-                capture_output=True,
-                text=True,
-                pass_fds=(fd,),
-                timeout=30,
-                check=False,
-            )
-            results = json.loads(done.stdout or "null")
-        except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
-            return [f"cannot run the helper: {exc}"] * len(items)
-        if not isinstance(results, list) or len(results) != len(items):
-            text = (done.stderr or "").strip().splitlines()
-            return [text[-1] if text else "the helper failed"] * len(items)
-        return [str(r) for r in results]
+        return run_helper(fd, items, ours)
 
     def close(self) -> None:
         with self._lock:
@@ -368,15 +389,3 @@ class Cover:
             self._namespaces.clear()
             if self._held_dir is not None:
                 shutil.rmtree(self._held_dir, ignore_errors=True)
-
-
-def _copies(folders: set[Path]) -> list[list[int]]:
-    """``[dev, ino]`` of every masked copy in ``folders`` (a path showing one is masked)."""
-    found: list[list[int]] = []
-    for folder in folders:
-        with contextlib.suppress(OSError):
-            for entry in os.scandir(folder):
-                with contextlib.suppress(OSError):
-                    st = entry.stat(follow_symlinks=False)
-                    found.append([st.st_dev, st.st_ino])
-    return found

@@ -24,6 +24,7 @@ _LIBC.syscall.restype = ctypes.c_long
 _OPEN_TREE, _MOVE_MOUNT, _MOUNT_SETATTR = 428, 429, 442
 _AT_FDCWD = -100
 _OPEN_TREE_CLONE = 1
+_AT_RECURSIVE = 0x8000
 _AT_EMPTY_PATH = 0x1000
 _MOVE_MOUNT_F_EMPTY_PATH, _MOVE_MOUNT_T_EMPTY_PATH = 0x4, 0x40
 _MOUNT_ATTR_RDONLY, _MOUNT_ATTR_NOSUID, _MOUNT_ATTR_NODEV = 0x1, 0x2, 0x4
@@ -69,13 +70,32 @@ def _unmount(item: dict) -> str:
         os.chdir("/")
 
 
+def _pin(item: dict) -> str:
+    """Mount the folder ``item["path"]`` over itself, the mounts under it included."""
+    flags = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(item["path"], flags)
+    try:
+        st = os.fstat(fd)
+        if [st.st_dev, st.st_ino] != [item["dev"], item["ino"]]:
+            return "other"
+        clone = _OPEN_TREE_CLONE | _AT_RECURSIVE | _AT_EMPTY_PATH | os.O_CLOEXEC
+        tree = _check(_LIBC.syscall(_OPEN_TREE, fd, b"", clone), "open_tree")
+        try:
+            _attach(tree, fd)
+        finally:
+            os.close(tree)
+        return "pinned"
+    finally:
+        os.close(fd)
+
+
 def main() -> None:
     namespace = int(sys.argv[1])
     given = json.load(sys.stdin)
     items, ours = given["items"], given["ours"]
     trees: list[int | str] = []
     for item in items:
-        if item.get("unmount"):
+        if item.get("unmount") or item.get("pin"):
             trees.append("")
             continue
         try:
@@ -86,9 +106,9 @@ def main() -> None:
     os.chdir("/")
     results: list[str] = []
     for item, tree in zip(items, trees, strict=True):
-        if item.get("unmount"):
+        if item.get("unmount") or item.get("pin"):
             try:
-                results.append(_unmount(item))
+                results.append(_unmount(item) if item.get("unmount") else _pin(item))
             except OSError as exc:
                 results.append(str(exc))
             continue

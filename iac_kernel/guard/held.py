@@ -45,28 +45,29 @@ class Held:
     folders: list[str] = field(default_factory=list)
 
 
-def prepare(inside: str, host: str, content: bytes, make_dirs: bool, folder: Path) -> Held | None:
-    """Make ``host`` ready to be covered (None: nothing to cover: not a regular file, or
-    a missing folder terraform would not make either)."""
+def prepare(inside: str, host: str, content: bytes, make_dirs: bool, folder: Path) -> Held | str:
+    """Make ``host`` ready to be covered, or why it cannot be: not a regular file (a
+    FIFO would hand terraform's writes to the shell), or a missing folder terraform
+    would not make (the shell could make it while terraform runs)."""
     made: list[str] = []
     try:
         st = os.stat(host, follow_symlinks=False)
     except FileNotFoundError:
         st = None
     if st is not None and not stat.S_ISREG(st.st_mode):
-        return None
+        return "not a regular file"
     created = st is None
     if st is None:
         parent = os.path.dirname(host)
         if not os.path.isdir(parent):
             if not make_dirs:
-                return None
+                return "its folder does not exist"
             made = _make_folders(parent)
         try:
             fd = os.open(host, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-        except OSError:
+        except OSError as exc:
             remove_folders(made)
-            return None
+            return f"cannot be made: {exc.strerror or exc}"
         with os.fdopen(fd, "wb") as fh:
             fh.write(content)
         shown = content
@@ -75,8 +76,8 @@ def prepare(inside: str, host: str, content: bytes, make_dirs: bool, folder: Pat
         try:  # what the shell can read now anyway
             with open(host, "rb") as fh:
                 shown = fh.read()
-        except OSError:
-            return None
+        except OSError as exc:
+            return f"cannot be read: {exc.strerror or exc}"
     placeholder = _placeholder(folder, shown)
     own = os.stat(placeholder)
     return Held(

@@ -35,7 +35,8 @@ class Target:
     path: str
     #: What a file made for it holds until terraform writes it.
     content: bytes = b""
-    #: Terraform makes the missing folders on the way (states; not plans).
+    #: Terraform makes the missing folders on the way (states, also a workspace's
+    #: that does not exist yet; not plans).
     make_dirs: bool = False
 
 
@@ -74,13 +75,12 @@ def _state_targets(
     found = [Target(os.path.join(base, "errored.tfstate"))]
     if written is None:
         return found  # a remote backend: no local state
-    explicit = bool(given or options.get("state-out"))
-    found.append(Target(written, make_dirs=explicit))
+    found.append(Target(written, make_dirs=True))  # a new workspace's folder too
     backup = options.get("backup")
     if backup and backup != "-":
         found.append(Target(backup, make_dirs=True))
     elif backup is None:
-        found += [Target(f"{p}.backup", make_dirs=explicit) for p in {state, written} if p]
+        found += [Target(f"{p}.backup", make_dirs=True) for p in {state, written} if p]
     return found
 
 
