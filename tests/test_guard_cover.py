@@ -254,3 +254,30 @@ def test_the_folders_on_the_way_cannot_be_renamed_while_terraform_runs(tmp_path:
     assert "b=1" in out and "a=1" in out, out  # EBUSY: mount points
     assert "seen" in out and "w=0" in out, out  # the rest of the folder as it was
     assert (layout.cwd / "a" / "b" / "keep").read_text() == "seen\nx\n"
+
+
+def test_a_symlink_at_a_held_path_cannot_be_repointed_while_terraform_runs(tmp_path: Path):
+    layout = _layout(tmp_path)
+    os.symlink("real.json", layout.cwd / "terraform.tfstate")
+    cover = Cover(layout, lambda cwd, root: [])
+    script = (
+        "echo ready; while read step; do ln -sfn other.json terraform.tfstate; "
+        "echo ln=$?; cat terraform.tfstate; echo --; done"
+    )
+    proc, pid = _sandboxed(layout, f"cd {layout.cwd}; {script}")
+    try:
+        cover.watch(pid)
+        held, problems = cover.hold(["terraform", "apply"], str(layout.cwd), {})
+        assert problems == []
+        with (layout.cwd / "real.json").open("r+") as fh:  # terraform, through the link
+            fh.write("written\n")
+        during = _step(proc, "during")
+        assert cover.settle(held) == []
+        after = _step(proc, "after")
+    finally:
+        cover.close()
+        proc.kill()
+    assert "ln=1" in during and "written" not in during, during  # held: EBUSY
+    assert "ln=0" in after, after  # the shell's again
+    assert os.readlink(layout.cwd / "terraform.tfstate") == "other.json"
+    assert (layout.cwd / "real.json").read_text() == "written\n"

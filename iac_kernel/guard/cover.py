@@ -10,10 +10,11 @@ folder, the call's /tmp or a writable path.
 Before it starts, :meth:`Cover.hold` covers every file it may write (:mod:`.tf_targets`:
 known from its command line and environment) in the mount namespace of each waiting
 shell with a placeholder (the file as it was, or empty: a missing file is made first,
-:mod:`.held`), and the other names of each (hard links under the writable places). Each
-folder between a writable place and such a file is mounted over itself for the rest of
-the call, so the shell cannot rename it and make another where terraform would write;
-processes of the shell holding a held file open are stopped. A file that cannot be held
+:mod:`.held`), its other names (hard links under the writable places) and a symlink at
+its path (mounted over: it cannot be re-pointed). Each folder between a writable place
+and such a file is mounted over itself for the rest of the call, so the shell cannot
+rename it and make another where terraform would write; processes of the shell holding
+a held file open are stopped. A file that cannot be held
 (not a regular file, its folder missing where terraform would not make it) refuses the
 run. Terraform writes these files in place, so the shell keeps seeing the placeholder.
 When it has returned, and before its exit status goes back, :meth:`Cover.settle` scans
@@ -28,8 +29,8 @@ holding such a file open or mapped when terraform returns is killed (a descripto
 before the run would read what the mount hides). A held path that names another file
 when terraform returns stops the shell. What this cannot close (docs/masking.md): files
 whose names are known only as terraform runs (the timestamped backup of ``state``
-commands), a symlink on the way re-pointed while it runs, a descriptor kept in flight
-in a unix socket, and a hard link beyond the scan's limits.
+commands), a symlinked folder on the way re-pointed while it runs, a descriptor kept in
+flight in a unix socket, and a hard link beyond the scan's limits.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from pathlib import Path
 from iac_kernel.guard import held as held_files
 from iac_kernel.guard.cover_call import copies, run_helper
 from iac_kernel.guard.held import Held
-from iac_kernel.guard.holders import holders, ns_inode, pids_in, wait_dead
+from iac_kernel.guard.holders import ns_inode, pids_in, stop_holders
 from iac_kernel.guard.sandbox import Layout, process_dir
 from iac_kernel.guard.tf_targets import targets
 
@@ -120,6 +121,7 @@ class Cover:
                 for target in targets(argv, cwd, env, self.layout.host_path):
                     host = self.layout.host_path(target.path)
                     problems += self._prepare(host, target.content, target.make_dirs, helds)
+                    problems += self._prepare_link(target.named, host, helds)
                 problems = problems or self._pin(helds) or self._hold(helds)
                 if not problems:  # its other names (hard links) show what it shows
                     links, problems = self._links(helds)
@@ -133,7 +135,8 @@ class Cover:
                 return [], problems
             self._stop_holders([Path(h.host) for h in helds])
             # Sandboxes started while terraform runs (git, aws ...) show them too.
-            self.layout.overlays += [(Path(h.placeholder), Path(h.inside)) for h in helds]
+            shown = [h for h in helds if not h.link]
+            self.layout.overlays += [(Path(h.placeholder), Path(h.inside)) for h in shown]
             return helds, []
 
     def _prepare(self, host: str, content: bytes, make_dirs: bool, helds: list[Held]) -> list[str]:
@@ -147,14 +150,33 @@ class Cover:
             return []  # not a writable place, or masked already
         if not any(host.startswith(f"{r}/") for r in map(str, self.roots())):
             return []
-        folder = self._held_dir or Path(tempfile.mkdtemp(dir=process_dir()))
-        self._held_dir = folder
-        one = held_files.prepare(inside, host, content, make_dirs, folder)
+        one = held_files.prepare(inside, host, content, make_dirs, self._folder())
         if isinstance(one, str):
             return [f"{inside}: {one}"]
         helds.append(one)
         self._placeholders.add(one.shown)
         return []
+
+    def _prepare_link(self, named: str, host: str, helds: list[Held]) -> list[str]:
+        """Hold the symlink ``named`` (inside) if it leads to the held ``host``."""
+        link = self.layout.host_path(named) if named else ""
+        inside = self.layout.inside_path(link) if link else None
+        if inside is None or not os.path.islink(link):
+            return []  # a symlink above the file only: docs/masking.md
+        target = next((h for h in helds if h.host == os.path.normpath(host)), None)
+        shown = Path(target.placeholder).read_bytes() if target else b""
+        one = held_files.prepare_link(inside, link, shown, self._folder())
+        if isinstance(one, str):
+            return [f"{inside}: {one}"]
+        helds.append(one)
+        self._placeholders.add(one.shown)
+        return []
+
+    def _folder(self) -> Path:
+        """The guard's private folder of this call's placeholders."""
+        if self._held_dir is None:
+            self._held_dir = Path(tempfile.mkdtemp(dir=process_dir()))
+        return self._held_dir
 
     def _links(self, helds: list[Held]) -> tuple[list[Held], list[str]]:
         """The other names of ``helds`` under the roots (held too), and a problem for a
@@ -181,13 +203,7 @@ class Cover:
         roots = [str(r) for r in self.roots()]
         folders: dict[str, tuple[int, int]] = {}
         for h in helds:
-            root = next((r for r in roots if h.host.startswith(f"{r}/")), None)
-            folder = os.path.dirname(h.host)
-            chain: list[str] = []
-            while root is not None and folder.startswith(f"{root}/"):
-                chain.insert(0, folder)
-                folder = os.path.dirname(folder)
-            for each in chain:
+            for each in held_files.folders_between(h.host, roots):
                 inside = self.layout.inside_path(each)
                 st = os.stat(each, follow_symlinks=False)
                 if inside is not None:
@@ -355,20 +371,7 @@ class Cover:
         """Kill every process of the watched namespaces that holds one of ``files`` open
         or mapped: terraform rewrites a state or plan in place, so a descriptor taken
         before (or while it ran) would read the values the mount now hides."""
-        wanted: set[tuple[int, int]] = set()
-        for path in files:
-            with contextlib.suppress(OSError):
-                st = os.stat(path)
-                wanted.add((st.st_dev, st.st_ino))
-        if not wanted or not self._namespaces:
-            return []
-        found: list[str] = []
-        pids = holders(wanted, set(self._namespaces))
-        for pid in pids:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-            found.append(f"process {pid} held a sensitive terraform file open: stopped")
-        wait_dead(pids)
+        found = stop_holders(files, set(self._namespaces))
         for problem in found:
             log.warning("guard: %s", problem)
         return found

@@ -43,6 +43,8 @@ class Held:
     content: bytes = b""
     #: Folders made for it, outermost first.
     folders: list[str] = field(default_factory=list)
+    #: A symlink leading to a held file (the placeholder goes over the link itself).
+    link: bool = False
 
 
 def prepare(inside: str, host: str, content: bytes, make_dirs: bool, folder: Path) -> Held | str:
@@ -92,6 +94,21 @@ def prepare(inside: str, host: str, content: bytes, make_dirs: bool, folder: Pat
     )
 
 
+def prepare_link(inside: str, host: str, shown: bytes, folder: Path) -> Held | str:
+    """Hold the symlink ``host`` leading to a held file that shows ``shown``: mounted
+    over, the shell can neither remove nor re-point it while terraform runs."""
+    try:
+        st = os.stat(host, follow_symlinks=False)
+    except OSError as exc:
+        return f"cannot be read: {exc.strerror or exc}"
+    if not stat.S_ISLNK(st.st_mode):
+        return "not the symlink it was"
+    placeholder = _placeholder(folder, shown)
+    own = os.stat(placeholder)
+    ids = (st.st_dev, st.st_ino), (own.st_dev, own.st_ino)
+    return Held(inside, host, placeholder, *ids, link=True)
+
+
 def put_back(helds: list[Held]) -> None:
     """Remove each file made for ``helds`` that terraform did not write (the same file,
     holding what was made), then the folders made for them where empty."""
@@ -138,6 +155,17 @@ def identity(path: str) -> tuple[int, int] | None:
     except OSError:
         return None
     return st.st_dev, st.st_ino
+
+
+def folders_between(host: str, roots: list[str]) -> list[str]:
+    """The folders between the root holding ``host`` and it, outermost first."""
+    root = next((r for r in roots if host.startswith(f"{r}/")), None)
+    folder = os.path.dirname(host)
+    chain: list[str] = []
+    while root is not None and folder.startswith(f"{root}/"):
+        chain.insert(0, folder)
+        folder = os.path.dirname(folder)
+    return chain
 
 
 def remove_folders(folders: list[str]) -> None:

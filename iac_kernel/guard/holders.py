@@ -3,7 +3,9 @@ or mapped (``/proc/<pid>/fd`` and ``map_files``)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -23,6 +25,24 @@ def holders(files: set[tuple[int, int]], namespaces: set[int]) -> list[int]:
                 found.append(int(name))
                 break
     return found
+
+
+def stop_holders(files: list[Path], namespaces: set[int]) -> list[str]:
+    """Kill the processes of ``namespaces`` holding one of ``files`` open or mapped, and
+    wait until they are gone; one line for each."""
+    wanted: set[tuple[int, int]] = set()
+    for path in files:
+        with contextlib.suppress(OSError):
+            st = os.stat(path)
+            wanted.add((st.st_dev, st.st_ino))
+    if not wanted or not namespaces:
+        return []
+    pids = holders(wanted, namespaces)
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    wait_dead(pids)
+    return [f"process {pid} held a terraform file open: stopped" for pid in pids]
 
 
 def wait_dead(pids: list[int], limit: float = 2.0) -> None:

@@ -38,6 +38,8 @@ class Target:
     #: Terraform makes the missing folders on the way (states, also a workspace's
     #: that does not exist yet; not plans).
     make_dirs: bool = False
+    #: The path as named, when a symlink on the way leads to ``path``.
+    named: str = ""
 
 
 def targets(
@@ -56,9 +58,11 @@ def targets(
         found += _state_targets(base, data_dir, options, env, host_path)
     out: list[Target] = []
     for target in found:
-        path = resolve(os.path.join(base, target.path), host_path)
+        named = os.path.normpath(os.path.join(base, target.path))
+        path = resolve(named, host_path)
         if path is not None and all(t.path != path for t in out):
-            out.append(Target(path, target.content, target.make_dirs))
+            link = named if named != path else ""
+            out.append(Target(path, target.content, target.make_dirs, link))
     return out
 
 
