@@ -281,3 +281,27 @@ def test_a_symlink_at_a_held_path_cannot_be_repointed_while_terraform_runs(tmp_p
     assert "ln=0" in after, after  # the shell's again
     assert os.readlink(layout.cwd / "terraform.tfstate") == "other.json"
     assert (layout.cwd / "real.json").read_text() == "written\n"
+
+
+def test_the_folder_of_a_state_masked_already_cannot_be_swapped(tmp_path: Path):
+    layout = _layout(tmp_path)
+    ws = layout.cwd / "terraform.tfstate.d" / "w"
+    ws.mkdir(parents=True)
+    (ws / "terraform.tfstate").write_text("real secret\n")
+    copy = layout.masks[0] / "copy"
+    copy.write_text("masked\n")
+    layout.overlays = [(copy, ws / "terraform.tfstate")]  # as bwrap mounted it
+    cover = Cover(layout, lambda cwd, root: [])
+    proc, pid = _sandboxed(layout, f"cd {layout.cwd}; echo ready; read go; mv {ws} x; echo mv=$?")
+    try:
+        cover.watch(pid)
+        env = {"TF_WORKSPACE": "w"}
+        held, problems = cover.hold(["terraform", "apply"], str(layout.cwd), env)
+        assert problems == []
+        assert all(h.inside != str(ws / "terraform.tfstate") for h in held)  # masked
+        out, _ = proc.communicate("go\n", timeout=10)
+        cover.settle(held)
+    finally:
+        cover.close()
+        proc.kill()
+    assert "mv=1" in out, out

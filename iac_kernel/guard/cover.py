@@ -118,11 +118,13 @@ class Cover:
             helds: list[Held] = []
             try:
                 problems: list[str] = []
-                for target in targets(argv, cwd, env, self.layout.host_path):
+                found = targets(argv, cwd, env, self.layout.host_path)
+                for target in found:
                     host = self.layout.host_path(target.path)
                     problems += self._prepare(host, target.content, target.make_dirs, helds)
                     problems += self._prepare_link(target.named, host, helds)
-                problems = problems or self._pin(helds) or self._hold(helds)
+                hosts = [os.path.normpath(self.layout.host_path(t.path)) for t in found]
+                problems = problems or self._pin(hosts) or self._hold(helds)
                 if not problems:  # its other names (hard links) show what it shows
                     links, problems = self._links(helds)
                     helds += links
@@ -196,18 +198,19 @@ class Cover:
                     problems.append(f"{h.inside}: linked where the guard cannot find it")
         return found, problems
 
-    def _pin(self, helds: list[Held]) -> list[str]:
-        """Mount each folder between a root and a held file over itself in the watched
-        namespaces (for the rest of the call): renamed and made again while terraform
-        runs, it would have terraform write a new, uncovered file. What failed."""
+    def _pin(self, files: list[str]) -> list[str]:
+        """Mount each folder between a root and one of ``files`` (host paths terraform
+        may write, held or masked already) over itself in the watched namespaces, for
+        the rest of the call: renamed and made again while terraform runs, it would
+        have terraform write a new, uncovered file. What failed."""
         roots = [str(r) for r in self.roots()]
         folders: dict[str, tuple[int, int]] = {}
-        for h in helds:
-            for each in held_files.folders_between(h.host, roots):
+        for path in files:
+            for each in held_files.folders_between(path, roots):
                 inside = self.layout.inside_path(each)
-                st = os.stat(each, follow_symlinks=False)
-                if inside is not None:
-                    folders.setdefault(inside, (st.st_dev, st.st_ino))
+                ident = held_files.identity(each)
+                if inside is not None and ident is not None:
+                    folders.setdefault(inside, ident)
         problems: list[str] = []
         for inode, fd in list(self._namespaces.items()):
             todo = [(p, i) for p, i in folders.items() if (inode, p, *i) not in self._pinned]
