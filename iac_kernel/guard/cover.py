@@ -150,9 +150,10 @@ class Cover:
         covered = {str(o) for _, o in self.layout.overlays} - held  # masked copies
         if inside is None or inside in covered or inside in (h.inside for h in helds):
             return []  # not a writable place, or masked already
-        if not any(host.startswith(f"{r}/") for r in map(str, self.roots())):
+        root = next((r for r in map(str, self.roots()) if host.startswith(f"{r}/")), None)
+        if root is None:
             return []
-        one = held_files.prepare(inside, host, content, make_dirs, self._folder())
+        one = held_files.prepare(inside, host, root, content, make_dirs, self._folder())
         if isinstance(one, str):
             return [f"{inside}: {one}"]
         helds.append(one)

@@ -16,6 +16,7 @@ made for it, when empty.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 import tempfile
@@ -45,41 +46,35 @@ class Held:
     folders: list[str] = field(default_factory=list)
     #: A symlink leading to a held file (the placeholder goes over the link itself).
     link: bool = False
+    #: The writable place (host) it is under.
+    root: str = "/"
 
 
-def prepare(inside: str, host: str, content: bytes, make_dirs: bool, folder: Path) -> Held | str:
-    """Make ``host`` ready to be covered, or why it cannot be: not a regular file (a
-    FIFO would hand terraform's writes to the shell), or a missing folder terraform
-    would not make (the shell could make it while terraform runs)."""
+def prepare(
+    inside: str, host: str, root: str, content: bytes, make_dirs: bool, folder: Path
+) -> Held | str:
+    """Make ``host`` (under ``root``) ready to be covered, or why it cannot be: not a
+    regular file (a FIFO would hand terraform's writes to the shell), or a missing
+    folder terraform would not make (the shell could make it while terraform runs).
+    Every name under ``root`` is opened without following symlinks: a symlink the shell
+    planted on the way cannot lead the guard to make or read a file elsewhere."""
     made: list[str] = []
     try:
-        st = os.stat(host, follow_symlinks=False)
+        parent, made = _folder_fd(root, os.path.dirname(host), make_dirs)
     except FileNotFoundError:
-        st = None
-    if st is not None and not stat.S_ISREG(st.st_mode):
+        return "its folder does not exist"
+    except OSError as exc:
+        return f"its folder cannot be opened: {exc.strerror or exc}"
+    name = os.path.basename(host)
+    try:
+        shown, st, created = _make_or_read(parent, name, content)
+    except OSError as exc:
+        remove_folders(root, made)
+        return f"cannot be made or read: {exc.strerror or exc}"
+    finally:
+        os.close(parent)
+    if not stat.S_ISREG(st.st_mode):
         return "not a regular file"
-    created = st is None
-    if st is None:
-        parent = os.path.dirname(host)
-        if not os.path.isdir(parent):
-            if not make_dirs:
-                return "its folder does not exist"
-            made = _make_folders(parent)
-        try:
-            fd = os.open(host, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-        except OSError as exc:
-            remove_folders(made)
-            return f"cannot be made: {exc.strerror or exc}"
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(content)
-        shown = content
-        st = os.stat(host, follow_symlinks=False)
-    else:
-        try:  # what the shell can read now anyway
-            with open(host, "rb") as fh:
-                shown = fh.read()
-        except OSError as exc:
-            return f"cannot be read: {exc.strerror or exc}"
     placeholder = _placeholder(folder, shown)
     own = os.stat(placeholder)
     return Held(
@@ -91,7 +86,57 @@ def prepare(inside: str, host: str, content: bytes, make_dirs: bool, folder: Pat
         made=(st.st_ino, st.st_size, st.st_mtime_ns) if created else None,
         content=content,
         folders=made,
+        root=root,
     )
+
+
+def _make_or_read(parent: int, name: str, content: bytes) -> tuple[bytes, os.stat_result, bool]:
+    """(what the file ``name`` in the folder ``parent`` shows, its status, made here):
+    made holding ``content`` when missing, else read (what the shell can read now)."""
+    try:
+        st = os.stat(name, dir_fd=parent, follow_symlinks=False)
+    except FileNotFoundError:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(name, flags, 0o644, dir_fd=parent)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(content)
+            fh.flush()
+            return content, os.fstat(fh.fileno()), True
+    if not stat.S_ISREG(st.st_mode):
+        return b"", st, False
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read(), os.fstat(fh.fileno()), False
+
+
+def _folder_fd(root: str, folder: str, make: bool) -> tuple[int, list[str]]:
+    """A descriptor of ``folder`` (``root`` or under it), opened one name at a time
+    without following symlinks, and the folders made on the way (when ``make``)."""
+    rel = os.path.relpath(folder, root)
+    if rel == ".." or rel.startswith("../"):
+        raise OSError(errno.EXDEV, "not under a writable place")
+    flags = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(root, flags)
+    made: list[str] = []
+    path = root
+    try:
+        for name in [] if rel == "." else rel.split("/"):
+            path = os.path.join(path, name)
+            try:
+                nxt = os.open(name, flags, dir_fd=fd)
+            except FileNotFoundError:
+                if not make:
+                    raise
+                os.mkdir(name, 0o755, dir_fd=fd)
+                made.append(path)
+                nxt = os.open(name, flags, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+    except BaseException:
+        os.close(fd)
+        remove_folders(root, made)
+        raise
+    return fd, made
 
 
 def prepare_link(inside: str, host: str, shown: bytes, folder: Path) -> Held | str:
@@ -116,13 +161,20 @@ def put_back(helds: list[Held]) -> None:
         if held.made is None:
             continue
         with contextlib.suppress(OSError):
-            fd = os.open(held.host, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            with os.fdopen(fd, "rb") as fh:
-                st = os.fstat(fh.fileno())
-                same = (st.st_ino, st.st_size) == held.made[:2] and fh.read() == held.content
-            if same:
-                os.unlink(held.host)
-    remove_folders([f for held in helds for f in held.folders])
+            parent, _ = _folder_fd(held.root, os.path.dirname(held.host), False)
+            try:
+                name = os.path.basename(held.host)
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+                with os.fdopen(fd, "rb") as fh:
+                    st = os.fstat(fh.fileno())
+                    same = (st.st_ino, st.st_size) == held.made[:2]
+                    same = same and fh.read() == held.content
+                if same:
+                    os.unlink(name, dir_fd=parent)
+            finally:
+                os.close(parent)
+    for held in helds:
+        remove_folders(held.root, held.folders)
 
 
 def links(file_id: tuple[int, int], roots: list[str]) -> list[str]:
@@ -168,27 +220,15 @@ def folders_between(host: str, roots: list[str]) -> list[str]:
     return chain
 
 
-def remove_folders(folders: list[str]) -> None:
-    """Remove ``folders`` where they are empty, deepest first."""
+def remove_folders(root: str, folders: list[str]) -> None:
+    """Remove ``folders`` (under ``root``) where they are empty, deepest first."""
     for path in sorted(folders, key=lambda f: f.count("/"), reverse=True):
         with contextlib.suppress(OSError):
-            os.rmdir(path)
-
-
-def _make_folders(path: str) -> list[str]:
-    """Make ``path`` and its missing parents; those made, outermost first."""
-    missing: list[str] = []
-    while path and not os.path.lexists(path):
-        missing.insert(0, path)
-        path = os.path.dirname(path)
-    made: list[str] = []
-    for each in missing:
-        try:
-            os.mkdir(each, 0o755)
-        except OSError:
-            break
-        made.append(each)
-    return made
+            parent, _ = _folder_fd(root, os.path.dirname(path), False)
+            try:
+                os.rmdir(os.path.basename(path), dir_fd=parent)
+            finally:
+                os.close(parent)
 
 
 def _placeholder(folder: Path, content: bytes) -> str:
