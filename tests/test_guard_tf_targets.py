@@ -10,7 +10,7 @@ import json
 import os
 from pathlib import Path
 
-from iac_kernel.guard.tf_targets import NO_BACKEND, targets
+from iac_kernel.guard.tf_targets import NO_BACKEND, STAMP_SECONDS, targets
 
 
 def same(path: str) -> str:
@@ -25,7 +25,19 @@ def paths(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> set[
 def test_apply_writes_the_default_state_its_backup_and_errored(tmp_path: Path):
     expected = {"terraform.tfstate", "terraform.tfstate.backup", "errored.tfstate"}
     assert paths(["apply", "-auto-approve"], tmp_path) == expected
-    assert paths(["state", "rm", "x.y"], tmp_path) == expected
+    assert paths(["state", "list"], tmp_path) == expected
+
+
+def test_a_state_commands_backup_named_with_the_time(tmp_path: Path, monkeypatch):
+    monkeypatch.setattr("time.time", lambda: 1000.5)
+    stamped = {f"terraform.tfstate.{t}.backup" for t in range(1000, 1000 + STAMP_SECONDS)}
+    found = paths(["state", "rm", "x.y"], tmp_path)
+    assert stamped <= found and "terraform.tfstate" in found
+    assert stamped <= paths(["state", "mv", "-backup=-", "a", "b"], tmp_path)
+    assert not stamped & paths(["state", "rm", "-backup=b", "x"], tmp_path)
+    assert not stamped & paths(["state", "list"], tmp_path)
+    found = paths(["state", "push", "-state=s.json", "f"], tmp_path)
+    assert "s.json.1000.backup" in found
 
 
 def test_read_only_commands_write_nothing(tmp_path: Path):

@@ -7,7 +7,8 @@ The reader keeps every version it reads, raw (a plan's zip members unpacked), in
 the test reads on the host: no encoding of a value can be in what it saw if the value
 is not. Routes: ``apply`` making a new state (and its backup), ``apply`` over a state
 without sensitive values, a hard link to it made before, ``plan -out`` to a new file,
-a folder on the way renamed and made again in a loop, a workspace's state,
+a folder on the way renamed and made again in a loop, the timestamped backup of
+``state rm``, a workspace's state,
 ``-state-out`` into a new folder. Controls: a state without sensitive values stays
 readable whole and removable after the run; a failed run leaves no file behind.
 """
@@ -29,12 +30,12 @@ pytestmark = [
 ]
 
 READER = """
-import io, os, sys, zipfile
+import glob, io, os, sys, zipfile
 seen, reads = {}, 0
 with open("seen.log", "ab") as out:
     open("ready", "w").close()
     while not os.path.exists("stop"):
-        for name in sys.argv[1:]:
+        for name in [n for a in sys.argv[1:] for n in glob.glob(a) or [a]]:
             try:
                 with open(name, "rb") as fh:
                     data = fh.read()
@@ -158,6 +159,16 @@ async def test_plan_out_in_a_folder_the_shell_tries_to_swap(work: Path):
     assert "swaps=0 " in swapped and "tries=0" not in swapped, swapped  # all failed
     assert written_plan(work / "sub" / "p")
     assert not leaked(seen), leaked(seen)
+
+
+async def test_the_timestamped_backup_of_a_state_command(work: Path):
+    tf(work, "apply", "-auto-approve", "-input=false")  # a state with the value
+    files = ["'terraform.tfstate.*.backup'"]
+    seen = await read_while(work, files, "terraform state rm terraform_data.p >/dev/null")
+    backups = [work / n for n in os.listdir(work) if n.startswith("terraform.tfstate.1")]
+    assert len(backups) == 1 and written(backups[0]), backups  # the others put back
+    assert not leaked(seen), leaked(seen)
+    assert "(sensitive)" in seen
 
 
 async def test_a_workspace_state(work: Path):

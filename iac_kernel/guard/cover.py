@@ -28,9 +28,10 @@ Terraform rewrites a state (and a plan named again) in place: a process of the s
 holding such a file open or mapped when terraform returns is killed (a descriptor taken
 before the run would read what the mount hides). A held path that names another file
 when terraform returns stops the shell. What this cannot close (docs/masking.md): files
-whose names are known only as terraform runs (the timestamped backup of ``state``
-commands), a symlinked folder on the way re-pointed while it runs, a descriptor kept in
-flight in a unix socket, and a hard link beyond the scan's limits.
+whose names are known only as terraform runs (the timestamped backup of a ``state``
+command named after its first seconds), a symlinked folder on the way re-pointed while
+it runs, a descriptor kept in flight in a unix socket, and a hard link beyond the scan's
+limits.
 """
 
 from __future__ import annotations
