@@ -187,9 +187,9 @@ class Cover:
         file made here whose every link cannot be found (linked as it was made)."""
         found: list[Held] = []
         problems: list[str] = []
-        for h in list(helds):
+        for h in [h for h in helds if not h.link]:
             with contextlib.suppress(OSError):
-                count = os.stat(h.host).st_nlink
+                count = os.stat(h.host, follow_symlinks=False).st_nlink
                 if count < 2:
                     continue
                 names = held_files.links(h.file_id, [str(r) for r in self.roots()])

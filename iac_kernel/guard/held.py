@@ -10,7 +10,9 @@ the file keeps hiding what it writes. Each file gets its own placeholder, a new 
 the guard's private folder: the shell sees the file as it was (a copy of it, or what was
 made) while terraform runs. Afterwards a made file still holding what was made is
 removed (terraform did not write it, or wrote nothing into it), and so are the folders
-made for it, when empty.
+made for it, when empty. Files and folders are made, read and removed one name at a time
+from the writable place down, never through a symlink. A symlink at a held path is held
+too (:func:`prepare_link`): a placeholder over the link itself.
 """
 
 from __future__ import annotations
