@@ -9,8 +9,8 @@ socket, a device or a path under ``/dev``, ``/proc`` or ``/sys`` (symlinks follo
 the sandbox sees them), and terraform's own log goes to stderr, which is masked:
 ``TF_LOG_PATH`` is refused. The words of ``TF_CLI_ARGS`` and ``TF_CLI_ARGS_<command>``
 count as the command line's (``TF_CLI_ARGS_plan=-out=/dev/stdout``). Checked when the
-request arrives: a shell that swaps the file for a FIFO between this check and
-terraform's ``open`` is not stopped (docs/masking.md).
+request arrives, and again when the files are held (:meth:`.cover.Cover.hold`), after
+which the shell cannot swap one for a FIFO: it is a mount point in the shell's view.
 """
 
 from __future__ import annotations
