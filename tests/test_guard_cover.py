@@ -155,6 +155,7 @@ def test_files_terraform_may_write_are_covered_before_it_runs(tmp_path: Path):
     cover = Cover(layout, lambda cwd, root: sensitive if root == layout.cwd else [])
     script = (
         "echo ready; while read step; do cat terraform.tfstate out.plan 2>&1; "
+        "[ $step = during ] && { mkfifo f; mv -f f terraform.tfstate; echo swap=$?; rm -f f; }; "
         "[ $step = last ] && { rm out.plan; echo rm=$?; ls -a; }; echo --; done"
     )
     proc, pid = _sandboxed(layout, f"cd {layout.cwd}; {script}")
@@ -179,6 +180,7 @@ def test_files_terraform_may_write_are_covered_before_it_runs(tmp_path: Path):
         cover.close()
         proc.kill()
     assert "real" not in during and "plain" not in during, during  # the placeholders
+    assert "swap=1" in during, during  # a held file cannot be replaced (a FIFO)
     assert "masked" in after and "real" not in after, after
     assert "plain plan" in after and "rm=0" in after, after  # not sensitive: shown whole
     assert "backup" not in after and "errored" not in after, after  # made, then put back
