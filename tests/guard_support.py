@@ -10,6 +10,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from iac_kernel.agent import egress_questions
 from iac_kernel.agent.permissions import (
     ALLOW_ALWAYS,
     ALLOW_ONCE,
@@ -141,7 +142,7 @@ class Harness:
             env={"PATH": os.pathsep.join([str(self.bin_dir), PY_BIN, os.environ["PATH"]])},
         )
         ctx.ask_exec = self.gate.exec_asker(call_id, "bash", ask)
-        ctx.ask_egress = self.gate.egress_asker(call_id, "bash", ask)
+        ctx.ask_egress = egress_questions.asker(self.gate, call_id, "bash", ask)
         request = PermissionRequest(call_id, "bash", command, "execute", args, [], "")
         decision = await self.gate.check(tool, args, ctx, request, ask)
         if not decision.allowed:

@@ -148,9 +148,10 @@ async def test_unknown_host_is_asked_and_the_answer_obeyed(tmp_path, server):
 
 
 async def test_no_one_to_ask_refuses():
+    from iac_kernel.agent.egress_questions import check_egress
     from iac_kernel.agent.permissions import PermissionGate
 
-    decision = await PermissionGate().check_egress("api.example.com", 443, "c", "bash", None)
+    decision = await check_egress(PermissionGate(), "api.example.com", 443, "c", "bash", None)
     assert not decision.allowed and "No one is there" in decision.message
 
 

@@ -81,3 +81,16 @@ def test_the_log_path_is_refused():
 def test_outputs_parses_both_spellings():
     argv = ["terraform", "-chdir=sub", "apply", "-state", "a", "-state-out=b", "-backup", "c"]
     assert outputs(argv) == ("sub", ["a", "b", "c"])
+
+
+def test_the_words_of_tf_cli_args_count():
+    env = {"TF_CLI_ARGS_plan": "-out=/dev/stdout"}
+    assert "refused as an output" in (refusal(["terraform", "plan"], "/", env, same) or "")
+    env = {"TF_CLI_ARGS": "-state-out='/dev/tty'"}
+    assert "refused as an output" in (refusal(["terraform", "apply"], "/", env, same) or "")
+    env = {"TF_CLI_ARGS_apply": "-out=/dev/stdout"}  # another command's
+    assert refusal(["terraform", "plan"], "/", env, same) is None
+    assert outputs(["terraform", "plan", "-input=false"], {"TF_CLI_ARGS": "-out x"}) == (
+        None,
+        ["x"],
+    )

@@ -20,85 +20,33 @@ from pathlib import Path
 
 import pytest
 
-from guard_support import Asker, Harness, make_fakes
-from iac_kernel.agent.permissions import ALLOW_ONCE
 from iac_kernel.guard.sandbox import unusable_reason
-from iac_kernel.tools import tf_guard
 from terraform_support import needs_terraform, no_checkov_by_default, tf  # noqa: F401
+from tf_writes_support import (
+    APPLY,
+    HTTP_SECRET,
+    PLAIN,
+    VALUE,
+    copy_work,
+    leaked,
+    new_base,
+    run,
+)
 
 pytestmark = [
     needs_terraform,
     pytest.mark.skipif(unusable_reason() is not None, reason="bubblewrap unusable"),
 ]
 
-VALUE = "Wx7-Hidden&Token<42>"
-PLAIN = "Plain-Seen-5678"
-HTTP_SECRET = "HttpPass-9f8e7d-abc"
-MAIN = f"""
-variable "tok" {{
-  type      = string
-  sensitive = true
-}}
-variable "on" {{
-  type    = bool
-  default = true
-}}
-variable "plain" {{
-  type    = string
-  default = "{PLAIN}"
-}}
-resource "terraform_data" "p" {{
-  input = var.plain
-}}
-resource "terraform_data" "r" {{
-  count = var.on ? 1 : 0
-  input = var.tok
-}}
-output "plain" {{ value = var.plain }}
-"""
-ENV = "export TF_CLI_CONFIG_FILE=/dev/null TF_IN_AUTOMATION=1 CHECKPOINT_DISABLE=1; "
-APPLY = "terraform apply -auto-approve -input=false -no-color"
-
-
-def leaked(text: str) -> list[str]:
-    """Which spellings of the secrets ``text`` holds (raw, reversed, Go-escaped)."""
-    go = VALUE.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
-    forms = [VALUE, go, "Wx7-Hidden", HTTP_SECRET]
-    return [f for f in forms if f in text or f[::-1] in text]
-
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("tfwrites") / "ws"
-    root.mkdir()
-    (root / "main.tf").write_text(MAIN)
-    (root / "secret.auto.tfvars").write_text(f'tok = "{VALUE}"\n')
-    tf(root, "init", "-input=false")
-    return root
+    return new_base(tmp_path_factory)
 
 
 @pytest.fixture
 def work(base: Path, tmp_path: Path) -> Path:
-    tf_guard.register()  # as building the tools does
-    dest = tmp_path / "ws"
-    shutil.copytree(base, dest, symlinks=True)
-    return dest
-
-
-async def run(work: Path, command: str) -> str:
-    fakes = work.parent / "fakes"
-    if not fakes.exists():
-        fakes.mkdir()
-        bin_dir, _ = make_fakes(fakes)
-        (bin_dir / "terraform").unlink()  # the real ones
-        (bin_dir / "git").unlink()
-    bin_dir, log = fakes / "fakebin", fakes / "fakelog" / "calls"
-    harness = Harness(work, bin_dir, log, mode="bypass")
-    result = await harness.run(
-        ENV + command, Asker(exec_answer=ALLOW_ONCE, danger_answer=ALLOW_ONCE)
-    )
-    assert result is not None
-    return result.content
+    return copy_work(base, tmp_path)
 
 
 async def test_cat_after_apply_in_the_same_call(work: Path):

@@ -158,7 +158,8 @@ class PermissionGate:
     #: call id -> the record of that per-call question and its answer (for the audit
     #: record of a reviewed command it covers, see ``Review.covered_by_literal``).
     _literal_answers: dict[str, dict[str, Any]] = field(default_factory=dict)
-    #: host -> "allow" | "reject": the session's answers about sandbox network egress.
+    #: host -> "allow" | "reject": the session's answers about sandbox network egress
+    #: (asked by :mod:`iac_kernel.agent.egress_questions`).
     egress_hosts: dict[str, str] = field(default_factory=dict)
 
     def remembered_prefixes(self) -> list[dict[str, str]]:
@@ -336,55 +337,6 @@ class PermissionGate:
         if note:
             return Decision(False, "denied", f"Rejected by the user, who says: {note}")
         return Decision(False, "denied", DENIED_MESSAGE)
-
-    async def check_egress(
-        self, host: str, port: int, call_id: str, tool_name: str, ask: AskPermission | None
-    ) -> Decision:
-        """May a sandbox of this call reach ``host`` (not on ``egress_allow``)? "Allow
-        once" covers the rest of this call, "always" the session; rejections likewise."""
-        remembered = self.egress_hosts.get(host)
-        if remembered == "allow" or (remembered is None and self.mode == "bypass"):
-            return Decision(True)
-        if remembered == "reject":
-            return Decision(False, "denied", f"{DENIED_MESSAGE} (rejected for this session)")
-        shown = code_span(printable(f"{host}:{port}"))
-        request = PermissionRequest(
-            call_id=call_id,
-            tool_name=tool_name,
-            title=f"{tool_name}: network access to {printable(host)}",
-            kind="fetch",
-            input={"egress_host": host, "port": port},
-            options=list(ALL_OPTIONS),
-            reason=(
-                f"A sandboxed command wants to connect to {shown}, a host not on the "
-                "egress_allow setting (add it there to allow it in every session)."
-            ),
-            labels={
-                ALLOW_ONCE: f"Allow {host} for this command",
-                ALLOW_ALWAYS: f"Allow {host} for this session",
-                REJECT_ALWAYS: f"Reject {host} for this session",
-            },
-        )
-        if ask is None:
-            return Decision(False, "denied", f"{DENIED_MESSAGE} No one is there to approve it.")
-        answer = await ask(request)
-        request.asked = answered(request, answer)
-        if answer in (ALLOW_ALWAYS, REJECT_ALWAYS):
-            self.egress_hosts[host] = "allow" if answer == ALLOW_ALWAYS else "reject"
-        if answer in (ALLOW_ONCE, ALLOW_ALWAYS):
-            return Decision(True)
-        return Decision(False, "denied", "Cancelled." if answer == CANCELLED else DENIED_MESSAGE)
-
-    def egress_asker(
-        self, call_id: str, tool_name: str, ask: AskPermission | None
-    ) -> Callable[[str, int], Awaitable[tuple[bool, str]]]:
-        """The ``ToolContext.ask_egress`` for one tool call: decided by :meth:`check_egress`."""
-
-        async def ask_egress(host: str, port: int) -> tuple[bool, str]:
-            decision = await self.check_egress(host, port, call_id, tool_name, ask)
-            return decision.allowed, decision.message
-
-        return ask_egress
 
     def _take_literal(self, call_id: str, exec_request: ExecRequest) -> bool:
         """Consume an approved literal command equal to this argv (program by name)."""

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from iac_kernel.agent import elicitation, questions
+from iac_kernel.agent import egress_questions, elicitation, questions
 from iac_kernel.agent.conversation import Transcript
 from iac_kernel.agent.history import shown_diff
 from iac_kernel.agent.output_pump import OutputPump
@@ -170,7 +170,7 @@ class ToolCalls:
         ctx.ask_exec = refused_exec(
             self.gate.exec_asker(call.call_id, call.name, running_ask), refusals
         )
-        ctx.ask_egress = self.gate.egress_asker(call.call_id, call.name, running_ask)
+        ctx.ask_egress = egress_questions.asker(self.gate, call.call_id, call.name, running_ask)
         # The agent's own questions (ask_user) go out through the same channel.
         ctx.ask_user = None if ask is None else questions.asker(call.call_id, call.name, ask)
         # An MCP server's elicitations during the call, likewise (none to ask: declined).

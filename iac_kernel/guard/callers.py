@@ -10,6 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
+from pathlib import Path
+
+from iac_kernel.guard.sandbox import GUARD_MOUNT, Layout
+from iac_kernel.peercred import peer_pid
 
 _ROOTS: set[int] = set()
 
@@ -50,3 +55,19 @@ def from_a_call(pid: int) -> bool:
         seen.add(current)
         current = parent_of(current)
     return False
+
+
+def same_call(conn: socket.socket, guard_dir: Path, layout: Layout | None) -> bool:
+    """True when the peer of ``conn`` runs in the sandbox of the call whose guard folder
+    is ``guard_dir`` (or a sibling the guard started): it sees that folder at
+    GUARD_MOUNT. Another session's sandbox that can see this call's socket (another
+    TMPDIR) sees its own there. Always true in reduced mode (``layout`` None)."""
+    if layout is None:
+        return True
+    pid = peer_pid(conn)
+    try:
+        seen = os.stat(f"/proc/{pid}/root{GUARD_MOUNT}") if pid else None
+        own = os.stat(guard_dir)
+    except OSError:
+        return False
+    return seen is not None and (seen.st_dev, seen.st_ino) == (own.st_dev, own.st_ino)

@@ -24,10 +24,12 @@ _LIBC.syscall.restype = ctypes.c_long
 _OPEN_TREE, _MOVE_MOUNT, _MOUNT_SETATTR = 428, 429, 442
 _AT_FDCWD = -100
 _OPEN_TREE_CLONE = 1
+_AT_RECURSIVE = 0x8000
 _AT_EMPTY_PATH = 0x1000
 _MOVE_MOUNT_F_EMPTY_PATH, _MOVE_MOUNT_T_EMPTY_PATH = 0x4, 0x40
 _MOUNT_ATTR_RDONLY, _MOUNT_ATTR_NOSUID, _MOUNT_ATTR_NODEV = 0x1, 0x2, 0x4
 _CLONE_NEWNS = 0x20000
+_MNT_DETACH, _UMOUNT_NOFOLLOW = 0x2, 0x8
 
 
 def _check(result: int, name: str) -> int:
@@ -52,12 +54,50 @@ def _attach(tree: int, target: int) -> None:
     _check(_LIBC.syscall(_MOVE_MOUNT, tree, b"", target, b"", flags), "move_mount")
 
 
+def _unmount(item: dict) -> str:
+    """Take the copy ``item["shown"]`` off ``item["path"]`` if it is on top there."""
+    parent, name = os.path.split(item["path"])
+    folder = os.open(parent or "/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fchdir(folder)
+        st = os.stat(name, follow_symlinks=False)
+        if [st.st_dev, st.st_ino] != item["shown"]:
+            return "other"
+        _check(_LIBC.umount2(name.encode(), _MNT_DETACH | _UMOUNT_NOFOLLOW), "umount2")
+        return "unmounted"
+    finally:
+        os.close(folder)
+        os.chdir("/")
+
+
+def _pin(item: dict) -> str:
+    """Mount the folder ``item["path"]`` over itself, the mounts under it included."""
+    flags = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(item["path"], flags)
+    try:
+        st = os.fstat(fd)
+        if [st.st_dev, st.st_ino] != [item["dev"], item["ino"]]:
+            return "other"
+        clone = _OPEN_TREE_CLONE | _AT_RECURSIVE | _AT_EMPTY_PATH | os.O_CLOEXEC
+        tree = _check(_LIBC.syscall(_OPEN_TREE, fd, b"", clone), "open_tree")
+        try:
+            _attach(tree, fd)
+        finally:
+            os.close(tree)
+        return "pinned"
+    finally:
+        os.close(fd)
+
+
 def main() -> None:
     namespace = int(sys.argv[1])
     given = json.load(sys.stdin)
     items, ours = given["items"], given["ours"]
     trees: list[int | str] = []
     for item in items:
+        if item.get("unmount") or item.get("pin"):
+            trees.append("")
+            continue
         try:
             trees.append(_read_only_clone(item["copy"]))
         except OSError as exc:
@@ -66,6 +106,12 @@ def main() -> None:
     os.chdir("/")
     results: list[str] = []
     for item, tree in zip(items, trees, strict=True):
+        if item.get("unmount") or item.get("pin"):
+            try:
+                results.append(_unmount(item) if item.get("unmount") else _pin(item))
+            except OSError as exc:
+                results.append(str(exc))
+            continue
         if isinstance(tree, str):
             results.append(tree)
             continue

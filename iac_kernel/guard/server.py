@@ -35,6 +35,8 @@ from iac_kernel.guard.cover import Cover
 from iac_kernel.guard.exec_audit import Trail, record
 from iac_kernel.guard.exec_request import AskExec, AuditSink, ExecRequest
 from iac_kernel.guard.exec_verdict import exec_verdict
+from iac_kernel.guard.held import Held
+from iac_kernel.guard.loader_env import without_loader_variables
 from iac_kernel.guard.output_filter import Relay
 from iac_kernel.guard.procs import signal_group
 from iac_kernel.guard.reals import is_pyenv_shim
@@ -147,14 +149,14 @@ class ApprovalServer:
             conn.close()
 
     async def _handle(self, request: dict, fds: list[int], conn: socket.socket) -> int:
-        if not await asyncio.to_thread(self._own_process, conn):
+        if not await asyncio.to_thread(callers.same_call, conn, self.guard_dir, self.layout):
             raise Refused("this guard serves the processes of its own call only")
         pid = peer_pid(conn)
         if self.cover is not None and pid and not self._in_originals(pid):
             await asyncio.to_thread(self.cover.watch, pid)
         program = str(request["program"])
         argv, cwd = request["argv"], request["cwd"]
-        env = _without_loader_variables({**self.secret_env, **request["env"]})
+        env = without_loader_variables({**self.secret_env, **request["env"]})
         if program not in self.reals:
             raise not_on_path(program, env.get("PATH", ""), self.layout)
         if program in ORIGINALS and self.layout is not None:
@@ -164,7 +166,7 @@ class ApprovalServer:
         # Local git commands run without credentials: the repository's own configuration
         # and hooks, which the call can write, can make git run anything (git_creds.py).
         reveal = program != "git" or git_creds.needs_credentials(argv)
-        run_env = env if reveal else _without_loader_variables(request["env"])
+        run_env = env if reveal else without_loader_variables(request["env"])
         verdict = await exec_verdict(
             program,
             argv,
@@ -228,20 +230,6 @@ class ApprovalServer:
             seen.add(current)
             current = callers.parent_of(current)
         return False
-
-    def _own_process(self, conn: socket.socket) -> bool:
-        """True when the peer runs in this call's sandbox (or a sibling the server
-        started): it sees this call's guard folder at GUARD_MOUNT. Another session's
-        sandbox that can see this call's socket (another TMPDIR) sees its own there."""
-        if self.layout is None:
-            return True
-        pid = peer_pid(conn)
-        try:
-            seen = os.stat(f"/proc/{pid}/root{GUARD_MOUNT}") if pid else None
-            own = os.stat(self.guard_dir)
-        except OSError:
-            return False
-        return seen is not None and (seen.st_dev, seen.st_ino) == (own.st_dev, own.st_ino)
 
     def _exec_info(self, program: str, argv: list[str], cwd: str, env: dict) -> reviews.ExecInfo:
         """What reviews and observers see of one exec (host paths)."""
@@ -329,7 +317,9 @@ class ApprovalServer:
         dashed = program == "git" and program_name(argv[0]).startswith("git-")
         run_argv = [program_name(argv[0]) if dashed else program, *argv[1:]]
         std = {k: stdio.get(i, asyncio.subprocess.DEVNULL) for i, k in enumerate(("i", "o", "e"))}
+        held: list[Held] = []
         try:
+            held = await self._hold(program, argv, cwd, env)
             proc = await start_program(
                 real,
                 run_argv,
@@ -341,9 +331,11 @@ class ApprovalServer:
                 guarded=reveal,
                 original=program in ORIGINALS,
             )
-        except CannotStart:
+        except BaseException:  # it never started
             if relay is not None:
                 relay.close()
+            if held:
+                await asyncio.to_thread(self.cover.release, held)  # type: ignore[union-attr]
             raise
         for fd in fds:
             with contextlib.suppress(OSError):
@@ -373,9 +365,19 @@ class ApprovalServer:
             if program in ORIGINALS and self.cover is not None:
                 # Before the exit status goes back: the shell then finds masked copies.
                 try:
-                    await asyncio.to_thread(self.cover.run)
+                    await asyncio.to_thread(self.cover.settle, held)
                 except Exception:  # a bug here must not lose the exit status
                     log.exception("guard: masking what terraform wrote failed")
+
+    async def _hold(self, program: str, argv: list[str], cwd: str, env: dict) -> list[Held]:
+        """Cover in the shell what a guarded terraform/tofu may write, before it starts
+        (a refusal when one cannot be covered)."""
+        if program not in ORIGINALS or self.cover is None:
+            return []
+        held, problems = await asyncio.to_thread(self.cover.hold, argv, cwd, env)
+        if problems:
+            raise Refused("a file terraform may write cannot be masked: " + "; ".join(problems))
+        return held
 
     async def _watch(self, conn: socket.socket, proc: asyncio.subprocess.Process) -> None:
         """Relay the launcher's signals; kill the program when the launcher goes away."""
@@ -388,15 +390,3 @@ class ApprovalServer:
     def _signal(self, pgid: int, signum: int) -> None:
         """Signal the program's group, sparing bwrap and its init (they would kill it)."""
         signal_group(pgid, signum, self.layout is not None)
-
-
-#: Variables that make the dynamic loader run other code inside the real program.
-_LOADER_VARIABLES = {"GCONV_PATH", "GETCONF_DIR", "HOSTALIASES", "LOCALDOMAIN", "LOCPATH"}
-_LOADER_VARIABLES |= {"MALLOC_TRACE", "NLSPATH", "RESOLV_HOST_CONF", "RES_OPTIONS"}
-#: Variables that make a shell or a pyenv shim run other code first: a script CLI's
-#: children inherit the descriptor of the real script, so that code could exec it.
-_LOADER_VARIABLES |= {"BASH_ENV", "ENV", "PYENV_HOOK_PATH"}
-
-
-def _without_loader_variables(env: dict[str, str]) -> dict[str, str]:
-    return {k: v for k, v in env.items() if not (k.startswith("LD_") or k in _LOADER_VARIABLES)}

@@ -2,18 +2,21 @@
 
 A plan, a state or its backup written to a pipe, a terminal or ``/dev/stdout`` reaches
 the shell as it is written (and a plan's members are compressed: the output filter
-cannot read them); one written to a file is masked in the shell before terraform's exit
-status goes back (:mod:`.cover`). So ``-out``, ``-state``, ``-state-out`` and
-``-backup`` must name a regular file or a new one, never a FIFO, a socket, a device or
-a path under ``/dev``, ``/proc`` or ``/sys`` (symlinks followed as the sandbox sees
-them), and terraform's own log goes to stderr, which is masked: ``TF_LOG_PATH`` is
-refused. Checked when the request arrives: a shell that swaps the file for a FIFO
-between this check and terraform's ``open`` is not stopped (docs/masking.md).
+cannot read them); one written to a file is covered in the shell before terraform starts
+and masked before its exit status goes back (:mod:`.cover`). So ``-out``, ``-state``,
+``-state-out`` and ``-backup`` must name a regular file or a new one, never a FIFO, a
+socket, a device or a path under ``/dev``, ``/proc`` or ``/sys`` (symlinks followed as
+the sandbox sees them), and terraform's own log goes to stderr, which is masked:
+``TF_LOG_PATH`` is refused. The words of ``TF_CLI_ARGS`` and ``TF_CLI_ARGS_<command>``
+count as the command line's (``TF_CLI_ARGS_plan=-out=/dev/stdout``). Checked when the
+request arrives, and again when the files are held (:meth:`.cover.Cover.hold`), after
+which the shell cannot swap one for a FIFO: it is a mount point in the shell's view.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import stat
 from collections.abc import Callable, Mapping, Sequence
 
@@ -25,11 +28,30 @@ SPECIAL_ROOTS = ("/dev", "/proc", "/sys")
 _MAX_LINKS = 40
 
 
-def outputs(argv: Sequence[str]) -> tuple[str | None, list[str]]:
-    """(``-chdir`` folder or None, the paths ``argv`` asks terraform to write)."""
+def words_of(argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
+    """``argv`` after the program name, with the words terraform adds after the command
+    from ``TF_CLI_ARGS`` and ``TF_CLI_ARGS_<command>``."""
+    words = list(argv[1:])
+    command = next((w for w in words if not w.startswith("-")), "")
+    if not command:
+        return words
+    extra = f"{env.get('TF_CLI_ARGS', '')} {env.get(f'TF_CLI_ARGS_{command}', '')}"
+    try:
+        added = shlex.split(extra)
+    except ValueError:
+        added = extra.split()
+    at = words.index(command) + 1
+    return [*words[:at], *added, *words[at:]]
+
+
+def outputs(
+    argv: Sequence[str], env: Mapping[str, str] | None = None
+) -> tuple[str | None, list[str]]:
+    """(``-chdir`` folder or None, the paths ``argv`` asks terraform to write), with
+    the words of ``TF_CLI_ARGS*`` in ``env``."""
     chdir: str | None = None
     found: list[str] = []
-    words = list(argv[1:])
+    words = words_of(argv, env or {})
     for i, word in enumerate(words):
         name, eq, value = word.lstrip("-").partition("=")
         if not word.startswith("-") or word == "--":
@@ -54,7 +76,7 @@ def refusal(
                 f"{name} is refused: terraform's log can hold sensitive values; "
                 "without it the log goes to stderr, which is masked"
             )
-    chdir, paths = outputs(argv)
+    chdir, paths = outputs(argv, env)
     base = os.path.join(cwd, chdir) if chdir else cwd
     for path in paths:
         problem = _problem(os.path.join(base, path), host_path)
@@ -65,7 +87,7 @@ def refusal(
 
 def _problem(path: str, host_path: Callable[[str], str]) -> str | None:
     """Why ``path`` (absolute, as the sandbox sees it) is no place for a sensitive file."""
-    resolved = _resolve(path, host_path)
+    resolved = resolve(path, host_path)
     if resolved is None:
         return "too many symbolic links"
     if _special(resolved):
@@ -81,7 +103,7 @@ def _problem(path: str, host_path: Callable[[str], str]) -> str | None:
     return None
 
 
-def _resolve(path: str, host_path: Callable[[str], str]) -> str | None:
+def resolve(path: str, host_path: Callable[[str], str]) -> str | None:
     """``path`` with every symlink resolved as the sandbox resolves it (targets read
     through ``host_path``); None after too many links."""
     parts = [p for p in os.path.normpath(path).split("/") if p]
