@@ -6,12 +6,13 @@
 from __future__ import annotations
 
 import base64
+import shlex
 import shutil
 import subprocess
 
 import pytest
 
-from iac_kernel.masking.encodings import caseless_forms, forms
+from iac_kernel.masking.encodings import caseless_forms, forms, quoted_forms
 from iac_kernel.redact import redact
 from iac_kernel.terraform.sensitive import MASK, StreamMasker, mask_text
 
@@ -142,3 +143,37 @@ async def test_every_spelling_is_masked_where_results_go(name: str, tmp_path):
     raw = ToolResult(f"out: {SPELLINGS[name]}\n", raw_output={})
     shown = await after_tool_call("bash", {"command": "cat x"}, tmp_path, raw)
     assert MASK in shown.content, shown.content
+
+
+#: A password with every character shells quote.
+QUOTED = "p@ss w0rd!$x`y\\z\"q'r<&>(1);*?[2]{3}|^,#~"
+SHELL_PRINTS = {
+    "printf %q": 'printf "%q\\n" "$V"',
+    "declare -p": "declare -p V",
+    "export -p": "export -p | grep ' V='",
+    "set -x": 'set -x; : "$V"',
+    "echo": 'echo "$V"',
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHELL_PRINTS))
+def test_a_value_quoted_by_the_shell_is_masked(name: str):
+    """Issue 32 item 2: ``set -x`` traces, ``declare -p`` and ``printf %q`` print a
+    password with special characters escaped or quoted."""
+    done = subprocess.run(
+        ["bash", "-c", SHELL_PRINTS[name]], env={"V": QUOTED}, capture_output=True, text=True
+    )
+    text = done.stdout + done.stderr
+    assert "w0rd" in text  # the shell did print it
+    masked = mask_text(text, {QUOTED})
+    assert "w0rd" not in masked and MASK in masked, masked
+
+
+@pytest.mark.parametrize("quote", [repr, shlex.quote])
+def test_a_value_quoted_by_python_is_masked(quote):
+    masked = mask_text(f"value = {quote(QUOTED)}\n", {QUOTED})
+    assert "w0rd" not in masked and MASK in masked, masked
+
+
+def test_a_plain_value_has_no_quoted_forms():
+    assert quoted_forms("sk-live_4f9A.b/c+d=e:f@g%h") == set()

@@ -70,6 +70,29 @@ def _upper_escapes(form: str) -> str:
     return re.sub(r"%[0-9a-fA-F]{2}", lambda m: m.group(0).lower(), form)
 
 
+#: What bash's ``printf %q`` puts a backslash before (and ``#``, ``~`` at the start).
+_PRINTF_Q = frozenset(" !\"$&'()*,;<>?[\\]^`{|}")
+
+
+def quoted_forms(value: str) -> set[str]:
+    """How shells and Python print a value holding special characters: ``printf %q``,
+    ``declare -p`` / ``export -p`` (in ``"..."``), ``set -x`` and ``shlex.quote`` (in
+    ``'...'``), ``repr()``. A value without them prints as itself."""
+    backslashed = "".join("\\" + c if c in _PRINTF_Q else c for c in value)
+    if value[:1] in ("#", "~"):
+        backslashed = "\\" + backslashed
+    double = value.replace("\\", "\\\\")
+    for char in '"$`':
+        double = double.replace(char, "\\" + char)
+    return {
+        backslashed,
+        double,
+        value.replace("'", "'\\''"),
+        value.replace("'", "'\"'\"'"),
+        repr(value)[1:-1],
+    } - {value}
+
+
 def caseless_forms(value: str) -> set[str]:
     """Forms found in any case: those whose letters are hex digits and escape markers
     only (``416D70``, ``\\X41``, ``&#X41;``; each character escaped: ``\\x41\\x42``,
@@ -94,7 +117,7 @@ def caseless_forms(value: str) -> set[str]:
 
 def forms(value: str) -> set[str]:
     """Every printed form of ``value`` (``value`` itself included)."""
-    out = {value} | json_forms(value)
+    out = {value} | json_forms(value) | quoted_forms(value)
     for form in list(out):  # JSON inside a JSON string (``jq -R``, a state in a tool result)
         if "\\" in form:
             out |= json_forms(form)
