@@ -177,3 +177,17 @@ def test_a_value_quoted_by_python_is_masked(quote):
 
 def test_a_plain_value_has_no_quoted_forms():
     assert quoted_forms("sk-live_4f9A.b/c+d=e:f@g%h") == set()
+
+
+@pytest.mark.parametrize("size", [1, 7, 64])
+@pytest.mark.parametrize("value", [VALUE, "Long-" + "k3Y_" * 24], ids=["20 chars", "101 chars"])
+def test_a_stream_masks_a_c_array_cut_anywhere(size: int, value: str):
+    """Live output: ``xxd -i`` of a value (wrapped at 12 bytes a line, longer than any
+    other form of it), arriving in pieces of ``size`` characters."""
+    data = value.encode()
+    rows = [", ".join(f"0x{b:02x}" for b in data[i : i + 12]) for i in range(0, len(data), 12)]
+    text = "unsigned char v[] = {\n  " + ",\n  ".join(rows) + "\n};\n"
+    stream = StreamMasker({value})
+    out = "".join(stream.feed(text[i : i + size]) for i in range(0, len(text), size))
+    out += stream.flush()
+    assert MASK in out and data.hex()[:8] not in "".join(out.split()).replace("0x", "")

@@ -39,6 +39,7 @@ _HEX_RUN = re.compile(
     r"|[0-9a-fA-F]{2}(?:[ \t]*[,:]\s*[0-9a-fA-F]{2}){3,}"
 )
 _NOT_HEX = re.compile(r"0[xX]|[^0-9a-fA-F]")
+_HEX_DIGITS = re.compile(r"[0-9a-fA-F]+")
 
 
 def trie_pattern(words: Iterable[str]) -> str:
@@ -126,6 +127,9 @@ class ValueMasker:
             parts.append(f"(?<!{_TOKEN_CHAR})(?:{alternatives})(?!{_TOKEN_CHAR})")
         self.pattern = re.compile("|".join(parts)) if parts else None
         self.longest = max([self.longest, *map(len, caseless)])
+        # A run of marked hex bytes (``0x41, `` a byte, wrapped) is about 3x its digits.
+        hexed = (len(f) for f in caseless if _HEX_DIGITS.fullmatch(f))
+        self.longest = max([self.longest, *(4 * n for n in hexed)])
         lowered = {f.lower() for f in caseless}
         #: Hex and per-character escapes, in any case.
         self.caseless = re.compile(trie_pattern(lowered), re.IGNORECASE) if lowered else None
