@@ -23,15 +23,20 @@ def test_compact_json_reads_the_same_and_is_smaller() -> None:
 
 
 def test_only_the_plain_json_packer_is_replaced() -> None:
+    """orjson's packer (jupyter_client's default when orjson is installed, as it is
+    with this package) is compact already; pickle is left alone."""
     plain, pickled = Session(packer="json"), Session(packer="pickle")
-    use_compact_json(plain)
-    use_compact_json(pickled)
+    fast = Session(packer="orjson")
+    for session in (plain, pickled, fast):
+        use_compact_json(session)
     assert plain.pack is compact_packer
-    assert pickled.pack is not compact_packer
+    assert pickled.pack is not compact_packer and fast.pack is not compact_packer
+    message = {"header": {"msg_id": "a"}, "content": {"data": {"text/plain": "x"}}}
+    assert b", " not in fast.pack(message) and b'": ' not in fast.pack(message)
 
 
 def test_received_messages_are_measured_as_sent() -> None:
-    sender, receiver = Session(key=b"k"), Session(key=b"k")
+    sender, receiver = Session(key=b"k", packer="json"), Session(key=b"k", packer="json")
     use_compact_json(sender)
     measure_frames(receiver)
     message = sender.msg("update_display_data", {"data": {"text/plain": "x"}, "metadata": {}})
