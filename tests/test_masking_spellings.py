@@ -13,6 +13,7 @@ import subprocess
 import pytest
 
 from iac_kernel.masking.encodings import caseless_forms, forms, quoted_forms
+from iac_kernel.masking.values import ValueMasker
 from iac_kernel.redact import redact
 from iac_kernel.terraform.sensitive import MASK, StreamMasker, mask_text
 
@@ -191,3 +192,15 @@ def test_a_stream_masks_a_c_array_cut_anywhere(size: int, value: str):
     out = "".join(stream.feed(text[i : i + size]) for i in range(0, len(text), size))
     out += stream.flush()
     assert MASK in out and data.hex()[:8] not in "".join(out.split()).replace("0x", "")
+
+
+def test_ascii_text_lowercased_is_masked_as_with_ignorecase():
+    """ASCII text is searched lower-cased (fast); the result is IGNORECASE's."""
+    masker = ValueMasker([VALUE, "Another-Secret-99"], "<m>")
+    forms_ = sorted(caseless_forms(VALUE) | caseless_forms("Another-Secret-99"))
+    for i, form in enumerate(forms_):
+        cased = "".join(c.upper() if (i + j) % 2 else c.lower() for j, c in enumerate(form))
+        text = f"a {cased} b {forms_[i - 1]}\nc"
+        assert text.isascii()
+        assert masker.sub(text) == masker.sub(text + "é")[:-1]  # é: the IGNORECASE path
+        assert "<m>" in masker.sub(text), text

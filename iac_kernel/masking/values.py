@@ -38,6 +38,10 @@ _HEX_RUN = re.compile(
     r"0[xX][0-9a-fA-F]{2}(?:[,:\s]*0[xX][0-9a-fA-F]{2}){3,}"
     r"|[0-9a-fA-F]{2}(?:[ \t]*[,:]\s*[0-9a-fA-F]{2}){3,}"
 )
+#: What every :data:`_HEX_RUN` holds, found faster (text without it has no run).
+_HEX_RUN_HINT = re.compile(
+    r"[,:0](?:(?<=[,:])\s*[0-9a-fA-F]{2}[ \t]*[,:]|(?<=0)[xX][0-9a-fA-F]{2})"
+)  # one character class first: the engine skips to it
 _NOT_HEX = re.compile(r"0[xX]|[^0-9a-fA-F]")
 _HEX_DIGITS = re.compile(r"[0-9a-fA-F]+")
 
@@ -131,8 +135,11 @@ class ValueMasker:
         hexed = (len(f) for f in caseless if _HEX_DIGITS.fullmatch(f))
         self.longest = max([self.longest, *(4 * n for n in hexed)])
         lowered = {f.lower() for f in caseless}
-        #: Hex and per-character escapes, in any case.
+        #: Hex, per-character escapes and values of MIN_SPLIT characters, in any case:
+        #: searched in ASCII text lower-cased (:attr:`_lowered`, as fast as a plain
+        #: search), in other text with IGNORECASE.
         self.caseless = re.compile(trie_pattern(lowered), re.IGNORECASE) if lowered else None
+        self._lowered = re.compile(trie_pattern(lowered)) if lowered else None
         #: Forms split by whitespace, lines and dump columns: searched in the text with
         #: those taken out (:meth:`_split_sub`), their own whitespace taken out too.
         split = {"".join(f.split()) for f in long_forms}  # wrapped: a long value's too
@@ -157,7 +164,7 @@ class ValueMasker:
         is in the squeezed text too: one search there stands for :attr:`pattern`'s."""
         if any(literal in text for literal in self.literals):
             return True
-        if self.caseless is not None and self.caseless.search(text):
+        if self._caseless_in(text):
             return True
         if self.split is None or _DUMP_OFFSET.search(text) is not None:
             if self.pattern is not None and self.pattern.search(text):
@@ -178,19 +185,36 @@ class ValueMasker:
         if self.pattern is not None:
             text = self.pattern.sub(self.mask, text)
         if self.caseless is not None:
-            text = self.caseless.sub(self.mask, text)
-            text = _HEX_RUN.sub(self._hex_run_mask, text)
+            text = self._caseless_sub(text)
+            if _HEX_RUN_HINT.search(text):
+                text = _HEX_RUN.sub(self._hex_run_mask, text)
         return text if self.split is None else self._split_sub(text)
+
+    def _caseless_in(self, text: str) -> bool:
+        if self.caseless is None or self._lowered is None:
+            return False
+        if text.isascii():
+            return self._lowered.search(text.lower()) is not None
+        return self.caseless.search(text) is not None
+
+    def _caseless_sub(self, text: str) -> str:
+        assert self.caseless is not None and self._lowered is not None
+        if not text.isascii():
+            return self.caseless.sub(self.mask, text)
+        pieces, last = [], 0
+        for found in self._lowered.finditer(text.lower()):  # same places: ASCII
+            pieces += [text[last : found.start()], self.mask]
+            last = found.end()
+        return "".join(pieces) + text[last:] if pieces else text
 
     def _hex_run_in(self, text: str) -> bool:
         """Whether a run of marked or separated hex bytes in ``text`` holds a value."""
-        if self.caseless is None:
+        if self.caseless is None or not _HEX_RUN_HINT.search(text):
             return False
-        runs = _HEX_RUN.finditer(text)
-        return any(self.caseless.search(_NOT_HEX.sub("", run.group())) for run in runs)
+        return any(self._caseless_in(_hex_digits(run)) for run in _HEX_RUN.finditer(text))
 
     def _hex_run_mask(self, run: re.Match[str]) -> str:
-        if self.caseless is None or not self.caseless.search(_NOT_HEX.sub("", run.group())):
+        if not self._caseless_in(_hex_digits(run)):
             return run.group()
         return self.mask + "\n" * run.group().count("\n")
 
@@ -228,6 +252,10 @@ class ValueMasker:
         for begin, end in reversed(spans):
             text = text[:begin] + self.mask + "\n" * text.count("\n", begin, end) + text[end:]
         return text
+
+
+def _hex_digits(run: re.Match[str]) -> str:
+    return _NOT_HEX.sub("", run.group())
 
 
 def squeeze(text: str) -> str:
