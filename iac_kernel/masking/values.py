@@ -18,7 +18,7 @@ from iac_kernel.masking.encodings import MIN_SPLIT, caseless_forms, forms
 SHORT = 3
 #: Forms longer than this are replaced one by one (few); shorter ones go through one
 #: trie pattern. Split forms (:attr:`ValueMasker.split`) and per-character escapes
-#: (:attr:`ValueMasker.caseless`) of any length go through theirs.
+#: (found in any case) of any length go through theirs.
 TRIE_MAX = 96
 _TOKEN_CHAR = r"[A-Za-z0-9_.\-/+@]"
 #: What a split form may be split by: whitespace (wrapped base64, one character per
@@ -136,10 +136,11 @@ class ValueMasker:
         self.longest = max([self.longest, *(4 * n for n in hexed)])
         lowered = {f.lower() for f in caseless}
         #: Hex, per-character escapes and values of MIN_SPLIT characters, in any case:
-        #: searched in ASCII text lower-cased (:attr:`_lowered`, as fast as a plain
-        #: search), in other text with IGNORECASE.
-        self.caseless = re.compile(trie_pattern(lowered), re.IGNORECASE) if lowered else None
-        self._lowered = re.compile(trie_pattern(lowered)) if lowered else None
+        #: searched in ASCII text lower-cased (as fast as a plain search), in other text
+        #: with IGNORECASE (:meth:`_caseless`).
+        self._caseless_words = trie_pattern(lowered) if lowered else None
+        self._lowered = re.compile(self._caseless_words) if self._caseless_words else None
+        self._ignorecase: re.Pattern[str] | None = None  # compiled when first needed
         #: Forms split by whitespace, lines and dump columns: searched in the text with
         #: those taken out (:meth:`_split_sub`), their own whitespace taken out too.
         split = {"".join(f.split()) for f in long_forms}  # wrapped: a long value's too
@@ -184,32 +185,38 @@ class ValueMasker:
                 text = text.replace(literal, self.mask)
         if self.pattern is not None:
             text = self.pattern.sub(self.mask, text)
-        if self.caseless is not None:
+        if self._lowered is not None:
             text = self._caseless_sub(text)
             if _HEX_RUN_HINT.search(text):
                 text = _HEX_RUN.sub(self._hex_run_mask, text)
         return text if self.split is None else self._split_sub(text)
 
     def _caseless_in(self, text: str) -> bool:
-        if self.caseless is None or self._lowered is None:
+        if self._lowered is None:
             return False
         if text.isascii():
             return self._lowered.search(text.lower()) is not None
-        return self.caseless.search(text) is not None
+        return self._caseless().search(text) is not None
 
     def _caseless_sub(self, text: str) -> str:
-        assert self.caseless is not None and self._lowered is not None
+        assert self._lowered is not None
         if not text.isascii():
-            return self.caseless.sub(self.mask, text)
+            return self._caseless().sub(self.mask, text)
         pieces, last = [], 0
         for found in self._lowered.finditer(text.lower()):  # same places: ASCII
             pieces += [text[last : found.start()], self.mask]
             last = found.end()
         return "".join(pieces) + text[last:] if pieces else text
 
+    def _caseless(self) -> re.Pattern[str]:
+        """The caseless forms with IGNORECASE, for text that is not ASCII."""
+        if self._ignorecase is None:
+            self._ignorecase = re.compile(self._caseless_words or "", re.IGNORECASE)
+        return self._ignorecase
+
     def _hex_run_in(self, text: str) -> bool:
         """Whether a run of marked or separated hex bytes in ``text`` holds a value."""
-        if self.caseless is None or not _HEX_RUN_HINT.search(text):
+        if self._lowered is None or not _HEX_RUN_HINT.search(text):
             return False
         return any(self._caseless_in(_hex_digits(run)) for run in _HEX_RUN.finditer(text))
 
