@@ -37,8 +37,6 @@ MAX_LINE_BYTES = 64 * 1024 * 1024
 READ_LIMIT = 1024 * 1024
 #: Pending output written at once instead of at the next loop iteration.
 FLUSH_BYTES = 256 * 1024
-#: How far :meth:`LineTransport.send_notifications` writes ahead of the client.
-AHEAD_BYTES = 4 * 1024 * 1024
 
 Deferred = Callable[[], Awaitable[None]]
 _deferred: ContextVar[list[Deferred] | None] = ContextVar("iac_acp_deferred", default=None)
@@ -161,20 +159,16 @@ class LineTransport:
 
     async def send_notifications(self, method: str, params: Iterable[dict[str, Any]]) -> None:
         """Notifications of one ``method``, in order, each queued as :meth:`send` queues
-        it (a replay sends tens of thousands: a wait per message cost more than its
-        encoding). Written every :data:`FLUSH_BYTES`; the writer is waited for every
-        :data:`AHEAD_BYTES` only, so the agent goes on encoding while the client reads
-        (waiting at each write took turns: the two processes never ran at once)."""
-        written = 0
+        it, waiting for the writer only when :data:`FLUSH_BYTES` are pending (a replay
+        sends tens of thousands: a wait per message cost more than its encoding).
+        Writing further ahead of the client was slower: the pipe transport's buffer
+        moves what is left after each write."""
         for each in params:
             self._check_open()
             self._queue(_encode({"jsonrpc": "2.0", "method": method, "params": each}))
             if self._pending_bytes >= FLUSH_BYTES:
-                written += self._pending_bytes
                 self.flush()
-                if written >= AHEAD_BYTES:
-                    written = 0
-                    await self._writer.drain()
+                await self._writer.drain()
         await self._writer.drain()
 
     def _check_open(self) -> None:
