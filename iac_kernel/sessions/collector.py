@@ -1,8 +1,8 @@
 """Python's cyclic garbage collector paused for a bulk read.
 
 Reading a long session builds hundreds of thousands of containers at once; each of the
-collector's full passes walks every one of them again, which more than doubled the time
-of a 50 MB ``session/load`` (``bench/acp_load.py``). Reference counting still frees
+collector's full passes walks every one of them again: about half again the time of a
+50 MB ``session/load`` (``bench/acp_load.py``). Reference counting still frees
 everything without a cycle meanwhile; the collector resumes at the end.
 """
 
