@@ -4,7 +4,7 @@ over the SDK's JSON-RPC :class:`~acp.connection.Connection`."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from typing import Any
 
 from acp.connection import Connection
@@ -44,12 +44,7 @@ class ClientChannel:
 
     async def forward_update(self, params: dict[str, Any]) -> None:
         """Send ``session/update`` params as they are (e.g. relayed from a kernel)."""
-        try:
-            await self.conn.send_notification(UPDATE, params)
-        except (ConnectionError, OSError) as exc:
-            if not self._gone:
-                log.info("client gone; dropping session updates (%s)", exc)
-            self._gone = True
+        await self._updates(self.conn.send_notification(UPDATE, params))
 
     async def forward_updates(self, params: Iterable[dict[str, Any]]) -> None:
         """Many ``session/update`` params in order (a ``session/load`` replay), straight
@@ -59,8 +54,11 @@ class ClientChannel:
             for each in params:
                 await self.forward_update(each)
             return
+        await self._updates(self.transport.send_notifications(UPDATE, params))
+
+    async def _updates(self, sending: Awaitable[None]) -> None:
         try:
-            await self.transport.send_notifications(UPDATE, params)
+            await sending
         except (ConnectionError, OSError) as exc:
             if not self._gone:
                 log.info("client gone; dropping session updates (%s)", exc)
