@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -65,6 +66,19 @@ def isolated_runtime_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: 
     run = tmp_path_factory.mktemp("run")
     monkeypatch.setenv("IAC_KERNEL_RUNTIME_DIR", str(run))
     return run
+
+
+@pytest.fixture(autouse=True)
+def sigint_delivered() -> Iterator[None]:
+    """SIGINT neither ignored nor blocked in this process when a test starts, as it is
+    for the agent at run time: children inherit both, and a shell started with SIGINT
+    ignored cannot trap it (a bash cancel test then saw only the SIGTERM that follows),
+    so a test that left it so (a kernel app or a browser driver started in-process) must
+    not decide another's result."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    yield
 
 
 @pytest.fixture
