@@ -98,11 +98,7 @@ def stored_message_id(session_id: str, index: int) -> str:
     once per session (a long replay names tens of thousands of messages)."""
     digest = _message_id_hash(session_id).copy()
     digest.update(str(index).encode())
-    data = bytearray(digest.digest()[:16])
-    data[6] = (data[6] & 0x0F) | 0x50  # version 5
-    data[8] = (data[8] & 0x3F) | 0x80  # RFC 4122 variant
-    h = data.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    return str(uuid.UUID(bytes=digest.digest()[:16], version=5))  # as uuid5 builds it
 
 
 @functools.lru_cache(maxsize=64)
