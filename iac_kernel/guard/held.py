@@ -202,10 +202,11 @@ def links(file_id: tuple[int, int], roots: list[str]) -> list[str]:
     return found
 
 
-def identity(path: str) -> tuple[int, int] | None:
-    """``(dev, ino)`` of ``path`` (not followed), None when missing."""
+def identity(path: str, *, follow_symlinks: bool = False) -> tuple[int, int] | None:
+    """``(dev, ino)`` of ``path`` (a symlink itself unless ``follow_symlinks``), None when
+    missing."""
     try:
-        st = os.stat(path, follow_symlinks=False)
+        st = os.stat(path, follow_symlinks=follow_symlinks)
     except OSError:
         return None
     return st.st_dev, st.st_ino

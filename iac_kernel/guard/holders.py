@@ -9,6 +9,8 @@ import signal
 import time
 from pathlib import Path
 
+from iac_kernel.guard.held import identity
+
 
 def holders(files: set[tuple[int, int]], namespaces: set[int]) -> list[int]:
     """Pids in the mount ``namespaces`` (inodes) with a descriptor on, or a mapping of,
@@ -21,7 +23,8 @@ def holders(files: set[tuple[int, int]], namespaces: set[int]) -> list[int]:
                 entries = os.listdir(f"/proc/{name}/{folder}")
             except OSError:
                 continue
-            if any(_identity(f"/proc/{name}/{folder}/{e}") in files for e in entries):
+            held = (identity(f"/proc/{name}/{folder}/{e}", follow_symlinks=True) for e in entries)
+            if any(file_id in files for file_id in held):
                 found.append(int(name))
                 break
     return found
@@ -30,11 +33,8 @@ def holders(files: set[tuple[int, int]], namespaces: set[int]) -> list[int]:
 def stop_holders(files: list[Path], namespaces: set[int]) -> list[str]:
     """Kill the processes of ``namespaces`` holding one of ``files`` open or mapped, and
     wait until they are gone; one line for each."""
-    wanted: set[tuple[int, int]] = set()
-    for path in files:
-        with contextlib.suppress(OSError):
-            st = os.stat(path)
-            wanted.add((st.st_dev, st.st_ino))
+    found = (identity(str(path), follow_symlinks=True) for path in files)
+    wanted = {file_id for file_id in found if file_id is not None}
     if not wanted or not namespaces:
         return []
     pids = holders(wanted, namespaces)
@@ -64,14 +64,6 @@ def pids_in(namespaces: set[int]) -> list[int]:
     """The processes whose mount namespace is one of ``namespaces`` (inodes)."""
     names = [n for n in os.listdir("/proc") if n.isdigit()]
     return [int(n) for n in names if ns_inode(f"/proc/{n}/ns/mnt") in namespaces]
-
-
-def _identity(path: str) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
 
 
 def ns_inode(path: str) -> int | None:

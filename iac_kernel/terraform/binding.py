@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from iac_kernel.guard.held import identity
 from iac_kernel.terraform.apply_args import flag_values
 from iac_kernel.terraform.audit import state_mark
 
@@ -73,14 +74,6 @@ def resolve_inside(path: str, host_path: HostPath = os.path.normpath) -> str:
         done = "/" if target.startswith("/") else done
         parts = [p for p in target.split("/") if p] + parts
     return done
-
-
-def _ident(host: str) -> tuple[int, int] | None:
-    try:
-        info = os.stat(host)
-    except OSError:
-        return None
-    return info.st_dev, info.st_ino
 
 
 def _digest(host: str) -> str | None:
@@ -241,7 +234,10 @@ def bind(
         for pattern in AUTO_VAR_FILES:
             for path in sorted(Path(host_path(workdir)).glob(pattern)):
                 files[str(path)] = _digest(str(path))
-        idents = {"folder": _ident(host_path(workdir)), "data folder": _ident(host_data)}
+        idents = {
+            "folder": identity(host_path(workdir), follow_symlinks=True),
+            "data folder": identity(host_data, follow_symlinks=True),
+        }
         return {"files": files, "idents": idents}
 
     binding._recheck = scan
