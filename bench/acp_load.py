@@ -1,12 +1,13 @@
-"""``session/load`` of a 50 MB session with varied text, timed from a real ACP client
-(the official Python SDK's client side over stdio, the agent in its own process) until
-the load's answer arrived and every replayed update was read, against the floor of
-``json.loads`` of each of the log's lines in this process.
+"""``session/load`` of a 50 MB session with varied text, timed from real ACP clients
+(the official Python and TypeScript SDKs' client sides, and a raw one, over stdio, the
+agent in its own process) until the load's answer arrived and every replayed update was
+read, against the floor of ``json.loads`` of each of the log's lines in this process.
 
-The agent's start-up (the SDK import that follows its early ``initialize`` answer) is
-timed apart, before the load. A second load gives the agent three secret-named
-environment variables, as an editor passing its own environment does: every replayed
-result is then searched for their values too.
+Each client loads: with no kept lines (a whole replay, whose lines are kept), from the
+kept lines, from them after a turn was written since, with three secret-named
+environment variables (another known set: a whole replay) and with one learned later
+(every result masked again). The agent's start-up (the SDK import that follows its
+early ``initialize`` answer) is timed apart, before the load.
 
 Run: ``python bench/acp_load.py [--mb 50] [--runs 3]``. Not a test. Target: <= 3x.
 """
@@ -65,53 +66,72 @@ def words(rng: random.Random, vocabulary: list[str], n: int) -> str:
     return " ".join(rng.choices(vocabulary, k=n))
 
 
+def vocabulary_of(rng: random.Random) -> list[str]:
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    return ["".join(rng.choices(letters, k=rng.randint(2, 11))) for _ in range(5000)]
+
+
+def exchange(rng: random.Random, vocabulary: list[str], key: bytes, i: int) -> list[dict]:
+    """One exchange's records: a prompt, an answer with a tool call (varied tools and
+    inputs) and its output (varied text of varied length), marked as masked with
+    :data:`SECRETS` (an editor that always passes them; see
+    ``iac_kernel/masking/marks.py``); the first exchange's records start with the set."""
+    call, tool = f"toolu_{i:06d}", rng.choice(TOOLS)
+    output = "\n".join(words(rng, vocabulary, rng.randint(4, 16)) for _ in range(60))
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": words(rng, vocabulary, 20)}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": words(rng, vocabulary, rng.randint(10, 80))},
+                {
+                    "type": "tool_use",
+                    "id": call,
+                    "name": tool,
+                    "input": {"path": f"{rng.choice(vocabulary)}/{i}.tf", "n": i},
+                },
+            ],
+        },
+    ]
+    records = [{"type": "message", "ts": now_iso(), "message": m} for m in messages]
+    mark, known = marks.mark(key, SECRETS.values(), output)
+    if i == 0:
+        records.insert(0, {"type": "mask_set", "id": mark["set"], "known": known})
+    block = {"type": "tool_result", "tool_use_id": call, "content": output}
+    records.append({"type": "tool_result", "ts": now_iso(), "name": tool,
+                    "block": block, "mask": mark})  # fmt: skip
+    return records
+
+
 def build(store: SessionStore, cwd: str, megabytes: int) -> tuple[str, Path]:
-    """A session of prompts, answers, tool calls (varied tools and inputs) and tool
-    outputs (varied text of varied length) of about ``megabytes``, each result stored as
-    the agent stores it: marked as masked with :data:`SECRETS` (an editor that always
-    passes them; see ``iac_kernel/masking/marks.py``)."""
+    """A session of about ``megabytes`` of :func:`exchange`s, as the agent writes them."""
     key = install_key(store.root)
     rng = random.Random(7)
-    letters = "abcdefghijklmnopqrstuvwxyz"
-    vocabulary = ["".join(rng.choices(letters, k=rng.randint(2, 11))) for _ in range(5000)]
+    vocabulary = vocabulary_of(rng)
     meta = store.create(cwd, title="bench acp load")
     path = store.root / f"{meta.session_id}.jsonl"
-    size, i, count = 0, 0, 0
+    size, i = 0, 0
     with path.open("w") as out:
         while size < megabytes * 1024 * 1024:
-            call, tool = f"toolu_{i:06d}", rng.choice(TOOLS)
-            output = "\n".join(words(rng, vocabulary, rng.randint(4, 16)) for _ in range(60))
-            messages = [
-                {"role": "user", "content": [{"type": "text", "text": words(rng, vocabulary, 20)}]},
-                {
-                    "role": "assistant",
-                    "content": [
-                        {"type": "text", "text": words(rng, vocabulary, rng.randint(10, 80))},
-                        {
-                            "type": "tool_use",
-                            "id": call,
-                            "name": tool,
-                            "input": {"path": f"{rng.choice(vocabulary)}/{i}.tf", "n": i},
-                        },
-                    ],
-                },
-            ]
-            records = [{"type": "message", "ts": now_iso(), "message": m} for m in messages]
-            mark, known = marks.mark(key, SECRETS.values(), output)
-            if i == 0:
-                records.insert(0, {"type": "mask_set", "id": mark["set"], "known": known})
-            block = {"type": "tool_result", "tool_use_id": call, "content": output}
-            records.append({"type": "tool_result", "ts": now_iso(), "name": tool,
-                            "block": block, "mask": mark})  # fmt: skip
-            for record in records:
+            for record in exchange(rng, vocabulary, key, i):
                 line = json.dumps(record) + "\n"
                 out.write(line)
                 size += len(line)
-            count += 3
             i += 1
-    meta.message_count = count
+    meta.message_count = 3 * i
     store.write_meta(meta)
     return meta.session_id, path
+
+
+def new_turn(store: SessionStore, sid: str) -> None:
+    """One more exchange at the end of the log (a turn since the last load)."""
+    path = store.root / f"{sid}.jsonl"
+    n = 10**6 + path.stat().st_size % 10**6
+    records = exchange(
+        random.Random(n), vocabulary_of(random.Random(7)), install_key(store.root), n
+    )
+    with path.open("a") as out:
+        out.writelines(json.dumps(record) + "\n" for record in records)
 
 
 def floor(path: Path) -> tuple[float, float]:
@@ -162,43 +182,59 @@ async def load_once(
             "updates": client.updates}  # fmt: skip
 
 
+#: Each client's loads, in this order (each row's state is what the ones before left):
+#: a whole replay (no kept lines; they are kept), the kept lines as they are, the kept
+#: lines and a turn written since, three secrets (another known set: a whole replay)
+#: and one learned later (every result masked again).
+ROWS = ("whole", "", "+turn", "secrets", "later")
+
+
 def run(runs: int, megabytes: int = 50) -> dict[str, list[float]]:
     """Client-side load figures and floors (seconds), interleaved; the size and updates.
 
     Clients: the Python SDK's (``py``), the TypeScript SDK's (``node``, when node and
     ``tests/node/node_modules`` are there) and a raw one that only ``json.loads`` each
-    line (``raw``); ``... floor`` rows are the SDK clients reading the same stream from
-    a process that only writes it (:mod:`acp_stream`)."""
+    line (``raw``), each through :data:`ROWS`; ``... floor`` rows are the SDK clients
+    reading the same stream from a process that only writes it (:mod:`acp_stream`)."""
     figures: dict[str, list[float]] = defaultdict(list)
     node = NODE_SCRIPT if shutil.which("node") and NODE_SDK.is_dir() else None
     with tempfile.TemporaryDirectory(prefix="bench-acp-load-") as tmp:
         root = Path(tmp)
         cwd = root.resolve() / "workspace"
         cwd.mkdir()
-        sid, path = build(SessionStore(root / "sessions"), str(cwd), megabytes)
-        env = agent_env(root)
+        store = SessionStore(root / "sessions")
+        sid, path = build(store, str(cwd), megabytes)
+        env = {**default_environment(), **agent_env(root)}
         stream = root / "stream.jsonl"
-        raw_load(acp_command(), {**default_environment(), **env}, str(cwd), sid, save=stream)
+        raw_load(acp_command(), env, str(cwd), sid, save=stream)
         writer = writer_command(stream)
         for _ in range(runs):  # interleaved: all see the same machine load
             wall, cpu = floor(path)
             figures["floor s"].append(wall)
             figures["floor cpu"].append(cpu)
-            rows = {}
-            for name, extra in (("", {}), (" secrets", SECRETS), (" later", {**SECRETS, **LATER})):
-                rows[f"py{name}"] = functools.partial(_py, root, sid, cwd, acp_command(), extra)
-                if node is not None:
-                    full = {**default_environment(), **env, **extra}
-                    rows[f"node{name}"] = functools.partial(
-                        node_load, node, acp_command(), full, str(cwd), sid
-                    )
-            rows["py floor"] = functools.partial(_py, root, sid, cwd, writer, {})
+            clients = {
+                "py": lambda extra: _py(root, sid, cwd, acp_command(), extra),
+                "raw": lambda extra: raw_load(acp_command(), {**env, **extra}, str(cwd), sid),
+            }
             if node is not None:
-                full = {**default_environment(), **env}
-                rows["node floor"] = functools.partial(node_load, node, writer, full, str(cwd), sid)
-            full = {**default_environment(), **env}
-            rows["raw"] = functools.partial(raw_load, acp_command(), full, str(cwd), sid)
-            for name, once in rows.items():
+                clients["node"] = lambda extra: node_load(
+                    node, acp_command(), {**env, **extra}, str(cwd), sid
+                )
+            for client, load in clients.items():
+                for row in ROWS:
+                    if row == "whole":
+                        store.replay_cache(sid).drop()
+                    elif row == "+turn":
+                        new_turn(store, sid)
+                    extra = {"secrets": SECRETS, "later": {**SECRETS, **LATER}}.get(row, {})
+                    for key, value in load(extra).items():
+                        figures[f"{client} {row}".strip() + f" {key}"].append(value)
+            figures_floor = {"py floor": functools.partial(_py, root, sid, cwd, writer, {})}
+            if node is not None:
+                figures_floor["node floor"] = functools.partial(
+                    node_load, node, writer, env, str(cwd), sid
+                )
+            for name, once in figures_floor.items():
                 for key, value in once().items():
                     figures[f"{name} {key}"].append(value)
         figures["size"] = [float(path.stat().st_size)]
@@ -213,18 +249,23 @@ def _py(root: Path, sid: str, cwd: Path, cmd: list[str], extra: dict[str, str]) 
 def report(f: dict[str, list[float]]) -> None:
     base, base_cpu = median(f["floor s"]), median(f["floor cpu"])
     print(
-        f"session/load over ACP ({f['size'][0] / 1e6:.0f} MB log, {f['py updates'][0]:.0f} "
+        f"session/load over ACP ({f['size'][0] / 1e6:.0f} MB log, {f['py whole updates'][0]:.0f} "
         f"updates, {f['stream'][0] / 1e6:.0f} MB stream); load average "
         f"{os.getloadavg()[0]:.1f}"
     )
     print(f"  json.loads of its lines {base * 1000:.0f} ms ({base_cpu * 1000:.0f} ms CPU)")
     labels = {}
-    for client, label in (("py", "Python SDK client"), ("node", "TypeScript SDK client")):
-        labels[client] = label
-        labels[f"{client} secrets"] = f"  with {len(SECRETS)} secrets (marked)"
+    for client, label in (
+        ("py", "Python SDK client"),
+        ("node", "TypeScript SDK client"),
+        ("raw", "raw json.loads client"),
+    ):
+        labels[f"{client} whole"] = f"{label}: whole replay"
+        labels[client] = "  kept lines"
+        labels[f"{client} +turn"] = "  kept + 1 new turn"
+        labels[f"{client} secrets"] = f"  {len(SECRETS)} secrets (whole)"
         labels[f"{client} later"] = "  + 1 learned later"
         labels[f"{client} floor"] = "  its floor (writer)"
-    labels["raw"] = "raw json.loads client"
     for name, label in labels.items():
         if f"{name} s" not in f:
             continue
@@ -232,10 +273,10 @@ def report(f: dict[str, list[float]]) -> None:
         client, agent = median(f[f"{name} client cpu"]), median(f[f"{name} agent cpu"])
         spread = f"{min(f[f'{name} s']) / base:.1f}-{max(f[f'{name} s']) / base:.1f}x"
         print(
-            f"  {label:24s} {ours * 1000:6.0f} ms {ours / base:5.2f}x ({spread}); CPU: "
+            f"  {label:36s} {ours * 1000:6.0f} ms {ours / base:5.2f}x ({spread}); CPU: "
             f"client {client / base_cpu:.2f}x, agent {agent / base_cpu:.2f}x"
         )
-    start = median(f["py start s"])
+    start = median(f["py whole start s"])
     print(f"  target <= 3x; before the load, not counted: start-up {start * 1000:.0f} ms")
 
 

@@ -34,6 +34,7 @@ from iac_kernel.acp.client_features import ClientFeatures, from_initialize
 from iac_kernel.acp.content import to_anthropic
 from iac_kernel.acp.control import LEASES, Mirrored, tell_lost
 from iac_kernel.acp.control import METHOD as METHOD_CONTROL
+from iac_kernel.acp.history_cache import KeptReplay, send_history
 from iac_kernel.acp.lifecycle import (
     check_cwd,
     check_dirs,
@@ -44,7 +45,6 @@ from iac_kernel.acp.lifecycle import (
 )
 from iac_kernel.acp.listing import list_page
 from iac_kernel.acp.permissions import PermissionAsker, approver
-from iac_kernel.acp.replay import send_history
 from iac_kernel.acp.slash_run import run_command
 from iac_kernel.acp.transport import after_answer
 from iac_kernel.acp.turn import TurnRelay, prompt_response, run_turn
@@ -171,15 +171,18 @@ class IacAgent:
         check_cwd(cwd)
         specs = mcp_specs(mcp_servers, cwd)
         dirs = check_dirs(additional)
-        session = await self.attached.open_or_forward(method, cwd, session_id, dirs)
-        if not isinstance(session, AgentSession):
-            return session  # the kernel's answer; a load's history it replayed itself
-        set_dirs(session, dirs)
-        await start_mcp(session, specs)
-        self._join(session)
         channel = self._channel()
-        if method == "session/load":
-            await send_history(channel, session)
+        async with KeptReplay(channel, active=method == "session/load") as kept:
+            session = await self.attached.open_or_forward(
+                method, cwd, session_id, dirs, kept.on_lock
+            )
+            if not isinstance(session, AgentSession):
+                return session  # the kernel's answer; a load's history it replayed itself
+            set_dirs(session, dirs)
+            await start_mcp(session, specs)
+            self._join(session)
+            if kept.active:
+                await send_history(channel, session, kept)
         await notify.send_info(channel, session)
         await notify.send_commands(channel, session)
         return {

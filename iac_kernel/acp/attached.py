@@ -24,6 +24,7 @@ from iac_kernel.acp.runtime import find_endpoint
 from iac_kernel.agent.session import AgentSession
 from iac_kernel.sessions.manager import SessionManager
 from iac_kernel.sessions.store import SessionLockedError, SessionNotFoundError
+from iac_kernel.sessions.writer import SessionWriter
 
 
 class AttachedSessions:
@@ -61,14 +62,20 @@ class AttachedSessions:
         self.remotes.clear()
 
     async def open_or_forward(
-        self, method: str, cwd: str, session_id: str, dirs: list[str] | None = None
+        self,
+        method: str,
+        cwd: str,
+        session_id: str,
+        dirs: list[str] | None = None,
+        on_lock: Callable[[SessionWriter], None] | None = None,
     ) -> AgentSession | dict[str, Any]:
         """The session opened here, or the kernel's answer to ``method`` when a running
         kernel holds it. If the kernel has let it go meanwhile (the notebook switched
         sessions), open it again: its lock is free now. ``dirs``: the request's
-        ``additionalDirectories``, passed on to the kernel."""
+        ``additionalDirectories``, passed on to the kernel. ``on_lock``: see
+        :meth:`SessionManager.load`."""
         for attempt in (1, 2):
-            opened = await self._open(session_id)
+            opened = await self._open(session_id, on_lock)
             if isinstance(opened, AgentSession):
                 return opened
             params: dict[str, Any] = {"cwd": cwd, "sessionId": session_id, "mcpServers": []}
@@ -81,14 +88,16 @@ class AttachedSessions:
                     raise
         raise AssertionError("unreachable")
 
-    async def _open(self, session_id: str) -> AgentSession | RemoteSession:
+    async def _open(
+        self, session_id: str, on_lock: Callable[[SessionWriter], None] | None = None
+    ) -> AgentSession | RemoteSession:
         remote = self.remotes.get(session_id) if isinstance(session_id, str) else None
         if remote is not None and not remote.gone:
             return remote
         # manager.load is synchronous on purpose: two concurrent loads of one id cannot
         # interleave, so the second finds the first's runtime.
         try:
-            return self.manager.load(session_id)
+            return self.manager.load(session_id, on_lock)
         except (SessionNotFoundError, TypeError):
             raise errors.session_not_found() from None
         except SessionLockedError as exc:

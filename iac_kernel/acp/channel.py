@@ -4,7 +4,7 @@ over the SDK's JSON-RPC :class:`~acp.connection.Connection`."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from acp.connection import Connection
@@ -46,23 +46,41 @@ class ClientChannel:
         """Send ``session/update`` params as they are (e.g. relayed from a kernel)."""
         await self._updates(self.conn.send_notification(UPDATE, params))
 
-    async def forward_updates(self, params: Iterable[dict[str, Any]]) -> None:
+    async def forward_updates(
+        self, params: Iterable[dict[str, Any]], copy: Callable[[bytes], None] | None = None
+    ) -> None:
         """Many ``session/update`` params in order (a ``session/load`` replay), straight
         onto the transport the connection writes to: the same lines, without a round
-        through the connection for each."""
+        through the connection for each. ``copy`` gets each line (only with a
+        transport)."""
         if self.transport is None:
             for each in params:
                 await self.forward_update(each)
             return
-        await self._updates(self.transport.send_notifications(UPDATE, params))
+        await self._updates(self.transport.send_notifications(UPDATE, params, copy))
+
+    async def forward_lines(self, chunks: Iterable[bytes]) -> None:
+        """Updates already encoded as lines (a cached replay); needs :attr:`transport`."""
+        assert self.transport is not None
+        await self._updates(self.transport.send_lines(chunks))
+
+    @property
+    def gone(self) -> bool:
+        """True once a send found the client gone."""
+        return self._gone
 
     async def _updates(self, sending: Awaitable[None]) -> None:
         try:
             await sending
         except (ConnectionError, OSError) as exc:
-            if not self._gone:
-                log.info("client gone; dropping session updates (%s)", exc)
-            self._gone = True
+            self.lost(exc)
+
+    def lost(self, exc: BaseException) -> None:
+        """Note that the client is gone (a send failed with ``exc``): later updates for
+        it are dropped."""
+        if not self._gone:
+            log.info("client gone; dropping session updates (%s)", exc)
+        self._gone = True
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         """Another notification to the client (``elicitation/complete``); dropped when

@@ -24,6 +24,11 @@ class PlanTracker:
     def __init__(self) -> None:
         self._inputs: dict[str, Any] = {}
 
+    @property
+    def waiting(self) -> bool:
+        """True while a plan call's input has no result yet."""
+        return bool(self._inputs)
+
     def see(self, event: AgentEvent) -> AgentPlanUpdate | None:
         """The plan update an event completes, if any."""
         if isinstance(event, ToolCallInput) and event.name == PLAN_TOOL:

@@ -11,16 +11,17 @@ notices) still go through the models.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from acp.schema import SessionNotification
 from acp.utils import serialize_params
 
-from iac_kernel.acp.channel import ClientChannel
 from iac_kernel.acp.locations import first_changed_line
 from iac_kernel.acp.plan import PlanTracker
 from iac_kernel.acp.updates import (
     INTERRUPTED,
+    Numbering,
     ToolCallTracker,
     acp_kind,
     chunk_update,
@@ -29,7 +30,6 @@ from iac_kernel.acp.updates import (
     stored_message_id,
     to_update,
 )
-from iac_kernel.agent.session import AgentSession
 from iac_kernel.events import (
     AgentEvent,
     Diff,
@@ -40,28 +40,36 @@ from iac_kernel.events import (
     ToolCallStarted,
     UserMessage,
 )
-from iac_kernel.sessions.collector import collector_paused
 
 
-async def send_history(channel: ClientChannel, session: AgentSession) -> None:
-    """Replay ``session``'s stored history to ``channel``'s client (``session/load``)."""
-    with collector_paused():
-        await channel.forward_updates(replay_params(session.replay(), session.session_id))
+@dataclass
+class ReplayEnd:
+    """Where a replay stopped: the messages' numbering, and whether every call it showed
+    had ended (nothing was left for a later part of the history to finish)."""
+
+    numbering: Numbering = field(default_factory=Numbering)
+    settled: bool = False
 
 
-def replay_params(events: Iterable[AgentEvent], session_id: str) -> Iterator[dict[str, Any]]:
+def replay_params(
+    events: Iterable[AgentEvent], session_id: str, end: ReplayEnd | None = None
+) -> Iterator[dict[str, Any]]:
     """The params of each ``session/update`` that shows a stored history, in order.
 
     A tool call whose result follows its input (the usual case) is one ``tool_call`` in
     its final state: what the client holds after the ``tool_call`` and the
     ``tool_call_update``s of :func:`~iac_kernel.acp.updates.replay_updates` (a later
     update's fields replace an earlier one's). A call is sent as it stands, in progress,
-    before anything else comes between it and its result."""
+    before anything else comes between it and its result.
+
+    ``end``: where the numbering starts (a replay that goes on from an earlier one's
+    end), and where the replay stopped once it is done."""
+    end = end or ReplayEnd()
     tracker = ToolCallTracker()
     plans = PlanTracker()
     held: dict[str, dict[str, Any]] = {}  # calls not sent yet, in order
     ids: tuple[int, str | None] = (-1, None)
-    for event, index in numbered(events):
+    for event, index in numbered(events, end.numbering):
         tracker.see(event)
         call_id = getattr(event, "call_id", None)
         if isinstance(event, ToolCallStarted) and call_id not in held:
@@ -91,6 +99,7 @@ def replay_params(events: Iterable[AgentEvent], session_id: str) -> Iterator[dic
         if plan is not None:
             yield serialize_params(SessionNotification(session_id=session_id, update=plan))
     yield from _flush(held, session_id)
+    end.settled = not tracker.open and not plans.waiting
     for closing in tracker.closing_updates(INTERRUPTED):
         yield serialize_params(SessionNotification(session_id=session_id, update=closing))
 

@@ -21,6 +21,7 @@ import os
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from iac_kernel.acp import sdk
@@ -199,6 +200,7 @@ async def open_writer(fd: int) -> asyncio.StreamWriter | BlockingWriter:
     import asyncio
 
     loop = asyncio.get_running_loop()
+    widen_pipe(fd)
     sink = os.fdopen(fd, "wb", buffering=0)
     try:
         transport, protocol = await loop.connect_write_pipe(
@@ -207,6 +209,26 @@ async def open_writer(fd: int) -> asyncio.StreamWriter | BlockingWriter:
     except (ValueError, OSError):
         return BlockingWriter(sink)
     return asyncio.StreamWriter(transport, protocol, None, loop)
+
+
+#: The pipe buffer asked for on stdout (Linux's default 64 KB meant a wake-up of both
+#: sides per 64 KB of a long ``session/load`` replay); the system's limit if lower.
+PIPE_BYTES = 1 << 20
+
+
+def widen_pipe(fd: int) -> None:
+    """Ask for a :data:`PIPE_BYTES` buffer when ``fd`` is a pipe (Linux; else nothing)."""
+    import fcntl
+
+    setter = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if setter is None:
+        return
+    try:
+        limit = int(Path("/proc/sys/fs/pipe-max-size").read_text())
+    except (OSError, ValueError):
+        limit = PIPE_BYTES
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(fd, setter, min(PIPE_BYTES, limit))
 
 
 class BlockingWriter:

@@ -79,6 +79,7 @@ class LineTransport:
         self._pending: list[bytes] = []
         self._pending_bytes = 0
         self._flush_scheduled = False
+        self._held = False
         self._write_error: BaseException | None = None
 
     # -- receiving -------------------------------------------------------------------
@@ -157,19 +158,35 @@ class LineTransport:
             self.flush()
         await self._writer.drain()
 
-    async def send_notifications(self, method: str, params: Iterable[dict[str, Any]]) -> None:
+    async def send_notifications(
+        self,
+        method: str,
+        params: Iterable[dict[str, Any]],
+        copy: Callable[[bytes], None] | None = None,
+    ) -> None:
         """Notifications of one ``method``, in order, each queued as :meth:`send` queues
         it, waiting for the writer only when :data:`FLUSH_BYTES` are pending (a replay
         sends tens of thousands: a wait per message cost more than its encoding).
         Writing further ahead of the client was slower: the pipe transport's buffer
-        moves what is left after each write."""
+        moves what is left after each write. ``copy`` gets each line sent."""
         for each in params:
             self._check_open()
-            self._queue(_encode({"jsonrpc": "2.0", "method": method, "params": each}))
+            line = _encode({"jsonrpc": "2.0", "method": method, "params": each})
+            self._queue(line)
+            if copy is not None:
+                copy(line)
             if self._pending_bytes >= FLUSH_BYTES:
                 self.flush()
                 await self._writer.drain()
         await self._writer.drain()
+
+    async def send_lines(self, chunks: Iterable[bytes]) -> None:
+        """Messages already encoded, each chunk whole lines (a cached replay), in order."""
+        for chunk in chunks:
+            self._check_open()
+            self._queue(chunk)
+            self.flush()
+            await self._writer.drain()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -188,9 +205,34 @@ class LineTransport:
         self._flush_scheduled = False
         self.flush()
 
+    async def hold(self) -> int | None:
+        """Wait until everything sent so far is written, then keep what is sent next
+        queued until :meth:`release`: the descriptor returned (a pipe or a socket) is the
+        caller's to write to meanwhile. ``None`` (nothing held): the writer is not
+        over such a descriptor."""
+        transport = getattr(self._writer, "transport", None)
+        info = transport.get_extra_info if transport is not None else None
+        end = info and (info("pipe") or info("socket"))
+        if not end or self._closed or self._write_error is not None:
+            return None
+        self.flush()
+        low, high = transport.get_write_buffer_limits()  # type: ignore[union-attr]
+        transport.set_write_buffer_limits(0, 0)  # type: ignore[union-attr]
+        try:
+            await self._writer.drain()  # now: until nothing is left in its buffer
+        finally:
+            transport.set_write_buffer_limits(high, low)  # type: ignore[union-attr]
+        self._held = True
+        return end.fileno()
+
+    def release(self) -> None:
+        """Write what was queued while held, and go on as before."""
+        self._held = False
+        self.flush()
+
     def flush(self) -> None:
-        """Write everything queued, in one ``write``."""
-        if not self._pending:
+        """Write everything queued, in one ``write`` (nothing while held)."""
+        if not self._pending or self._held:
             return
         data = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
         self._pending.clear()

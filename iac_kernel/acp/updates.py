@@ -13,6 +13,7 @@ import functools
 import hashlib
 import uuid
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from acp import update_agent_message_text, update_agent_thought_text, update_user_message_text
@@ -232,19 +233,34 @@ class ToolCallTracker:
         return updates
 
 
-def numbered(events: Iterable[AgentEvent]) -> Iterator[tuple[AgentEvent, int]]:
+@dataclass
+class Numbering:
+    """Where the numbering of stored messages stands: the last index given (-1 before
+    the first) and whether an answer is open (its next text is the same message)."""
+
+    index: int = -1
+    in_answer: bool = False
+
+    def number(self, event: AgentEvent) -> int:
+        """The index of the message ``event`` belongs to."""
+        if isinstance(event, UserMessage) or (
+            isinstance(event, TextDelta | ThinkingDelta) and not self.in_answer
+        ):
+            self.index += 1
+        self.in_answer = not isinstance(event, UserMessage | ToolCallResult)
+        return self.index
+
+
+def numbered(
+    events: Iterable[AgentEvent], numbering: Numbering | None = None
+) -> Iterator[tuple[AgentEvent, int]]:
     """Each stored event with the index of the message it belongs to (-1 before the
     first): a prompt is one user message; an answer's text and thinking form one agent
-    message until a prompt or a tool result follows."""
-    index = -1
-    in_answer = False
+    message until a prompt or a tool result follows. ``numbering``: where it starts (and
+    is left)."""
+    numbering = numbering or Numbering()
     for event in events:
-        if isinstance(event, UserMessage) or (
-            isinstance(event, TextDelta | ThinkingDelta) and not in_answer
-        ):
-            index += 1
-        in_answer = not isinstance(event, UserMessage | ToolCallResult)
-        yield event, index
+        yield event, numbering.number(event)
 
 
 def replay_updates(

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from iac_kernel.agent.permissions import DENIED_MESSAGE
@@ -35,24 +37,44 @@ from iac_kernel.textsafe import readable, readable_value
 from iac_kernel.tools.base import Tool, ToolContext
 
 
+@dataclass(frozen=True)
+class Known:
+    """What a replay masks and redacts with: the workspace's sensitive values and the
+    environment (its secret-named variables)."""
+
+    values: frozenset[str]
+    env: dict[str, str]
+
+    @classmethod
+    def now(cls, cwd: Path | None) -> Known:
+        """What is known now for a session in ``cwd`` (``None``: no workspace)."""
+        values = sensitive_values(cwd) if cwd is not None else frozenset()
+        return cls(frozenset(values), dict(os.environ))  # read once, not once per result
+
+    def secrets(self) -> dict[str, str]:
+        """The environment's secret values, each with its variable's name."""
+        return secret_values(self.env)
+
+
 def replay(
     messages: list[dict[str, Any]],
     tools: dict[str, Tool],
     ctx: ToolContext | None = None,
     marks: MarkTable | None = None,
+    known: Known | None = None,
 ) -> Iterator[AgentEvent]:
     """Events that show ``messages`` as they happened: prompts, answers, thoughts, tools.
 
     With ``ctx`` (the session's cwd and settings), tool calls carry their file locations.
-    With ``marks`` (the log's), a result masked with everything known now is not masked
-    again.
+    With ``marks`` (the log's), a result masked with everything known now (``known``, by
+    default read now) is not masked again.
     """
     names: dict[str, str] = {}
-    values = sensitive_values(ctx.cwd) if ctx is not None else frozenset()
-    env = dict(os.environ)  # read once, not once per stored result
+    known = known or Known.now(ctx.cwd if ctx is not None else None)
+    values, env = known.values, known.env
     redact_output = redactor(env)
     redact_args = value_redactor(env)
-    clean = (marks or MarkTable()).checker(values | set(secret_values(env))).clean
+    clean = (marks or MarkTable()).checker(values | set(known.secrets())).clean
     for message in messages:
         content = message.get("content")
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content

@@ -311,12 +311,13 @@ class AgentSession:
         if self._task is not None and not self._task.done():
             await asyncio.wait([self._task])
 
-    def replay(self) -> list[AgentEvent]:
-        """The whole history as events (prompts, answers, thoughts, tool calls)."""
+    def replay(self, start: int = 0, known: history.Known | None = None) -> list[AgentEvent]:
+        """The history from message ``start`` as events (prompts, answers, thoughts, tool
+        calls), masked with ``known`` (by default: what is known now)."""
         tools = {tool.name: tool for tool in self.tools}
         ctx = ToolContext(cwd=self.cwd, settings=self.settings)
-        marks = self.writer.marks
-        return list(history.replay(self.conversation.messages, tools, ctx, marks))
+        messages = self.conversation.messages[start:] if start else self.conversation.messages
+        return list(history.replay(messages, tools, ctx, self.writer.marks, known))
 
     async def close(self) -> None:
         """Stop any turn, release the store lock; history stays on disk."""

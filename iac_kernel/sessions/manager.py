@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from iac_kernel.sessions.store import (
     SessionNotFoundError,
     SessionStore,
 )
+from iac_kernel.sessions.writer import SessionWriter
 from iac_kernel.tools.base import Tool
 
 
@@ -59,18 +61,26 @@ class SessionManager:
         except (KeyError, TypeError):
             raise SessionNotFoundError(session_id) from None
 
-    def load(self, session_id: str) -> AgentSession:
-        """The live session, or load it from disk (repairing it) and take its lock.
+    def load(
+        self, session_id: str, on_lock: Callable[[SessionWriter], None] | None = None
+    ) -> AgentSession:
+        """The live session, or load it from disk (repairing it) and take its lock;
+        ``on_lock`` is called with its writer once the lock is taken, before the log is
+        read (only when it is loaded from disk).
 
         Raises SessionNotFoundError, or SessionLockedError naming the process that holds it.
         """
         if session_id in self.sessions:
             return self.sessions[session_id]
-        return self._open(session_id)
+        return self._open(session_id, on_lock)
 
-    def _open(self, session_id: str) -> AgentSession:
+    def _open(
+        self, session_id: str, on_lock: Callable[[SessionWriter], None] | None = None
+    ) -> AgentSession:
         writer = self.store.open_writer(session_id, self.holder)
         try:
+            if on_lock is not None:
+                on_lock(writer)
             with collector_paused():
                 stored = self.store.load(writer)
                 session = AgentSession(writer, stored, self.settings, _default_tools())

@@ -24,6 +24,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 INTERRUPTED_RESULT = "Interrupted: the session stopped before this tool call finished."
 
 Record = dict[str, Any]
@@ -52,16 +54,27 @@ def scan(data: bytes | Iterable[bytes]) -> LogScan:
         complete = raw.endswith(b"\n")
         record = None
         if complete:
-            try:
-                record = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                record = None
+            record = parse_line(raw)
         if isinstance(record, dict) and "type" in record:
             result.records.append(record)
         elif raw.strip():
             result.bad_lines += 1
             result.torn_tail = not complete
     return result
+
+
+def parse_line(raw: bytes) -> Any:
+    """One log line's JSON value (``None``: not JSON). orjson reads it when it can; it
+    refuses what the log may hold and ``json`` reads (lone surrogates stored as
+    ``\\udce9`` escapes, numbers beyond 64 bits), which then go to ``json``."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
 
 
 def _is_message(record: Record) -> bool:

@@ -47,6 +47,7 @@ from iac_kernel.sessions.meta import (
     now_iso,
 )
 from iac_kernel.sessions.records import INTERRUPTED_RESULT, dangling_tool_uses
+from iac_kernel.sessions.replay_cache import ReplayCache
 from iac_kernel.sessions.writer import SessionWriter
 from iac_kernel.textsafe import json_line
 
@@ -145,9 +146,15 @@ class SessionStore:
         with contextlib.suppress(OSError, ValueError, SessionNotFoundError):
             cwd = json.loads(files.read(self.path(session_id, ".json")))["cwd"]
             self.index.drop(cwd, session_id)
+        self.replay_cache(session_id).drop()
         for suffix in (".json", ".jsonl", ".lock"):
             with contextlib.suppress(OSError):
                 self.path(session_id, suffix).unlink()
+
+    def replay_cache(self, session_id: str) -> ReplayCache:
+        """The session's cached ``session/load`` replay (:mod:`.replay_cache`)."""
+        self.path(session_id, "")  # a malformed id: SessionNotFoundError
+        return ReplayCache(self.root, session_id)
 
     def read_meta(self, session_id: str) -> SessionMeta:
         path = self.path(session_id, ".json")
@@ -233,10 +240,13 @@ class SessionStore:
         stamp = now_iso()
         fixed, notes = records.normalize(scan.records, stamp)
         repairs = records.repair_notes(scan, notes)
+        writer.log_size = scan.size
         if repairs:
             note = {"type": "repaired", "ts": stamp, "notes": repairs}
             data = b"".join(json_line(r) for r in [*fixed, note])
+            self.replay_cache(writer.session_id).drop()  # it replayed the log replaced
             files.replace(self.path(writer.session_id, ".jsonl"), data)
+            writer.log_size = len(data)
             log.warning("session %s repaired: %s", writer.session_id, "; ".join(repairs))
         session = _stored(writer.meta, fixed, repairs)
         writer.sync_counts(fixed, len(session.messages))

@@ -43,11 +43,16 @@ class SessionWriter:
         #: The marks of the log's results and the sets they name (set by the store's
         #: load; kept current by every write): what a replay checks.
         self.marks = MarkTable()
+        #: The log's size in bytes (set by the store's load; kept by every write), and
+        #: the records written since the load.
+        self.log_size = 0
+        self.appended = 0
 
     def _append(self, record: dict[str, Any]) -> None:
         if self._closed:
             raise RuntimeError(f"session {self.session_id} is closed")
-        files.append(self._log, json_line(record))
+        self.log_size = files.append(self._log, json_line(record))
+        self.appended += 1
 
     def append_message(self, message: dict[str, Any], *, kind: str = "message", **extra: Any):
         stamp = now_iso()

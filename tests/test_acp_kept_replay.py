@@ -1,0 +1,330 @@
+"""``session/load`` sends the lines kept from an earlier load (``iac_kernel/acp/
+history_cache.py``) only when they are what a replay would send now: the same bytes as
+a whole replay, the messages written since replayed after them, and a whole replay
+again for anything that changes what a replay shows (a value learned, the log edited or
+repaired, another home or code), a cache that is torn or linked, or a client that left.
+
+Loads run in-process over a real pipe (the lines go out from a thread while the log is
+read) and over a writer without a descriptor (a WebSocket's: one frame per line)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from iac_kernel.acp import history_cache
+from iac_kernel.acp.channel import ClientChannel
+from iac_kernel.acp.history_cache import KeptReplay, send_history
+from iac_kernel.acp.stdio import open_writer
+from iac_kernel.acp.transport import LineTransport
+from iac_kernel.config import Settings
+from iac_kernel.redact import secret_values
+from iac_kernel.sessions.manager import SessionManager
+from iac_kernel.sessions.store import SessionStore
+from iac_kernel.terraform.workspace import sensitive_values
+
+#: A word in every stored result: tests change it in the kept lines (same length) to
+#: see whether a load sent them.
+MARKER = "kept-marker-word"
+FORGED = "FORGED-marker-wd"
+SECRET = "Learned-Secret-Value-8812"
+
+
+def _store() -> SessionStore:
+    return SessionStore(Path(os.environ["IAC_KERNEL_SESSIONS_DIR"]))
+
+
+def _append_turns(sid: str, workspace: Path, first: int, count: int) -> None:
+    """``count`` exchanges (prompt, answer with a tool call, its result), stored as the
+    agent stores them."""
+    masked_with = frozenset(secret_values()) | sensitive_values(workspace)
+    writer = _store().open_writer(sid, "test")
+    try:
+        for i in range(first, first + count):
+            call = f"call-{i}"
+            use = {
+                "type": "tool_use",
+                "id": call,
+                "name": "read_file",
+                "input": {"path": f"m{i}.tf"},
+            }
+            text = {"type": "text", "text": f"answer {i}"}
+            writer.append_message({"role": "user", "content": [{"type": "text", "text": f"q{i}"}]})
+            writer.append_message({"role": "assistant", "content": [text, use]})
+            output = f"result {i} {MARKER} {SECRET if i == 1 else 'plain'}"
+            block = {"type": "tool_result", "tool_use_id": call, "content": output}
+            writer.append_tool_result(block, name="read_file", masked_with=masked_with)
+    finally:
+        writer.close()
+
+
+def _session(workspace: Path, turns: int = 4) -> str:
+    meta = _store().create(str(workspace), title="kept")
+    _append_turns(meta.session_id, workspace, 0, turns)
+    return meta.session_id
+
+
+class _FrameWriter:
+    """A writer with no descriptor (as a WebSocket link is)."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    def write(self, data: bytes) -> None:
+        self.data += data
+
+    async def drain(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+async def _load(
+    sid: str, kind: str = "pipe", *, read_bytes: int | None = None, meanwhile: bool = False
+) -> bytes:
+    """What one ``session/load`` sends (as ``iac_kernel/acp/agent.py`` does it), then
+    an answer; ``read_bytes``: the client reads that much, then closes its end;
+    ``meanwhile``: a notification is sent while the kept lines go out."""
+    manager = SessionManager(Settings(), holder="test")
+    got = bytearray()
+    if kind == "pipe":
+        read_end, write_end = os.pipe()
+        writer = await open_writer(write_end)
+
+        def drain_pipe() -> None:
+            while read_bytes != 0 and (chunk := os.read(read_end, 1 << 16)):
+                got.extend(chunk)
+                if read_bytes is not None and len(got) >= read_bytes:
+                    break
+            os.close(read_end)
+
+        reader = threading.Thread(target=drain_pipe)
+        reader.start()
+    else:
+        writer = _FrameWriter()
+    channel = ClientChannel(None, LineTransport(asyncio.StreamReader(), writer))  # type: ignore[arg-type]
+    try:
+        async with KeptReplay(channel) as kept:
+            session = manager.load(sid, kept.on_lock)
+            if meanwhile:
+                note = {"jsonrpc": "2.0", "method": "x/other", "params": {"n": 1}}
+                await channel.transport.send(note)  # type: ignore[union-attr]
+            await send_history(channel, session, kept)
+            assert channel.gone == (read_bytes is not None)
+            if not channel.gone:
+                await channel.transport.send({"jsonrpc": "2.0", "id": 9, "result": {}})  # type: ignore[union-attr]
+                channel.transport.flush()  # type: ignore[union-attr]
+    finally:
+        await manager.close_all()
+        if kind == "pipe":
+            writer.close()
+            await asyncio.to_thread(reader.join)
+    return bytes(got) if kind == "pipe" else bytes(writer.data)  # type: ignore[attr-defined]
+
+
+async def _whole(sid: str) -> bytes:
+    """A whole replay (nothing kept before or after)."""
+    _store().replay_cache(sid).drop()
+    sent = await _load(sid, "frames")
+    _store().replay_cache(sid).drop()
+    return sent
+
+
+def _forge(sid: str) -> None:
+    """Change the marker word in the kept lines (same length: the head still holds)."""
+    path = _store().root / f"{sid}.replay"
+    data = path.read_bytes()
+    assert MARKER.encode() in data
+    path.write_bytes(data.replace(MARKER.encode(), FORGED.encode()))
+
+
+def _updates(sent: bytes) -> list[dict]:
+    messages = [json.loads(line) for line in sent.splitlines()]
+    assert messages[-1] == {"jsonrpc": "2.0", "id": 9, "result": {}}  # the answer: last
+    return messages[:-1]
+
+
+@pytest.mark.parametrize("kind", ["pipe", "frames"])
+async def test_a_second_load_sends_the_kept_lines_which_are_a_whole_replay(workspace, kind):
+    sid = _session(workspace)
+    whole = await _whole(sid)
+    assert len(_updates(whole)) == 12  # prompt, answer, call per exchange
+    first = await _load(sid, kind)
+    assert first == whole
+    assert (_store().root / f"{sid}.replay").stat().st_mode & 0o777 == 0o600
+    assert await _load(sid, kind) == whole
+    _forge(sid)
+    assert await _load(sid, kind) == whole.replace(MARKER.encode(), FORGED.encode())
+
+
+@pytest.mark.parametrize("kind", ["pipe", "frames"])
+async def test_messages_written_since_are_replayed_after_the_kept_lines(workspace, kind):
+    sid = _session(workspace)
+    kept = await _load(sid, kind)
+    _forge(sid)
+    _append_turns(sid, workspace, 4, 2)
+    sent = await _load(sid, kind)
+    again = await _load(sid, kind)  # the new lines were kept after the old ones
+    whole = await _whole(sid)
+    answer = len(b'{"jsonrpc":"2.0","id":9,"result":{}}\n')
+    prefix = len(kept) - answer
+    assert sent[:prefix] == kept[:prefix].replace(MARKER.encode(), FORGED.encode())
+    assert sent[prefix:] == whole[prefix:]
+    assert len(_updates(sent)) == 18
+    assert again == sent
+
+
+def _learn_secret(monkeypatch, workspace: Path, sid: str) -> None:
+    monkeypatch.setenv("DEPLOY_API_TOKEN", SECRET)
+
+
+def _sensitive_state(monkeypatch, workspace: Path, sid: str) -> None:
+    output = {"value": SECRET, "type": "string", "sensitive": True}
+    state = {"version": 4, "serial": 1, "lineage": "l", "resources": [], "outputs": {"p": output}}
+    (workspace / "terraform.tfstate").write_text(json.dumps(state))
+
+
+def _edit_log_end(monkeypatch, workspace: Path, sid: str) -> None:
+    path = _store().root / f"{sid}.jsonl"
+    data = path.read_bytes()
+    at = data.rindex(b"plain")
+    path.write_bytes(data[:at] + b"PLAIN" + data[at + 5 :])  # same size, same inode
+
+
+def _torn_log(monkeypatch, workspace: Path, sid: str) -> None:
+    with (_store().root / f"{sid}.jsonl").open("ab") as log:
+        log.write(b'{"type": "message", "ts": "x", "mess')  # a crash's torn line
+
+
+def _other_home(monkeypatch, workspace: Path, sid: str) -> None:
+    monkeypatch.setenv("HOME", str(workspace))
+
+
+def _other_code(monkeypatch, workspace: Path, sid: str) -> None:
+    monkeypatch.setattr(history_cache, "code_version", lambda: "another-version")
+
+
+def _truncated_lines(monkeypatch, workspace: Path, sid: str) -> None:
+    path = _store().root / f"{sid}.replay"
+    path.write_bytes(path.read_bytes()[:-40])
+
+
+def _torn_last_line(monkeypatch, workspace: Path, sid: str) -> None:
+    path = _store().root / f"{sid}.replay"
+    path.write_bytes(path.read_bytes()[:-1] + b" ")  # same length, no newline at its end
+
+
+def _forged_head_link(monkeypatch, workspace: Path, sid: str) -> None:
+    head = _store().root / f"{sid}.replay-head"
+    outside = workspace / "head.json"
+    outside.write_bytes(head.read_bytes())
+    head.unlink()
+    head.symlink_to(outside)
+
+
+def _hard_linked_lines(monkeypatch, workspace: Path, sid: str) -> None:
+    lines = _store().root / f"{sid}.replay"
+    os.link(lines, workspace / "lines-copy")
+
+
+CHANGES = [
+    _learn_secret,
+    _sensitive_state,
+    _edit_log_end,
+    _other_home,
+    _other_code,
+    _truncated_lines,
+    _torn_last_line,
+    _forged_head_link,
+    _hard_linked_lines,
+]
+
+
+@pytest.mark.parametrize("change", CHANGES, ids=lambda f: f.__name__.strip("_"))
+@pytest.mark.parametrize("kind", ["pipe", "frames"])
+async def test_a_change_the_kept_lines_do_not_show_means_a_whole_replay(
+    workspace, monkeypatch, change, kind
+):
+    sid = _session(workspace)
+    await _load(sid, kind)
+    _forge(sid)
+    change(monkeypatch, workspace, sid)
+    outside = {p: p.read_bytes() for p in workspace.iterdir() if p.suffix != ".tfstate"}
+    sent = await _load(sid, kind)
+    whole = await _whole(sid)
+    assert sent == whole
+    assert FORGED.encode() not in sent
+    if change in (_learn_secret, _sensitive_state):
+        assert SECRET.encode() not in sent  # masked again, as a whole replay does
+    for path, data in outside.items():  # a link's target is never written
+        assert path.read_bytes() == data
+
+
+@pytest.mark.parametrize("kind", ["pipe", "frames"])
+async def test_a_log_repaired_after_a_crash_is_replayed_as_it_now_reads(workspace, kind):
+    """A torn last line (a crash mid-write) is dropped by the load's repair, which also
+    drops the kept lines: the load shows the history (from the kept lines when they had
+    gone out already), the next one is a whole replay kept anew."""
+    sid = _session(workspace)
+    await _load(sid, kind)
+    _forge(sid)
+    _torn_log(None, workspace, sid)
+    sent = await _load(sid, kind)
+    whole = await _whole(sid)
+    assert sent.replace(FORGED.encode(), MARKER.encode()) == whole
+    assert await _load(sid, kind) == whole
+    assert await _load(sid, kind) == whole
+
+
+async def test_a_client_that_is_gone_harms_nothing(workspace):
+    sid = _session(workspace)
+    whole = await _whole(sid)
+    await _load(sid, "pipe")  # kept
+    _forge(sid)
+    assert await _load(sid, "pipe", read_bytes=0) == b""  # no reader: EPIPE
+    _append_turns(sid, workspace, 4, 1)
+    assert await _load(sid, "pipe", read_bytes=0) == b""  # nothing kept meanwhile
+    sent = await _load(sid, "pipe")
+    assert sent.startswith(
+        whole[: whole.rindex(b"\n", 0, -1) + 1].replace(MARKER.encode(), FORGED.encode())
+    )
+    assert len(_updates(sent)) == 15
+
+
+async def test_a_live_session_with_new_records_is_replayed_whole_and_not_kept(workspace):
+    sid = _session(workspace)
+    manager = SessionManager(Settings(), holder="test")
+    session = manager.load(sid)
+    session.writer.append_message({"role": "user", "content": [{"type": "text", "text": "new"}]})
+    session.conversation.messages.append({"role": "user", "content": "new"})
+    writer = _FrameWriter()
+    channel = ClientChannel(None, LineTransport(asyncio.StreamReader(), writer))  # type: ignore[arg-type]
+    await send_history(channel, session)
+    channel.transport.flush()  # type: ignore[union-attr]
+    await manager.close_all()
+    assert not (_store().root / f"{sid}.replay-head").exists()
+    assert b'"text":"new"' in bytes(writer.data)
+
+
+async def test_messages_sent_while_the_kept_lines_go_out_follow_them_whole(workspace):
+    sid = _session(workspace, turns=300)
+    whole = await _load(sid, "pipe")
+    sent = await _load(sid, "pipe", meanwhile=True)
+    messages = [json.loads(line) for line in sent.splitlines()]  # every line whole
+    assert messages[-2] == {"jsonrpc": "2.0", "method": "x/other", "params": {"n": 1}}
+    assert messages[:-2] == _updates(whole)
+
+
+async def test_removing_a_session_removes_its_kept_lines(workspace):
+    sid = _session(workspace)
+    await _load(sid, "pipe")
+    root = _store().root
+    assert (root / f"{sid}.replay").exists()
+    _store().remove(sid)
+    assert not list(root.glob(f"{sid}.replay*"))
