@@ -20,12 +20,14 @@ import pytest
 from iac_kernel.acp import history_cache
 from iac_kernel.acp.channel import ClientChannel
 from iac_kernel.acp.history_cache import KeptReplay, send_history
+from iac_kernel.acp.keep import keep_replay
 from iac_kernel.acp.stdio import open_writer
 from iac_kernel.acp.transport import LineTransport
 from iac_kernel.config import Settings
 from iac_kernel.redact import secret_values
 from iac_kernel.sessions.manager import SessionManager
 from iac_kernel.sessions.store import SessionStore
+from iac_kernel.sessions.writer import SessionWriter
 from iac_kernel.terraform.workspace import sensitive_values
 
 #: A word in every stored result: tests change it in the kept lines (same length) to
@@ -39,11 +41,14 @@ def _store() -> SessionStore:
     return SessionStore(Path(os.environ["IAC_KERNEL_SESSIONS_DIR"]))
 
 
-def _append_turns(sid: str, workspace: Path, first: int, count: int) -> None:
+def _append_turns(
+    sid: str, workspace: Path, first: int, count: int, writer: SessionWriter | None = None
+) -> None:
     """``count`` exchanges (prompt, answer with a tool call, its result), stored as the
-    agent stores them."""
+    agent stores them (by ``writer``, a live session's, or a writer of their own)."""
     masked_with = frozenset(secret_values()) | sensitive_values(workspace)
-    writer = _store().open_writer(sid, "test")
+    own = writer is None
+    writer = writer or _store().open_writer(sid, "test")
     try:
         for i in range(first, first + count):
             call = f"call-{i}"
@@ -60,7 +65,8 @@ def _append_turns(sid: str, workspace: Path, first: int, count: int) -> None:
             block = {"type": "tool_result", "tool_use_id": call, "content": output}
             writer.append_tool_result(block, name="read_file", masked_with=masked_with)
     finally:
-        writer.close()
+        if own:
+            writer.close()
 
 
 def _session(workspace: Path, turns: int = 4) -> str:
@@ -95,10 +101,14 @@ async def _load(
     got = bytearray()
     if kind == "pipe":
         read_end, write_end = os.pipe()
+        if read_bytes == 0:  # a client that is gone before the load
+            os.close(read_end)
         writer = await open_writer(write_end)
 
         def drain_pipe() -> None:
-            while read_bytes != 0 and (chunk := os.read(read_end, 1 << 16)):
+            if read_bytes == 0:
+                return
+            while chunk := os.read(read_end, 1 << 16):
                 got.extend(chunk)
                 if read_bytes is not None and len(got) >= read_bytes:
                     break
@@ -328,3 +338,54 @@ async def test_removing_a_session_removes_its_kept_lines(workspace):
     assert (root / f"{sid}.replay").exists()
     _store().remove(sid)
     assert not list(root.glob(f"{sid}.replay*"))
+
+
+def _head(sid: str) -> dict:
+    return json.loads((_store().root / f"{sid}.replay-head").read_bytes())
+
+
+async def test_a_session_written_live_keeps_its_lines_when_it_closes(workspace):
+    manager = SessionManager(Settings(), holder="test", on_close=keep_replay)
+    session = manager.new(str(workspace))
+    sid = session.session_id
+    _append_turns(sid, workspace, 0, 3, writer=session.writer)
+    await manager.close(sid)
+    assert _head(sid)["fields"]["messages"] == 9
+    _forge(sid)
+    sent = await _load(sid, "pipe")  # its first load: the lines kept at close
+    assert sent == (await _whole(sid)).replace(MARKER.encode(), FORGED.encode())
+
+
+async def test_turns_written_since_a_load_are_kept_after_its_lines_at_close(workspace):
+    sid = _session(workspace)
+    kept = await _load(sid, "pipe")
+    _forge(sid)
+    manager = SessionManager(Settings(), holder="test", on_close=keep_replay)
+    session = manager.load(sid)
+    _append_turns(sid, workspace, 4, 2, writer=session.writer)
+    await manager.close(sid)
+    assert _head(sid)["fields"]["messages"] == 18
+    sent = await _load(sid, "pipe")
+    whole = await _whole(sid)
+    prefix = kept.rindex(b"\n", 0, -1) + 1  # the updates, without the answer
+    assert sent[:prefix] == kept[:prefix].replace(MARKER.encode(), FORGED.encode())
+    assert sent[prefix:] == whole[prefix:]
+
+
+async def test_closing_with_nothing_new_or_after_a_change_keeps_what_a_load_would_send(
+    workspace, monkeypatch
+):
+    sid = _session(workspace)
+    await _load(sid, "pipe")
+    head = _head(sid)
+    manager = SessionManager(Settings(), holder="test", on_close=keep_replay)
+    manager.load(sid)
+    await manager.close(sid)
+    assert _head(sid) == head  # nothing written
+    monkeypatch.setenv("DEPLOY_API_TOKEN", SECRET)
+    manager.load(sid)
+    await manager.close(sid)
+    assert _head(sid)["fields"]["inputs"] != head["fields"]["inputs"]
+    kept = (_store().root / f"{sid}.replay").read_bytes()
+    assert SECRET.encode() not in kept
+    assert await _load(sid, "pipe") == await _whole(sid)

@@ -105,8 +105,9 @@ class EndpointSessions:
     def get(self, session_id: str) -> AgentSession:
         return self.manager.get(session_id)
 
-    def load(self, session_id: str) -> AgentSession:
-        """The live session; SessionNotFoundError when the kernel does not hold it."""
+    def load(self, session_id: str, on_lock: Any = None) -> AgentSession:
+        """The live session; SessionNotFoundError when the kernel does not hold it
+        (``on_lock`` is never called: nothing is loaded from disk here)."""
         session = self.manager.sessions.get(session_id) if isinstance(session_id, str) else None
         if session is None or session.closed:
             raise SessionNotFoundError(session_id)

@@ -34,8 +34,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from iac_kernel.acp.channel import ClientChannel
+from iac_kernel.acp.channel import UPDATE, ClientChannel
 from iac_kernel.acp.replay import ReplayEnd, replay_params
+from iac_kernel.acp.transport import encode_notification
 from iac_kernel.acp.updates import Numbering
 from iac_kernel.agent.history import Known
 from iac_kernel.agent.session import AgentSession
@@ -119,8 +120,9 @@ class KeptReplay:
             if found is None or not _log_holds(found, self.inputs, log_path):
                 return
             self.kept = found
+            out = os.dup(self._fd)  # the thread's own: the transport may close its fd
             loop = asyncio.get_running_loop()
-            self._sending = loop.run_in_executor(None, cache.copy_to, self._fd, found.length)
+            self._sending = loop.run_in_executor(None, _copy, cache, out, found.length)
         except Exception as exc:  # never a reason for the load to fail
             log.warning("not using the kept replay of %s: %s", writer.session_id, exc)
 
@@ -137,6 +139,13 @@ class KeptReplay:
         except Exception as exc:
             log.warning("the kept replay could not be sent: %s", exc)
         return "failed"
+
+
+def _copy(cache: ReplayCache, out: int, length: int) -> None:
+    try:
+        cache.copy_to(out, length)
+    finally:
+        os.close(out)
 
 
 async def send_history(
@@ -199,14 +208,8 @@ async def _replay_rest(
 ) -> None:
     """The messages the kept lines do not show, sent and kept after them."""
     messages = session.conversation.messages
-    start = kept.fields["messages"] if kept else 0
-    end = ReplayEnd(Numbering(**kept.fields["numbering"]) if kept else Numbering())
-    out: CacheWriter | None = None
-    if keep:
-        try:
-            out = cache.writer(kept)
-        except OSError:
-            out = None  # the replay goes on; nothing is kept
+    start, end = _start(kept)
+    out = _writer(cache, kept) if keep else None
     try:
         if start < len(messages):
             events = session.replay(start, early.known)
@@ -215,21 +218,85 @@ async def _replay_rest(
         else:
             end.settled = True
         if out is not None and end.settled and not channel.gone:
-            fields = {
-                "format": FORMAT,
-                "inputs": early.inputs,
-                "messages": len(messages),
-                "last": message_digest(messages[-1]),
-                "numbering": vars(end.numbering),
-            }
-            log_path = session.writer.store.path(session.session_id, ".jsonl")
-            prefix = LogPrefix.of(log_path, session.writer.log_size)
-            await asyncio.to_thread(out.commit, prefix, fields)
+            await asyncio.to_thread(_commit, out, session, messages, end, early.inputs)
     finally:
         if out is not None:
             out.close()
         if not keep:
             cache.drop()
+
+
+def keep_replay(session: AgentSession) -> None:
+    """Bring ``session``'s kept lines up to its log (it is closing, its lock held), so
+    its next load sends them; never raises."""
+    try:
+        _keep(session)
+    except Exception as exc:
+        log.warning("could not keep the replay of %s: %s", session.session_id, exc)
+
+
+def _keep(session: AgentSession) -> None:
+    writer, session_id = session.writer, session.session_id
+    store = writer.store
+    key = read_key(store.root)
+    log_path = store.path(session_id, ".jsonl")
+    if key is None or writer.closed or not writer.log_size:
+        return
+    if os.stat(log_path, follow_symlinks=False).st_size != writer.log_size:
+        return  # not this writer's log as it knows it
+    known = Known.now(session.cwd)
+    inputs = inputs_key(key, session.cwd, known)
+    cache = store.replay_cache(session_id)
+    found = cache.read()
+    if found is not None and not _log_holds(found, inputs, log_path):
+        found = None
+    if found is not None and found.log.size == writer.log_size:
+        return  # nothing new
+    messages = store.read(session_id).messages  # as a load will read them
+    kept = found if _messages_hold(found, messages) else None
+    out = _writer(cache, kept) if messages else None
+    if out is None:
+        return
+    try:
+        start, end = _start(kept)
+        for params in replay_params(session.replay(start, known, messages), session_id, end):
+            out.write(encode_notification(UPDATE, params))
+        if end.settled:
+            _commit(out, session, messages, end, inputs)
+    finally:
+        out.close()
+
+
+def _start(kept: Cached | None) -> tuple[int, ReplayEnd]:
+    """The first message the kept lines do not show, and where their numbering stopped."""
+    if kept is None:
+        return 0, ReplayEnd()
+    return kept.fields["messages"], ReplayEnd(Numbering(**kept.fields["numbering"]))
+
+
+def _writer(cache: ReplayCache, kept: Cached | None) -> CacheWriter | None:
+    try:
+        return cache.writer(kept)
+    except OSError:
+        return None  # the replay goes on; nothing is kept
+
+
+def _commit(
+    out: CacheWriter,
+    session: AgentSession,
+    messages: list[dict[str, Any]],
+    end: ReplayEnd,
+    inputs: str,
+) -> None:
+    fields = {
+        "format": FORMAT,
+        "inputs": inputs,
+        "messages": len(messages),
+        "last": message_digest(messages[-1]),
+        "numbering": vars(end.numbering),
+    }
+    log_path = session.writer.store.path(session.session_id, ".jsonl")
+    out.commit(LogPrefix.of(log_path, session.writer.log_size), fields)
 
 
 def _log_holds(found: Cached, inputs: str, log_path: Path) -> bool:

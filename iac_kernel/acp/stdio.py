@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from iac_kernel.acp import sdk
 from iac_kernel.acp.early_start import CORE_MODULES, EarlyStart
+from iac_kernel.acp.keep import keep_replay
 
 if TYPE_CHECKING:
     import asyncio
@@ -89,7 +90,8 @@ def make_manager() -> SessionManager:
     settings = Settings.from_env(problems=problems)
     for line in problems:  # one line each, naming the variable; the defaults are used
         log.warning("setting ignored: %s", line)
-    return SessionManager(settings, holder=f"iac-kernel acp (pid {os.getpid()})", origin="acp")
+    holder = f"iac-kernel acp (pid {os.getpid()})"
+    return SessionManager(settings, holder=holder, origin="acp", on_close=keep_replay)
 
 
 def _serve(protocol_fd: int, start: EarlyStart) -> int:

@@ -171,7 +171,7 @@ class LineTransport:
         moves what is left after each write. ``copy`` gets each line sent."""
         for each in params:
             self._check_open()
-            line = _encode({"jsonrpc": "2.0", "method": method, "params": each})
+            line = encode_notification(method, each)
             self._queue(line)
             if copy is not None:
                 copy(line)
@@ -346,6 +346,11 @@ def _valid_id(value: Any) -> bool:
 
 #: The fallback encoder (``json.dumps`` with options builds one per call).
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def encode_notification(method: str, params: dict[str, Any]) -> bytes:
+    """A notification's line, as every notification is sent."""
+    return _encode({"jsonrpc": "2.0", "method": method, "params": params})
 
 
 def _encode(message: dict[str, Any]) -> bytes:

@@ -311,16 +311,24 @@ class AgentSession:
         if self._task is not None and not self._task.done():
             await asyncio.wait([self._task])
 
-    def replay(self, start: int = 0, known: history.Known | None = None) -> list[AgentEvent]:
-        """The history from message ``start`` as events (prompts, answers, thoughts, tool
-        calls), masked with ``known`` (by default: what is known now)."""
+    def replay(
+        self,
+        start: int = 0,
+        known: history.Known | None = None,
+        messages: list[dict[str, Any]] | None = None,
+    ) -> list[AgentEvent]:
+        """The history (or ``messages``) from message ``start`` as events (prompts,
+        answers, thoughts, tool calls), masked with ``known`` (default: what is known now)."""
         tools = {tool.name: tool for tool in self.tools}
         ctx = ToolContext(cwd=self.cwd, settings=self.settings)
-        messages = self.conversation.messages[start:] if start else self.conversation.messages
-        return list(history.replay(messages, tools, ctx, self.writer.marks, known))
+        messages = self.conversation.messages if messages is None else messages
+        shown = messages[start:] if start else messages
+        return list(history.replay(shown, tools, ctx, self.writer.marks, known))
 
-    async def close(self) -> None:
-        """Stop any turn, release the store lock; history stays on disk."""
+    async def close(self, before_release: Callable[[AgentSession], None] | None = None) -> None:
+        """Stop any turn, release the store lock; history stays on disk.
+        ``before_release`` is run once the turn has stopped, the lock still held (in this
+        thread, without a wait: the session must not be seen gone and still locked)."""
         if self._closed:
             return
         self._closed = True
@@ -328,7 +336,11 @@ class AgentSession:
             await self.wait_idle()
         if self.mcp is not None:
             await self.mcp.stop()
-        self.writer.close()
+        try:
+            if before_release is not None:
+                before_release(self)
+        finally:
+            self.writer.close()
 
 
 def _title_from(text: str) -> str:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from iac_kernel.acp.keep import keep_replay
 from iac_kernel.agent.session import AgentSession
 from iac_kernel.config import Settings
 from iac_kernel.kernel.permission_ui import PERMISSION_UIS
@@ -51,7 +52,9 @@ class KernelState:
         self.notebook = notebook
         holder = f"iac-kernel Jupyter kernel (pid {os.getpid()}"
         holder += f", notebook {notebook})" if notebook else ")"
-        self.manager = SessionManager(settings, holder=holder, origin="kernel")
+        self.manager = SessionManager(
+            settings, holder=holder, origin="kernel", on_close=keep_replay
+        )
         #: Called with the new current session whenever it changes (the ACP endpoint
         #: advertises it, the editor-turn mirror follows it).
         self.listeners: list[Callable[[AgentSession | None], None]] = [follow_session]

@@ -8,14 +8,17 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+from collections.abc import Callable
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
+from iac_kernel.acp.keep import keep_replay
 from iac_kernel.agent.session import AgentSession
 from iac_kernel.config import Settings
 from iac_kernel.sessions.manager import SessionManager
 from iac_kernel.sessions.store import SessionNotFoundError
+from iac_kernel.sessions.writer import SessionWriter
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +45,10 @@ class RootedManager(SessionManager):
             raise ValueError(f"cwd {cwd!r} is outside the Jupyter server's root_dir")
         return _claim(super().new(cwd, **meta))
 
-    def load(self, session_id: str) -> AgentSession:
-        return _claim(super().load(session_id))
+    def load(
+        self, session_id: str, on_lock: Callable[[SessionWriter], None] | None = None
+    ) -> AgentSession:
+        return _claim(super().load(session_id, on_lock))
 
     def fork(self, session_id: str) -> AgentSession:
         return _claim(super().fork(session_id))
@@ -86,6 +91,5 @@ def make_manager(root_dir: str) -> RootedManager:
     settings = Settings.from_env(problems=problems)
     for line in problems:
         log.warning("setting ignored: %s", line)
-    return RootedManager(
-        settings, root_dir, holder=f"jupyter server (pid {os.getpid()})", origin="acp"
-    )
+    holder = f"jupyter server (pid {os.getpid()})"
+    return RootedManager(settings, root_dir, holder=holder, origin="acp", on_close=keep_replay)

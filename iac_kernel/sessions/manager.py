@@ -28,12 +28,22 @@ def _default_tools() -> list[Tool]:
 class SessionManager:
     """Creates, loads, forks and closes sessions; at most one runtime per session id."""
 
-    def __init__(self, settings: Settings, *, holder: str, origin: str = "acp"):
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        holder: str,
+        origin: str = "acp",
+        on_close: Callable[[AgentSession], None] | None = None,
+    ):
         self.settings = settings
         self.store = SessionStore(settings.sessions_dir)
         self.holder = holder
         self.origin = origin
         self.sessions: dict[str, AgentSession] = {}
+        #: Called with each session it closes, once its turn has stopped, before its
+        #: lock is released.
+        self.on_close = on_close
 
     def _check_cwd(self, cwd: str) -> str:
         if not isinstance(cwd, str) or not os.path.isabs(cwd):
@@ -108,7 +118,7 @@ class SessionManager:
         session = self.sessions.pop(session_id, None)
         if session is None:
             raise SessionNotFoundError(session_id)
-        await session.close()
+        await session.close(self.on_close)
 
     async def close_all(self) -> None:
         for session_id in list(self.sessions):
