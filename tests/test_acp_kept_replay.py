@@ -278,18 +278,34 @@ async def test_a_change_the_kept_lines_do_not_show_means_a_whole_replay(
 
 @pytest.mark.parametrize("kind", ["pipe", "frames"])
 async def test_a_log_repaired_after_a_crash_is_replayed_as_it_now_reads(workspace, kind):
-    """A torn last line (a crash mid-write) is dropped by the load's repair, which also
-    drops the kept lines: the load shows the history (from the kept lines when they had
-    gone out already), the next one is a whole replay kept anew."""
+    """A torn last line (a crash mid-write) is dropped by the load's repair, which
+    rewrites the log: the kept lines replay its first bytes, which the new file starts
+    with, so they are kept for it."""
     sid = _session(workspace)
     await _load(sid, kind)
     _forge(sid)
     _torn_log(None, workspace, sid)
     sent = await _load(sid, kind)
+    assert FORGED.encode() in sent
+    assert await _load(sid, kind) == sent
     whole = await _whole(sid)
     assert sent.replace(FORGED.encode(), MARKER.encode()) == whole
-    assert await _load(sid, kind) == whole
-    assert await _load(sid, kind) == whole
+
+
+async def test_a_repair_that_changes_what_the_kept_lines_replay_drops_them(workspace):
+    """A log re-encoded by its repair (another writer's spacing) no longer starts with
+    the bytes the kept lines replay: they are dropped, the load is a whole replay."""
+    sid = _session(workspace)
+    await _load(sid, "frames")
+    _forge(sid)
+    log = _store().root / f"{sid}.jsonl"
+    respaced = [
+        json.dumps(json.loads(line), indent=None, separators=(", ", ": "))
+        for line in log.read_text().splitlines()
+    ]
+    log.write_text("\n".join(respaced) + "\n")
+    _torn_log(None, workspace, sid)
+    assert await _load(sid, "frames") == await _whole(sid)
 
 
 async def test_a_client_that_is_gone_harms_nothing(workspace):

@@ -52,6 +52,7 @@ log = logging.getLogger(__name__)
 FORMAT = 1
 #: The code that decides what a replay sends, beside the maskers (``marks.version``).
 _SOURCES = (
+    "acp/history_cache.py",
     "acp/replay.py",
     "acp/updates.py",
     "acp/plan.py",
@@ -60,6 +61,7 @@ _SOURCES = (
     "agent/history.py",
     "agent/permissions.py",
     "events.py",
+    "sessions/records.py",
     "textsafe.py",
     "tools",
 )

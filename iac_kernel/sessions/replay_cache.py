@@ -151,6 +151,39 @@ class ReplayCache:
             os.set_blocking(out, was_blocking)
             os.close(fd)
 
+    def still_kept(self, log: Path, data: bytes) -> Cached | None:
+        """The kept lines when ``data`` (a repaired log about to replace ``log``) starts
+        with the very bytes they replay (a crash's torn line or unanswered calls come
+        after them): :meth:`follow` then points them at the new file."""
+        found = self.read()
+        if found is None or found.log.size > len(data):
+            return None
+        try:
+            fd = files.open_fd(log, os.O_RDONLY)
+            try:
+                info = os.fstat(fd)
+                if [info.st_dev, info.st_ino] != [found.log.dev, found.log.ino]:
+                    return None
+                same = _read_exactly(fd, found.log.size) == data[: found.log.size]
+            finally:
+                os.close(fd)
+        except OSError:
+            return None
+        return found if same else None
+
+    def follow(self, kept: Cached, log: Path) -> None:
+        """Point ``kept``'s head at ``log``, a new file that starts with the same bytes
+        (anything failing: the cache is dropped)."""
+        try:
+            moved = LogPrefix.of(log, kept.log.size)
+            if moved.tail == kept.log.tail:
+                head = {"length": kept.length, "file": kept.file, "log": vars(moved)}
+                files.replace(self._head, json.dumps({**head, "fields": kept.fields}).encode())
+                return
+        except OSError:
+            pass
+        self.drop()
+
     def writer(self, kept: Cached | None) -> CacheWriter:
         """A writer that appends to the ``kept`` lines (``None``: starts again). OSError
         when they are not there as read (the store dropped them meanwhile)."""
@@ -163,6 +196,17 @@ class ReplayCache:
         for path in (self._head, self._lines):
             with contextlib.suppress(OSError):
                 path.unlink()
+
+
+def _read_exactly(fd: int, size: int) -> bytes:
+    chunks, left = [], size
+    while left > 0:
+        chunk = os.read(fd, min(left, CHUNK_BYTES * 8))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
 class CacheWriter:

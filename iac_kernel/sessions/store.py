@@ -244,8 +244,14 @@ class SessionStore:
         if repairs:
             note = {"type": "repaired", "ts": stamp, "notes": repairs}
             data = b"".join(json_line(r) for r in [*fixed, note])
-            self.replay_cache(writer.session_id).drop()  # it replayed the log replaced
-            files.replace(self.path(writer.session_id, ".jsonl"), data)
+            log_path = self.path(writer.session_id, ".jsonl")
+            cache = self.replay_cache(writer.session_id)
+            kept = cache.still_kept(log_path, data)  # what was repaired came after them
+            if kept is None:
+                cache.drop()
+            files.replace(log_path, data)
+            if kept is not None:
+                cache.follow(kept, log_path)
             writer.log_size = len(data)
             log.warning("session %s repaired: %s", writer.session_id, "; ".join(repairs))
         session = _stored(writer.meta, fixed, repairs)
