@@ -13,11 +13,12 @@ import asyncio
 import json
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from iac_kernel.acp import history_cache
+from iac_kernel.acp import replay_key
 from iac_kernel.acp.channel import ClientChannel
 from iac_kernel.acp.history_cache import KeptReplay, send_history
 from iac_kernel.acp.keep import keep_replay
@@ -29,6 +30,7 @@ from iac_kernel.sessions.manager import SessionManager
 from iac_kernel.sessions.store import SessionStore
 from iac_kernel.sessions.writer import SessionWriter
 from iac_kernel.terraform.workspace import sensitive_values
+from test_acp_support import RawServer, server_env
 
 #: A word in every stored result: tests change it in the kept lines (same length) to
 #: see whether a load sent them.
@@ -76,16 +78,20 @@ def _session(workspace: Path, turns: int = 4) -> str:
 
 
 class _FrameWriter:
-    """A writer with no descriptor (as a WebSocket link is)."""
+    """A writer with no descriptor (as a WebSocket link is); ``on_drain`` runs at its
+    first wait."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_drain: Callable[[], None] | None = None) -> None:
         self.data = bytearray()
+        self.on_drain = on_drain
 
     def write(self, data: bytes) -> None:
         self.data += data
 
     async def drain(self) -> None:
-        return None
+        if self.on_drain is not None:
+            self.on_drain, run = None, self.on_drain
+            run()
 
     def close(self) -> None:
         return None
@@ -217,7 +223,7 @@ def _other_home(monkeypatch, workspace: Path, sid: str) -> None:
 
 
 def _other_code(monkeypatch, workspace: Path, sid: str) -> None:
-    monkeypatch.setattr(history_cache, "code_version", lambda: "another-version")
+    monkeypatch.setattr(replay_key, "code_version", lambda: "another-version")
 
 
 def _truncated_lines(monkeypatch, workspace: Path, sid: str) -> None:
@@ -228,6 +234,14 @@ def _truncated_lines(monkeypatch, workspace: Path, sid: str) -> None:
 def _torn_last_line(monkeypatch, workspace: Path, sid: str) -> None:
     path = _store().root / f"{sid}.replay"
     path.write_bytes(path.read_bytes()[:-1] + b" ")  # same length, no newline at its end
+
+
+def _bad_head_types(monkeypatch, workspace: Path, sid: str) -> None:
+    head = _store().root / f"{sid}.replay-head"
+    data = json.loads(head.read_bytes())
+    data["log"]["size"] = str(data["log"]["size"])
+    data["fields"]["numbering"]["index"] = "7"
+    head.write_text(json.dumps(data))
 
 
 def _forged_head_link(monkeypatch, workspace: Path, sid: str) -> None:
@@ -251,6 +265,7 @@ CHANGES = [
     _other_code,
     _truncated_lines,
     _torn_last_line,
+    _bad_head_types,
     _forged_head_link,
     _hard_linked_lines,
 ]
@@ -361,7 +376,7 @@ def _head(sid: str) -> dict:
 
 
 async def test_a_session_written_live_keeps_its_lines_when_it_closes(workspace):
-    manager = SessionManager(Settings(), holder="test", on_close=keep_replay)
+    manager = SessionManager(Settings(), holder="test", on_settled=keep_replay)
     session = manager.new(str(workspace))
     sid = session.session_id
     _append_turns(sid, workspace, 0, 3, writer=session.writer)
@@ -376,7 +391,7 @@ async def test_turns_written_since_a_load_are_kept_after_its_lines_at_close(work
     sid = _session(workspace)
     kept = await _load(sid, "pipe")
     _forge(sid)
-    manager = SessionManager(Settings(), holder="test", on_close=keep_replay)
+    manager = SessionManager(Settings(), holder="test", on_settled=keep_replay)
     session = manager.load(sid)
     _append_turns(sid, workspace, 4, 2, writer=session.writer)
     await manager.close(sid)
@@ -394,7 +409,7 @@ async def test_closing_with_nothing_new_or_after_a_change_keeps_what_a_load_woul
     sid = _session(workspace)
     await _load(sid, "pipe")
     head = _head(sid)
-    manager = SessionManager(Settings(), holder="test", on_close=keep_replay)
+    manager = SessionManager(Settings(), holder="test", on_settled=keep_replay)
     manager.load(sid)
     await manager.close(sid)
     assert _head(sid) == head  # nothing written
@@ -405,3 +420,93 @@ async def test_closing_with_nothing_new_or_after_a_change_keeps_what_a_load_woul
     kept = (_store().root / f"{sid}.replay").read_bytes()
     assert SECRET.encode() not in kept
     assert await _load(sid, "pipe") == await _whole(sid)
+
+
+async def test_two_loads_on_one_connection_send_whole_lines_each_in_order(workspace):
+    """The second load finds the pipe held by the first's thread: its lines wait and
+    follow, whole; each session's updates are its whole replay."""
+    first, second = _session(workspace, turns=300), _session(workspace, turns=200)
+    wholes = {sid: await _whole(sid) for sid in (first, second)}
+    for sid in (first, second):
+        await _load(sid, "pipe")  # kept
+    manager = SessionManager(Settings(), holder="test")
+    read_end, write_end = os.pipe()
+    writer = await open_writer(write_end)
+    got = bytearray()
+
+    def drain_pipe() -> None:
+        while chunk := os.read(read_end, 1 << 16):
+            got.extend(chunk)
+
+    reader = threading.Thread(target=drain_pipe)
+    reader.start()
+    channel = ClientChannel(None, LineTransport(asyncio.StreamReader(), writer))  # type: ignore[arg-type]
+
+    async def load(sid: str) -> None:
+        async with KeptReplay(channel) as kept:
+            session = manager.load(sid, kept.on_lock)
+            await asyncio.sleep(0)
+            await send_history(channel, session, kept)
+
+    await asyncio.gather(load(first), load(second))
+    channel.transport.flush()  # type: ignore[union-attr]
+    await manager.close_all()
+    writer.close()
+    await asyncio.to_thread(reader.join)
+    lines = bytes(got).splitlines(keepends=True)
+    for sid in (first, second):
+        mine = b"".join(line for line in lines if json.loads(line)["params"]["sessionId"] == sid)
+        assert mine == wholes[sid][: wholes[sid].rindex(b"\n", 0, -1) + 1]
+
+
+async def test_a_turn_during_a_load_is_not_claimed_by_the_kept_lines(workspace):
+    """Records written while a load replays (a prompt on the loaded session) are not in
+    what it keeps: the next load still shows them."""
+    sid = _session(workspace)
+    await _load(sid, "frames")
+    _append_turns(sid, workspace, 4, 1)  # the load below replays it after the kept lines
+    manager = SessionManager(Settings(), holder="test")
+    session = manager.load(sid)
+
+    def a_turn() -> None:
+        _append_turns(sid, workspace, 5, 1, writer=session.writer)
+        session.conversation.messages.append({"role": "user", "content": "q5"})
+
+    channel = ClientChannel(None, LineTransport(asyncio.StreamReader(), _FrameWriter(a_turn)))  # type: ignore[arg-type]
+    await send_history(channel, session)
+    await manager.close_all()
+    assert _head(sid)["fields"]["messages"] == 12  # not the load's: the turn came between
+    sent = await _load(sid, "frames")
+    assert sent == await _whole(sid)
+    assert len(_updates(sent)) == 18
+
+
+async def test_a_session_keeps_its_lines_after_each_turn(tmp_path, workspace):
+    """Over ACP (``iac-kernel acp``, the scripted model): the lines are kept when the
+    turn ends, before any load or close."""
+    env = server_env()
+    async with RawServer.start(env, tmp_path / "agent.log") as server:
+        await server.initialize()
+        new = await server.call("session/new", {"cwd": str(workspace), "mcpServers": []})
+        sid = new["result"]["sessionId"]
+        prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "hello"}]}
+        head: dict = {}
+        for _ in range(40):  # the first turns may end before the replay code is in
+            assert "result" in await server.call("session/prompt", prompt)
+            if (_store().root / f"{sid}.replay-head").exists():
+                head = _head(sid)
+                break
+            await asyncio.sleep(0.05)
+        assert head["fields"]["messages"] >= 2
+        assert (await server.call("session/prompt", prompt))["result"]
+        assert _head(sid)["fields"]["messages"] > head["fields"]["messages"]
+    _forge_any(sid)
+    sent = await _load(sid, "pipe")
+    assert sent == (await _whole(sid)).replace(b"hello", b"HELLO")
+
+
+def _forge_any(sid: str) -> None:
+    path = _store().root / f"{sid}.replay"
+    data = path.read_bytes()
+    assert b"hello" in data
+    path.write_bytes(data.replace(b"hello", b"HELLO"))

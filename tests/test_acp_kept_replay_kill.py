@@ -10,12 +10,15 @@ import json
 import os
 import random
 import re
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 from iac_kernel.masking import marks
 from iac_kernel.sessions.mask_key import install_key
 from iac_kernel.sessions.store import SessionStore, now_iso
-from test_acp_support import RawServer, server_env
+from test_acp_support import RawServer, _base_env, server_command, server_env
 
 KILLS = 12
 #: The updates a load sends after the history (the title, the commands).
@@ -112,3 +115,36 @@ async def test_kill_9_while_replay_lines_are_sent_or_kept_never_leaves_wrong_one
     assert len(whole.splitlines()) == 3 * written
     assert sent == whole
     assert await _load(env, tmp_path / "again.log", cwd, sid) == whole
+
+
+def test_an_agent_whose_client_stopped_reading_still_ends_on_sigterm(tmp_path, workspace):
+    """The kept lines go out from a daemon thread: a client that stops reading (the
+    pipe full, the thread waiting) does not keep the agent from ending."""
+    meta = _store().create(str(workspace), title="stalled")
+    _append(meta.session_id, 0, 6000)  # a few MB: more than the pipe holds
+    params = {"cwd": str(workspace), "sessionId": meta.session_id, "mcpServers": []}
+    asyncio.run(_load(server_env(None), tmp_path / "keep.log", str(workspace), meta.session_id))
+    assert (_store().root / f"{meta.session_id}.replay-head").exists()
+    requests = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}},
+        {"jsonrpc": "2.0", "id": 2, "method": "session/load", "params": params},
+    ]
+    with (tmp_path / "stalled.log").open("wb") as log:
+        agent = subprocess.Popen(
+            server_command(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,  # never read
+            stderr=log,
+            env={**_base_env(), **server_env(None)},
+        )
+        try:
+            agent.stdin.write(b"".join(json.dumps(r).encode() + b"\n" for r in requests))  # type: ignore[union-attr]
+            agent.stdin.flush()  # type: ignore[union-attr]
+            time.sleep(3)  # the load is under way, its output stalled
+            assert agent.poll() is None
+            agent.send_signal(signal.SIGTERM)
+            assert agent.wait(timeout=15) is not None
+        finally:
+            if agent.poll() is None:
+                agent.kill()
+                agent.wait()

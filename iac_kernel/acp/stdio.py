@@ -91,7 +91,7 @@ def make_manager() -> SessionManager:
     for line in problems:  # one line each, naming the variable; the defaults are used
         log.warning("setting ignored: %s", line)
     holder = f"iac-kernel acp (pid {os.getpid()})"
-    return SessionManager(settings, holder=holder, origin="acp", on_close=keep_replay)
+    return SessionManager(settings, holder=holder, origin="acp", on_settled=keep_replay)
 
 
 def _serve(protocol_fd: int, start: EarlyStart) -> int:

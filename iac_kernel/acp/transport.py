@@ -205,23 +205,19 @@ class LineTransport:
         self._flush_scheduled = False
         self.flush()
 
-    async def hold(self) -> int | None:
-        """Wait until everything sent so far is written, then keep what is sent next
-        queued until :meth:`release`: the descriptor returned (a pipe or a socket) is the
-        caller's to write to meanwhile. ``None`` (nothing held): the writer is not
-        over such a descriptor."""
+    def try_hold(self) -> int | None:
+        """When everything sent so far is written and nobody holds it: keep what is sent
+        next queued until :meth:`release`, and return the descriptor (a pipe or a socket)
+        that is the caller's to write to meanwhile. ``None``: not held (held already,
+        output still waiting, or a writer over no such descriptor)."""
         transport = getattr(self._writer, "transport", None)
         info = transport.get_extra_info if transport is not None else None
         end = info and (info("pipe") or info("socket"))
-        if not end or self._closed or self._write_error is not None:
+        if not end or self._held or self._closed or self._write_error is not None:
             return None
         self.flush()
-        low, high = transport.get_write_buffer_limits()  # type: ignore[union-attr]
-        transport.set_write_buffer_limits(0, 0)  # type: ignore[union-attr]
-        try:
-            await self._writer.drain()  # now: until nothing is left in its buffer
-        finally:
-            transport.set_write_buffer_limits(high, low)  # type: ignore[union-attr]
+        if transport.get_write_buffer_size() or transport.is_closing():  # type: ignore[union-attr]
+            return None
         self._held = True
         return end.fileno()
 

@@ -112,6 +112,8 @@ class AgentSession:
         self.observers: list[Observer] = []
         self._model: Model | None = None
         self._task: asyncio.Task[TurnEnded] | None = None
+        #: Called with this session once each turn has ended, its records written.
+        self.after_turn: Callable[[AgentSession], None] | None = None
         self._closed = False
         #: Notes for the next turn (what a model switch did to the history).
         self.notes: list[str] = []
@@ -281,6 +283,8 @@ class AgentSession:
             await fan_out(ended)
         self.usage.add(ended.usage)
         self.cost.add(self.turn_cost(ended.usage), ended.usage)
+        if self.after_turn is not None:
+            self.after_turn(self)
         return ended
 
     def turn_cost(self, usage: Usage) -> float | None:

@@ -53,7 +53,7 @@ class KernelState:
         holder = f"iac-kernel Jupyter kernel (pid {os.getpid()}"
         holder += f", notebook {notebook})" if notebook else ")"
         self.manager = SessionManager(
-            settings, holder=holder, origin="kernel", on_close=keep_replay
+            settings, holder=holder, origin="kernel", on_settled=keep_replay
         )
         #: Called with the new current session whenever it changes (the ACP endpoint
         #: advertises it, the editor-turn mirror follows it).

@@ -92,4 +92,4 @@ def make_manager(root_dir: str) -> RootedManager:
     for line in problems:
         log.warning("setting ignored: %s", line)
     holder = f"jupyter server (pid {os.getpid()})"
-    return RootedManager(settings, root_dir, holder=holder, origin="acp", on_close=keep_replay)
+    return RootedManager(settings, root_dir, holder=holder, origin="acp", on_settled=keep_replay)

@@ -34,16 +34,16 @@ class SessionManager:
         *,
         holder: str,
         origin: str = "acp",
-        on_close: Callable[[AgentSession], None] | None = None,
+        on_settled: Callable[[AgentSession], None] | None = None,
     ):
         self.settings = settings
         self.store = SessionStore(settings.sessions_dir)
         self.holder = holder
         self.origin = origin
         self.sessions: dict[str, AgentSession] = {}
-        #: Called with each session it closes, once its turn has stopped, before its
-        #: lock is released.
-        self.on_close = on_close
+        #: Called with a session of this manager, its lock held, whenever it settles:
+        #: after each of its turns, and when it closes (once its turn has stopped).
+        self.on_settled = on_settled
 
     def _check_cwd(self, cwd: str) -> str:
         if not isinstance(cwd, str) or not os.path.isabs(cwd):
@@ -97,6 +97,7 @@ class SessionManager:
         except BaseException:
             writer.close()
             raise
+        session.after_turn = self.on_settled
         self.sessions[session_id] = session
         return session
 
@@ -118,7 +119,7 @@ class SessionManager:
         session = self.sessions.pop(session_id, None)
         if session is None:
             raise SessionNotFoundError(session_id)
-        await session.close(self.on_close)
+        await session.close(self.on_settled)
 
     async def close_all(self) -> None:
         for session_id in list(self.sessions):

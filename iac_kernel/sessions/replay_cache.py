@@ -21,6 +21,7 @@ import hashlib
 import json
 import logging
 import os
+import select
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,7 +91,11 @@ class ReplayCache:
             try:
                 info = os.fstat(fd)
                 length, log = head["length"], LogPrefix(**head["log"])
+                if not _ints(length, log.dev, log.ino, log.size) or not isinstance(log.tail, str):
+                    return None
                 if head["file"] != [info.st_dev, info.st_ino] or not 0 < length <= info.st_size:
+                    return None
+                if not isinstance(head["fields"], dict):
                     return None
                 if os.pread(fd, 1, length - 1) != b"\n":
                     return None  # not whole lines
@@ -129,26 +134,30 @@ class ReplayCache:
             os.close(fd)
 
     def copy_to(self, out: int, length: int) -> None:
-        """Write the first ``length`` bytes of the lines to ``out`` (a pipe or socket),
-        blocking: meant for a thread, which then holds no lock while the kernel copies
-        (``sendfile``). ``out`` is made blocking meanwhile; its owner must not write."""
+        """Write the first ``length`` bytes of the lines to ``out`` (a pipe or socket,
+        which may be non-blocking: it is waited for with ``poll``), with ``sendfile``:
+        meant for a thread, which holds no lock while the kernel copies."""
         try:
             fd = files.open_fd(self._lines, os.O_RDONLY)
         except OSError as exc:
             raise CacheReadError(f"cannot read {self._lines.name}: {exc}") from None
-        was_blocking = os.get_blocking(out)
         try:
             if length and os.pread(fd, 1, length - 1) != b"\n":
                 raise CacheReadError(f"{self._lines.name} ends inside a line")
-            os.set_blocking(out, True)
+            ready = select.poll()
+            ready.register(out, select.POLLOUT)
             offset = 0
             while offset < length:
-                sent = os.sendfile(out, fd, offset, length - offset)
+                try:
+                    sent = os.sendfile(out, fd, offset, length - offset)
+                except BlockingIOError:
+                    if any(event & select.POLLERR for _, event in ready.poll()):
+                        raise BrokenPipeError("the client's end is closed") from None
+                    continue
                 if not sent:
                     raise CacheReadError(f"{self._lines.name} is shorter than its head says")
                 offset += sent
         finally:
-            os.set_blocking(out, was_blocking)
             os.close(fd)
 
     def still_kept(self, log: Path, data: bytes) -> Cached | None:
@@ -157,7 +166,7 @@ class ReplayCache:
         after them): :meth:`follow` then points them at the new file."""
         found = self.read()
         if found is None or found.log.size > len(data):
-            return None
+            return None  # (read() checked the head's types)
         try:
             fd = files.open_fd(log, os.O_RDONLY)
             try:
@@ -196,6 +205,10 @@ class ReplayCache:
         for path in (self._head, self._lines):
             with contextlib.suppress(OSError):
                 path.unlink()
+
+
+def _ints(*values: Any) -> bool:
+    return all(type(value) is int and value >= 0 for value in values)
 
 
 def _read_exactly(fd: int, size: int) -> bytes:

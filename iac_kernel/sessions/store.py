@@ -234,6 +234,23 @@ class SessionStore:
         fixed, notes = records.normalize(scan.records, now_iso())
         return _stored(meta, fixed, records.repair_notes(scan, notes))
 
+    def messages_after(self, session_id: str, start: int, end: int) -> list[Any] | None:
+        """The messages of the log's bytes from ``start`` to ``end``, written after a
+        point where nothing was pending; ``None`` when they cannot be read alone (a
+        result that continues the message before, a line that is not whole, anything a
+        load would repair)."""
+        fd = files.open_fd(self.path(session_id, ".jsonl"), os.O_RDONLY)
+        try:
+            data = os.pread(fd, end - start, start)
+        finally:
+            os.close(fd)
+        scan = records.scan(data)
+        kinds = [r.get("type") for r in scan.records if r.get("type") != "mask_set"]
+        if scan.bad_lines or len(data) != end - start or not kinds or kinds[0] == "tool_result":
+            return None
+        fixed, notes = records.normalize(scan.records, now_iso())
+        return None if notes else records.assemble(fixed).messages
+
     def load(self, writer: SessionWriter) -> StoredSession:
         """Read the writer's session and persist repairs of what a crash left behind."""
         scan = self._scan(writer.session_id)
