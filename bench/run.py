@@ -17,8 +17,9 @@ not a test: nothing is asserted, the targets are printed beside the ratios.
 * load: ``SessionStore.read`` of a 50 MB session against ``json.loads`` of its lines,
   and its peak memory against the file's size (``bench/session_load.py``);
 * acpload: ``session/load`` of a 50 MB session of varied text timed from ACP clients
-  over stdio (the Python and TypeScript SDKs', a raw one; each SDK's floor) against
-  ``json.loads`` of its lines (``bench/acp_load.py``).
+  over stdio (the Python and TypeScript SDKs', a raw one; each SDK's floor), from kept
+  replay lines and as whole replays, against ``json.loads`` of its lines
+  (``bench/acp_load.py``).
 * egress: added latency per request and per MB through a sandbox's egress proxy against
   a direct connection (``bench/egress.py``).
 """

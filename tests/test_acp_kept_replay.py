@@ -500,9 +500,23 @@ async def test_a_session_keeps_its_lines_after_each_turn(tmp_path, workspace):
         assert head["fields"]["messages"] >= 2
         assert (await server.call("session/prompt", prompt))["result"]
         assert _head(sid)["fields"]["messages"] > head["fields"]["messages"]
-    _forge_any(sid)
-    sent = await _load(sid, "pipe")
-    assert sent == (await _whole(sid)).replace(b"hello", b"HELLO")
+    _forge_any(sid)  # the agent's own environment is the one the lines were kept with
+    sent = await _server_load(env, tmp_path / "kept.log", str(workspace), sid)
+    _store().replay_cache(sid).drop()
+    whole = await _server_load(env, tmp_path / "whole.log", str(workspace), sid)
+    assert b"HELLO" in sent
+    assert sent == whole.replace(b"hello", b"HELLO")
+
+
+async def _server_load(env: dict, log: Path, cwd: str, sid: str) -> bytes:
+    """The history lines of a ``session/load`` by ``iac-kernel acp``."""
+    async with RawServer.start(env, log) as server:
+        await server.initialize()
+        params = {"cwd": cwd, "sessionId": sid, "mcpServers": []}
+        await server.call("session/load", params)
+    after = (b'"session_info_update"', b'"available_commands_update"')  # not history
+    updates = [line for line in server.lines if b'"session/update"' in line]
+    return b"".join(line for line in updates if not any(kind in line for kind in after))
 
 
 def _forge_any(sid: str) -> None:

@@ -20,7 +20,7 @@ from iac_kernel.sessions.mask_key import install_key
 from iac_kernel.sessions.store import SessionStore, now_iso
 from test_acp_support import RawServer, _base_env, server_command, server_env
 
-KILLS = 12
+KILLS = 8
 #: The updates a load sends after the history (the title, the commands).
 _AFTER = re.compile(rb'"sessionUpdate":"(session_info_update|available_commands_update)"')
 
@@ -140,7 +140,7 @@ def test_an_agent_whose_client_stopped_reading_still_ends_on_sigterm(tmp_path, w
         try:
             agent.stdin.write(b"".join(json.dumps(r).encode() + b"\n" for r in requests))  # type: ignore[union-attr]
             agent.stdin.flush()  # type: ignore[union-attr]
-            time.sleep(3)  # the load is under way, its output stalled
+            time.sleep(1.5)  # the load is under way, its output stalled
             assert agent.poll() is None
             agent.send_signal(signal.SIGTERM)
             assert agent.wait(timeout=15) is not None
