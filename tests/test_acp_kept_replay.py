@@ -524,3 +524,24 @@ def _forge_any(sid: str) -> None:
     data = path.read_bytes()
     assert b"hello" in data
     path.write_bytes(data.replace(b"hello", b"HELLO"))
+
+
+async def test_two_loads_of_one_session_at_once_keep_one_whole_set_of_lines(workspace):
+    """Both replay it; one of them keeps its lines (one writer per session at a time),
+    and neither fails."""
+    sid = _session(workspace)
+    whole = await _whole(sid)
+    _append_turns(sid, workspace, 4, 1)
+    await _load(sid, "frames")  # kept, then a turn written since: both loads extend
+    _append_turns(sid, workspace, 5, 1)
+    manager = SessionManager(Settings(), holder="test")
+    writer = _FrameWriter()
+    channel = ClientChannel(None, LineTransport(asyncio.StreamReader(), writer))  # type: ignore[arg-type]
+    session = manager.load(sid)
+    await asyncio.gather(send_history(channel, session), send_history(channel, session))
+    channel.transport.flush()  # type: ignore[union-attr]
+    await manager.close_all()
+    updates = _updates(bytes(writer.data) + b'{"jsonrpc":"2.0","id":9,"result":{}}\n')
+    assert len(updates) == 2 * 18
+    assert await _load(sid, "frames") == await _whole(sid)
+    assert len(whole) < len(await _whole(sid))

@@ -234,7 +234,10 @@ async def _replay_rest(
             end.settled = True
         unchanged = session.writer.appended == shown.appended and not session.busy
         if out is not None and end.settled and unchanged and not channel.gone:
-            await asyncio.to_thread(commit, out, session, shown, end, early.inputs)
+            try:
+                await asyncio.to_thread(commit, out, session, shown, end, early.inputs)
+            except OSError as exc:  # never a reason for the load to fail
+                log.warning("could not keep the replay of %s: %s", session.session_id, exc)
     finally:
         if out is not None:
             out.close()

@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import select
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,16 @@ TAIL_BYTES = 1 << 16
 CHUNK_BYTES = 1 << 20
 
 log = logging.getLogger(__name__)
+
+
+#: The lines files a writer of this process has (one at a time per session).
+_writing: set[Path] = set()
+_writing_lock = threading.Lock()
+
+
+def _release(lines: Path) -> None:
+    with _writing_lock:
+        _writing.discard(lines)
 
 
 class CacheReadError(Exception):
@@ -195,10 +206,19 @@ class ReplayCache:
 
     def writer(self, kept: Cached | None) -> CacheWriter:
         """A writer that appends to the ``kept`` lines (``None``: starts again). OSError
-        when they are not there as read (the store dropped them meanwhile)."""
-        if kept is None:
-            self.drop()
-        return CacheWriter(self._lines, self._head, kept)
+        when they are not there as read (the store dropped them meanwhile), or when
+        another writer of this process has them (two loads of one session at once)."""
+        with _writing_lock:
+            if self._lines in _writing:
+                raise OSError(f"{self._lines.name} is being written")
+            _writing.add(self._lines)
+        try:
+            if kept is None:
+                self.drop()
+            return CacheWriter(self._lines, self._head, kept)
+        except BaseException:
+            _release(self._lines)
+            raise
 
     def drop(self) -> None:
         """Remove the cache (the head first: lines without a head are never used)."""
@@ -232,7 +252,7 @@ class CacheWriter:
         keep = kept.length if kept is not None else 0
         info = os.fstat(self._fd)
         if kept is not None and ([info.st_dev, info.st_ino] != kept.file or info.st_size < keep):
-            self.close()
+            os.close(self._fd)
             raise OSError(f"{lines.name} is not the file its head described")
         os.ftruncate(self._fd, keep)  # bytes past the head's length are a crash's
         os.lseek(self._fd, keep, os.SEEK_SET)
@@ -286,3 +306,4 @@ class CacheWriter:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+            _release(self._lines)
