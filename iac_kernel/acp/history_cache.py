@@ -102,11 +102,13 @@ class KeptReplay:
             if fd is None:
                 return
             self._held, self.kept = True, found
-            self.first_unkept(cache, os.dup(fd), found.length)  # its own: the transport's may close
+            self._start_sending(
+                cache, os.dup(fd), found.length
+            )  # its own: the transport's may close
         except Exception as exc:  # never a reason for the load to fail
             log.warning("not using the kept replay of %s: %s", writer.session_id, exc)
 
-    def first_unkept(self, cache: ReplayCache, out: int, length: int) -> None:
+    def _start_sending(self, cache: ReplayCache, out: int, length: int) -> None:
         """Send from a daemon thread (a client that stops reading must not keep the
         process from exiting)."""
         loop = asyncio.get_running_loop()
@@ -192,15 +194,16 @@ async def _send_kept(channel: ClientChannel, session: AgentSession, early: KeptR
             log.warning("the kept replay of %s shows other messages; dropped", session_id)
             keep = False
     else:
-        early.known = Known.now(session.cwd)
-        early.inputs = inputs_key(writer.marks.key, session.cwd, early.known)  # type: ignore[arg-type]
-        found = cache.read() if sent == "none" else None
+        if early.known is None:  # not read when the session was opened
+            early.known = Known.now(session.cwd)
+            early.inputs = inputs_key(writer.marks.key, session.cwd, early.known)  # type: ignore[arg-type]
+        found = cache.read() if sent == "none" else None  # again: the load may have repaired
         log_path = writer.store.path(session_id, ".jsonl")
         if found and log_holds(found, early.inputs, log_path):
             if messages_hold(found, shown.messages):
                 kept = found
                 await channel.forward_lines(cache.lines(kept.length))
-    await _replay_rest(channel, session, shown, kept if keep else None, early, keep)
+    await _replay_rest(channel, session, shown, kept, early, keep)
 
 
 @dataclass
@@ -221,7 +224,8 @@ async def _replay_rest(
     early: KeptReplay,
     keep: bool,
 ) -> None:
-    """The messages the kept lines do not show, sent and kept after them."""
+    """The messages the kept lines do not show, sent (and, with ``keep``, kept) after
+    them."""
     cache = session.writer.store.replay_cache(session.session_id)
     start, end = first_unkept(kept)
     out = open_writer(cache, kept) if keep else None

@@ -120,10 +120,7 @@ class ReplayCache:
         """The first ``length`` bytes of the lines, in pieces that end at a line's end.
         A file that cannot be read to there raises :class:`CacheReadError` (not an
         ``OSError``: a sender takes those for a client that has gone)."""
-        try:
-            fd = files.open_fd(self._lines, os.O_RDONLY)
-        except OSError as exc:
-            raise CacheReadError(f"cannot read {self._lines.name}: {exc}") from None
+        fd = self._open_lines()
         try:
             left, carry = length, b""
             while left > 0:
@@ -144,14 +141,17 @@ class ReplayCache:
         finally:
             os.close(fd)
 
+    def _open_lines(self) -> int:
+        try:
+            return files.open_fd(self._lines, os.O_RDONLY)
+        except OSError as exc:
+            raise CacheReadError(f"cannot read {self._lines.name}: {exc}") from None
+
     def copy_to(self, out: int, length: int) -> None:
         """Write the first ``length`` bytes of the lines to ``out`` (a pipe or socket,
         which may be non-blocking: it is waited for with ``poll``), with ``sendfile``:
         meant for a thread, which holds no lock while the kernel copies."""
-        try:
-            fd = files.open_fd(self._lines, os.O_RDONLY)
-        except OSError as exc:
-            raise CacheReadError(f"cannot read {self._lines.name}: {exc}") from None
+        fd = self._open_lines()
         try:
             if length and os.pread(fd, 1, length - 1) != b"\n":
                 raise CacheReadError(f"{self._lines.name} ends inside a line")
@@ -197,8 +197,7 @@ class ReplayCache:
         try:
             moved = LogPrefix.of(log, kept.log.size)
             if moved.tail == kept.log.tail:
-                head = {"length": kept.length, "file": kept.file, "log": vars(moved)}
-                files.replace(self._head, json.dumps({**head, "fields": kept.fields}).encode())
+                _write_head(self._head, kept.length, kept.file, moved, kept.fields)
                 return
         except OSError:
             pass
@@ -225,6 +224,13 @@ class ReplayCache:
         for path in (self._head, self._lines):
             with contextlib.suppress(OSError):
                 path.unlink()
+
+
+def _write_head(
+    path: Path, length: int, file: list[int], log: LogPrefix, fields: dict[str, Any]
+) -> None:
+    head = {"length": length, "file": file, "log": vars(log), "fields": fields}
+    files.replace(path, json.dumps(head).encode())
 
 
 def _ints(*values: Any) -> bool:
@@ -291,13 +297,7 @@ class CacheWriter:
             self._flush()
             os.fsync(self._fd)
             info = os.fstat(self._fd)
-            head = {
-                "length": self._length,
-                "file": [info.st_dev, info.st_ino],
-                "log": vars(log),
-                "fields": fields,
-            }
-            files.replace(self._head, json.dumps(head).encode())
+            _write_head(self._head, self._length, [info.st_dev, info.st_ino], log, fields)
         finally:
             self.close()
 
