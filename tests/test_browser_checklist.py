@@ -15,12 +15,11 @@ from browser.lab import our_errors, run_prompt, server_env, wait_kernel_idle
 pytestmark = BROWSER_MARKS
 
 REPO = Path(__file__).resolve().parents[1]
-ARTIFACTS = REPO / "test-artifacts"
 SCRIPT = REPO / "tests" / "scripts" / "browser_checklist.json"
 
 
 @pytest.mark.parametrize("app", ["jupyterlab", "notebook"])
-def test_the_plan_shows_as_a_checklist(tmp_path: Path, page, app: str) -> None:
+def test_the_plan_shows_as_a_checklist(tmp_path: Path, screenshots: Path, page, app: str) -> None:
     from playwright.sync_api import expect
 
     with jupyter_server(app, tmp_path, server_env(tmp_path, SCRIPT)) as server:
@@ -46,10 +45,9 @@ def test_the_plan_shows_as_a_checklist(tmp_path: Path, page, app: str) -> None:
             expect(running).to_have_text("Run terraform plan")
             expect(items.nth(1)).to_contain_text("(in progress)")
             expect(items.nth(2)).to_have_text("Summarize the plan")
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / f"browser-checklist-{app}.png"))
+            page.screenshot(path=str(screenshots / f"browser-checklist-{app}.png"))
         except Exception:
-            page.screenshot(path=str(ARTIFACTS / f"browser-checklist-{app}-failure.png"))
+            page.screenshot(path=str(screenshots / f"browser-checklist-{app}-failure.png"))
             print(server.log_tail())
             raise
         assert our_errors(page) == []

@@ -39,7 +39,6 @@ from browser.lab import (
 pytestmark = BROWSER_MARKS
 
 REPO = Path(__file__).resolve().parents[1]
-ARTIFACTS = REPO / "test-artifacts"
 SCRIPT = REPO / "tests" / "scripts" / "browser_console.json"
 LOCK_ID = "6f3c1a2e"
 
@@ -70,12 +69,13 @@ def open_in_own_workspace(page, server: Server, name: str, path: str = "") -> No
     page.goto(f"{server.url}/lab/workspaces/{name}{tree}?reset&token={server.token}")
 
 
-def shot(page, name: str) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"browser-console-{name}.png"), full_page=True)
+def shot(page, folder: Path, name: str) -> None:
+    page.screenshot(path=str(folder / f"browser-console-{name}.png"), full_page=True)
 
 
-def test_status_bar_before_the_first_answer_and_full_output(server: Server, page) -> None:
+def test_status_bar_before_the_first_answer_and_full_output(
+    server: Server, page, screenshots: Path
+) -> None:
     from playwright.sync_api import expect
 
     # The launcher can show the kernel's logo.
@@ -142,7 +142,7 @@ def test_status_bar_before_the_first_answer_and_full_output(server: Server, page
         )
         assert [int(n) for n in full.inner_text().split()] == list(range(1, 201))
         expect(output.locator("summary")).to_have_text("Output (200 lines)")
-        shot(page, "full-output")
+        shot(page, screenshots, "full-output")
 
         # A slow command: its output shows in the card while it runs, with a clock.
         run_prompt(page, "stream three lines", cell=2)
@@ -166,13 +166,13 @@ def test_status_bar_before_the_first_answer_and_full_output(server: Server, page
         expect(many.locator("details.iac-toolcard-output")).to_have_attribute("open", "")
         expect(third).to_contain_text("All three lines arrived.")
     except Exception:
-        shot(page, "status-failure")
+        shot(page, screenshots, "status-failure")
         print(server.log_tail())
         raise
     assert our_errors(page) == []
 
 
-def test_danger_question_survives_a_reload(server: Server, page) -> None:
+def test_danger_question_survives_a_reload(server: Server, page, screenshots: Path) -> None:
     from playwright.sync_api import expect
 
     write_notebook(server.root / "unlock.ipynb")
@@ -217,7 +217,7 @@ def test_danger_question_survives_a_reload(server: Server, page) -> None:
         expect(page.locator(".jp-Notebook").first).to_have_class(
             re.compile(r"\bjp-mod-commandMode\b")
         )
-        shot(page, "danger")
+        shot(page, screenshots, "danger")
 
         # Save (autosave would do it too), then reload while the question waits.
         save_and_reload(page)
@@ -233,7 +233,7 @@ def test_danger_question_survives_a_reload(server: Server, page) -> None:
         expect(dialog_buttons.first).to_have_text("Reject once")
         assert "Allow" not in page.evaluate("() => document.activeElement?.textContent ?? ''")
         dialog.locator("input.iac-answer-note").fill("not on a Friday")
-        shot(page, "reload-question")
+        shot(page, screenshots, "reload-question")
         dialog_buttons.first.click()
 
         expect(pending).to_have_count(0)
@@ -262,9 +262,9 @@ def test_danger_question_survives_a_reload(server: Server, page) -> None:
         expect(diff).not_to_have_attribute("open", "")
         expect(diff.locator("summary")).to_have_text("Proposed changes (not applied)")
         expect(second).to_contain_text("You rejected the write, so notes.md was not created.")
-        shot(page, "rejected-edit")
+        shot(page, screenshots, "rejected-edit")
     except Exception:
-        shot(page, "danger-failure")
+        shot(page, screenshots, "danger-failure")
         print(server.log_tail())
         raise
     assert not ran.exists(), ran.read_text()
@@ -275,7 +275,7 @@ def test_danger_question_survives_a_reload(server: Server, page) -> None:
     assert our_errors(page) == []
 
 
-def test_restored_buttons_answer_after_a_reload(server: Server, page) -> None:
+def test_restored_buttons_answer_after_a_reload(server: Server, page, screenshots: Path) -> None:
     from playwright.sync_api import expect
 
     write_notebook(server.root / "restored.ipynb")
@@ -305,7 +305,7 @@ def test_restored_buttons_answer_after_a_reload(server: Server, page) -> None:
         expect(cell.locator(".iac-turn-footer")).to_have_count(1)
         expect(cell.locator(".jupyter-widgets button")).to_have_count(0)
         expect(prompt).to_have_text("[1]:")  # the kernel's count for the turn's request
-        shot(page, "restored-answered")
+        shot(page, screenshots, "restored-answered")
 
         # Saved after the turn and opened again: the answered card, nothing stale.
         expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_have_count(1)
@@ -318,13 +318,15 @@ def test_restored_buttons_answer_after_a_reload(server: Server, page) -> None:
         text = cell.inner_text()
         assert "model not found" not in text and "Awaiting permission" not in text, text
     except Exception:
-        shot(page, "restored-failure")
+        shot(page, screenshots, "restored-failure")
         print(server.log_tail())
         raise
     assert our_errors(page) == []
 
 
-def test_console_has_the_status_bar_and_the_launcher_the_logo(server: Server, page) -> None:
+def test_console_has_the_status_bar_and_the_launcher_the_logo(
+    server: Server, page, screenshots: Path
+) -> None:
     from playwright.sync_api import expect
 
     open_in_own_workspace(page, server, "console")
@@ -346,9 +348,9 @@ def test_console_has_the_status_bar_and_the_launcher_the_logo(server: Server, pa
         mode = status.locator(".iac-status-mode")
         expect(mode).to_have_text("read_only")
         expect(mode).to_have_class(re.compile(r"\biac-mode-read_only\b"))
-        shot(page, "console")
+        shot(page, screenshots, "console")
     except Exception:
-        shot(page, "console-failure")
+        shot(page, screenshots, "console-failure")
         print(server.log_tail())
         raise
     assert our_errors(page) == []

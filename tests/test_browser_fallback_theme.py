@@ -26,7 +26,6 @@ from iac_kernel.kernel.question_text import label_html
 pytestmark = BROWSER_MARKS
 
 REPO = Path(__file__).resolve().parents[1]
-ARTIFACTS = REPO / "test-artifacts"
 COMMAND = "terraform destroy -auto-approve -target=aws_db_instance.main"
 PLAN = {
     "summary": "Plan: 1 to add, 1 to change, 1 to destroy.",
@@ -133,7 +132,9 @@ def own_dark_page() -> str:
 
 
 @pytest.mark.parametrize("page_kind", ["nbconvert-dark", "nbconvert-light-dark-os", "own-dark"])
-def test_fallback_html_is_readable_on_a_dark_page(tmp_path: Path, browser, page_kind) -> None:
+def test_fallback_html_is_readable_on_a_dark_page(
+    tmp_path: Path, screenshots: Path, browser, page_kind
+) -> None:
     if page_kind == "own-dark":
         html = own_dark_page()
     else:
@@ -157,8 +158,7 @@ def test_fallback_html_is_readable_on_a_dark_page(tmp_path: Path, browser, page_
             assert node.count() == 1, f"{page_kind}: nothing matches {what} ({selector})"
             assert node.inner_text().strip(), f"{page_kind}: {what} is empty"
             ratios[what] = node.evaluate(CONTRAST)
-        ARTIFACTS.mkdir(exist_ok=True)
-        page.screenshot(path=str(ARTIFACTS / f"fallback-theme-{page_kind}.png"), full_page=True)
+        page.screenshot(path=str(screenshots / f"fallback-theme-{page_kind}.png"), full_page=True)
         command = page.locator("div.iac-danger:not(.iac-toolcall) pre").first.inner_text()
         assert COMMAND in command
         low = {what: round(r, 2) for what, r in ratios.items() if r < MINIMUM}

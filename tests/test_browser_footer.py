@@ -20,7 +20,6 @@ from browser.lab import lab_page, our_errors, run_prompt, server_env, wait_kerne
 pytestmark = BROWSER_MARKS
 
 REPO = Path(__file__).resolve().parents[1]
-ARTIFACTS = REPO / "test-artifacts"
 SCRIPT = REPO / "tests" / "scripts" / "browser_footer.json"
 
 
@@ -31,7 +30,7 @@ def page(browser) -> Iterator[object]:
         yield page
 
 
-def test_footer_renders_and_copy_and_fold_work(tmp_path: Path, page) -> None:
+def test_footer_renders_and_copy_and_fold_work(tmp_path: Path, screenshots: Path, page) -> None:
     from playwright.sync_api import expect
 
     with jupyter_server("jupyterlab", tmp_path, server_env(tmp_path, SCRIPT)) as server:
@@ -70,8 +69,7 @@ def test_footer_renders_and_copy_and_fold_work(tmp_path: Path, page) -> None:
             unfold = footer.locator(".iac-turn-fold")
             expect(unfold).to_have_text("Show cards (1)")
             expect(unfold).to_have_attribute("aria-pressed", "true")
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / "browser-footer-folded.png"))
+            page.screenshot(path=str(screenshots / "browser-footer-folded.png"))
             unfold.click()
             expect(card).to_be_visible()
 
@@ -102,10 +100,9 @@ def test_footer_renders_and_copy_and_fold_work(tmp_path: Path, page) -> None:
             )
             # One button a table, however often the output re-renders.
             expect(page.locator(".iac-table-copyable .iac-table-copyable")).to_have_count(0)
-            page.screenshot(path=str(ARTIFACTS / "browser-table-copy.png"))
+            page.screenshot(path=str(screenshots / "browser-table-copy.png"))
         except Exception:
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / "browser-footer-failure.png"))
+            page.screenshot(path=str(screenshots / "browser-footer-failure.png"))
             print(server.log_tail())
             raise
         assert our_errors(page) == []

@@ -28,7 +28,6 @@ from browser.lab import our_errors, run_prompt, server_env, wait_kernel_idle
 pytestmark = BROWSER_MARKS
 
 REPO = Path(__file__).resolve().parents[1]
-ARTIFACTS = REPO / "test-artifacts"
 SCRIPT = REPO / "tests" / "scripts" / "browser_reload.json"
 THEMES = ["JupyterLab Light", "JupyterLab Dark", "JupyterLab Dark High Contrast"]
 CASES = [("jupyterlab", theme) for theme in THEMES] + [("notebook", "default")]
@@ -53,7 +52,7 @@ def _contrast(page, node) -> float:
 
 @pytest.mark.parametrize(("app", "theme"), CASES)
 def test_a_destroy_needs_the_typed_workspace_name(
-    tmp_path: Path, page, app: str, theme: str
+    tmp_path: Path, screenshots: Path, page, app: str, theme: str
 ) -> None:
     from playwright.sync_api import expect
 
@@ -111,8 +110,7 @@ def test_a_destroy_needs_the_typed_workspace_name(
             texts["allow"] = allow
             texts["typed name"] = field
             ratios = {what: _contrast(page, node) for what, node in texts.items()}
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / f"browser-form-{name}.png"))
+            page.screenshot(path=str(screenshots / f"browser-form-{name}.png"))
             low = {what: round(r, 2) for what, r in ratios.items() if r < MINIMUM}
             assert not low, f"{theme}: contrast below {MINIMUM}:1: {low}"
 
@@ -121,13 +119,13 @@ def test_a_destroy_needs_the_typed_workspace_name(
             expect(cell).to_contain_text("The plan is applied.")
             expect(cell).to_contain_text("Allowed once")
         except Exception:
-            page.screenshot(path=str(ARTIFACTS / f"browser-form-{name}-failure.png"))
+            page.screenshot(path=str(screenshots / f"browser-form-{name}-failure.png"))
             print(server.log_tail())
             raise
         assert our_errors(page) == []
 
 
-def test_the_agents_question_is_a_form_on_the_card(tmp_path: Path, page) -> None:
+def test_the_agents_question_is_a_form_on_the_card(tmp_path: Path, screenshots: Path, page) -> None:
     """ask_user with all four field kinds: labelled controls on the card, Answer disabled
     until the required fields are filled, the values reach the model."""
     from playwright.sync_api import expect
@@ -151,7 +149,7 @@ def test_the_agents_question_is_a_form_on_the_card(tmp_path: Path, page) -> None
             expect(answer).to_be_disabled()  # the bucket name is still missing
             form.get_by_label("Bucket name").fill("logs")
             expect(answer).to_be_enabled()
-            page.screenshot(path=str(ARTIFACTS / "browser-form-question.png"))
+            page.screenshot(path=str(screenshots / "browser-form-question.png"))
             answer.click()
             card = cell.locator(".iac-toolcard").first
             expect(card).to_have_attribute("data-status", "done")
@@ -162,7 +160,7 @@ def test_the_agents_question_is_a_form_on_the_card(tmp_path: Path, page) -> None
             expect(output).to_contain_text('"days": 30')
             expect(output).to_contain_text('"bucket": "logs"')
         except Exception:
-            page.screenshot(path=str(ARTIFACTS / "browser-form-question-failure.png"))
+            page.screenshot(path=str(screenshots / "browser-form-question-failure.png"))
             print(server.log_tail())
             raise
         assert our_errors(page) == []

@@ -2,7 +2,7 @@
 through Playwright): JupyterLab with Jupyter AI 3 runs on 127.0.0.1, the chat file opens
 with the persona already picked (its name in the input toolbar), a message
 gets the agent's streamed answer, and an edit card's "Allow once" button lets the edit
-land. Screenshots go to test-artifacts/.
+land. Screenshots go to the test's temporary folder.
 
 Needs the ``[jupyter-ai]`` extra (``.ci/jupyter-ai``) and /usr/bin/chromium.
 """
@@ -25,11 +25,10 @@ from browser.lab import chromium, lab_page, server_env
 pytestmark = BROWSER_MARKS
 
 REPO = Path(__file__).resolve().parents[1]
-ARTIFACTS = REPO / "test-artifacts"
 SCRIPT = REPO / "tests" / "scripts" / "jupyter_ai.json"
 
 
-def test_chat_with_the_persona_streams_its_answer_and_edit_buttons_work(tmp_path):
+def test_chat_with_the_persona_streams_its_answer_and_edit_buttons_work(tmp_path, screenshots):
     from playwright.sync_api import expect
 
     env = server_env(tmp_path, SCRIPT)
@@ -37,7 +36,6 @@ def test_chat_with_the_persona_streams_its_answer_and_edit_buttons_work(tmp_path
     env["JUPYTER_AI_ACP_CLIENT_E2E_TESTING_ONLY"] = "1"
     (tmp_path / "root").mkdir()
     (tmp_path / "root" / "infra.chat").write_text("{}")
-    ARTIFACTS.mkdir(exist_ok=True)
     with (
         jupyter_server("jupyterlab", tmp_path, env) as server,
         chromium() as browser,
@@ -53,7 +51,7 @@ def test_chat_with_the_persona_streams_its_answer_and_edit_buttons_work(tmp_path
             page.keyboard.type("first message")
             page.keyboard.press("Enter")
             expect(page.get_by_text("First answer from the agent.")).to_be_visible()
-            page.screenshot(path=str(ARTIFACTS / "jupyter-ai-answer.png"))
+            page.screenshot(path=str(screenshots / "jupyter-ai-answer.png"))
 
             box.click()
             page.keyboard.type("write the file")
@@ -61,11 +59,11 @@ def test_chat_with_the_persona_streams_its_answer_and_edit_buttons_work(tmp_path
             allow = page.get_by_role("button", name="Allow once")
             expect(allow).to_be_visible()
             expect(page.get_by_role("button", name="Reject always")).to_be_visible()
-            page.screenshot(path=str(ARTIFACTS / "jupyter-ai-question.png"))
+            page.screenshot(path=str(screenshots / "jupyter-ai-question.png"))
             allow.click()
             expect(page.get_by_text("Done writing.")).to_be_visible()
-            page.screenshot(path=str(ARTIFACTS / "jupyter-ai-edit.png"))
+            page.screenshot(path=str(screenshots / "jupyter-ai-edit.png"))
         except Exception as exc:
-            page.screenshot(path=str(ARTIFACTS / "jupyter-ai-failure.png"))
+            page.screenshot(path=str(screenshots / "jupyter-ai-failure.png"))
             raise AssertionError(f"{exc}\nserver log:\n{server.log_tail()}") from exc
         assert (server.root / "out.txt").read_text() == "written by the agent\n"

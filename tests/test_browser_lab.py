@@ -3,7 +3,9 @@
 JupyterLab (and Notebook 7) run on 127.0.0.1 with the real kernel and the scripted
 model. The Lab test types a prompt, sees the answer stream in, sees the extension's tool
 cards (its own DOM, not the kernel's HTML fallback), answers the permission buttons with
-"Allow once" and checks the file on disk. Screenshots go to test-artifacts/.
+"Allow once" and checks the file on disk. Screenshots go to the test's temporary folder;
+with IAC_DOC_PICTURES set (``python docs/img/make.py``) the Lab test also draws the
+README's picture, docs/img/lab-permission.png.
 
 Marked ``browser``; skipped only when /usr/bin/chromium is missing (CI installs it).
 """
@@ -12,7 +14,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import os
 import re
 from pathlib import Path
 
@@ -25,15 +26,15 @@ from browser.lab import (
     server_env,
     wait_kernel_idle,
 )
+from browser.pictures import doc_picture
 
 pytestmark = BROWSER_MARKS
 
 REPO = Path(__file__).resolve().parents[1]
-ARTIFACTS = REPO / "test-artifacts"
 SCRIPT = REPO / "tests" / "scripts" / "browser_lab.json"
-#: The README's screenshot, written by this test when WRITE_README_SCREENSHOT is set
-#: (tests/test_cli_readme.py checks it stays small).
-README_SHOT = REPO / "docs" / "img" / "lab-permission.png"
+#: The README's picture (docs/img), drawn only when asked (browser/pictures.py);
+#: tests/test_cli_readme.py checks it stays small.
+README_PICTURE = "lab-permission.png"
 
 MAIN_TF = """resource "aws_s3_bucket" "logs" {
   bucket = "acme-logs"
@@ -62,7 +63,9 @@ def session_info_wired() -> bool:
     return any(SESSION_MIME in path.read_text() for path in package.glob("*.py"))
 
 
-def test_lab_streams_renders_cards_and_allows_a_write(tmp_path: Path, page) -> None:
+def test_lab_streams_renders_cards_and_allows_a_write(
+    tmp_path: Path, screenshots: Path, page
+) -> None:
     from playwright.sync_api import expect
 
     with jupyter_server("jupyterlab", tmp_path, server_env(tmp_path, SCRIPT)) as server:
@@ -100,11 +103,13 @@ def test_lab_streams_renders_cards_and_allows_a_write(tmp_path: Path, page) -> N
             # The status bar shows the pending request.
             pending = page.locator("#jp-main-statusbar .iac-status-pending")
             expect(pending).to_have_text(re.compile(r"1 awaiting permission"))
-            if os.environ.get("WRITE_README_SCREENSHOT"):  # the README's picture
+            picture = doc_picture(README_PICTURE)
+            if picture is not None:
+                expect(cell).not_to_contain_text("setting ignored")  # nothing stray in it
                 size = page.viewport_size
                 page.set_viewport_size({"width": 1280, "height": 1100})
                 cell.evaluate("e => e.scrollIntoView({block: 'start'})")
-                page.screenshot(path=str(README_SHOT), scale="css")
+                page.screenshot(path=str(picture), scale="css")
                 page.set_viewport_size(size)
 
             # Clicking the status bar item brings the waiting card into view and flashes it.
@@ -117,9 +122,8 @@ def test_lab_streams_renders_cards_and_allows_a_write(tmp_path: Path, page) -> N
             input_section.locator("summary").click()
             expect(input_section).to_have_attribute("open", "")
 
-            ARTIFACTS.mkdir(exist_ok=True)
             page.get_by_role("button", name="Allow once").scroll_into_view_if_needed()
-            page.screenshot(path=str(ARTIFACTS / "browser-lab-permission.png"), full_page=True)
+            page.screenshot(path=str(screenshots / "browser-lab-permission.png"), full_page=True)
 
             page.get_by_role("button", name="Allow once").click()
 
@@ -138,14 +142,13 @@ def test_lab_streams_renders_cards_and_allows_a_write(tmp_path: Path, page) -> N
             else:
                 expect(status.locator(".iac-status-model")).to_have_text("iac-kernel")
 
-            page.screenshot(path=str(ARTIFACTS / "browser-lab.png"), full_page=True)
+            page.screenshot(path=str(screenshots / "browser-lab.png"), full_page=True)
 
             # A card's location opens the file in JupyterLab's editor.
             read_card.locator(".iac-toolcard-location").first.click()
             expect(page.locator(".jp-FileEditor .cm-content")).to_contain_text("acme-logs")
         except Exception:
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / "browser-lab-failure.png"), full_page=True)
+            page.screenshot(path=str(screenshots / "browser-lab-failure.png"), full_page=True)
             print(server.log_tail())
             raise
 
@@ -155,7 +158,7 @@ def test_lab_streams_renders_cards_and_allows_a_write(tmp_path: Path, page) -> N
         assert our_errors(page) == []
 
 
-def test_notebook7_renders_the_card(tmp_path: Path, page) -> None:
+def test_notebook7_renders_the_card(tmp_path: Path, screenshots: Path, page) -> None:
     from playwright.sync_api import expect
 
     with jupyter_server("notebook", tmp_path, server_env(tmp_path, SCRIPT)) as server:
@@ -176,11 +179,9 @@ def test_notebook7_renders_the_card(tmp_path: Path, page) -> None:
             expect(output).to_have_attribute("open", "")
             output.locator("summary").click()
             expect(output).not_to_have_attribute("open", "")
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / "browser-notebook7.png"), full_page=True)
+            page.screenshot(path=str(screenshots / "browser-notebook7.png"), full_page=True)
         except Exception:
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / "browser-notebook7-failure.png"), full_page=True)
+            page.screenshot(path=str(screenshots / "browser-notebook7-failure.png"), full_page=True)
             print(server.log_tail())
             raise
         assert our_errors(page) == []

@@ -22,7 +22,6 @@ from iac_kernel.kernel import plan_card
 pytestmark = BROWSER_MARKS
 
 REPO = Path(__file__).resolve().parents[1]
-ARTIFACTS = REPO / "test-artifacts"
 SCRIPT = REPO / "tests" / "scripts" / "browser_footer.json"
 LONG = "x" * 400
 PLAN = {
@@ -57,7 +56,7 @@ COLUMNS = """n => [...n.querySelectorAll('.iac-plan-vline')].map(l =>
 
 @pytest.mark.parametrize("theme", ["JupyterLab Light", "JupyterLab Dark"])
 def test_the_plan_card_is_framed_readable_and_its_columns_stay(
-    tmp_path: Path, page, theme: str
+    tmp_path: Path, screenshots: Path, page, theme: str
 ) -> None:
     from playwright.sync_api import expect
 
@@ -114,11 +113,9 @@ def test_the_plan_card_is_framed_readable_and_its_columns_stay(
             plan_text, drift_text = page.evaluate("() => window.__copied")
             assert plan_text == "delete\taws_db_instance.main\ncreate\taws_s3_bucket.logs"
             assert drift_text == "~ update\taws_security_group.web\t", drift_text
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / f"browser-plan-card-{name}.png"))
+            page.screenshot(path=str(screenshots / f"browser-plan-card-{name}.png"))
         except Exception:
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / f"browser-plan-{name}-failure.png"))
+            page.screenshot(path=str(screenshots / f"browser-plan-{name}-failure.png"))
             print(server.log_tail())
             raise
         assert our_errors(page) == []

@@ -33,7 +33,6 @@ from browser.themes import APPS, THEMES, contrast, reload_page, set_theme, slug,
 pytestmark = BROWSER_MARKS
 
 REPO = Path(__file__).resolve().parents[1]
-ARTIFACTS = REPO / "test-artifacts"
 SCRIPT = REPO / "tests" / "scripts" / "browser_reload.json"
 GENERIC = "It runs a command or a sub-agent."
 
@@ -73,13 +72,14 @@ def _readable(theme: str, **locators) -> None:
     assert not low, f"{theme}: contrast below {MINIMUM}:1: {low}"
 
 
-def _shot(page, name: str) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"browser-reload-{name}.png"), full_page=True)
+def _shot(page, folder: Path, name: str) -> None:
+    page.screenshot(path=str(folder / f"browser-reload-{name}.png"), full_page=True)
 
 
 @pytest.mark.parametrize("app", APPS)
-def test_a_reload_without_a_save_gets_the_whole_card_back(tmp_path: Path, page, app: str) -> None:
+def test_a_reload_without_a_save_gets_the_whole_card_back(
+    tmp_path: Path, screenshots: Path, page, app: str
+) -> None:
     from playwright.sync_api import expect
 
     root = tmp_path / "root"
@@ -151,9 +151,9 @@ def test_a_reload_without_a_save_gets_the_whole_card_back(tmp_path: Path, page, 
                     output=lines,
                     record=cell.get_by_text("Allowed once"),
                 )
-                _shot(page, f"restored-{name}")
+                _shot(page, screenshots, f"restored-{name}")
         except Exception:
-            _shot(page, f"restored-{name}-failure")
+            _shot(page, screenshots, f"restored-{name}-failure")
             print(server.log_tail())
             raise
         assert our_errors(page) == []
@@ -161,7 +161,7 @@ def test_a_reload_without_a_save_gets_the_whole_card_back(tmp_path: Path, page, 
 
 @pytest.mark.parametrize("app", APPS)
 def test_a_rejected_apply_is_rejected_and_a_plan_question_says_what_it_runs(
-    tmp_path: Path, page, app: str
+    tmp_path: Path, screenshots: Path, page, app: str
 ) -> None:
     from playwright.sync_api import expect
 
@@ -186,7 +186,7 @@ def test_a_rejected_apply_is_rejected_and_a_plan_question_says_what_it_runs(
                 assert "Failed" not in card.inner_text()
                 assert "apply failed" not in cell.inner_text()
                 _readable(theme, rejected=status)
-                _shot(page, f"rejected-apply-{name}")
+                _shot(page, screenshots, f"rejected-apply-{name}")
 
                 # A plan's question names the command and what it reads.
                 editor = page.locator(".jp-Cell .jp-InputArea-editor .cm-content").nth(1)
@@ -205,7 +205,7 @@ def test_a_rejected_apply_is_rejected_and_a_plan_question_says_what_it_runs(
                 expect(second).to_contain_text("You rejected the plan, so none was made.")
                 expect(plan.locator(".iac-toolcard-status")).to_have_text("Rejected")
         except Exception:
-            _shot(page, f"rejected-{name}-failure")
+            _shot(page, screenshots, f"rejected-{name}-failure")
             print(server.log_tail())
             raise
         assert our_errors(page) == []

@@ -17,7 +17,6 @@ from browser.lab import our_errors, server_env, wait_kernel_idle
 pytestmark = BROWSER_MARKS
 
 REPO = Path(__file__).resolve().parents[1]
-ARTIFACTS = REPO / "test-artifacts"
 SCRIPT = REPO / "tests" / "scripts" / "browser_stream.json"
 CARD = {
     "version": 1,
@@ -71,7 +70,7 @@ def saved_mid_question(path: Path) -> None:
     nbformat.write(nb, path)
 
 
-def test_a_card_saved_mid_question_says_so(tmp_path: Path, page) -> None:
+def test_a_card_saved_mid_question_says_so(tmp_path: Path, screenshots: Path, page) -> None:
     from playwright.sync_api import expect
 
     with jupyter_server("jupyterlab", tmp_path, server_env(tmp_path, SCRIPT)) as server:
@@ -96,8 +95,7 @@ def test_a_card_saved_mid_question_says_so(tmp_path: Path, page) -> None:
                 assert "awaiting permission" not in data[form], data[form]
                 assert "Saved while this question waited" in data[form], data[form]
         except Exception:
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / "browser-saved-failure.png"))
+            page.screenshot(path=str(screenshots / "browser-saved-failure.png"))
             print(server.log_tail())
             raise
         assert our_errors(page) == []

@@ -21,7 +21,6 @@ from browser.lab import our_errors, run_prompt, server_env, wait_kernel_idle
 pytestmark = BROWSER_MARKS
 
 REPO = Path(__file__).resolve().parents[1]
-ARTIFACTS = REPO / "test-artifacts"
 SCRIPT = REPO / "tests" / "scripts" / "browser_status.json"
 FAKE_TERRAFORM = "#!/bin/sh\necho unlocked\n"
 ITEM = {
@@ -31,7 +30,9 @@ ITEM = {
 
 
 @pytest.mark.parametrize("app", ["jupyterlab", "notebook"])
-def test_status_says_running_waiting_and_idle(tmp_path: Path, page, app: str) -> None:
+def test_status_says_running_waiting_and_idle(
+    tmp_path: Path, screenshots: Path, page, app: str
+) -> None:
     from playwright.sync_api import expect
 
     with jupyter_server(app, tmp_path, server_env(tmp_path, SCRIPT)) as server:
@@ -60,8 +61,7 @@ def test_status_says_running_waiting_and_idle(tmp_path: Path, page, app: str) ->
             expect(item).to_have_attribute("data-state", "waiting")
             expect(item.locator(".iac-status-state")).to_have_text("waiting for you")
             expect(page).to_have_title(re.compile(r"^\(1 waiting\) "))
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / f"browser-status-{app}.png"))
+            page.screenshot(path=str(screenshots / f"browser-status-{app}.png"))
 
             second = page.locator(".jp-Notebook .jp-Cell").nth(1)
             # The question took the focus (Reject first: it is destructive) and was
@@ -83,8 +83,7 @@ def test_status_says_running_waiting_and_idle(tmp_path: Path, page, app: str) ->
             expect(item).to_have_attribute("data-state", "idle")
             expect(item).to_have_attribute("title", re.compile(r"Tokens \(last turn\): [1-9]"))
         except Exception:
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / f"browser-status-{app}-failure.png"))
+            page.screenshot(path=str(screenshots / f"browser-status-{app}-failure.png"))
             print(server.log_tail())
             raise
         assert our_errors(page) == []

@@ -31,7 +31,6 @@ from browser.themes import APPS, THEMES, reload_page, set_theme, slug, wait_them
 pytestmark = BROWSER_MARKS
 
 REPO = Path(__file__).resolve().parents[1]
-ARTIFACTS = REPO / "test-artifacts"
 SCRIPT = REPO / "tests" / "scripts" / "browser_stream.json"
 #: About 200 bytes a second: ~7 characters a chunk, 35 ms apart, for ~3.3 s.
 SLOW_SCRIPT = REPO / "tests" / "scripts" / "browser_stream_slow.json"
@@ -84,7 +83,9 @@ RECORD_GROWTH = """() => {
 
 
 @pytest.mark.parametrize("app", ["jupyterlab", "notebook"])
-def test_text_grows_while_the_model_writes(tmp_path: Path, page, app: str) -> None:
+def test_text_grows_while_the_model_writes(
+    tmp_path: Path, screenshots: Path, page, app: str
+) -> None:
     from playwright.sync_api import expect
 
     with jupyter_server(app, tmp_path, server_env(tmp_path, SCRIPT)) as server:
@@ -111,15 +112,16 @@ def test_text_grows_while_the_model_writes(tmp_path: Path, page, app: str) -> No
             expect(final.locator("strong")).to_have_text("all")
             assert "▍" not in cell.inner_text()
         except Exception:
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / f"browser-stream-{app}-failure.png"))
+            page.screenshot(path=str(screenshots / f"browser-stream-{app}-failure.png"))
             print(server.log_tail())
             raise
         assert our_errors(page) == []
 
 
 @pytest.mark.parametrize("app", APPS)
-def test_slow_model_text_shows_word_by_word(tmp_path: Path, page, app: str) -> None:
+def test_slow_model_text_shows_word_by_word(
+    tmp_path: Path, screenshots: Path, page, app: str
+) -> None:
     from playwright.sync_api import expect
 
     with jupyter_server(app, tmp_path, server_env(tmp_path, SLOW_SCRIPT)) as server:
@@ -159,8 +161,7 @@ def test_slow_model_text_shows_word_by_word(tmp_path: Path, page, app: str) -> N
                     live_contrast,
                 )
         except Exception:
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / f"browser-stream-slow-{name}-failure.png"))
+            page.screenshot(path=str(screenshots / f"browser-stream-slow-{name}-failure.png"))
             print(server.log_tail())
             raise
         assert our_errors(page) == []

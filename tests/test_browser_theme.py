@@ -20,14 +20,15 @@ from browser.lab import our_errors, run_prompt, server_env, wait_kernel_idle
 pytestmark = BROWSER_MARKS
 
 REPO = Path(__file__).resolve().parents[1]
-ARTIFACTS = REPO / "test-artifacts"
 SCRIPT = REPO / "tests" / "scripts" / "browser_console.json"
 FAKE_TERRAFORM = "#!/bin/sh\necho unlocked\n"
 THEMES = ["JupyterLab Light", "JupyterLab Dark", "JupyterLab Dark High Contrast"]
 
 
 @pytest.mark.parametrize("theme", THEMES)
-def test_the_danger_question_is_readable(tmp_path: Path, page, theme: str) -> None:
+def test_the_danger_question_is_readable(
+    tmp_path: Path, screenshots: Path, page, theme: str
+) -> None:
     from playwright.sync_api import expect
 
     with jupyter_server("jupyterlab", tmp_path, server_env(tmp_path, SCRIPT)) as server:
@@ -63,8 +64,7 @@ def test_the_danger_question_is_readable(tmp_path: Path, page, theme: str) -> No
                 "Reject button": cell.locator(".iac-question button").first,
             }
             ratios = {what: node.evaluate(CONTRAST) for what, node in texts.items()}
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / f"browser-theme-{name}.png"))
+            page.screenshot(path=str(screenshots / f"browser-theme-{name}.png"))
             low = {what: round(r, 2) for what, r in ratios.items() if r < MINIMUM}
             assert not low, f"{theme}: contrast below {MINIMUM}:1: {low}"
 
@@ -82,8 +82,7 @@ def test_the_danger_question_is_readable(tmp_path: Path, page, theme: str) -> No
             expect(card).to_have_class(re.compile(r"\biac-toolcard-is-done\b"))
             expect(card).not_to_have_class(re.compile(r"\biac-toolcard-danger\b"))
         except Exception:
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / f"browser-theme-{name}-failure.png"))
+            page.screenshot(path=str(screenshots / f"browser-theme-{name}-failure.png"))
             print(server.log_tail())
             raise
         assert our_errors(page) == []

@@ -36,16 +36,16 @@ def repo_paths(text: str) -> set[str]:
     return found
 
 
-@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(REPO)))
 def test_every_repository_path_named_exists(doc: Path) -> None:
     paths = repo_paths(doc.read_text())
-    if doc.name == "README.md":
+    if doc == REPO / "README.md":
         assert {"notebooks/01-quickstart.ipynb", "docs/protocol.md"} <= paths
     missing = sorted(p for p in paths if not (REPO / p).exists())
     assert not missing, f"{doc.name} names paths that do not exist: {missing}"
 
 
-@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(REPO)))
 def test_links_stay_in_the_repository(doc: Path) -> None:
     for target in re.findall(r"\]\(([^)]+)\)", doc.read_text()):
         if target.startswith(("http://", "https://", "#")):
@@ -53,6 +53,53 @@ def test_links_stay_in_the_repository(doc: Path) -> None:
         resolved = (doc.parent / target.split("#")[0]).resolve()
         assert resolved.is_relative_to(REPO), f"{doc.name} links outside the repository: {target}"
         assert resolved.exists(), f"{doc.name} links to a missing file: {target}"
+
+
+def heading_anchors(text: str) -> set[str]:
+    """The anchors GitHub gives a page's headings (``## The turn's footer`` ->
+    ``the-turns-footer``); fenced code is not a heading."""
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    headings = re.findall(r"(?m)^#{1,6} (.+?)\s*$", text)
+    return {re.sub(r"[^\w\- ]", "", h.replace("`", "").lower()).replace(" ", "-") for h in headings}
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(REPO)))
+def test_link_anchors_name_a_heading(doc: Path) -> None:
+    for target in re.findall(r"\]\(([^)]+)\)", doc.read_text()):
+        if target.startswith(("http://", "https://")) or "#" not in target:
+            continue
+        page, anchor = target.split("#", 1)
+        text = (doc.parent / page).read_text() if page else doc.read_text()
+        assert anchor in heading_anchors(text), f"{doc.name}: no heading for {target}"
+
+
+def test_the_anchor_check_catches_a_wrong_anchor() -> None:
+    page = "# Safety\n\n## Permissions and modes\n\n### Guarded execution (bash sandbox)\n"
+    assert heading_anchors(page) == {
+        "safety", "permissions-and-modes", "guarded-execution-bash-sandbox"
+    }  # fmt: skip
+    assert "guarded-execution" not in heading_anchors(page)
+
+
+def test_docs_has_an_index_of_its_pages() -> None:
+    """docs/README.md lists every page of docs/ once, as a link on a line of its own."""
+    index = (REPO / "docs" / "README.md").read_text()
+    pages = sorted(p.name for p in (REPO / "docs").glob("*.md") if p.name != "README.md")
+    listed = re.findall(r"(?m)^\| \[[^\]]+\]\(([^)#]+)\) \| .+ \|$", index)
+    assert sorted(listed) == pages
+
+
+def test_what_the_plan_card_says_about_checkov_points_to_its_install() -> None:
+    """The card's "checkov is not installed (see PAGE, SECTION)" names a page that has
+    that section (a heading or a bold list item) and says how to install checkov."""
+    from iac_kernel.terraform import policy
+
+    page, section = policy.INSTALL_DOC
+    assert f"see {page}, {section}" in policy.NOT_INSTALLED
+    text = (REPO / page).read_text()
+    found = re.search(rf"(?m)^(#+ |- \*\*){re.escape(section)}\b.*", text)
+    assert found is not None, f"{page} has no section {section!r}"
+    assert "pip install checkov" in text[found.start() :].split("\n## ", 1)[0]
 
 
 def test_the_path_check_catches_a_wrong_path() -> None:
@@ -108,8 +155,8 @@ def test_the_user_install_line_names_a_real_extra() -> None:
 
 
 def test_the_readme_screenshot_is_a_small_png() -> None:
-    """docs/img/lab-permission.png is made by tests/test_browser_lab.py
-    (WRITE_README_SCREENSHOT=1) and committed small."""
+    """docs/img/lab-permission.png is made by tests/test_browser_lab.py (when
+    ``python docs/img/make.py`` asks it to) and committed small."""
     shot = REPO / "docs" / "img" / "lab-permission.png"
     assert "](docs/img/lab-permission.png)" in (REPO / "README.md").read_text()
     data = shot.read_bytes()

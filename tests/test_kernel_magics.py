@@ -179,6 +179,22 @@ def test_cwd_magic(kernel: KernelHarness, store: SessionStore, work: Path) -> No
     ok(kernel, f"%cwd {work}")
 
 
+def test_a_relative_cwd_is_taken_from_the_notebooks_folder(
+    kernel: KernelHarness, store: SessionStore, work: Path
+) -> None:
+    """The same %cwd line means the same folder each time it runs (a runbook run again
+    from the top), wherever the last one went; "." is the notebook's folder."""
+    try:
+        for _again in range(2):
+            assert "set to envs/prod" in shown(ok(kernel, "%cwd envs/prod"))
+            assert store.read_meta(current_id(kernel)).cwd == str(work / "envs" / "prod")
+        assert "set to envs" in shown(ok(kernel, "%cwd envs"))
+        assert "set to ." in shown(ok(kernel, "%cwd ."))
+        assert store.read_meta(current_id(kernel)).cwd == str(work)
+    finally:
+        ok(kernel, f"%cwd {work}")
+
+
 def test_config_magic(kernel: KernelHarness) -> None:
     assert "max_tokens" in shown(ok(kernel, "%config"))
     assert "max_tokens set to 2048" in shown(ok(kernel, "%config max_tokens 2048"))

@@ -201,3 +201,77 @@ async def test_acp_a_store_swapped_for_a_link_is_one_error_not_a_dead_server(tmp
         await asyncio.to_thread(sessions.unlink)
         await asyncio.to_thread(elsewhere.rename, sessions)
         assert "result" in await server.call("session/list", {"cwd": str(tmp_path)})
+
+
+def _link_the_index(sessions: Path, cwd: Path, outside: Path, what: str) -> Path:
+    """A store whose index of ``cwd`` (the file, or the whole index folder) is a link."""
+    store = SessionStore(sessions)
+    store.remove(store.create(str(cwd)).session_id)  # a ready index, no session
+    if what == "index file":
+        index = store.index.path(str(cwd))
+        link(index, outside)
+        return index
+    elsewhere = sessions.parent / "elsewhere"
+    store.index.dir.rename(elsewhere)
+    store.index.dir.symlink_to(elsewhere)
+    return store.index.dir
+
+
+@pytest.mark.parametrize("what", ["index file", "index folder"])
+async def test_acp_a_linked_index_at_the_first_session_new_is_one_error_not_a_dead_server(
+    tmp_path: Path, outside: Path, what: str
+):
+    """Issue 42: initialize and session/new written at spawn (the early path answers
+    them while the SDK imports): the refused index is one JSON-RPC error, a readable
+    line, and the server goes on; with the link gone a session/new succeeds."""
+    from test_acp_support import RawServer, server_env
+
+    sessions = tmp_path / "store"
+    index = await asyncio.to_thread(_link_the_index, sessions, tmp_path, outside, what)
+    env = server_env(IAC_KERNEL_SESSIONS_DIR=str(sessions))
+    new = {"cwd": str(tmp_path), "mcpServers": []}
+    async with RawServer.start(env, tmp_path / "err.log") as server:
+        await server.send({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                           "params": {"protocolVersion": 1}})  # fmt: skip
+        await server.send({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": new})
+        assert "result" in await server.answer(1)
+        error = (await server.answer(2))["error"]
+        assert error["code"] in (-32603, -32602), error
+        details = error["data"]["details"]
+        assert details == f"refusing to follow a symbolic link in the session store: {index}"
+        listed = await server.call("session/list", {"cwd": str(tmp_path)})
+        assert "symbolic link" in listed["error"]["data"]["details"]
+        await asyncio.to_thread(index.unlink)
+        created = await server.call("session/new", new)
+        session_id = created["result"]["sessionId"]
+        listed = await server.call("session/list", {"cwd": str(tmp_path)})
+        assert [s["sessionId"] for s in listed["result"]["sessions"]] == [session_id]
+    log = await asyncio.to_thread((tmp_path / "err.log").read_text)
+    assert "Traceback" not in log, log
+    assert await asyncio.to_thread(outside.read_text) == "precious\n"
+
+
+def test_the_early_session_new_leaves_a_refused_store_to_the_sdk(tmp_path, outside):
+    """The early path (while the SDK imports) never raises out of the reader: a store
+    error leaves the request to the SDK's connection, which answers it."""
+    import threading
+
+    from iac_kernel.acp.early_start import EarlyStart
+    from iac_kernel.config import Settings
+    from iac_kernel.sessions.manager import SessionManager
+
+    class CoreLoaded:
+        loaded = threading.Event()
+        on_loaded: list = []
+
+        def core_ready(self) -> bool:
+            return True
+
+    sessions = tmp_path / "store"
+    _link_the_index(sessions, tmp_path, outside, "index file")
+    manager = SessionManager(Settings(sessions_dir=str(sessions)), holder="t", origin="acp")
+    start = EarlyStart(0, 1, CoreLoaded(), lambda: manager)
+    assert start._new_session(str(tmp_path)) is None
+    assert start.sessions == [] and manager.sessions == {}
+    assert [p.suffix for p in sessions.iterdir() if p.is_file()] == []  # nothing left behind
+    assert outside.read_text() == "precious\n"

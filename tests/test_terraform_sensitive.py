@@ -119,6 +119,19 @@ def test_values_are_found_in_printed_documents():
     assert mask_text('x "LongHidden-2" y', {"LongHidden-2"}) == 'x "(sensitive)" y'
 
 
+def test_a_document_printed_after_masking_teaches_no_value():
+    """A guarded `output -json` or state read reaches the tools masked: MASK stands where
+    the secret was, and learning it as a secret would make every later result count it
+    (a runbook run again in the same kernel said "3 sensitive values" for 0)."""
+    outputs = {
+        "pw": {"sensitive": True, "type": "string", "value": MASK},
+        "pair": {"sensitive": True, "type": ["list", "string"], "value": ["LongHidden-3", MASK]},
+    }
+    state = {"version": 4, "resources": [], "outputs": {"pw": {"value": MASK, "sensitive": True}}}
+    assert values_in_text(json.dumps(outputs)) == {"LongHidden-3"}
+    assert values_in_text(json.dumps(state)) == set()
+
+
 def test_the_stream_masker_catches_a_value_split_across_chunks():
     masker = StreamMasker({"Split-Secret-99"})
     shown = masker.feed("before Split-Se") + masker.feed("cret-99 after") + masker.flush()

@@ -106,18 +106,19 @@ class EarlyStart:
         return True
 
     def _new_session(self, cwd: str) -> dict[str, Any] | None:
-        """A new session's answer; ``None`` leaves the request to the SDK (which then
-        answers a bad ``cwd`` with the error naming it)."""
+        """A new session's answer; ``None`` leaves the request to the SDK, which answers
+        a failure (a bad ``cwd``, a store it may not use) with the JSON-RPC error naming
+        it. Nothing raised here may end the process: this path only saves time."""
         if not self.loader.core_ready() or self.loader.loaded.is_set():
             return None
         from iac_kernel.acp.session_state import new_session_answer
 
-        if self.manager is None:
-            self.manager = self.make_manager()
         try:
+            if self.manager is None:
+                self.manager = self.make_manager()
             session = self.manager.new(cwd)
-        except ValueError as exc:
-            log.debug("session/new left to the SDK: %s", exc)
+        except Exception as exc:  # e.g. StoreLinkError: the index replaced by a link
+            log.info("session/new left to the SDK: %s", exc)
             return None
         answer = new_session_answer(session)
         self.sessions.append((session, answer))

@@ -70,6 +70,12 @@ def from_validation(exc: ValidationError) -> RequestError:
     return RequestError.invalid_params(data or {"params": "invalid"})
 
 
+def store_failure(exc: OSError) -> RequestError:
+    """-32603 for a session store that refused or failed (a link in its place, no room,
+    too many open files): the store's own one-line reason, without the errno prefix."""
+    return RequestError.internal_error({"details": _clip(exc.strerror or str(exc))})
+
+
 def internal(exc: BaseException) -> RequestError:
     """-32603 for an unexpected failure: the kind of error and a redacted first line."""
     first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""

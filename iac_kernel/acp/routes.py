@@ -19,7 +19,8 @@ every failure a clean JSON-RPC error.
 * a request with ``_meta.operationId`` seen before is not run again: it gets the first
   run's answer (:mod:`~iac_kernel.acp.operations`);
 * anything before ``initialize`` is -32600; bad params are -32602 naming the fields;
-  an unexpected failure is -32603 with a one-line, redacted reason (never a traceback).
+  an unexpected failure is -32603 with a one-line, redacted reason (never a traceback),
+  and so is a session store that refuses (a link in place of its index) or fails.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from iac_kernel.acp.agent import IacAgent
 from iac_kernel.acp.control import METHOD as CONTROL
 from iac_kernel.acp.operations import OPERATIONS, operation_key
 from iac_kernel.acp.proxy import RemoteSession
+from iac_kernel.sessions.files import StoreOpenError, StoreWriteError
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +134,9 @@ class Dispatcher:
             raise errors.from_validation(exc) from None
         except asyncio.CancelledError:
             raise
+        except (StoreOpenError, StoreWriteError) as exc:  # said in full by the store: no trace
+            log.warning("%s failed: %s", method, exc.strerror or exc)
+            raise errors.store_failure(exc) from None
         except Exception as exc:
             log.exception("%s failed", method)
             raise errors.internal(exc) from None

@@ -10,6 +10,10 @@ magic stops the cell: nothing after it runs.
 ``%config``, ``%mode`` and ``%model`` change the kernel's defaults (used by ``%new``) and
 the current session if there is one; they do not create a session. ``%session``,
 ``%fork`` and a prompt do.
+
+Relative paths in magics (``%cwd PATH``, ``%model scripted:PATH``) are taken from the
+notebook's folder, never from the current ``%cwd``: a cell means the same folder each
+time it runs, so a runbook run again from the top in the same kernel does what it did.
 """
 
 from __future__ import annotations
@@ -169,7 +173,8 @@ class Magics:
         if not args:
             where = shown(current.cwd if current else self.state.cwd)
             return MagicOutput(f"Working directory: `{where}`", where)
-        new = _directory(self.state.cwd, args)
+        # From the notebook's folder, not the last %cwd: see the module docstring.
+        new = _directory(self.state.notebook_dir, args)
         if current is not None:
             if current.busy:
                 raise MagicError("a turn is running; wait for it or interrupt it", "SessionError")
@@ -331,7 +336,13 @@ SPECS = [
         "Show or set the permission mode: " + ", ".join(MODES) + ".",
         Magics.mode,
     ),
-    MagicSpec("cwd", "%cwd [PATH]", "Show or change the agent's working directory.", Magics.cwd),
+    MagicSpec(
+        "cwd",
+        "%cwd [PATH]",
+        "Show or change the agent's working directory (a relative PATH is taken from the "
+        "notebook's folder).",
+        Magics.cwd,
+    ),
     MagicSpec(
         "config",
         "%config [KEY [VALUE]]",

@@ -27,7 +27,10 @@ from iac_kernel.terraform.plan import Plan
 CHECKOV_ENV = "IAC_KERNEL_CHECKOV"
 CHECKS_ENV = "IAC_KERNEL_CHECKOV_CHECKS"
 TIMEOUT = 300
-NOT_INSTALLED = "checkov is not installed (see README: policy checks)"
+#: Where installing checkov is explained: a page and its heading or bold item (a test
+#: checks both exist).
+INSTALL_DOC = ("docs/safety.md", "Policy")
+NOT_INSTALLED = f"checkov is not installed (see {INSTALL_DOC[0]}, {INSTALL_DOC[1]})"
 _CACHE: dict[str, tuple[list[dict[str, Any]], str]] = {}
 
 

@@ -53,8 +53,10 @@ def leaves(value: Any, depth: int = 0) -> Iterator[str]:
 
 
 def keep(values: Iterable[str]) -> set[str]:
-    """The values worth masking (not blank, not a keyword)."""
-    return {v for v in values if v.strip() and v.lower() not in _TRIVIAL}
+    """The values worth masking: not blank, not a keyword, and not :data:`MASK` itself (a
+    document read after masking, such as a guarded ``output -json``, shows it where the
+    secret was; learnt as a secret it would count as one in every later result)."""
+    return {v for v in values if v.strip() and v.lower() not in _TRIVIAL and v != MASK}
 
 
 def masked_leaves(value: Any, mask: Any) -> Iterator[str]:

@@ -9,7 +9,8 @@ Like ``run_notebooks.py`` (headless, fresh session store, no Anthropic credentia
 checks off), except for cells tagged ``approve-in-recording``: those run with
 ``allow_stdin`` true, as in JupyterLab, so the kernel shows its Allow / Reject buttons, and
 this script answers the question by clicking **Allow once** on the button widget, through
-the same comm message a browser sends. Nothing else is answered for the person: every other
+the same comm message a browser sends (first typing the name a typed confirmation asks
+for, as its field's placeholder says). Nothing else is answered for the person: every other
 cell runs exactly as under nbval. Those cells are also tagged ``nbval-ignore-output``: a
 headless re-run cannot click, so there the apply is refused and the output differs.
 
@@ -50,17 +51,28 @@ class ApprovingClient(NotebookClient):
 
     def process_message(self, msg: dict[str, Any], cell: Any, cell_index: int) -> Any:
         output = super().process_message(msg, cell, cell_index)
+        typed = _typed_confirmation(msg) if self._approving else None
+        if typed is not None:  # the form's field comes before the buttons
+            self._send(msg, {"method": "update", "state": {"value": typed}, "buffer_paths": []})
         if self._approving and _button(msg, ALLOW):
-            click = self.kc.session.msg(
-                "comm_msg",
-                {
-                    "comm_id": msg["content"]["comm_id"],
-                    "data": {"method": "custom", "content": {"event": "click"}},
-                },
-            )
-            self.kc.shell_channel.send(click)
+            self._send(msg, {"method": "custom", "content": {"event": "click"}})
             self.clicked += 1
         return output
+
+    def _send(self, opened: dict[str, Any], data: dict[str, Any]) -> None:
+        """What a browser sends to the widget ``opened`` made (typing, a click)."""
+        content = {"comm_id": opened["content"]["comm_id"], "data": data}
+        self.kc.shell_channel.send(self.kc.session.msg("comm_msg", content))
+
+
+def _typed_confirmation(msg: dict[str, Any]) -> str | None:
+    """The name a typed confirmation's Text field asks for ("type NAME to approve": a
+    destroy, or an apply that deletes), as a person reads it off the field."""
+    if msg.get("msg_type") != "comm_open":
+        return None
+    state = msg["content"].get("data", {}).get("state", {})
+    found = re.fullmatch(r"type (.+) to approve", str(state.get("placeholder", "")))
+    return found.group(1) if state.get("_model_name") == "TextModel" and found else None
 
 
 def _button(msg: dict[str, Any], description: str) -> bool:
