@@ -21,7 +21,8 @@ not a test: nothing is asserted, the targets are printed beside the ratios.
   replay lines and as whole replays, against ``json.loads`` of its lines
   (``bench/acp_load.py``).
 * egress: added latency per request and per MB through a sandbox's egress proxy against
-  a direct connection (``bench/egress.py``).
+  a direct connection, and the operation gate's added latency per request carrying a
+  brokered credential against the same relay without one (``bench/egress.py``).
 """
 
 from __future__ import annotations
@@ -150,6 +151,8 @@ def egress(runs: int) -> None:
     import egress as bench
 
     bench.report(bench.run(runs))
+    bench.report_scrub(bench.scrub(runs))
+    bench.report_gate(bench.gate(runs))
 
 
 PARTS = {

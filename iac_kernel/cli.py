@@ -88,7 +88,9 @@ environment:
 DEMO_HELP = """\
 Copy the quickstart runbook, its scripted-model script and its sample Terraform
 workspace into a new folder (./iac-kernel-demo/ by default), execute it headless with
-the offline scripted model, and print how to open it. No API key, no network.
+the offline scripted model, and print how to open it. The notebook needs no API key and
+no network. When the bash sandboxes' egress proxy is missing, the demo first makes it
+(pip, from your package index; see iac-kernel egress --help).
 
 examples:
   iac-kernel demo
@@ -113,8 +115,11 @@ environment:
 
 EGRESS_HELP = """\
 Every bash sandbox has its own network namespace; its only way out is the egress proxy
-(mitmproxy, in an environment of its own: its pins clash with Jupyter's). Without it
-sandboxes have no network at all. "install" makes (or repairs) that environment once.
+(mitmproxy, in an environment of its own: its pins clash with Jupyter's). "iac-kernel
+demo" makes that environment, and so does the first bash call that needs it; "install"
+makes it ahead (or repairs it, or moves it to a newer mitmproxy when a newer Python is
+here): mitmproxy 12.1.2 or later on Python 3.12 or newer, else 11.0.2 with HTTP/2 off.
+"status" says which runs.
 
 examples:
   iac-kernel egress install
@@ -203,8 +208,8 @@ def _egress(action: str) -> int:
 
     if action == "install":
         try:
-            python = environment.ensure_environment(quiet=True)
-        except (RuntimeError, OSError) as exc:
+            python = environment.ensure_environment(progress=print, again=True)
+        except environment.EgressInstallError as exc:
             print(f"iac-kernel egress install: {exc}", file=sys.stderr)
             return 1
         print(f"egress proxy environment ready: {python.parent.parent}")

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from iac_kernel.egress.policy import DEFAULT_ALLOW, check_private_setting
+from iac_kernel.masking import own_names
 
 MODES = ("default", "accept_edits", "read_only", "bypass")
 HEADLESS_POLICIES = ("deny", "allow", "stdin")
@@ -59,6 +60,8 @@ OTHER_ENV: dict[str, tuple[str, ...] | None] = {
     "IAC_KERNEL_EGRESS_ENV": None,  # the egress proxy's environment (egress/environment.py)
     "IAC_KERNEL_EGRESS_DIR": None,  # the credential broker's private folder (egress/broker.py)
 }
+#: The agent's own variables that hold a secret (masked and hidden like any credential).
+SECRET_ENV = frozenset({"IAC_KERNEL_REMOTE_TOKEN"})
 
 log = logging.getLogger(__name__)
 
@@ -282,6 +285,17 @@ def _invalid(key: str, value: Any, type_name: Any) -> str:
 
 def _show(value: Any) -> str:
     return "none" if value is None else repr(str(value) if isinstance(value, Path) else value)
+
+
+def own_variables() -> frozenset[str]:
+    """The agent's own settings as variables (``IAC_KERNEL_<FIELD>`` and
+    :data:`OTHER_ENV`) that hold no secret: never secrets by their name
+    (``IAC_KERNEL_EGRESS_ALLOW_PRIVATE`` names a host, not a private key)."""
+    fields = {ENV_PREFIX + f.name.upper() for f in dataclasses.fields(Settings)}
+    return frozenset((fields | set(OTHER_ENV)) - SECRET_ENV)
+
+
+own_names.declare(own_variables())
 
 
 def _did_you_mean(name: str, known: Any) -> str:

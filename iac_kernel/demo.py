@@ -6,13 +6,17 @@ sample Terraform tree shipped beside it, so the demo needs no API key and no net
 notebook, so the demo copies the notebook *with* the script and the sample workspace into
 a new folder (``./iac-kernel-demo/`` by default) and executes it there. The executed
 notebook then runs again where it is, from any folder: in JupyterLab, or with
-``jupyter nbconvert --execute``. The packaged quickstart is never written to.
+``jupyter nbconvert --execute``. The packaged quickstart is never written to. The demo
+also makes the bash sandboxes' egress proxy environment when it is missing
+(:func:`prepare_egress`), so the first command of the README leaves a working sandbox
+network.
 """
 
 from __future__ import annotations
 
 import atexit
 import filecmp
+import functools
 import importlib.util
 import json
 import os
@@ -192,6 +196,7 @@ def run_demo(output: str | None = None) -> int:
         source = quickstart_path()
         target = output_path(output, source)
         check_kernelspec()
+        prepare_egress()
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             copy_support(source, target)
@@ -220,6 +225,23 @@ def run_demo(output: str | None = None) -> int:
     if not labextension_installed():
         print(labextension_note())
     return 0
+
+
+def prepare_egress() -> None:
+    """Make the sandboxes' egress proxy environment unless it is there (one progress line
+    while pip installs it). The demo itself needs no network: a failure is one line and
+    the demo goes on."""
+    from iac_kernel.egress import environment
+
+    if environment.egress_python() is not None:
+        return
+    try:
+        environment.ensure_environment(progress=functools.partial(print, flush=True))
+    except environment.EgressInstallError as exc:
+        print(
+            f"Note: {exc}. Bash sandboxes have no network until it is installed "
+            "(iac-kernel egress install)."
+        )
 
 
 def next_steps(shown: str) -> list[str]:

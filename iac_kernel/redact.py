@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from iac_kernel.masking.own_names import own_setting
 from iac_kernel.masking.shapes import mask_shapes
 from iac_kernel.masking.trust_store import public_path
 from iac_kernel.masking.values import ValueMasker
@@ -31,6 +32,8 @@ def secret_values(env: Mapping[str, str] | None = None) -> dict[str, str]:
     found = {}
     for name, value in env.items():
         if public_path(name, value):  # SSL_CERT_FILE=/etc/ssl/ca.pem: a path, not a secret
+            continue
+        if own_setting(name):  # IAC_KERNEL_EGRESS_ALLOW_PRIVATE: a host, not a key
             continue
         if SECRET_NAME.search(name) and len(value) >= MIN_SECRET_LENGTH:
             found[value] = name

@@ -60,6 +60,18 @@ def session_runtime_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pa
         yield run
 
 
+@pytest.fixture(scope="session", autouse=True)
+def egress_environment() -> Iterator[None]:
+    """The egress proxy's environment stays where this machine keeps it when a test
+    moves HOME (else the first sandboxed call of such a test installs mitmproxy again
+    under the fake home); a test of the install itself names another folder."""
+    from iac_kernel.egress.environment import environment_dir
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("IAC_KERNEL_EGRESS_ENV", str(environment_dir()))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def isolated_runtime_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
     """Kernels advertise their ACP endpoints in a fresh runtime directory per test."""

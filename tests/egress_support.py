@@ -3,21 +3,28 @@ HTTP(S) API, ``moto_server`` on loopback."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
+import shutil
 import socket
 import ssl
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from iac_kernel.egress import broker
+from iac_kernel.egress import proxy as proxy_module
+from iac_kernel.egress.decide import GuardedRun
 from iac_kernel.egress.environment import ensure_environment, mitmdump
 
 _LISTENING = re.compile(r"proxy listening at [^\s]*:(\d+)")
@@ -162,3 +169,78 @@ def aws_user(region: str = "us-east-1") -> Iterator[dict[str, str]]:
             "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"],
             "AWS_ENDPOINT_URL": endpoint,
         }
+
+
+class Answers:
+    """The agent's egress asker for tests: every host allowed; each cloud operation
+    answered ``operation_answer`` (allowed by default) and recorded."""
+
+    def __init__(self, operation_answer: bool = True) -> None:
+        self.operation_answer = operation_answer
+        self.operations: list[dict] = []
+
+    async def __call__(self, host: str, port: int) -> tuple[bool, str]:
+        return True, ""
+
+    async def operation(self, operation: dict, run: object) -> tuple[bool, str]:
+        self.operations.append(operation)
+        return self.operation_answer, "" if self.operation_answer else "rejected by the test"
+
+
+#: A guarded run the user approved (its changes are not asked again).
+APPROVED_RUN = GuardedRun("terraform", ("terraform", "apply"), approved=True)
+
+
+@contextlib.contextmanager
+def agent_proxy(
+    made: broker.Brokered,
+    run: GuardedRun | None = APPROVED_RUN,
+    answers: Answers | None = None,
+    options: dict[str, str] | None = None,
+) -> Iterator[int]:
+    """The agent's own egress proxy running with broker ``made`` (and extra mitmdump
+    ``options``), and one relay (of a guarded ``run``, or of a shell with None) served on
+    a loopback TCP port, as the run's forwarder serves it inside its sandbox; yields the
+    port. The relay's decisions run on a loop of their own, so the test may block."""
+    egress_ready()
+    saved = dict(proxy_module.OPTIONS)
+    proxy_module.OPTIONS.update(options or {})
+    broker.activate(made)
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    folder = Path(tempfile.mkdtemp(prefix="relay-"))
+    socket_path = folder / "egress.sock"
+    settings = SimpleNamespace(egress_allow="", egress_allow_private="127.0.0.0/8")
+
+    async def splice(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_unix_connection(str(socket_path))
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(OSError):
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            dst.close()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    async def start() -> tuple[object, asyncio.base_events.Server]:
+        route = await proxy_module.open_route(socket_path, settings, answers or Answers(), run=run)
+        assert route is not None, proxy_module.proxy().failure
+        return route, await asyncio.start_server(splice, "127.0.0.1", 0)
+
+    try:
+        route, server = asyncio.run_coroutine_threadsafe(start(), loop).result(120)
+        try:
+            yield server.sockets[0].getsockname()[1]
+        finally:
+            server.close()
+            asyncio.run_coroutine_threadsafe(route.close(), loop).result(30)  # type: ignore[attr-defined]
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        broker.activate(None)
+        proxy_module.OPTIONS.clear()
+        proxy_module.OPTIONS.update(saved)
+        shutil.rmtree(folder, ignore_errors=True)

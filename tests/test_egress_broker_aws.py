@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from egress_support import aws_user, running_mitmdump
+from egress_support import agent_proxy, aws_user
 from iac_kernel.egress import broker
 
 boto3 = pytest.importorskip("boto3")
@@ -28,7 +28,7 @@ def aws_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     with aws_user(REGION) as real:
         endpoint = real["AWS_ENDPOINT_URL"]
         made = broker.prepare(real, home=root / "home", folder=root / "private")
-        with running_mitmdump(made.mitmdump_args(), root / "mitmdump.log") as port:
+        with agent_proxy(made) as port:
             yield {"endpoint": endpoint, "real": real, "made": made, "port": port, "root": root}
 
 
@@ -118,7 +118,19 @@ def test_aws_placeholders_to_another_host_are_refused(aws_world: dict):
     other = aws_world["endpoint"].replace("127.0.0.1", "localhost")
     done = _aws(aws_world, "s3", "ls", "--endpoint-url", other)
     assert done.returncode != 0
-    assert "403" in done.stderr or "Forbidden" in done.stderr, done.stderr
+    assert "AccessDenied" in done.stderr and "credential broker" in done.stderr, done.stderr
+    assert "not sent to localhost" in done.stderr, done.stderr
+
+
+def test_plain_http_to_an_aws_name_that_is_not_a_named_endpoint_is_refused(aws_world: dict):
+    """Keys go to ``*.amazonaws.com``, but a re-signed request in plain HTTP could be read
+    on the way and replayed: only over TLS, or to an endpoint named with its port
+    (``AWS_ENDPOINT_URL``). Refused before any connection is made."""
+    done = _aws(
+        aws_world, "sts", "get-caller-identity", "--endpoint-url", "http://sts.amazonaws.com"
+    )
+    assert done.returncode != 0
+    assert "only over TLS" in done.stderr and "AccessDenied" in done.stderr, done.stderr
 
 
 def test_presigned_urls_and_old_signatures_made_with_placeholders_are_refused(aws_world: dict):

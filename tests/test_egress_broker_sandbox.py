@@ -90,7 +90,7 @@ READS = (
     "cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | sort -u; "
     "cat $HOME/.aws/credentials $HOME/.aws/config $HOME/.git-credentials; "
     "ls -la $HOME/.iac-code $HOME/.iac-code/egress $HOME/.iac-code/egress/mitmproxy; "
-    "cat $HOME/.iac-code/egress/broker.json $HOME/.iac-code/egress/placeholder.key "
+    "cat $HOME/.iac-code/egress/agents/*/broker.json $HOME/.iac-code/egress/placeholder.key "
     "$HOME/.iac-code/egress/mitmproxy/mitmproxy-ca.pem; true"
 )
 
@@ -131,4 +131,7 @@ async def test_aws_s3_ls_works_unasked_through_the_broker(brokered: dict, outsid
     ask = Asker()
     result = await harness.run("aws s3 ls", ask)
     assert result is not None and "sandboxed-bucket" in result.content, result.content
+    who = await harness.run("aws sts get-caller-identity --output text", ask)
+    assert who is not None and ":user/agent" in who.content, who
     assert not ask.exec_questions()
+    assert not [r for r in ask.requests if "cloud_operation" in r.input]  # reads: unasked

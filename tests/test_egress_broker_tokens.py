@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from egress_support import recording_api, running_mitmdump
+from egress_support import agent_proxy, recording_api
 from iac_kernel.egress import broker
 
 trustme = pytest.importorskip("trustme")
@@ -45,8 +45,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
         )
         made = broker.prepare({"TF_TOKEN_localhost": API_TOKEN}, home=home, folder=root / "p")
         trust = made.ca_bundle(root / "public" / "bundle.pem")
-        args = [*made.mitmdump_args(), "--set", f"ssl_verify_upstream_trusted_ca={test_ca}"]
-        with running_mitmdump(args, root / "mitmdump.log") as port:
+        options = {"ssl_verify_upstream_trusted_ca": str(test_ca)}
+        with agent_proxy(made, options=options) as port:
             yield {
                 "made": made,
                 "trust": trust,
@@ -54,7 +54,6 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
                 "https": https_api,
                 "http": http_api,
                 "test_ca": test_ca,
-                "log": root / "mitmdump.log",
             }
 
 
@@ -230,7 +229,7 @@ def test_the_addon_reads_the_table_again_when_the_agent_rewrites_it(tmp_path: Pa
     home = tmp_path / "home"
     home.mkdir()
     made = broker.prepare({}, home=home, folder=tmp_path / "p")
-    with recording_api() as api, running_mitmdump(made.mitmdump_args(), tmp_path / "log") as port:
+    with recording_api() as api, agent_proxy(made) as port:
         url = f"http://localhost:{api.server_address[1]}/"
         env = {k: v for k, v in os.environ.items() if "PROXY" not in k.upper()}
         env["http_proxy"] = f"http://127.0.0.1:{port}"

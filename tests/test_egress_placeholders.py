@@ -57,9 +57,13 @@ def test_credentials_and_their_hosts():
     assert found["TF_TOKEN_app_terraform_io"].hosts == ["app.terraform.io"]
     netrc = credentials.netrc(
         "machine git.example.com login u password s3cr3t-pass\ndefault login x password y"
-    )
-    assert [(c.hosts, c.values) for c in netrc] == [(["git.example.com"], {"token": "s3cr3t-pass"})]
-    git = credentials.git_credentials("https://bob:p%40ss-word-123@git.example.com:8443\nnot a url")
+    ).found
+    # the default entry (a password for every host) is a placeholder never swapped
+    assert [(c.hosts, c.values) for c in netrc] == [
+        (["git.example.com"], {"token": "s3cr3t-pass"}),
+        ([], {"token": "y"}),
+    ]
+    git = credentials.git_credentials("https://bob:p%40ss-word-123@git.example.com:8443\n").found
     assert [(c.hosts, c.values) for c in git] == [
         (["git.example.com:8443"], {"token": "p@ss-word-123"})
     ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from iac_kernel.guard.rules import CHANGE, OTHER, READ, classify, git_argv
+from iac_kernel.guard.rules import CHANGE, READ, classify, git_argv
 
 
 @pytest.mark.parametrize(
@@ -18,8 +18,9 @@ from iac_kernel.guard.rules import CHANGE, OTHER, READ, classify, git_argv
         (["terraform", "plan"], {"TF_CLI_ARGS": "'unbalanced"}, READ),
         (["terraform"], {}, READ),
         (["pulumi", "refresh"], {"PULUMI_SKIP_CONFIRMATIONS": "true"}, CHANGE),
-        (["pulumi", "refresh"], {"PULUMI_SKIP_CONFIRMATIONS": "false"}, OTHER),
-        (["pulumi", "refresh"], {}, OTHER),
+        # A terminal answers refresh's own prompt (`script`): asked with or without --yes.
+        (["pulumi", "refresh"], {"PULUMI_SKIP_CONFIRMATIONS": "false"}, CHANGE),
+        (["pulumi", "refresh", "--preview-only"], {"PULUMI_SKIP_CONFIRMATIONS": "1"}, READ),
     ],
 )
 def test_the_environment_changes_what_runs(argv, env, kind):

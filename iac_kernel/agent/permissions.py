@@ -161,6 +161,9 @@ class PermissionGate:
     #: host -> "allow" | "reject": the session's answers about sandbox network egress
     #: (asked by :mod:`iac_kernel.agent.egress_questions`).
     egress_hosts: dict[str, str] = field(default_factory=dict)
+    #: ``service:operation`` -> "allow" | "reject": the session's answers about cloud
+    #: operations judged at the wire (same module).
+    cloud_operations: dict[str, str] = field(default_factory=dict)
 
     def remembered_prefixes(self) -> list[dict[str, str]]:
         """Every remembered command prefix: ``{"tool", "prefix", "answer"}``."""

@@ -4,6 +4,8 @@ Before every connection to a server, ask the agent over its private Unix socket
 (``iac_egress_socket``) whether the client (known by its source port: the agent's relay
 binds it before connecting) may reach ``host:port``; the agent answers with the checked
 address to connect to (pinned here, so no second resolution can change it) or a refusal.
+The name asked for is kept beside the connection (``targets``): the broker judges that,
+not the pinned address.
 TLS passes through untouched unless ``iac_egress_intercept`` is on (the broker's job).
 The first connection (``hello``) stays open: when the agent goes away, the proxy stops.
 """
@@ -19,6 +21,9 @@ from mitmproxy import ctx
 class EgressPolicy:
     def __init__(self) -> None:
         self._hello: asyncio.StreamWriter | None = None
+        #: server connection id -> (host, port) as asked, before the address was pinned:
+        #: where a connection goes, for the broker (never the Host header or the SNI).
+        self.targets: dict[str, tuple[str, int]] = {}
 
     def load(self, loader) -> None:
         loader.add_option("iac_egress_socket", str, "", "The agent's decision socket.")
@@ -52,9 +57,13 @@ class EgressPolicy:
         except (OSError, ValueError) as exc:
             answer = {"reason": f"the agent did not answer: {exc}"}
         if answer.get("allow") and answer.get("address"):
+            self.targets[data.server.id] = (host, port)
             data.server.address = (answer["address"], port)
         else:
             data.server.error = str(answer.get("reason") or "refused by the egress policy")
+
+    def server_disconnected(self, data) -> None:
+        self.targets.pop(data.server.id, None)
 
     def tls_clienthello(self, data) -> None:
         if not ctx.options.iac_egress_intercept:

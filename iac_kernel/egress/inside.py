@@ -17,8 +17,9 @@ SOCKET_NAME = "egress.sock"
 CONNECT_SCRIPT = "egress-connect"
 
 #: Extra variables for every sandbox with the egress route (e.g. the broker's CA bundle
-#: and placeholder credentials): each hook returns a mapping, merged after ours.
-ENV_HOOKS: list[Callable[[], dict[str, str]]] = []
+#: and placeholder credentials): each hook gets the mount (the route's folder as seen
+#: inside) and returns a mapping, merged after ours.
+ENV_HOOKS: list[Callable[[str], dict[str, str]]] = []
 
 
 def proxy_env(port: int, mount: str) -> dict[str, str]:
@@ -31,7 +32,7 @@ def proxy_env(port: int, mount: str) -> dict[str, str]:
     # git:// has no proxy variable of its own: git runs this with the host and port.
     env["GIT_PROXY_COMMAND"] = f"{mount}/{CONNECT_SCRIPT}"
     for hook in ENV_HOOKS:
-        env.update(hook())
+        env.update(hook(mount))
     return env
 
 

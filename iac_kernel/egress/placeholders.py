@@ -19,7 +19,7 @@ import string
 #: Prefixes kept as they are (a CLI or a server may check them).
 KNOWN_PREFIX = re.compile(
     r"^(AKIA|ASIA|AROA|AIDA|github_pat_|gh[pousr]_|glpat-|sk-ant-[a-z0-9]+-|sk-|"
-    r"xox[abpr]-|hvs\.|dop_v1_|npm_|pypi-)"
+    r"xox[abpr]-|hv[sbr]\.|dop_v1_|npm_|pypi-|pul-|dckr_pat_|dapi|ya29\.)"
 )
 #: Markers kept where they are inside a token (Terraform Cloud's ``ID.atlasv1.SECRET``).
 KNOWN_INFIX = re.compile(r"\.atlasv1\.")

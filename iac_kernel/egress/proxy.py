@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import random
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -27,17 +28,32 @@ from concurrent.futures import Future
 from pathlib import Path
 
 from iac_kernel.control_paths import register
-from iac_kernel.egress import broker, environment, inside
-from iac_kernel.egress.decide import AskEgress, Decision, EgressCall, jupyter_ports
+from iac_kernel.egress import broker, ca, environment, inside
+from iac_kernel.egress.decide import (
+    AskEgress,
+    AuditSink,
+    Decision,
+    EgressCall,
+    GuardedRun,
+    jupyter_ports,
+)
 from iac_kernel.peercred import peer_pid
 
 log = logging.getLogger(__name__)
 
 INSTALL_HINT = environment.INSTALL_HINT
-#: Addon scripts mitmdump loads, in order (the broker appends its own).
+#: Addon scripts mitmdump loads, in order (the broker appends its own). They are copied
+#: into the proxy's private folder at each start and loaded from there (mitmdump reloads
+#: a script whose file changes: no sandbox may be able to write the file it watches),
+#: with every ``addon_*.py`` beside them (helpers they import).
 ADDONS: list[Path] = [Path(__file__).with_name("addon_policy.py")]
 #: Extra ``--set name=value`` options for mitmdump (the broker adds its own).
 OPTIONS: dict[str, str] = {}
+#: mitmproxy's onboarding app (http://mitm.it) would answer with no policy decision.
+FIXED_OPTIONS = {"onboarding": "false"}
+#: HTTP/2 off while the engine is older than the fix of its HTTP/2 to HTTP/1 request
+#: smuggling (environment.HTTP2_FIXED).
+OLD_ENGINE_OPTIONS = {"http2": "false"}
 START_TIMEOUT = 30.0
 
 
@@ -53,9 +69,10 @@ class EgressProxy:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._dir: Path | None = None
         self._ready = threading.Event()
-        #: The credential broker mitmdump runs with, and its CA's trust variables.
+        #: The credential broker mitmdump runs with, and the sandboxes' CA bundle (in
+        #: the private folder; each call gets a link: :meth:`place_bundle`).
         self._broker: broker.Brokered | None = None
-        self.trust_env: dict[str, str] = {}
+        self.bundle: Path | None = None
 
     # -- life cycle -------------------------------------------------------------
     def ensure(self) -> bool:
@@ -63,11 +80,13 @@ class EgressProxy:
         changed); False (see :attr:`failure`) when it cannot run. Blocking: call it from
         a thread."""
         with self._lock:
-            program = environment.mitmdump()
-            if program is None:
+            try:  # installed on first use (one progress line in the log)
+                python = environment.ensure_environment(progress=log.warning)
+            except environment.EgressInstallError as exc:
                 self._stop_process()
-                self.failure = INSTALL_HINT
+                self.failure = f"{INSTALL_HINT}; {exc}"
                 return False
+            program = python.parent / "mitmdump"
             made = broker.current()
             running = self.process is not None and self.process.poll() is None
             if running and self._ready.is_set() and made is self._broker:
@@ -82,9 +101,16 @@ class EgressProxy:
             return False
 
     def _trust(self, made: broker.Brokered) -> None:
-        """Sandboxes trust the broker's CA (a bundle beside the proxy's environment:
-        readable in every sandbox, certificates only)."""
-        self.trust_env = made.ca_bundle(environment.environment_dir() / "sandbox-ca-bundle.pem")
+        """Sandboxes trust the broker's CA: a bundle (certificates only) of this agent
+        process alone, in its private folder; :meth:`place_bundle` shows it to a call."""
+        assert self._dir is not None
+        self.bundle = ca.write_bundle(ca.ensure_ca(made.confdir), self._dir / ca.BUNDLE_NAME)
+
+    def place_bundle(self, folder: Path) -> None:
+        """Link this proxy's CA bundle into ``folder`` (a call's folder, read-only in its
+        sandbox), where the trust variables name it (:func:`_trust_env`)."""
+        if self.bundle is not None:
+            ca.link_bundle(self.bundle, folder / ca.BUNDLE_NAME)
 
     def _start_loop(self) -> None:
         if self._loop is not None:
@@ -111,9 +137,12 @@ class EgressProxy:
         ports = {"http": _free_port(), "socks5": _free_port()}
         args = [str(program), "-q", "--listen-host", "127.0.0.1"]
         args += ["--mode", f"regular@{ports['http']}", "--mode", f"socks5@{ports['socks5']}"]
-        for script in [*ADDONS, broker.ADDON]:
+        for script in self._private_addons():
             args += ["-s", str(script)]
+        engine = environment.installed()
         options = {
+            **FIXED_OPTIONS,
+            **({} if engine is not None and engine.http2_safe else OLD_ENGINE_OPTIONS),
             "iac_egress_socket": str(self._dir / "decide.sock"),
             # TLS is intercepted (with the broker's CA) only for the hosts a brokered
             # credential belongs to; the broker's addon tunnels the rest untouched.
@@ -146,6 +175,21 @@ class EgressProxy:
         self.failure = "the egress proxy did not start in time"
         self._stop_process()
         return False
+
+    def _private_addons(self) -> list[Path]:
+        """Copies of the addon scripts (and the ``addon_*.py`` beside them) in the private
+        folder, one subfolder per source folder; returns the scripts' copies."""
+        assert self._dir is not None
+        scripts = [*ADDONS, broker.ADDON]
+        folders = list(dict.fromkeys(script.parent for script in scripts))
+        for n, source in enumerate(folders):
+            target = self._dir / "addons" / str(n)
+            target.mkdir(mode=0o700, parents=True, exist_ok=True)
+            for path in {*source.glob("addon_*.py"), *(s for s in scripts if s.parent == source)}:
+                tmp = target / f".{path.name}.tmp"
+                shutil.copyfile(path, tmp)
+                os.replace(tmp, target / path.name)
+        return [self._dir / "addons" / str(folders.index(s.parent)) / s.name for s in scripts]
 
     def _stop_process(self) -> None:
         process, self.process = self.process, None
@@ -184,7 +228,10 @@ class EgressProxy:
                 self._ready.set()
                 await reader.read()  # held open: mitmdump stops when we go away
                 return
-            decision = await self._decide(message)
+            if "operation" in message:
+                decision = await self._judge(message)
+            else:
+                decision = await self._decide(message)
             writer.write(json.dumps(decision.wire()).encode() + b"\n")
             await writer.drain()
         except (OSError, ValueError) as exc:
@@ -200,6 +247,20 @@ class EgressProxy:
         future = asyncio.run_coroutine_threadsafe(
             call.decide(host, port, self.protected_ports()), call.loop
         )
+        try:
+            return await asyncio.wrap_future(future)
+        except Exception as exc:  # the call ended, its loop is gone
+            return Decision(False, reason=f"refused: {exc or type(exc).__name__}")
+
+    async def _judge(self, message: dict) -> Decision:
+        """The broker's question about one request carrying a brokered credential."""
+        call = self.calls.get(int(message.get("peer", 0)))
+        if call is None or call.loop is None:
+            return Decision(False, reason="not a connection of a running sandboxed call")
+        operation = message.get("operation")
+        if not isinstance(operation, dict):
+            return Decision(False, reason="no operation named")
+        future = asyncio.run_coroutine_threadsafe(call.judge(operation), call.loop)
         try:
             return await asyncio.wrap_future(future)
         except Exception as exc:  # the call ended, its loop is gone
@@ -291,8 +352,12 @@ def _free_port() -> int:
 _PROXY: EgressProxy | None = None
 
 
-def _trust_env() -> dict[str, str]:
-    return dict(_PROXY.trust_env) if _PROXY is not None else {}
+def _trust_env(mount: str) -> dict[str, str]:
+    """The trust variables, naming the bundle :meth:`EgressProxy.place_bundle` put in the
+    folder the sandbox sees at ``mount``."""
+    if _PROXY is None or _PROXY.bundle is None:
+        return {}
+    return ca.trust_env(Path(mount) / ca.BUNDLE_NAME)
 
 
 inside.ENV_HOOKS.append(_trust_env)
@@ -307,10 +372,19 @@ def proxy() -> EgressProxy:
 
 
 def status_text() -> str:
-    """One line: the proxy is installed (sandboxes reach allowed hosts) or how to get it."""
-    if environment.mitmdump() is None:
-        return INSTALL_HINT
-    return "network: own namespace per sandbox, egress through the proxy (egress_allow)"
+    """One line: the proxy's engine (sandboxes reach allowed hosts), or that it is made
+    on first use, or why it cannot be."""
+    found = environment.installed()
+    if found is None:
+        problem = environment.install_problem()
+        if problem is not None:
+            return f"{INSTALL_HINT}; {problem}"
+        engine = environment.choose_engine().describe()
+        return f"egress proxy: {engine}, installed on first use (or now: iac-kernel egress install)"
+    return (
+        "network: own namespace per sandbox, egress through the proxy (egress_allow): "
+        + found.describe()
+    )
 
 
 class Route:
@@ -326,16 +400,25 @@ class Route:
             await asyncio.wrap_future(self.owner.close_relay(self.server))
 
 
-async def open_route(path: Path, settings: object, ask: AskEgress | None) -> Route | None:
-    """Start the proxy if needed and serve ``path`` for one call; None when the proxy
-    cannot run (:func:`status_text` and ``proxy().failure`` say why)."""
+async def open_route(
+    path: Path,
+    settings: object,
+    ask: AskEgress | None,
+    run: GuardedRun | None = None,
+    audit: AuditSink | None = None,
+) -> Route | None:
+    """Start the proxy if needed and serve ``path`` for one call's shell, or for one
+    guarded ``run`` (the only connections whose brokered credentials are swapped: give
+    its socket to that run's sandbox alone); None when the proxy cannot run
+    (:func:`status_text` and ``proxy().failure`` say why)."""
     owner = proxy()
     if not await asyncio.to_thread(owner.ensure):
         return None
-    call = EgressCall(settings, ask, asyncio.get_running_loop())
+    call = EgressCall(settings, ask, asyncio.get_running_loop(), run=run, audit=audit)
     server = await asyncio.wrap_future(owner.open_relay(path, call))
     route = Route(owner, server)
     script = path.with_name(inside.CONNECT_SCRIPT)
     script.write_text(inside.connect_script(route.port))
     script.chmod(0o755)
+    owner.place_bundle(path.parent)  # this agent's CA bundle, beside the socket
     return route

@@ -21,7 +21,7 @@ from typing import Any
 from iac_kernel.config import path_list
 from iac_kernel.egress import broker, inside
 from iac_kernel.egress.broker import Brokered
-from iac_kernel.egress.decide import AskEgress
+from iac_kernel.egress.decide import AskEgress, GuardedRun
 from iac_kernel.egress.proxy import Route, open_route
 from iac_kernel.guard import hidden
 from iac_kernel.guard.cover import Cover
@@ -32,6 +32,7 @@ from iac_kernel.guard.reals import find_real
 from iac_kernel.guard.rules import DEFAULT_PROGRAMS
 from iac_kernel.guard.sandbox import (
     LAUNCHER_MOUNT,
+    RUN_FOLDER,
     SANDBOX_ENV,
     Layout,
     bwrap_path,
@@ -160,7 +161,8 @@ class GuardedCall:
                 self.brokered = await asyncio.to_thread(broker.current)
             # Guarded programs get placeholders, not the values (the proxy swaps them in).
             brokered_env, other = self.brokered.env(secret_env)
-            secret_env, placeholders = {**other, **brokered_env}, self.brokered.mounts
+            secret_env = {**other, **brokered_env}
+            placeholders = self.brokered.guarded_mounts(self.base_env)
             layout = Layout(
                 cwd=self.cwd,
                 tmp_dir=tmp_dir,
@@ -188,6 +190,11 @@ class GuardedCall:
             )
             if self.overlays is not None:
                 self.server.cover = Cover(layout, self.overlays)
+            if self.route is not None:
+                # Each guarded run gets a relay of its own (mounted over this empty folder
+                # in its sandbox): the only connections the broker swaps credentials on.
+                (guard_dir / RUN_FOLDER).mkdir()
+                self.server.open_run_route = self._open_run_route
         else:
             self.env["PATH"] = f"{launchers}{os.pathsep}{path}"
             self.env[SOCKET_ENV] = str(guard_dir / "sock")
@@ -197,6 +204,11 @@ class GuardedCall:
         self.server.base_env = {**self.base_env, **self.env}
         await self.server.start(guard_dir / "sock")
         return self
+
+    async def _open_run_route(self, run: GuardedRun, folder: Path) -> Route | None:
+        return await open_route(
+            folder / inside.SOCKET_NAME, self.settings, self.ask_egress, run=run, audit=self.audit
+        )
 
     def wrap(self, argv: Sequence[str]) -> list[str]:
         """The argv that runs ``argv`` inside the sandbox (unchanged in reduced mode)."""

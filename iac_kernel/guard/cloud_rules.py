@@ -1,5 +1,6 @@
 """Rules of the cloud CLIs (aws, gcloud, gsutil, az): a verb that is not a known read
-is asked by default, so an unlisted changing verb never runs unasked."""
+is asked by default, so an unlisted changing verb never runs unasked; a read whose name
+says it returns a credential is asked too (:func:`.secret_reads.cloud_credential_read`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from iac_kernel.guard import grammar
 from iac_kernel.guard.ruleset import CHANGE, OTHER, READ, Rule, Verdict
 from iac_kernel.guard.ruleset import each_verb as _each
 from iac_kernel.guard.ruleset import rule as _r
+from iac_kernel.guard.secret_reads import cloud_credential_read
 
 _AWS_CHANGE = (
     *_each(
@@ -72,12 +74,15 @@ CLOUD = ("aws", "gcloud", "gsutil", "az")
 
 
 def classify_cloud(name: str, args: list[str], reads: tuple[str, ...]) -> Verdict:
-    """Cloud CLIs: read only for a known read verb; any other verb is asked."""
+    """Cloud CLIs: read only for a known read verb whose name says no credential comes
+    back; any other verb is asked."""
+    path: list[str] = []
     if name == "aws":
         words = aws_positionals(args)
         if len(words) < 2:  # `aws --version`, `aws s3`: usage or version only
             return Verdict(READ if not words else OTHER)
         verbs = words[1:2]
+        path = words[:2]
     elif name == "gsutil":  # gsutil [-m -o x ...] command args: the command is first
         words = aws_positionals(args, _GSUTIL_VALUE_OPTS)
         if grammar.gsutil_read(words):
@@ -87,8 +92,13 @@ def classify_cloud(name: str, args: list[str], reads: tuple[str, ...]) -> Verdic
         words = _without_option_values(args)
         if not words:
             return Verdict(READ)
-        verb = grammar.gcloud_verb(words, reads)
-        verbs = [verb] if verb else []
+        path = grammar.command_path(words, reads)
+        verbs = path[-1:]
+    if name != "gsutil" and not path:  # no read verb: asked anyway, the reason may say why
+        path = grammar.leading_words(words)
+    credential = cloud_credential_read(name, path)
+    if credential:
+        return Verdict(CHANGE, credential)
     if any(fnmatch.fnmatchcase(v, pat) for v in verbs for pat in reads):
         return Verdict(READ)
     shown = " ".join([name, *words[:3]])

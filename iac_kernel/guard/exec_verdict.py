@@ -27,14 +27,16 @@ async def exec_verdict(
     layout: Layout | None,
     git_reader: GitConfigReader | None,
     peer: int | None,
+    nested: bool = False,
 ) -> Verdict:
     """Classify ``argv`` (with ``env``, secrets included), then tighten the verdict by
     what it would do with ``run_env``, the environment it runs with (``reveal``: with the
-    call's credentials). ``git_reader`` reads git's configuration for a git command."""
+    call's credentials). ``git_reader`` reads git's configuration for a git command;
+    ``nested``: asked for from inside a program the guard runs (git_creds.placement)."""
     verdict = classify(program, argv, env)
     if git_reader is not None and not verdict.changing:
         verdict = await git_creds.git_verdict(
-            argv, cwd, run_env, git_reader, layout, reveal, verdict, peer
+            argv, cwd, run_env, git_reader, layout, reveal, verdict, peer, base_env, nested
         )
     writable = ["/tmp", str(layout.cwd), *map(str, layout.writable)] if layout else ["/tmp", cwd]
     redirected = redirect.reason(program, argv, run_env, base_env, writable)

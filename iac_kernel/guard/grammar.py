@@ -27,7 +27,9 @@ K8S_VALUE = set(
         "--prune-allowlist --subresource --for --chunk-size --password --username "
         "--resource-version --since --since-time --tail --max-log-requests --local-port "
         "--address --pod-running-timeout --target --profile --session-affinity "
-        "--external-ip --name --protocol --target-port --cpu-percent --min --max"
+        "--external-ip --name --protocol --target-port --cpu-percent --min --max "
+        "--helm-command --helm-api-versions --helm-kube-version --load-restrictor --mount "
+        "--network-name"
     ).split()
 )
 #: kubectl options that take no value.
@@ -36,7 +38,9 @@ K8S_BOOL = set(
         "-A --all-namespaces --all -R --recursive --overwrite --wait --prune --force "
         "--server-side --force-conflicts --record --validate -w --watch -i --stdin -t --tty "
         "-q --quiet --show-labels --no-headers --ignore-not-found --local --raw --minify "
-        "--flatten --insecure-skip-tls-verify --rm --attach --now --dry-run --keep-going"
+        "--flatten --insecure-skip-tls-verify --rm --attach --now --dry-run --keep-going "
+        "--enable-alpha-plugins --enable-exec --enable-helm --enable-managedby-label "
+        "--as-current-user --network --reorder --current"
     ).split()
 )
 HELM_VALUE = set(
@@ -81,6 +85,7 @@ ALIASES: dict[str, dict[tuple[str, ...], tuple[str, ...]]] = {
         ("fetch",): ("pull",),
         ("dep",): ("dependency",),
         ("dependencies",): ("dependency",),
+        ("repo", "rm"): ("repo", "remove"),
     },
 }
 
@@ -160,16 +165,33 @@ def gcloud_verb(words: list[str], reads: Sequence[str]) -> str | None:
     it is a group (a plain lowercase word, not itself a command). None when the command
     path holds no read verb (``gcloud storage rsync list gs://b``: ``rsync`` is the
     command, ``list`` its operand)."""
+    path = command_path(words, reads)
+    return path[-1] if path else None
+
+
+def command_path(words: list[str], reads: Sequence[str]) -> list[str]:
+    """gcloud's (and az's) groups and read verb (``functions describe``), or empty when
+    the command path holds no read verb (see :func:`gcloud_verb`)."""
     for i, word in enumerate(words[:5]):
         if any(fnmatch.fnmatchcase(word, pattern) for pattern in reads):
-            return word if i > 0 or len(words) == 1 else None
-        if (
-            not _WORD.fullmatch(word)
-            or word in _GCLOUD_ACTIONS
-            or word.startswith(("set-", "add-", "remove-", "update-"))
-        ):
-            return None
-    return None
+            return words[: i + 1] if i > 0 or len(words) == 1 else []
+        if not _WORD.fullmatch(word):
+            return []
+        if i == 0 and len(words) > 1:  # the top level holds groups (`run`, `deploy`)
+            continue
+        if word in _GCLOUD_ACTIONS or word.startswith(("set-", "add-", "remove-", "update-")):
+            return []
+    return []
+
+
+def leading_words(words: list[str], limit: int = 5) -> list[str]:
+    """The plain lowercase words a command path starts with (groups and a command)."""
+    out: list[str] = []
+    for word in words[:limit]:
+        if not _WORD.fullmatch(word):
+            break
+        out.append(word)
+    return out
 
 
 #: gsutil commands whose first word is a sub-command (``acl get``, ``iam ch``).

@@ -6,13 +6,16 @@ Two kinds, because they are treated differently:
 * control plane (the runtime folder with the kernel endpoint's file and socket, the
   session store, the MCP trust file, all of ``~/.iac-code``, Jupyter's runtime folder
   with kernel connection files and the server's configuration files, found by
-  :mod:`jupyter_core.paths`, plus whatever the fronts :func:`register`; and every
+  :mod:`jupyter_core.paths`, and the default runtime folder a server started without
+  Jupyter's variables uses, plus whatever the fronts :func:`register`; and every
   ``JUPYTER_*``, ``JPY_*``, ``JUPYTERHUB_*`` variable): hidden from every process of a
   call, the guarded programs the guard runs included;
-* credentials (cloud CLI stores, SSH keys, ``.netrc`` ..., the ``sandbox_hidden_paths``
-  setting, files named by credential variables, and secret-bearing variables): hidden
-  from the shell only; a guarded program the guard runs gets them back (``aws s3 ls``
-  still works, a script's own HTTP client has nothing to send).
+* credentials (every store of :data:`iac_kernel.egress.stores.STORES` wherever its
+  variables move it, the ``sandbox_hidden_paths`` setting, and secret-bearing
+  variables): hidden from the shell; a guarded program the guard runs gets each store as
+  its table says - a placeholder copy, empty, or (what cannot be brokered) itself - and
+  the variables back (placeholders where brokered), so ``aws s3 ls`` still works and a
+  script's own HTTP client has nothing to send.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+import sys
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -28,72 +32,9 @@ from typing import Any
 from iac_kernel.control_paths import register as register
 from iac_kernel.control_paths import registered
 from iac_kernel.control_paths import unregister as unregister
+from iac_kernel.egress import stores
+from iac_kernel.masking.own_names import own_setting
 
-#: Credential stores under the home folder.
-HOME_CREDENTIALS = (
-    ".aws",
-    ".ssh",
-    ".kube",
-    ".config/gcloud",
-    ".azure",
-    ".terraform.d/credentials.tfrc.json",
-    ".terraformrc",
-    ".docker/config.json",
-    ".netrc",
-    ".git-credentials",
-    ".pgpass",
-    ".my.cnf",
-    ".config/gh",
-    ".config/git/credentials",
-    ".pulumi/credentials.json",
-    ".config/helm/registry",
-    ".vault-token",
-    ".gnupg",
-    ".password-store",
-    ".local/share/keyrings",
-    ".config/op",
-    ".boto",
-    ".s3cfg",
-    ".oci",
-    ".config/doctl",
-    ".config/hcloud",
-    ".config/rclone",
-    ".databrickscfg",
-    ".config/containers/auth.json",
-    ".config/hub",
-    ".npmrc",
-    ".pypirc",
-    ".cargo/credentials",
-    ".cargo/credentials.toml",
-    ".gem/credentials",
-    ".m2/settings.xml",
-    ".gradle/gradle.properties",
-    ".composer/auth.json",
-    # shell and client histories often hold a pasted token or `export SECRET=...`
-    ".bash_history",
-    ".zsh_history",
-    ".python_history",
-    ".psql_history",
-    ".mysql_history",
-    ".local/share/fish/fish_history",
-)
-#: Variables naming a credential file or socket (their targets are hidden too).
-PATH_VARIABLES = (
-    "GOOGLE_APPLICATION_CREDENTIALS",
-    "AWS_SHARED_CREDENTIALS_FILE",
-    "AWS_CONFIG_FILE",
-    "AWS_WEB_IDENTITY_TOKEN_FILE",
-    "KUBECONFIG",
-    "CLOUDSDK_CONFIG",
-    "AZURE_CONFIG_DIR",
-    "DOCKER_CONFIG",
-    "TF_CLI_CONFIG_FILE",
-    "NETRC",
-    "PGPASSFILE",
-    "SSH_AUTH_SOCK",
-    "GNUPGHOME",
-    "XDG_RUNTIME_DIR",
-)
 #: Variables that are never secret whatever their name or value looks like.
 _PLAIN = {"PATH", "HOME", "PWD", "OLDPWD", "SHELL", "USER", "LOGNAME", "TERM", "LANG"}
 _PLAIN |= {"TMPDIR", "HOSTNAME", "SHLVL", "_", "LS_COLORS", "PS1", "PS2", "PS4"}
@@ -106,7 +47,7 @@ _SECRET_NAME = re.compile(
 )
 _SECRET_SHAPES = (
     re.compile(r"(AKIA|ASIA|AROA|AIDA)[A-Z0-9]{16}"),  # AWS access key ids
-    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
+    re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----"),
     re.compile(r"[a-z][a-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@"),  # URL with a password
     re.compile(r"(?i)(password|passwd|pwd|secret|token)\s*[=:]\s*\S"),  # DSN / key=value
     re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}"),  # JWT
@@ -114,6 +55,20 @@ _SECRET_SHAPES = (
         r"(ghp|gho|ghu|ghs|ghr|github_pat|glpat|xox[abpr]|sk|sk-ant|hvs)[-_][A-Za-z0-9_-]{16,}"
     ),
     re.compile(r'"(private_key|client_secret|refresh_token)"'),
+    # Vault tokens: service, batch and recovery (``hvs.``, ``hvb.``, ``hvr.``), and the
+    # legacy ``s.``/``b.`` forms when the value is nothing else.
+    re.compile(r"(?<![A-Za-z0-9])hv[sbr]\.[A-Za-z0-9_-]{20,}"),
+    re.compile(r"^\s*[sb]\.[A-Za-z0-9]{24,}\s*$"),
+    # Connection strings with a key or signature (Azure storage, Service Bus, Event Hubs).
+    re.compile(r"(?i)(AccountKey|SharedAccessKey|SharedAccessSignature)\s*=\s*[^;\s]"),
+    # HTTP credentials: ``Basic <base64>``, ``Bearer <token>``.
+    # (the credential has a digit or a capital after a small letter: not "Basic setup").
+    re.compile(
+        r"^\s*(?i:basic|bearer|token)\s+(?=\S*(?:[0-9]|[a-z][A-Z]))[A-Za-z0-9._~+/=-]{8,}\s*$"
+    ),
+    re.compile(r"(?i)authorization\s*[:=]\s*\S"),
+    # A shared access signature (an Azure SAS token, a signed URL): ``sig=``.
+    re.compile(r"(?i)(^|[?&])sig=[A-Za-z0-9%+/=_-]{16,}"),
 )
 #: A long token-like value: letters and digits (and base64 / url-safe signs), no spaces.
 _TOKEN_LIKE = re.compile(r"[A-Za-z0-9+/=_-]{32,}")
@@ -163,7 +118,7 @@ def jupyter_paths(env: Mapping[str, str]) -> list[Path]:
     for this process's environment and for the folders ``env`` names."""
     from jupyter_core import paths as jp
 
-    runtime = [Path(jp.jupyter_runtime_dir())]
+    runtime = [Path(jp.jupyter_runtime_dir()), *default_runtime_dirs(env)]
     # ~/.jupyter too: the server may run with another JUPYTER_CONFIG_DIR than the kernel.
     config = [Path(p) for p in jp.jupyter_config_path()] + [home() / ".jupyter"]
     if env.get("JUPYTER_RUNTIME_DIR"):
@@ -179,14 +134,30 @@ def jupyter_paths(env: Mapping[str, str]) -> list[Path]:
     return [Path(os.path.expanduser(p)) for p in [*runtime, *files]]
 
 
+def default_runtime_dirs(env: Mapping[str, str]) -> list[Path]:
+    """Where a Jupyter server started without ``JUPYTER_RUNTIME_DIR`` and
+    ``JUPYTER_DATA_DIR`` writes its files, whatever this process has them set to: the
+    data folder's ``runtime`` as :mod:`jupyter_core.paths` finds it with them unset, for
+    the ``XDG_DATA_HOME`` of this process, of ``env`` and none, and with
+    ``JUPYTER_PLATFORM_DIRS`` on or off (a server is often started in another shell)."""
+    import platformdirs
+    from jupyter_core import paths as jp
+
+    home = Path(jp.get_home_dir())
+    data = [home / ".local" / "share"]
+    data += [Path(x) for x in (os.environ.get("XDG_DATA_HOME"), env.get("XDG_DATA_HOME")) if x]
+    folders = [d / jp.APPNAME for d in data]
+    folders.append(Path(platformdirs.user_data_dir(jp.APPNAME, appauthor=False)))
+    if sys.platform == "darwin":
+        folders.append(home / "Library" / "Jupyter")
+    return list(dict.fromkeys(folder / "runtime" for folder in folders))
+
+
 def credential_paths(settings: Any, env: Mapping[str, str]) -> list[Path]:
-    """Credential stores: the defaults, files named by credential variables, and the
-    ``sandbox_hidden_paths`` setting (``:`` or ``,`` separated)."""
-    paths = [home() / rel for rel in HOME_CREDENTIALS]
-    for name in PATH_VARIABLES:
-        for item in (env.get(name) or "").split(os.pathsep):
-            if item.strip() and os.path.isabs(os.path.expanduser(item.strip())):
-                paths.append(Path(os.path.expanduser(item.strip())))
+    """Credential stores (:func:`iac_kernel.egress.stores.shell_paths`: the defaults and
+    where ``env``'s variables move them) and the ``sandbox_hidden_paths`` setting (``:``
+    or ``,`` separated)."""
+    paths = stores.shell_paths(env, home())
     raw = getattr(settings, "sandbox_hidden_paths", "") or ""
     items = raw if isinstance(raw, (list, tuple)) else str(raw).replace(",", os.pathsep).split(":")
     paths += [Path(os.path.expanduser(str(i).strip())) for i in items if str(i).strip()]
@@ -225,7 +196,7 @@ def is_secret(name: str, value: str) -> bool:
     upper = name.upper()
     if upper in _PLAIN or upper.startswith("LC_"):
         return False
-    if _SECRET_NAME.search(upper):
+    if _SECRET_NAME.search(upper) and not own_setting(name):
         return True
     if any(shape.search(value) for shape in _SECRET_SHAPES):
         return True

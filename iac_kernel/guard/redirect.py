@@ -7,7 +7,16 @@ aws ``credential_process``, ``PYTHONPATH`` for the Python CLIs, terraform's CLI 
 
 Variables are matched by name and by pattern (``*_CONFIG_FILE``, ``*_PLUGIN*``,
 ``*_HOME`` ..., :mod:`.target`); ``PATH`` counts for the programs that find plugins or
-credential helpers on it. git is checked by its own configuration (git_creds.py);
+credential helpers on it. A variable of the program's own family (``KUBE*``, ``HELM_*``,
+``AWS_*``, ``CLOUDSDK_*``/``GOOGLE_*``/``BOTO*``, ``AZURE_*``, ``PULUMI_*``) that the
+call set to a path or a URL counts too, whatever its name. A variable that names a
+folder or program the CLI loads code from (``*_PLUGIN*``, ``*_EXTENSION*``,
+``*_EXTERNAL_DIFF``, ``*_DATA_HOME`` ..., :data:`.target.CODE_PATTERNS`) counts even when
+the session set it, if it names a place the call can write. Options that make the
+program run plugins or programs (kustomize's ``--enable-alpha-plugins``,
+``--enable-exec``, ``--enable-helm``, ``--helm-command``) or override its configuration
+from the command line (gsutil's ``-o Section:key=value``) count like the variables.
+git is checked by its own configuration (git_creds.py);
 terraform by where its CLI configuration and plugin folders are (:func:`terraform_reason`:
 a place the call can write), since its workspace files (``.terraform/providers``) already
 let a call run code in it, a known limit (docs/sandbox-secrets.md)."""
@@ -15,10 +24,13 @@ let a call run code in it, a known limit (docs/sandbox-secrets.md)."""
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Mapping, Sequence
 
 from iac_kernel.guard.git_creds import needs_credentials
-from iac_kernel.guard.target import by_pattern
+from iac_kernel.guard.hidden import is_secret
+from iac_kernel.guard.target import by_pattern, in_family, loads_code
+from iac_kernel.textsafe import printable
 
 #: Options that send the program's credentials elsewhere or run a program it names.
 FLAGS: dict[str, tuple[str, ...]] = {
@@ -43,6 +55,15 @@ FLAGS: dict[str, tuple[str, ...]] = {
     "pulumi": ("--cloud-url",),
 }
 FLAGS["oc"] = FLAGS["kubectl"]
+#: Options that make the program run plugins or a program they name: kustomize's exec
+#: and KRM function plugins, helm for charts (``--helm-command`` names the program).
+RUNS: dict[str, tuple[str, ...]] = {
+    "kubectl": ("--enable-alpha-plugins", "--enable-exec", "--enable-helm", "--helm-command"),
+}
+RUNS["oc"] = RUNS["kustomize"] = RUNS["kubectl"]
+#: Options that override the program's configuration from the command line: gsutil's
+#: ``-o Section:key=value`` sets any boto option (credentials, token URIs, hosts, proxies).
+OVERRIDES: dict[str, tuple[str, ...]] = {"gsutil": ("-o",)}
 #: Proxies: they see the program's traffic.
 _PROXIES = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY")
 #: Programs git runs (ssh, askpass, proxy, its own commands).
@@ -126,8 +147,8 @@ def changed(
     env: Mapping[str, str], base: Mapping[str, str], names: Sequence[str] | None = None
 ) -> list[str]:
     """Redirecting variables (``names``, else :data:`VARIABLES`, :data:`PREFIXES` and
-    the patterns of :func:`~.target.by_pattern`) that ``env`` sets differently from
-    ``base``."""
+    the patterns of :func:`~.target.by_pattern` and :func:`~.target.loads_code`) that
+    ``env`` sets differently from ``base``."""
     found = []
     for key in sorted(set(env) | set(base)):
         upper = key.upper()
@@ -135,7 +156,7 @@ def changed(
             if upper not in names:
                 continue
         elif upper not in VARIABLES and not upper.startswith(PREFIXES):
-            if not by_pattern(upper):
+            if not by_pattern(upper) and not loads_code(upper):
                 continue
         if env.get(key) != base.get(key) and env.get(key):
             found.append(key)
@@ -144,6 +165,63 @@ def changed(
 
 def _remote(argv: Sequence[str]) -> bool:
     return needs_credentials(argv)
+
+
+def family_paths(program: str, env: Mapping[str, str], base: Mapping[str, str]) -> list[str]:
+    """Variables of ``program``'s family (:data:`~.target.FAMILIES`) that ``env`` sets
+    differently from ``base`` to a path or a URL (a file, folder or endpoint the program
+    reads: ``BOTO_PATH``, ``AWS_DATA_PATH``, ``CLOUDSDK_PYTHON=/tmp/py`` ...)."""
+    return [
+        key
+        for key in sorted(env)
+        if in_family(program, key)
+        and env[key] != base.get(key)
+        and any(_is_path(w) or "://" in w for w in _words(env[key]))
+    ]
+
+
+def code_in_writable(program: str, env: Mapping[str, str], writable: Sequence[str]) -> list[str]:
+    """Variables of ``program``'s family naming a folder or program it loads code from
+    (:func:`~.target.loads_code`, a ``*_HOME`` or ``*_CONFIG_DIR``: plugins, extensions
+    and components live there) that point into ``writable``, wherever they were set."""
+    found = []
+    for key in sorted(env):
+        upper = key.upper()
+        if not in_family(program, key):
+            continue
+        if not (loads_code(upper) or upper.endswith(("_HOME", "_CONFIG_DIR"))):
+            continue
+        if any(_is_path(w) and _writable(w, writable) for w in _words(env[key])):
+            found.append(key)
+    return found
+
+
+def _words(value: str) -> list[str]:
+    """A value's words: a command line's (``diff -u``), a path list's items."""
+    try:
+        words = shlex.split(value)
+    except ValueError:
+        words = value.split()
+    listed = (w.split(os.pathsep) if w.startswith(("/", "~", ".")) else [w] for w in words)
+    return [item for items in listed for item in items if item]
+
+
+def _is_path(word: str) -> bool:
+    """A file or folder name as a path is written: absolute, ``~``, ``./``, ``../`` (not
+    an ARN's ``role/x``, not a passphrase with a ``/`` in it)."""
+    return word.startswith(("/", "~", "./", "../"))
+
+
+def _writable(word: str, writable: Sequence[str]) -> bool:
+    """``word`` names a place in ``writable``; a relative path is in the call's folder."""
+    path = os.path.expanduser(word)
+    return not os.path.isabs(path) or _inside(path, writable)
+
+
+def _shown(env: Mapping[str, str], key: str) -> str:
+    """``KEY=value`` for a question, a secret value as ``***``."""
+    value = "***" if is_secret(key, env[key]) else env[key]
+    return printable(f"{key}={value}")
 
 
 def terraform_reason(
@@ -183,25 +261,54 @@ def reason(
 ) -> str | None:
     """Why this command is asked although it only reads, or None (``writable``: the
     folders the call can write, as it sees them)."""
-    flags = FLAGS.get(program, ())
-    for arg in argv[1:]:
-        if arg == "--":
-            break
-        name = arg.partition("=")[0]
-        if name in flags or (len(arg) > 2 and arg[:2] in flags and arg[1] != "-"):
-            return f"{program} {name}: sends your credentials to, or runs, what it names"
+    flagged = _options_reason(program, argv)
+    if flagged:
+        return flagged
     if program in _OWN_CODE:
         return terraform_reason(program, env, base, writable)
     if program == "git":
         names = [n for n in changed(env, base, GIT_VARIABLES) if _remote(argv)]
     else:
-        names = changed(env, base)
+        names = changed(env, base) + family_paths(program, env, base)
         if program in _PATH_RUNS:
             names += changed(env, base, ("PATH",))
     if names:
-        shown = ", ".join(names)
+        shown = ", ".join(sorted(set(names)))
         return (
             f"{program} with {shown} set by the command: it could send your credentials "
             "elsewhere or run code the command wrote"
         )
+    loading = code_in_writable(program, env, writable) if program != "git" else []
+    if loading:
+        shown = ", ".join(_shown(env, key) for key in loading)
+        return (
+            f"{program} with {shown}: it loads plugins or runs programs from a place the "
+            "command can write"
+        )
+    return None
+
+
+def _options_reason(program: str, argv: Sequence[str]) -> str | None:
+    """Why an option of ``argv`` makes a read a question (:data:`FLAGS`, :data:`RUNS`,
+    :data:`OVERRIDES`), or None."""
+    flags = FLAGS.get(program, ())
+    runs = RUNS.get(program, ())
+    overrides = OVERRIDES.get(program, ())
+    args = list(argv[1:])
+    for i, arg in enumerate(args):
+        if arg == "--":
+            break
+        name = arg.partition("=")[0]
+        short = arg[:2] if len(arg) > 2 and arg[1] != "-" else ""
+        if name in flags or short in flags:
+            return f"{program} {name}: sends your credentials to, or runs, what it names"
+        if name in runs:
+            return f"{program} {name}: runs the plugins or the program it enables"
+        if name in overrides or short in overrides:
+            value = arg[2:].lstrip("=") if short in overrides else "".join(args[i + 1 : i + 2])
+            setting = printable(value.partition("=")[0])  # the value may be a secret
+            return (
+                f"{program} {short or name} {setting}: overrides its configuration (credentials, "
+                "token endpoints, hosts, proxies)"
+            )
     return None

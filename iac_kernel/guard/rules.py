@@ -7,6 +7,7 @@ the side of asking: a changing verb anywhere among the positional arguments coun
 
 from __future__ import annotations
 
+import fnmatch
 import shlex
 from collections.abc import Mapping, Sequence
 
@@ -84,6 +85,15 @@ _K8S_CHANGE = (
     _r("certificate approve", "approves a certificate"),
     _r("certificate deny", "denies a certificate"),
 )
+#: ``kubectl config`` commands that read the kubeconfig; every other one changes it.
+_K8S_CONFIG_READS = ("view", "current-context", "get-*")
+#: Context switchers (guarded when listed in ``guarded_programs``): what they switch, and
+#: the options that only read.
+_SWITCHERS = {
+    "kubectx": "the kube context",
+    "kubens": "the namespace of the current kube context",
+}
+_SWITCHER_READS = {"-c", "--current", "-h", "--help", "-V", "--version"}
 _K8S_READ = {"get", "describe", "logs", "top", "explain", "version", "api-resources"}
 _K8S_READ |= {"api-versions", "cluster-info", "diff", "auth", "events", "wait"}
 #: Other kubectl commands; any word beyond these may be a plugin (``kubectl-<word>`` on
@@ -94,12 +104,21 @@ _K8S_KNOWN = _K8S_READ | set(
     "annotate run expose autoscale debug cp exec attach proxy port-forward".split()
 )
 
+#: Local changes to the user's own CLI configuration outside the workspace: what every
+#: later command (the user's own terminals too) targets or pulls from.
+_KUBECONFIG = (
+    "changes the kubeconfig (the context, cluster or credentials every later command uses)"
+)
+_REPOS = "changes the chart repositories every later helm command pulls from"
+_REGISTRY = "changes the registry credentials helm stores"
 _HELM_CHANGE = (
     *_each("install upgrade uninstall un del delete rollback", "changes a Helm release"),
     _r("test", "runs the release's test pods"),
     _r("push", "pushes a chart to a registry"),
     _r("plugin install", "installs a plugin (runs its hooks)"),
     _r("plugin update", "updates a plugin (runs its hooks)"),
+    *(_r(f"repo {verb}", _REPOS) for verb in ("add", "remove")),
+    *(_r(f"registry {verb}", _REGISTRY) for verb in ("login", "logout")),
 )
 _HELM_READ = {"list", "ls", "status", "get", "history", "hist", "show", "inspect", "search"}
 _HELM_READ |= {"template", "version", "lint", "env", "diff", "verify"}
@@ -113,7 +132,7 @@ _PULUMI_CHANGE = (
     _r("up", "applies infrastructure changes"),
     _r("update", "applies infrastructure changes"),
     _r("destroy", "destroys infrastructure"),
-    _r("refresh", "rewrites the state", "--yes -y --skip-preview"),
+    _r("refresh", "rewrites the state (its prompt is answered on any terminal: `script`)"),
     _r("import", "writes to the state"),
     _r("state delete", "removes resources from the state"),
     _r("state unprotect", "changes the state"),
@@ -139,7 +158,27 @@ _PULUMI_CHANGE = (
     _r("policy rm", "removes a policy pack"),
     *(_r(f"env {verb}", "changes a Pulumi ESC environment") for verb in ("set", "rm", "edit")),
     *(_r(f"env {verb}", "changes a Pulumi ESC environment") for verb in ("init", "rotate")),
+    _r("env run", "runs a command with the Pulumi ESC environment's secrets"),
+    _r("stack select", "changes the current stack (what every later pulumi command targets)"),
+    _r("stack unselect", "changes the current stack (what every later pulumi command targets)"),
+    _r("login", "changes the backend every later pulumi command uses, and its credentials"),
+    _r("logout", "changes the backend every later pulumi command uses"),
+    _r("org set-default", "changes the default organization of every later pulumi command"),
+    _r("plugin install", "installs a plugin (code later commands run with your credentials)"),
+    _r("plugin rm", "removes plugins"),
+    _r("install", "installs the project's packages and plugins (their install scripts run)"),
+    _r("new", "creates a project and a stack in the backend"),
 )
+#: pulumi groups whose every command but these reads changes something.
+_PULUMI_GROUPS = {
+    "state": ("changes the state", ()),
+    "config": ("changes the stack's configuration", ("get",)),
+    "env": ("changes a Pulumi ESC environment", ("ls", "get", "diff", "version", "tag")),
+    "env version": ("changes a Pulumi ESC environment", ("history", "ls")),
+    "env tag": ("changes a Pulumi ESC environment", ("ls", "get")),
+}
+#: pulumi commands that only preview with ``--preview-only``.
+_PULUMI_PREVIEWS = ("refresh", "destroy", "import")
 _PULUMI_READ = {"preview", "whoami", "version", "about", "logs", "stack ls", "stack output"}
 _PULUMI_READ |= {"config get", "stack", "stack history", "stack graph", "config", "plugin ls"}
 
@@ -187,6 +226,8 @@ def classify(program: str, argv: Sequence[str], env: Mapping[str, str] | None = 
     if name == "git":
         return _classify_git(git_argv(argv)[1:])
     args = [str(a) for a in argv[1:]]
+    if name in _SWITCHERS:
+        return _switcher(name, args)
     if name in ("terraform", "tofu", "terragrunt"):
         args = _tf_env_args(args, env)
     if name == "pulumi" and _truthy(env.get("PULUMI_SKIP_CONFIRMATIONS", "")):
@@ -197,6 +238,12 @@ def classify(program: str, argv: Sequence[str], env: Mapping[str, str] | None = 
     changes, reads = table
     positional = grammar.canonical(name, positionals(args))
     strict = aws_positionals(args) if name == "aws" else positional
+    if name == "pulumi" and _preview_only(args, positional):
+        return Verdict(READ)
+    if name in ("kubectl", "oc"):
+        local = _kubeconfig_change(name, grammar.canonical(name, _parsed(name, args).words))
+        if local:
+            return Verdict(CHANGE, local)
     for rule in changes:
         if matches(rule, args, positional) or matches(rule, args, strict):
             shown = " ".join([name, *rule.words])
@@ -205,12 +252,17 @@ def classify(program: str, argv: Sequence[str], env: Mapping[str, str] | None = 
             return Verdict(CHANGE, f"{shown}: {rule.reason}")
     for rule in PRINTS_CREDENTIALS.get(name, ()):
         if matches(rule, args, strict):
-            shown = " ".join([name, *rule.words])
+            said = _matched_words(rule.words, strict) if rule.words != ("*",) else None
+            shown = " ".join([name, *(said or rule.flags[:1])])
             return Verdict(CHANGE, f"{shown}: {rule.reason}")
     if name in ("kubectl", "oc"):
         secret = k8s_secret_read(args, grammar.canonical(name, _parsed(name, args).words))
         if secret:
             return Verdict(CHANGE, secret)
+    if name == "pulumi":
+        grouped = _pulumi_group(positional)
+        if grouped:
+            return Verdict(CHANGE, grouped)
     if name in ("kubectl", "oc", "helm"):
         unknown = _k8s_unknown(name, args)
         if unknown:
@@ -224,6 +276,16 @@ def classify(program: str, argv: Sequence[str], env: Mapping[str, str] | None = 
     if two in reads or head in reads:
         return Verdict(READ)
     return Verdict(OTHER)
+
+
+def _matched_words(words: Sequence[str], positional: Sequence[str]) -> list[str] | None:
+    """The first consecutive items of ``positional`` that ``words`` (fnmatch patterns)
+    match (``* list-keys`` -> ``redis list-keys``), or None."""
+    n = len(words)
+    for j in range(len(positional) - n + 1):
+        if all(fnmatch.fnmatchcase(positional[j + k], w) for k, w in enumerate(words)):
+            return list(positional[j : j + n])
+    return None
 
 
 def _tf_env_args(args: list[str], env: Mapping[str, str]) -> list[str]:
@@ -268,6 +330,55 @@ def _dry_run(name: str, args: list[str]) -> bool:
     option (not an option's value, not after ``--``); anything else (``none``,
     ``false``, ``0``, empty) is a real run."""
     return grammar.dry_run(_parsed(name, args), _DRY_VALUES)
+
+
+def _kubeconfig_change(name: str, words: list[str]) -> str | None:
+    """Why a ``kubectl config`` command changes the kubeconfig (``use-context``,
+    ``set-context --current --namespace``, ``set-credentials``, ``set``, ``delete-*``,
+    ``rename-context`` ...: every one but ``view``, ``current-context``, ``get-*``)."""
+    if len(words) < 2 or words[0] != "config":
+        return None
+    if any(fnmatch.fnmatchcase(words[1], p) for p in _K8S_CONFIG_READS):
+        return None
+    return f"{name} config {words[1]}: {_KUBECONFIG}"
+
+
+def _switcher(name: str, args: list[str]) -> Verdict:
+    """kubectx/kubens: listing and ``-c`` read; any name, ``-``, ``-d`` or ``-u`` switches
+    (or deletes) what every later command targets."""
+    if all(a in _SWITCHER_READS for a in args):
+        return Verdict(READ)
+    shown = " ".join([name, *args[:2]])
+    why = f"switches {_SWITCHERS[name]} (what every later command targets)"
+    return Verdict(CHANGE, f"{shown}: {why}")
+
+
+def _pulumi_group(positional: list[str]) -> str | None:
+    """Why a command of a pulumi group that changes by default (``state``, ``config``,
+    ``env``) is asked: any command of it that is not one of its reads."""
+    for i in range(len(positional)):
+        for group, (why, reads) in _PULUMI_GROUPS.items():
+            size = len(group.split())
+            if positional[i : i + size] != group.split() or len(positional) <= i + size:
+                continue
+            verb = positional[i + size]
+            if verb in reads:
+                continue
+            return f"pulumi {group} {verb}: {why}"
+    return None
+
+
+def _preview_only(args: list[str], positional: list[str]) -> bool:
+    """``--preview-only`` (true) on a pulumi command that then only previews."""
+    if not any(w in _PULUMI_PREVIEWS for w in positional[:1]):
+        return False
+    seen = []
+    for arg in args:
+        if arg == "--":
+            break
+        if arg == "--preview-only" or arg.startswith("--preview-only="):
+            seen.append(arg.partition("=")[2] or "true")
+    return bool(seen) and all(v.lower() in ("true", "1", "t") for v in seen)
 
 
 def _k8s_unknown(name: str, args: list[str]) -> str:

@@ -24,7 +24,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from iac_kernel.egress import inside
-from iac_kernel.egress.environment import INSTALL_HINT, mitmdump
+from iac_kernel.egress.environment import INSTALL_HINT, environment_dir, install_problem
 
 #: Where the call's private temporary folder appears in the sandbox: its TMPDIR, the only
 #: temporary folder a call can write (a TMPDIR pointing elsewhere is read-only inside and
@@ -37,6 +37,10 @@ SANDBOX_ENV = MappingProxyType({"TMPDIR": TMP_MOUNT})
 GUARD_MOUNT = "/tmp/.iac-guard"
 #: Where the launcher directory appears in the sandbox (first on PATH).
 LAUNCHER_MOUNT = "/tmp/.iac-guard-bin"
+#: Where a guarded program's sandbox sees its own run's folder (its relay socket): over
+#: an empty folder of the guard folder, so the call's shell sees only that empty folder.
+RUN_FOLDER = "run"
+RUN_MOUNT = f"{GUARD_MOUNT}/{RUN_FOLDER}"
 
 REDUCED_STATUS = "guard: reduced, install bubblewrap"
 SANDBOX_STATUS = "guard: sandbox (bubblewrap)"
@@ -88,7 +92,9 @@ def status_text() -> str:
     reason = unusable_reason()
     if reason is not None:
         return f"{REDUCED_STATUS} ({reason})"
-    return SANDBOX_STATUS if mitmdump() is not None else f"{SANDBOX_STATUS}; {INSTALL_HINT}"
+    # The egress proxy is installed on first use: only a failed install is news here.
+    problem = install_problem()
+    return SANDBOX_STATUS if problem is None else f"{SANDBOX_STATUS}; {INSTALL_HINT}; {problem}"
 
 
 def state_dir() -> Path:
@@ -197,11 +203,14 @@ class Layout:
         extra: Sequence[str] = (),
         guarded: bool = False,
         originals: bool = False,
+        run_route: tuple[Path, int] | None = None,
     ) -> list[str]:
         """``bwrap`` and its options (``extra`` last), up to and including ``--`` (and,
         with the egress route, the forwarder that then runs the command).
         ``guarded``: the sandbox of a guarded program the guard runs (credentials and
-        the network are its own)."""
+        the network are its own); ``run_route``: that run's own relay folder and
+        forwarder port (the only route on which brokered credentials work), mounted at
+        :data:`RUN_MOUNT` in this sandbox alone."""
         args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         args += ["--bind", str(self.tmp_dir), TMP_MOUNT]
         for path in own_paths_under_tmp():  # our code and Python, if installed under /tmp
@@ -209,6 +218,8 @@ class Layout:
         for path in [*self.writable, self.cwd]:
             if path.exists():
                 args += ["--bind", str(path), str(path)]
+        for path in own_code_under([*self.writable, self.cwd, Path(TMP_MOUNT)]):
+            args += ["--ro-bind", path, path]  # the agent's code, even in a writable folder
         for path in self._hidden():
             args += ["--tmpfs", str(path)]
         args += ["--ro-bind", str(self.guard_dir), GUARD_MOUNT]
@@ -229,7 +240,11 @@ class Layout:
                 args += ["--ro-bind", str(placeholder), str(real)]
         args += self._empty_mounts([state_dir()])  # last: the empty file lives there
         args += ["--unshare-net", *_userns_args(bwrap), "--unshare-pid", "--die-with-parent"]
+        if run_route is not None:
+            args += ["--ro-bind", str(run_route[0]), RUN_MOUNT]
         args += ["--cap-drop", "ALL", "--chdir", chdir or str(self.cwd), *extra]
+        if run_route is not None:
+            return [*args, *inside.route_args(run_route[1], RUN_MOUNT)]
         if self.egress_port is None or not self.routed(guarded):
             return [*args, "--"]
         # After ``extra``: a --clearenv keeps the proxy variables.
@@ -333,6 +348,26 @@ def empty_file() -> Path:
         os.chmod(tmp, 0o444)
         os.replace(tmp, path)
     return path
+
+
+def own_code_under(binds: Sequence[Path]) -> list[str]:
+    """The agent's own code that lies in one of ``binds`` (writable folders): this package,
+    the interpreter's prefixes (its venv) and the egress proxy's environment, which the
+    host runs (a lazily imported module, a proxy addon). Mounted read-only over
+    themselves after the writable binds; the package also when a bind lies inside it."""
+    package = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+    roots = [os.path.realpath(b) for b in binds]
+
+    def within(path: str, folder: str) -> bool:
+        return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+    found: list[str] = []
+    for path in (package, sys.prefix, sys.base_prefix, sys.exec_prefix, environment_dir()):
+        real = os.path.realpath(path)
+        under = any(within(real, r) or (path is package and within(r, real)) for r in roots)
+        if under and real not in found and os.path.isdir(real):
+            found.append(real)
+    return found
 
 
 @functools.lru_cache(maxsize=1)

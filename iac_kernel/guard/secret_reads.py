@@ -1,10 +1,19 @@
 """Read-only commands that print credentials: asked per call like a change (the guard
 runs guarded programs with the user's real credentials, so their output is the one way
-a credential reaches the model from a bash call)."""
+a credential reaches the model from a bash call).
+
+Known commands are listed (:data:`PRINTS_CREDENTIALS`); the cloud CLIs' reads are also
+judged by class, from the words of their command's name (:func:`cloud_credential_read`:
+``get-password-data``, ``get-auth-string``, ``appsettings list``, a function's
+environment ...), so a command nobody listed is asked too.
+"""
 
 from __future__ import annotations
 
-from iac_kernel.guard.ruleset import Rule
+import fnmatch
+from collections.abc import Sequence
+
+from iac_kernel.guard.ruleset import Rule, has_words
 from iac_kernel.guard.ruleset import rule as _r
 
 _PRINTS = "prints credentials"
@@ -18,6 +27,7 @@ PRINTS_CREDENTIALS: dict[str, tuple[Rule, ...]] = {
         _r("secrets versions access", f"{_PRINTS} (a secret's value)"),
         _r("iam service-accounts keys create", f"{_PRINTS} (a new key)"),
         _r("sql generate-login-token", f"{_PRINTS} (a login token)"),
+        _r("* get-credentials", "writes credentials into the kubeconfig and switches its context"),
     ),
     "aws": (
         _r("sts get-session-token", f"{_PRINTS} (session credentials)"),
@@ -133,3 +143,71 @@ def _outputs(args: list[str]) -> list[str]:
 
 
 PRINTS_CREDENTIALS["terragrunt"] = PRINTS_CREDENTIALS["terraform"]
+
+
+#: Words of a command's name (its path and verb, split at ``-``) that say it returns a
+#: credential, wherever they stand.
+CREDENTIAL_WORDS = frozenset(
+    "password passwords passwd credential credentials creds token tokens kubeconfig "
+    "appsettings plaintext decrypted sas".split()
+)
+#: Two such words in a row that do.
+CREDENTIAL_PAIRS = frozenset(
+    "api-key api-keys stream-key stream-keys auth-string auth-strings connection-string "
+    "connection-strings app-settings secret-value secret-values environment-variables "
+    "env-vars".split()
+)
+#: The thing a fetching verb returns (``get-key``, ``secret show``, ``admin-key show``).
+FETCHED = frozenset("secret secrets login key keys".split())
+#: Verbs that return one thing whole (``batch-get`` too; ``list`` of keys too, for az).
+_FETCH_VERBS = frozenset("get show download access export print reveal retrieve".split())
+#: Reads that return a function's or service's environment variables.
+FUNCTION_ENVIRONMENTS: dict[str, tuple[str, ...]] = {
+    "aws": (
+        "get-function",
+        "get-function-configuration",
+        "list-functions",
+        "list-versions-by-function",
+    ),
+    "gcloud": ("functions describe", "run * describe", "app versions describe"),
+}
+
+
+def cloud_credential_read(program: str, path: Sequence[str]) -> str | None:
+    """Why a cloud CLI's command returns a credential, judged by the words of its name,
+    or None. ``path``: aws's service and operation, gcloud's and az's groups and verb
+    (operands and option values left out)."""
+    if not path:
+        return None
+    shown = " ".join([program, *path])
+    if _function_environment(program, path):
+        return f"{shown}: {_PRINTS} (a function's environment variables)"
+    groups = path[1:-1] if program == "aws" else path[:-1]  # an aws service is no noun
+    head, _, rest = path[-1].partition("-")
+    own = rest.split("-") if rest else []  # the verb's own noun: get-[password-data]
+    nouns = [seg for word in groups for seg in word.split("-")] + own
+    for i, seg in enumerate(nouns):
+        pair = "-".join(nouns[i : i + 2])
+        if pair in CREDENTIAL_PAIRS:
+            return f"{shown}: {_PRINTS} ('{pair}' in its name)"
+        if seg in CREDENTIAL_WORDS:
+            return f"{shown}: {_PRINTS} ('{seg}' in its name)"
+    # What a fetching verb returns: an aws operation's own noun (`get-key`, not
+    # `get-key-policy`); else the group before the verb (`secret show`) or its own noun.
+    fetched = own[-1:]
+    if program != "aws":
+        fetched += [w.split("-")[-1] for w in groups[-1:]]
+    if head == "batch" and own[:1] == ["get"]:
+        head = "get"
+    wanted = FETCHED if head in _FETCH_VERBS else set()
+    if program == "az" and head == "list":  # az lists keys with their values
+        wanted = {"key", "keys"}
+    found = next((word for word in fetched if word in wanted), None)
+    return f"{shown}: {_PRINTS} (it returns a {found})" if found else None
+
+
+def _function_environment(program: str, path: Sequence[str]) -> bool:
+    patterns = FUNCTION_ENVIRONMENTS.get(program, ())
+    if program == "aws":
+        return len(path) > 1 and any(fnmatch.fnmatchcase(path[1], p) for p in patterns)
+    return any(len(p.split()) == len(path) and has_words(p.split(), path) for p in patterns)

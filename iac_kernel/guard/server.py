@@ -14,13 +14,18 @@ import contextlib
 import dataclasses
 import logging
 import os
+import shutil
 import signal
 import socket
+import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from iac_kernel.egress.decide import GuardedRun
+from iac_kernel.egress.proxy import Route
 from iac_kernel.guard import (
     callers,
     git_creds,
@@ -40,8 +45,8 @@ from iac_kernel.guard.loader_env import without_loader_variables
 from iac_kernel.guard.output_filter import Relay
 from iac_kernel.guard.procs import signal_group
 from iac_kernel.guard.reals import is_pyenv_shim
-from iac_kernel.guard.rules import Verdict, program_name
-from iac_kernel.guard.sandbox import GUARD_MOUNT, Layout
+from iac_kernel.guard.rules import READ, Verdict, program_name
+from iac_kernel.guard.sandbox import GUARD_MOUNT, Layout, state_dir
 from iac_kernel.guard.spawn import start_program
 from iac_kernel.guard.startup import CannotStart, Refused, not_on_path
 from iac_kernel.peercred import peer_pid
@@ -86,6 +91,11 @@ class ApprovalServer:
     _asking_since: float | None = None
     #: The sandboxes (bwrap pids) of running guarded terraform/tofu.
     _originals: set[int] = field(default_factory=set)
+    #: The sandboxes (bwrap pids) of every running guarded program (git_creds.Run).
+    _runs: dict[int, git_creds.Run] = field(default_factory=dict)
+    #: Opens a guarded run's own egress route: ``(run, folder) -> Route | None`` (the
+    #: relay socket in ``folder``, which only that run's sandbox sees). None: no proxy.
+    open_run_route: Callable[[GuardedRun, Path], Awaitable[Route | None]] | None = None
 
     def paused(self) -> float:
         """Seconds spent waiting for answers so far, including a question still open."""
@@ -164,20 +174,29 @@ class ApprovalServer:
             if problem:
                 raise Refused(problem)
         # Local git commands run without credentials: the repository's own configuration
-        # and hooks, which the call can write, can make git run anything (git_creds.py).
-        reveal = program != "git" or git_creds.needs_credentials(argv)
+        # and hooks, which the call can write, can make git run anything; a helper git
+        # runs itself is part of that git's run (git_creds.py).
+        place = git_creds.placement(program, argv, pid, self._runs)
+        if place.skip:
+            return 0
+        reveal = place.reveal
         run_env = env if reveal else without_loader_variables(request["env"])
-        verdict = await exec_verdict(
-            program,
-            argv,
-            cwd,
-            env,
-            run_env=run_env,
-            reveal=reveal,
-            base_env=self.base_env,
-            layout=self.layout,
-            git_reader=self._git_reader(argv[0]) if program == "git" else None,
-            peer=peer_pid(conn),
+        verdict = (
+            Verdict(READ, "run by git itself")
+            if place.helper
+            else await exec_verdict(
+                program,
+                argv,
+                cwd,
+                env,
+                run_env=run_env,
+                reveal=reveal,
+                base_env=env if place.nested else self.base_env,
+                layout=self.layout,
+                git_reader=self._git_reader(argv[0]) if program == "git" else None,
+                peer=peer_pid(conn),
+                nested=place.nested,
+            )
         )
         env = run_env
         entry = {"argv": argv, "cwd": cwd, "kind": verdict.kind, "outcome": "run"}
@@ -206,7 +225,16 @@ class ApprovalServer:
                 code = await tf_init.without_input(program, run_argv, numbers, fds, run)
             else:
                 code = await self._run(
-                    program, run_argv, cwd, env, numbers, fds, conn, reveal, masking
+                    program,
+                    run_argv,
+                    cwd,
+                    env,
+                    numbers,
+                    fds,
+                    conn,
+                    reveal,
+                    masking,
+                    approved=verdict.changing or place.approved,
                 )
         except Refused as exc:
             entry["outcome"] = "refused"
@@ -304,10 +332,13 @@ class ApprovalServer:
         conn,
         reveal: bool = True,
         masking: Any = None,
+        approved: bool = False,
     ) -> int:
         """Start the real program with the launcher's stdio ``fds`` (its fd ``numbers``);
         ``fds`` are closed here and the list emptied (the caller must not close them).
-        ``masking``: a filter maker its stdout and stderr go through (``Relay``)."""
+        ``masking``: a filter maker its stdout and stderr go through (``Relay``);
+        ``approved``: the user approved this run (its cloud operations are not asked
+        again at the wire)."""
         stdio = dict(zip(numbers, fds, strict=False))
         relay = Relay(stdio, masking) if masking is not None else None
         if relay is not None:
@@ -318,8 +349,13 @@ class ApprovalServer:
         run_argv = [program_name(argv[0]) if dashed else program, *argv[1:]]
         std = {k: stdio.get(i, asyncio.subprocess.DEVNULL) for i, k in enumerate(("i", "o", "e"))}
         held: list[Held] = []
+        route: tuple[Path, Route] | None = None
         try:
             held = await self._hold(program, argv, cwd, env)
+            # Only a run that holds the credentials gets a relay of its own; one run
+            # without them (a local git command) goes out like the shell.
+            if reveal:
+                route = await self._run_route(GuardedRun(program, tuple(run_argv), approved))
             proc = await start_program(
                 real,
                 run_argv,
@@ -330,8 +366,10 @@ class ApprovalServer:
                 self.bwrap,
                 guarded=reveal,
                 original=program in ORIGINALS,
+                run_route=(route[0], route[1].port) if route else None,
             )
         except BaseException:  # it never started
+            await self._close_run_route(route)
             if relay is not None:
                 relay.close()
             if held:
@@ -344,6 +382,7 @@ class ApprovalServer:
         if relay is not None:
             relay.start()
         self._groups.add(proc.pid)
+        self._runs[proc.pid] = (program, reveal, approved)
         if program in ORIGINALS:
             self._originals.add(proc.pid)
         callers.started(proc.pid)
@@ -359,7 +398,9 @@ class ApprovalServer:
             watcher.cancel()
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
+            await self._close_run_route(route)
             self._groups.discard(proc.pid)
+            self._runs.pop(proc.pid, None)
             self._originals.discard(proc.pid)
             callers.ended(proc.pid)
             if program in ORIGINALS and self.cover is not None:
@@ -368,6 +409,30 @@ class ApprovalServer:
                     await asyncio.to_thread(self.cover.settle, held)
                 except Exception:  # a bug here must not lose the exit status
                     log.exception("guard: masking what terraform wrote failed")
+
+    async def _run_route(self, run: GuardedRun) -> tuple[Path, Route] | None:
+        """The run's own relay, in a folder of the guard's state (hidden in every sandbox)
+        that only this run's sandbox mounts: the shell cannot connect to it, so only this
+        run's processes can make the broker swap a credential."""
+        if self.open_run_route is None or self.layout is None:
+            return None
+        folder = Path(tempfile.mkdtemp(prefix="run-", dir=state_dir()))
+        os.chmod(folder, 0o755)
+        try:
+            route = await self.open_run_route(run, folder)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        if route is None:
+            shutil.rmtree(folder, ignore_errors=True)
+            return None
+        return folder, route
+
+    @staticmethod
+    async def _close_run_route(route: tuple[Path, Route] | None) -> None:
+        if route is not None:
+            await route[1].close()
+            shutil.rmtree(route[0], ignore_errors=True)
 
     async def _hold(self, program: str, argv: list[str], cwd: str, env: dict) -> list[Held]:
         """Cover in the shell what a guarded terraform/tofu may write, before it starts

@@ -43,15 +43,22 @@ async def start_program(
     bwrap: str | None,
     guarded: bool = True,
     original: bool = False,
+    run_route: tuple[Path, int] | None = None,
 ) -> asyncio.subprocess.Process:
     """Start ``real`` as ``argv`` in ``cwd`` with ``env`` and the stdio ``std`` (keys
-    ``i``, ``o``, ``e``), in its own process group; raises
+    ``i``, ``o``, ``e``), in its own process group (``run_route``: the run's own relay
+    folder and port, see :meth:`Layout.bwrap_args`); raises
     :class:`~iac_kernel.guard.startup.CannotStart` when it cannot start."""
     if layout is not None and bwrap:
         fd, script = exec_fd(real, sandbox_python())
         extra = ["--clearenv", *setenv_args(env)]
         command = layout.bwrap_args(
-            bwrap, chdir=cwd, extra=extra, guarded=guarded, originals=original
+            bwrap,
+            chdir=cwd,
+            extra=extra,
+            guarded=guarded,
+            originals=original,
+            run_route=run_route,
         )
         try:
             return await asyncio.create_subprocess_exec(

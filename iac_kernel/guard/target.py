@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from iac_kernel.config import ENV_PREFIX
 from iac_kernel.guard.hidden import is_secret
 from iac_kernel.masking.trust_store import is_path, is_trust_store
 from iac_kernel.textsafe import printable
@@ -44,7 +45,10 @@ RETARGETING = (
     "GIT_CONFIG_GLOBAL",
     "GIT_SSH_COMMAND",
 )
-#: Prefixes of such variables.
+#: Prefixes of such variables: terraform's and the CLIs' own, and every family that the
+#: CLIs and terraform's providers read an account, project, region, cluster, namespace,
+#: endpoint or credential from (``GOOGLE_PROJECT``, ``KUBE_CTX``, ``KUBE_CONFIG_PATHS``,
+#: ``HELM_KUBECONTEXT``, ``ARM_SUBSCRIPTION_ID``, ``AZURE_*`` ...).
 RETARGETING_PREFIXES = (
     "TF_CLI_ARGS",
     "TOFU_CLI_ARGS",
@@ -54,7 +58,65 @@ RETARGETING_PREFIXES = (
     "CLOUDSDK_",
     "PULUMI_",
     "GIT_CONFIG_",
+    "AWS_",
+    "GOOGLE_",
+    "GCLOUD_",
+    "GCE_",
+    "KUBE",
+    "HELM_",
+    "ARM_",
+    "AZURE_",
+    "BOTO_",
+    "VAULT_",
 )
+#: Name patterns of the same kind for providers of any family (shown, never asked for by
+#: themselves: ``CLOUDFLARE_ACCOUNT_ID``, ``DIGITALOCEAN_REGION``, ``CONSUL_HTTP_ADDR``).
+SHOWN_PATTERNS = (
+    "*_PROJECT",
+    "*_PROJECT_ID",
+    "*_REGION",
+    "*_ZONE",
+    "*_SUBSCRIPTION_ID",
+    "*_TENANT_ID",
+    "*_ACCOUNT_ID",
+    "*_NAMESPACE",
+    "*_CONTEXT",
+    "*_ENDPOINT*",
+    "*_HOST",
+    "*_ADDR",
+    "*_API_URL",
+)
+#: Name patterns of variables that name a folder or program from which a CLI loads and
+#: runs code: plugins, extensions, components, an external diff or editor, an
+#: interpreter (``KUBECTL_EXTERNAL_DIFF``, ``KUBECTL_PLUGINS_PATH``, ``HELM_PLUGINS``,
+#: ``HELM_DATA_HOME``, ``AZURE_EXTENSION_DIR``, ``CLOUDSDK_PYTHON`` ...). Asked when the
+#: command sets one, or when one names a place the command can write (:mod:`.redirect`).
+CODE_PATTERNS = (
+    "*_PLUGIN*",
+    "*_EXTENSION*",
+    "*_COMPONENT*",
+    "*_EXTERNAL_DIFF",
+    "*_EDITOR",
+    "*_DATA_HOME",
+    "*_PYTHON*",
+    "*_COMMAND",
+    "*_PROGRAM",
+    "*_HOOK*",
+)
+#: The variables each CLI reads (its family): one of them set by the command to a path or
+#: a URL points the program at something the command chose (:mod:`.redirect`).
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "kubectl": ("KUBE", "KUSTOMIZE_"),
+    "kustomize": ("KUSTOMIZE_", "KUBE"),
+    "helm": ("HELM_", "KUBE"),
+    "aws": ("AWS_", "BOTO"),
+    "gcloud": ("CLOUDSDK_", "GOOGLE_", "GCE_", "BOTO", "GCLOUD_"),
+    "az": ("AZURE_", "AZ_"),
+    "pulumi": ("PULUMI_",),
+}
+FAMILIES["oc"] = FAMILIES["kubectl"]
+FAMILIES["gsutil"] = FAMILIES["gcloud"]
+FAMILIES["kubectx"] = FAMILIES["kubens"] = FAMILIES["kubectl"]
 #: Name patterns of such variables: a program's config file or folder, plugin folders,
 #: its home, CA bundles and proxies, extra CLI arguments (``HELM_PLUGINS``,
 #: ``TF_PLUGIN_CACHE_DIR``, ``CLOUDSDK_CONFIG``, ``DOCKER_CONFIG``, ``PULUMI_HOME`` ...).
@@ -78,13 +140,31 @@ def is_retargeting(name: str) -> bool:
     """``name`` (any case) is a retargeting variable: an exact name, a prefix or a
     pattern above."""
     upper = name.upper()
-    return upper in RETARGETING or upper.startswith(RETARGETING_PREFIXES) or by_pattern(upper)
+    if upper.startswith(ENV_PREFIX):  # the agent's own settings: never a program's target
+        return False
+    return (
+        upper in RETARGETING
+        or upper.startswith(RETARGETING_PREFIXES)
+        or by_pattern(upper)
+        or loads_code(upper)
+        or any(fnmatch.fnmatchcase(upper, p) for p in SHOWN_PATTERNS)
+    )
 
 
 def by_pattern(name: str) -> bool:
     """``name`` matches one of :data:`RETARGETING_PATTERNS` (a config file or folder,
     plugins, a home, a CA bundle, a proxy, extra CLI arguments)."""
     return any(fnmatch.fnmatchcase(name.upper(), p) for p in RETARGETING_PATTERNS)
+
+
+def loads_code(name: str) -> bool:
+    """``name`` matches one of :data:`CODE_PATTERNS` (a folder or program a CLI runs)."""
+    return any(fnmatch.fnmatchcase(name.upper(), p) for p in CODE_PATTERNS)
+
+
+def in_family(program: str, name: str) -> bool:
+    """``name`` is one of the variables ``program`` reads (:data:`FAMILIES`)."""
+    return name.upper().startswith(FAMILIES.get(program, ("\0",)))
 
 
 _KUBE = ("kubectl", "oc", "helm")

@@ -42,6 +42,7 @@ _MASKER_SOURCES = (
     "masking/values.py",
     "masking/shapes.py",
     "masking/trust_store.py",
+    "masking/own_names.py",
     "terraform/sensitive.py",
 )
 #: Hex digits kept of a fingerprint (64 bits: a collision between a value known now and

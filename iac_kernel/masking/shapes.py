@@ -19,8 +19,8 @@ RULES: list[tuple[str, re.Pattern[str]]] = [
     (
         "private-key",
         re.compile(
-            r"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----(?P<s>.+?)"
-            r"(?:-----END \1PRIVATE KEY-----|\Z)",
+            r"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY(?P<b>(?: BLOCK)?)-----(?P<s>.+?)"
+            r"(?:-----END \1PRIVATE KEY(?P=b)-----|\Z)",
             re.DOTALL,
         ),
     ),
@@ -94,19 +94,63 @@ RULES: list[tuple[str, re.Pattern[str]]] = [
         "netrc-password",
         re.compile(r"\blogin\s+\S+\s+password\s+" + _NOT_MASKED + r"(?P<s>\S+)"),
     ),
+    (  # Vault service, batch and recovery tokens
+        "vault-token",
+        re.compile(r"(?<![A-Za-z0-9_.-])(?P<s>hv[sbr]\.[A-Za-z0-9_-]{20,}+)"),
+    ),
+    (  # a legacy Vault token (``s.`` + 24) where a token is named
+        "vault-token",
+        re.compile(
+            r"(?i:token)[\"']?\s*[=:]?\s*[\"']?(?<![A-Za-z0-9_.-])(?P<s>[sb]\.[A-Za-z0-9]{24})"
+            r"(?![A-Za-z0-9_.-])"
+        ),
+    ),
+    (  # the key of a connection string (Azure storage, Service Bus, Event Hubs, IoT)
+        "connection-key",
+        re.compile(
+            r"(?<![A-Za-z0-9])(?i:AccountKey|SharedAccessKey)\s*=\s*"
+            + _NOT_MASKED
+            + r"(?P<s>[^;\s\"'&]+)"
+        ),
+    ),
+    (  # HTTP Basic credentials: base64 of user:password (a digit or a capital after a
+        # small letter: not "basic configuration")
+        "basic-auth",
+        re.compile(
+            r"(?<![A-Za-z0-9_-])(?i:basic)[ \t]+"
+            r"(?P<s>(?=[A-Za-z0-9+/]{0,512}(?:[0-9]|[a-z][A-Z]))[A-Za-z0-9+/]{8,}+={0,2})"
+            r"(?![A-Za-z0-9+/=])"
+        ),
+    ),
+    (  # an HTTP bearer token (with a digit: not prose)
+        "bearer-token",
+        re.compile(
+            r"(?<![A-Za-z0-9_-])(?i:bearer)[ \t]+"
+            + _NOT_MASKED
+            + r"(?P<s>(?=[A-Za-z0-9._~+/-]{0,512}[0-9])[A-Za-z0-9._~+/-]{16,}+=*)"
+        ),
+    ),
+    (  # the signature of a shared access signature or a signed URL
+        "url-signature",
+        re.compile(
+            r"(?<![A-Za-z0-9_-])(?i:sig|x-amz-signature|x-goog-signature)="
+            r"(?P<s>[A-Za-z0-9%+/=_-]{16,}+)"
+        ),
+    ),
 ]
 
 #: A cheap first look for text that is not ASCII: with none of these it matches no rule.
 _HINTS = re.compile(
     r"PRIVATE KEY|AKIA|ASIA|[A-Za-z0-9/+]{40}|(?i:secret|token|password|passwd|pwd|key|"
-    r"credential)|://|gh[pousr]_|github_pat_|xox|AIza|eyJ"
+    r"credential|basic|bearer|sig=|signature=)|://|gh[pousr]_|github_pat_|xox|AIza|eyJ|hv[sbr]\."
 )
 
 #: What is searched for in lower-cased ASCII text before any rule runs.
 GATE = (
     "private key", "akia", "asia", "secret", "token", "_key", "client-key", "passw", "pwd=",
     "_pwd", "://", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "xox", "aiza", "eyj",
-    "login", "credential",
+    "login", "credential", "hvs.", "hvb.", "hvr.", "accountkey", "sharedaccesskey", "basic",
+    "bearer", "sig=", "signature=",
 )  # fmt: skip
 #: Per rule of :data:`RULES` (same order): strings of :data:`GATE` one of which every
 #: match of the rule holds once lower-cased (``None``: the bare AWS secret, which needs a
@@ -128,6 +172,12 @@ ANCHORS: list[tuple[str, ...] | None] = [
     ("aiza",),
     ("eyj",),
     ("login",),  # and "password": checked in :func:`rules_wanted`
+    ("hvs.", "hvb.", "hvr."),
+    ("token",),
+    ("accountkey", "sharedaccesskey"),
+    ("basic",),
+    ("bearer",),
+    ("sig=", "signature="),
 ]
 #: ASCII bytes of the bare secret's class -> ``a``, every other byte -> space.
 _RUN_CLASS = bytes(
@@ -159,13 +209,15 @@ def mask_shapes(text: str) -> str:
 
 #: Rules that match case as it is: what the text itself (not lower-cased) must hold.
 CASED = {
-    "private-key": lambda text: "PRIVATE KEY-----" in text,
+    "private-key": lambda text: "PRIVATE KEY" in text,
     "aws-access-key-id": lambda text: "AKIA" in text or "ASIA" in text,
     "slack-token": lambda text: _SLACK.search(text) is not None,
     "google-api-key": lambda text: "AIza" in text,
     "jwt": lambda text: "eyJ" in text,
     "netrc-password": lambda text: "login" in text and "password" in text,
+    "vault-token": lambda text: _VAULT.search(text) is not None,
 }
+_VAULT = re.compile(r"hv[sbr]\.|[sb]\.")
 _SLACK = re.compile(r"xox[abposr]-")
 
 
@@ -197,8 +249,8 @@ def _replace(match: re.Match[str], kind: str) -> str:
     return whole[: start - offset] + f"[REDACTED:{kind}]" + whole[end - offset :]
 
 
-_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")
-_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY-----")
+_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
+_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
 #: How much of a line without its end a stream holds back when the line is very long (a
 #: shape is matched within a line: the unfinished line is held up to this and beyond).
 HOLD = 512

@@ -79,6 +79,15 @@ def describe(record: dict[str, Any]) -> list[str]:
     if record.get("exit") is not None:
         outcome += f" (exit {record['exit']})"
     when = record.get("recorded_at") or record.get("answered_at") or "?"
+    if record.get("kind") == "cloud_operation":  # judged at the wire (egress/decide.py)
+        message = str(record.get("message") or "").splitlines()
+        return [
+            f"{when}  {outcome}  {record.get('operation', '?')}  [cloud operation]",
+            f"  sent by `{record.get('command', '?')}` to {record.get('host', '?')}, "
+            f"request sha256 {str(record.get('request_sha256', '?'))[:12]}",
+            *[f"  {line[:200]}" for line in message[:1]],
+            f"  session {record.get('session_id', '?')} in {record.get('cwd', '?')}",
+        ]
     command = record.get("command") or f"{record.get('tool', '?')} {record.get('plan_file', '')}"
     lines = [f"{when}  {outcome}  {command}  [{record.get('form', '?')}]"]
     plan = record.get("plan_file")

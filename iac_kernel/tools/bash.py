@@ -11,6 +11,8 @@ import signal
 import sys
 from typing import Any
 
+from iac_kernel.egress import environment
+from iac_kernel.egress.proxy import proxy
 from iac_kernel.guard import callers
 from iac_kernel.guard.call import GuardedCall, SandboxRequired, guarded_programs
 from iac_kernel.guard.sandbox import unusable_reason
@@ -40,6 +42,16 @@ MAX_TIMEOUT = 1800.0
 #: After the command's shell exits, how long to wait for the output pipe to close.
 DRAIN_SECONDS = 2.0
 _POLL = 0.05
+#: What programs print when a name does not resolve or a host is unreachable (curl, wget,
+#: git, Python, Go, Node, ssh, pip): in a sandbox without the egress route, that call
+#: tried the network.
+_NO_NETWORK = re.compile(
+    r"could not resolve|couldn't resolve|unable to resolve|temporary failure"
+    r"|name or service not known|nodename nor servname|no such host|getaddrinfo"
+    r"|EAI_AGAIN|ENOTFOUND|network is unreachable|failed to establish a new connection"
+    r"|dial tcp|failed to connect to",
+    re.IGNORECASE,
+)
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 
 
@@ -213,6 +225,10 @@ class BashTool(Tool):
         if "PATH" not in ctx.env:  # an explicit PATH from the caller is kept as given
             # The kernel's own environment first: its python, pip and tools.
             env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
+        sandboxed = args.get("sandbox", True) is not False and unusable_reason() is None
+        if sandboxed and ctx.on_output is not None and environment.will_install():
+            # First use: making the proxy's environment takes a while; say so live.
+            ctx.on_output("[installing the egress proxy for the sandbox's network, once…]\n")
         guard = GuardedCall(
             ctx.cwd,
             settings,
@@ -233,6 +249,14 @@ class BashTool(Tool):
             await guard.__aexit__(None, None, None)
         assert guard.server is not None
         result.raw_output["sandbox"] = "bwrap" if guard.sandboxed else "reduced"
+        if guard.sandboxed and guard.route is None and _NO_NETWORK.search(result.content):
+            # The program's own error names a DNS failure; say why there is no network.
+            if getattr(settings, "sandbox_network", "proxy") != "none":
+                why = proxy().failure or environment.INSTALL_HINT
+                hint = environment.INSTALL_HINT
+                why = why if why.startswith(hint) else f"{hint} ({why})"
+                result.content += f"\n[{why}]"
+                result.raw_output["network"] = why
         if guard.server.log:
             result.raw_output["guarded"] = guard.server.log
         return result

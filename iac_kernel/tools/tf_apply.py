@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from iac_kernel.egress import inside
+from iac_kernel.egress.decide import GuardedRun
 from iac_kernel.egress.proxy import open_route
 from iac_kernel.guard.confine import confine
 from iac_kernel.guard.sandbox import GUARD_MOUNT, unusable_reason
@@ -160,7 +161,12 @@ async def _apply(
     # The sandbox's only way to the cloud APIs: the egress proxy (issue 31).
     route = None
     if unusable_reason() is None:
-        route = await open_route(share / inside.SOCKET_NAME, ctx.settings, ctx.ask_egress)
+        # The approved apply is a guarded run of its own: its cloud operations use the
+        # brokered credentials without a second question.
+        run = GuardedRun("terraform", ("terraform", *args), approved=True)
+        route = await open_route(
+            share / inside.SOCKET_NAME, ctx.settings, ctx.ask_egress, run=run, audit=ctx.audit
+        )
     try:
         confined = confine(
             executable,
