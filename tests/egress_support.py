@@ -205,6 +205,7 @@ def agent_proxy(
     egress_ready()
     saved = dict(proxy_module.OPTIONS)
     proxy_module.OPTIONS.update(options or {})
+    previous = broker.active()  # a module's world, whose relay outlives this one
     broker.activate(made)
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
@@ -240,7 +241,9 @@ def agent_proxy(
     finally:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
-        broker.activate(None)
         proxy_module.OPTIONS.clear()
         proxy_module.OPTIONS.update(saved)
+        broker.activate(previous)
+        if previous is not None:  # the proxy runs with that world's table again
+            proxy_module.proxy().ensure()
         shutil.rmtree(folder, ignore_errors=True)

@@ -229,6 +229,18 @@ def will_install() -> bool:
     return egress_python() is None and install_problem() is None
 
 
+def _install_step(argv: list[str]) -> subprocess.CompletedProcess:
+    """One step of the install (venv, pip), its output kept for the error line."""
+    return subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        check=False,
+        stdin=subprocess.DEVNULL,
+        timeout=INSTALL_TIMEOUT,
+    )
+
+
 def ensure_environment(
     progress: Callable[[str], None] | None = None, *, again: bool = False
 ) -> Path:
@@ -274,28 +286,14 @@ def _install_locked(root: Path, progress: Callable[[str], None] | None, again: b
         _check_replaceable(root)
         if progress is not None:
             progress(f"Installing the sandboxes' egress proxy ({engine.describe()}) in {root}…")
-        made = subprocess.run(
-            [engine.python, "-m", "venv", "--clear", str(root)],
-            capture_output=True,
-            text=True,
-            check=False,
-            stdin=subprocess.DEVNULL,
-            timeout=INSTALL_TIMEOUT,
-        )
+        made = _install_step([engine.python, "-m", "venv", "--clear", str(root)])
         if made.returncode != 0:
             raise EgressInstallError(
                 f"could not make the egress proxy environment with {engine.python}: "
                 + _last_line(made.stderr, "venv failed")
             )
         pip = [str(root / "bin" / "python"), "-m", "pip", "install"]
-        done = subprocess.run(
-            [*pip, "--disable-pip-version-check", *engine.requirements],
-            capture_output=True,
-            text=True,
-            check=False,
-            stdin=subprocess.DEVNULL,
-            timeout=INSTALL_TIMEOUT,
-        )
+        done = _install_step([*pip, "--disable-pip-version-check", *engine.requirements])
         if done.returncode != 0:
             raise EgressInstallError(
                 f"could not install {engine.describe()}: "
