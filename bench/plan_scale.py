@@ -89,7 +89,9 @@ def script(path: Path) -> Path:
 
 
 def ours(root: Path, tmp: Path) -> dict[str, float]:
-    """Seconds from the call's start to its result, and the bytes of its ACP messages."""
+    """Seconds from the call's start to its result (the first call of a new agent process,
+    which starts the egress proxy, and a further call of the same session), and the bytes
+    of its ACP messages."""
     env = clean_env(
         IAC_KERNEL_SCRIPT=str(script(tmp / "plan.json")),
         IAC_KERNEL_SESSIONS_DIR=str(tmp / "sessions"),
@@ -117,33 +119,36 @@ def ours(root: Path, tmp: Path) -> dict[str, float]:
           "params": {"cwd": str(root), "mcpServers": []}})  # fmt: skip
     sid = until(2)["result"]["sessionId"]
     prompt = [{"type": "text", "text": "plan it"}]
-    send({"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
-          "params": {"sessionId": sid, "prompt": prompt}})  # fmt: skip
-    call_bytes, started, took, plan = 0, 0.0, 0.0, None
-    while True:
-        line = proc.stdout.readline()
-        message = json.loads(line)
-        if message.get("method") == "session/request_permission":
-            call_bytes += len(line)
-            allow = {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
-            send({"jsonrpc": "2.0", "id": message["id"], "result": allow})
-            continue
-        update = (message.get("params") or {}).get("update") or {}
-        if update.get("toolCallId"):
-            call_bytes += len(line)
-            if update.get("sessionUpdate") == "tool_call":
-                started = time.perf_counter()
-            if update.get("status") in ("completed", "failed"):
-                took = time.perf_counter() - started
-                plan = ((update.get("_meta") or {}).get("iac_kernel") or {}).get("plan")
-        if message.get("id") == 3:
-            break
+    took: list[float] = []
+    call_bytes, plan = 0, None
+    for request_id in (3, 4):  # the first call of the process, then a further one
+        send({"jsonrpc": "2.0", "id": request_id, "method": "session/prompt",
+              "params": {"sessionId": sid, "prompt": prompt}})  # fmt: skip
+        call_bytes, started = 0, 0.0
+        while True:
+            line = proc.stdout.readline()
+            message = json.loads(line)
+            if message.get("method") == "session/request_permission":
+                call_bytes += len(line)
+                allow = {"outcome": {"outcome": "selected", "optionId": "allow_once"}}
+                send({"jsonrpc": "2.0", "id": message["id"], "result": allow})
+                continue
+            update = (message.get("params") or {}).get("update") or {}
+            if update.get("toolCallId"):
+                call_bytes += len(line)
+                if update.get("sessionUpdate") == "tool_call":
+                    started = time.perf_counter()
+                if update.get("status") in ("completed", "failed"):
+                    took.append(time.perf_counter() - started)
+                    plan = ((update.get("_meta") or {}).get("iac_kernel") or {}).get("plan")
+            if message.get("id") == request_id:
+                break
     proc.stdin.close()
     proc.wait(30)
     from iac_kernel.kernel.plan_card import bundle
 
     card = len(json.dumps(bundle(plan or {}), ensure_ascii=False).encode())
-    return {"seconds": took, "acp bytes": call_bytes, "card bytes": card,
+    return {"seconds": took[0], "further": took[1], "acp bytes": call_bytes, "card bytes": card,
             "rows": (plan or {}).get("rows_total", 0)}  # fmt: skip
 
 
@@ -163,13 +168,20 @@ def iopub(root: Path, tmp: Path) -> int:
 
 def run(runs: int, resources: int = 10_000) -> dict[str, list[float]]:
     root = workspace(resources)
-    figures: dict[str, list[float]] = {"floor": [], "ours": [], "acp": [], "card": []}
+    figures: dict[str, list[float]] = {
+        "floor": [],
+        "ours": [],
+        "further": [],
+        "acp": [],
+        "card": [],
+    }
     figures.update(parse=[], question=[], question_bytes=[])
     with tempfile.TemporaryDirectory(prefix="bench-plan-") as tmp:
         for _ in range(runs):  # interleaved: both see the same load
             figures["floor"].append(floor(root, Path(tmp)))
             result = ours(root, Path(tmp))
             figures["ours"].append(result["seconds"])
+            figures["further"].append(result["further"])
             figures["acp"].append(result["acp bytes"])
             figures["card"].append(result["card bytes"])
             assert result["rows"] == resources, result
@@ -184,8 +196,11 @@ def run(runs: int, resources: int = 10_000) -> dict[str, list[float]]:
 def report(f: dict[str, list[float]], resources: int = 10_000) -> None:
     floor_s, ours_s = median(f["floor"]), median(f["ours"])
     print(f"terraform_plan at scale ({resources} terraform_data resources)")
-    print(f"  terraform_plan call           {ours_s:7.1f} s   plan -out + show -json "
+    print(f"  terraform_plan, first call    {ours_s:7.1f} s   plan -out + show -json "
           f"{floor_s:.1f} s   {ours_s / floor_s:.2f}x  target <= 1.3x")  # fmt: skip
+    further = median(f["further"])
+    print(f"  a further call (proxy running){further:7.1f} s   plan -out + show -json "
+          f"{floor_s:.1f} s   {further / floor_s:.2f}x")  # fmt: skip
     print(f"  ACP bytes of the call         {median(f['acp']) / 1024:7.0f} KB  "
           "target < 256 KB")  # fmt: skip
     print(f"  notebook plan card bundle     {median(f['card']) / 1024:7.0f} KB")

@@ -9,13 +9,14 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from iac_kernel.guard.procs import signal_group
-from iac_kernel.terraform.isolated import prepared_show
+from iac_kernel.terraform.isolated import PreparedShow, prepared_show
 
 PROGRAMS = ("terraform", "tofu")
 #: Seconds terraform gets to release its state lock after SIGINT before it is killed.
@@ -27,6 +28,27 @@ UNSANDBOXED_SHOW = (
 )
 #: Seconds a ``show -json`` of a plan file may take.
 SHOW_TIMEOUT = 120.0
+
+#: The document :func:`show_json_sync` last made, by how and what it showed (program,
+#: folder, environment, the sha256 of the plan's bytes). The sensitive-value scan of a
+#: running ``plan -out`` (the guard's output masker) shows the new plan file; the tool
+#: that ran it then reads the same bytes with :func:`show_json`, which takes it from here
+#: instead of showing them a second time. One slot, taken once.
+_SHOWN: tuple[tuple[str, str, int, str], dict[str, Any]] | None = None
+_SHOWN_LOCK = threading.Lock()
+
+
+def _shown_key(executable: str, cwd: Path, env: Mapping[str, str], show: PreparedShow) -> tuple:
+    return (executable, os.path.realpath(cwd), hash(frozenset(env.items())), show.sha256)
+
+
+def _take_shown(key: tuple) -> dict[str, Any] | None:
+    global _SHOWN
+    with _SHOWN_LOCK:
+        if _SHOWN is None or _SHOWN[0] != key:
+            return None
+        doc, _SHOWN = _SHOWN[1], None
+        return doc
 
 
 class TerraformError(Exception):
@@ -144,8 +166,13 @@ async def show_json(
     executable: str, plan_file: Path, cwd: Path, env: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
     """``terraform show -json PLANFILE`` as a dict, run so that no workspace code runs
-    outside the sandbox (:mod:`iac_kernel.terraform.isolated`)."""
-    with prepared_show(executable, plan_file, cwd, automation_env(env)) as show:
+    outside the sandbox (:mod:`iac_kernel.terraform.isolated`); the same bytes that
+    :func:`show_json_sync` just showed the same way are not shown again."""
+    full_env = automation_env(env)
+    with prepared_show(executable, plan_file, cwd, full_env) as show:
+        shown = _take_shown(_shown_key(executable, cwd, full_env, show))
+        if shown is not None:
+            return shown
         done = await run(show.argv, show.cwd, show.env, SHOW_TIMEOUT, show.pass_fds, True)
     return _shown_json(executable, done.returncode, done.stdout, done.output, show.sandboxed)
 
@@ -153,9 +180,12 @@ async def show_json(
 def show_json_sync(
     executable: str, plan_file: Path, cwd: Path, env: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
-    """:func:`show_json` for threads (the guard's exec-time reviews run in one)."""
+    """:func:`show_json` for threads (the guard's exec-time reviews run in one); the
+    document is kept for one :func:`show_json` of the same bytes (:data:`_SHOWN`)."""
+    global _SHOWN
+    full_env = automation_env(env)
     try:
-        with prepared_show(executable, plan_file, cwd, automation_env(env)) as show:
+        with prepared_show(executable, plan_file, cwd, full_env) as show:
             done = subprocess.run(
                 show.argv,
                 cwd=str(show.cwd),
@@ -172,7 +202,10 @@ def show_json_sync(
     except OSError as exc:
         raise TerraformError(f"cannot run {executable}: {exc.strerror or exc}") from None
     output = (done.stdout + "\n" + done.stderr).strip()
-    return _shown_json(executable, done.returncode, done.stdout, output, show.sandboxed)
+    doc = _shown_json(executable, done.returncode, done.stdout, output, show.sandboxed)
+    with _SHOWN_LOCK:
+        _SHOWN = (_shown_key(executable, cwd, full_env, show), doc)
+    return doc
 
 
 def _shown_json(

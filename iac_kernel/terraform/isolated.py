@@ -19,6 +19,7 @@ private directory and gives the command that shows the copy:
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 import tempfile
@@ -54,6 +55,8 @@ class PreparedShow:
     pass_fds: tuple[int, ...]
     #: False in reduced mode (no sandbox; plugin discovery disabled instead).
     sandboxed: bool
+    #: The sha256 of the bytes shown (the private copy's).
+    sha256: str = ""
 
 
 def _clean(env: Mapping[str, str]) -> dict[str, str]:
@@ -71,17 +74,21 @@ def prepared_show(
         copy = private / PLAN_NAME
         shutil.copyfile(plan_file, copy)
         os.chmod(copy, 0o444)
+        with copy.open("rb") as fh:
+            sha = hashlib.file_digest(fh, "sha256").hexdigest()
         args = ["show", "-json", "-no-color"]
         inside = f"{GUARD_MOUNT}/{PLAN_NAME}"
         confined = confine(executable, [*args, inside], workdir, _clean(env), share=private)
         if confined is not None:
             try:
-                yield PreparedShow(confined.argv, workdir, confined.env, confined.pass_fds, True)
+                yield PreparedShow(
+                    confined.argv, workdir, confined.env, confined.pass_fds, True, sha
+                )
             finally:
                 confined.close()
             return
         yield PreparedShow(
-            [executable, *args, str(copy)], private, _no_plugins_env(env, private), (), False
+            [executable, *args, str(copy)], private, _no_plugins_env(env, private), (), False, sha
         )
     finally:
         shutil.rmtree(private, ignore_errors=True)

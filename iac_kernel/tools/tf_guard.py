@@ -30,8 +30,10 @@ from __future__ import annotations
 import dataclasses
 import os
 import shlex
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -336,16 +338,30 @@ def output_masker(info: ExecInfo) -> Callable[[], StreamMasker] | None:
     hold = command is not None and command.subcommand in HELD
     env = dict(info.env)
     last = [0.0]
+    scans: list[Future[frozenset[str]]] = []
+    lock = threading.Lock()
+
+    def start() -> Future[frozenset[str]]:
+        # The first scan runs beside the program's start (it may show a plan file the
+        # workspace holds), not before it: the maskers wait for it before releasing
+        # anything (StreamMasker asks ``refresh`` before each release).
+        with lock:
+            if not scans:
+                scans.append(Future())
+                threading.Thread(target=_scan_into, args=(scans[0], workdir), daemon=True).start()
+            return scans[0]
 
     def refresh() -> frozenset[str]:
+        values = start().result()  # raises as the scan did: nothing is released then
         if time.monotonic() - last[0] < REFRESH_SECONDS:
-            return frozenset()
+            return values
         last[0] = time.monotonic()
-        return sensitive_values(workdir)
+        return values | sensitive_values(workdir)
 
     def make() -> StreamMasker:
+        start()
         return StreamMasker(
-            sensitive_values(workdir),
+            (),
             hold_all=hold,
             refresh=refresh,
             redact=lambda text: redact(text, env),
@@ -353,6 +369,13 @@ def output_masker(info: ExecInfo) -> Callable[[], StreamMasker] | None:
         )
 
     return make
+
+
+def _scan_into(result: Future[frozenset[str]], workdir: Path) -> None:
+    try:
+        result.set_result(sensitive_values(workdir))
+    except BaseException as exc:  # the maskers re-raise it: their output is not released
+        result.set_exception(exc)
 
 
 def register() -> None:
