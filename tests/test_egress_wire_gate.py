@@ -71,17 +71,25 @@ def world(outside_tmp: Path, aws_keys: dict, monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     made = broker.prepare(os.environ, home=home, folder=home / ".iac-code" / "egress")
     broker.activate(made)
-    real = boto3.client(
-        "s3",
-        endpoint_url=aws_keys["AWS_ENDPOINT_URL"],
-        region_name="us-east-1",
-        aws_access_key_id=aws_keys["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=aws_keys["AWS_SECRET_ACCESS_KEY"],
-    )
+    world = {"made": made, "keys": aws_keys, "root": outside_tmp}
+    world["s3"] = _real(world, "s3")
     try:
-        yield {"made": made, "keys": aws_keys, "s3": real, "root": outside_tmp}
+        yield world
     finally:
         broker.activate(None)
+
+
+def _real(world: dict, service: str):
+    """A boto3 client of ``service`` with the real keys, straight to moto (the test's
+    own view of what happened, never through the broker)."""
+    keys = world["keys"]
+    return boto3.client(
+        service,
+        endpoint_url=keys["AWS_ENDPOINT_URL"],
+        region_name="us-east-1",
+        aws_access_key_id=keys["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=keys["AWS_SECRET_ACCESS_KEY"],
+    )
 
 
 def _buckets(world: dict) -> set[str]:
@@ -220,14 +228,7 @@ async def test_a_request_naming_the_placeholder_without_its_signature_is_refused
 
 
 async def test_a_read_that_returns_a_secret_is_withheld_unless_allowed(world: dict):
-    keys = world["keys"]
-    secrets = boto3.client(
-        "secretsmanager",
-        endpoint_url=keys["AWS_ENDPOINT_URL"],
-        region_name="us-east-1",
-        aws_access_key_id=keys["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=keys["AWS_SECRET_ACCESS_KEY"],
-    )
+    secrets = _real(world, "secretsmanager")
     secrets.create_secret(Name="db", SecretString="hunter2-the-db-password")
     program = (
         CLIENT.replace('"s3"', '"secretsmanager"')
@@ -251,13 +252,7 @@ async def test_role_credentials_stay_with_the_broker(world: dict):
     """AssumeRole's answer reaches the run with placeholders; requests signed with them
     are re-signed with the role's real credentials, which never enter the sandbox."""
     keys = world["keys"]
-    iam = boto3.client(
-        "iam",
-        endpoint_url=keys["AWS_ENDPOINT_URL"],
-        region_name="us-east-1",
-        aws_access_key_id=keys["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=keys["AWS_SECRET_ACCESS_KEY"],
-    )
+    iam = _real(world, "iam")
     trust = '{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"AWS":"*"},"Action":"sts:AssumeRole"}]}'  # noqa: E501
     role = iam.create_role(RoleName="deployer", AssumeRolePolicyDocument=trust)["Role"]["Arn"]
     from egress_support import ALLOW_ALL
@@ -297,14 +292,7 @@ async def test_role_credentials_stay_with_the_broker(world: dict):
 async def test_a_read_run_minting_an_access_key_is_asked_and_refused(world: dict):
     """The issue's case: a guarded read's code (a provider, a data source) calls
     ``iam:CreateAccessKey`` with valid placeholder credentials (query protocol)."""
-    keys = world["keys"]
-    iam = boto3.client(
-        "iam",
-        endpoint_url=keys["AWS_ENDPOINT_URL"],
-        region_name="us-east-1",
-        aws_access_key_id=keys["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=keys["AWS_SECRET_ACCESS_KEY"],
-    )
+    iam = _real(world, "iam")
     iam.create_user(UserName="ci")
     program = (
         CLIENT.replace('"s3"', '"iam"')
