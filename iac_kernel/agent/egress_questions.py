@@ -25,7 +25,7 @@ from iac_kernel.agent.permissions import (
     PermissionRequest,
     answered,
 )
-from iac_kernel.egress.decide import SECRET, GuardedRun, describe
+from iac_kernel.egress.decide import SECRET, GuardedRun, describe, operation_key
 from iac_kernel.textsafe import code_span, printable
 
 
@@ -93,7 +93,7 @@ def operation_request(
 ) -> PermissionRequest:
     """The question a front shows about one cloud operation of a guarded run."""
     named = printable(describe(operation))
-    key = printable(f"{operation.get('service')}:{operation.get('operation')}")
+    key = printable(operation_key(operation))
     secret = operation.get("access") == SECRET
     what = "returns a secret or a credential" if secret else "changes something"
     request = f"{operation.get('method', '')} {operation.get('url', '')}".strip()
@@ -135,7 +135,7 @@ async def check_operation(
     """May ``run`` use a brokered credential for ``operation``? The session's answer,
     else the user's (in every mode: a change to real infrastructure is never approved by
     ``bypass`` alone)."""
-    key = f"{operation.get('service')}:{operation.get('operation')}"
+    key = operation_key(operation)
     request = operation_request(operation, run, call_id, tool_name)
     return await _session_answer(gate.cloud_operations, key, request, ask)
 

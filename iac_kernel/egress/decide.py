@@ -172,9 +172,14 @@ class EgressCall:
         return Decision(False, reason=f"{normal_host(host)}: {reasons[0]}")
 
 
+def operation_key(operation: dict[str, Any]) -> str:
+    """``iam:CreateAccessKey``: what a session remembers an answer for."""
+    return f"{operation.get('service') or '?'}:{operation.get('operation') or '?'}"
+
+
 def describe(operation: dict[str, Any]) -> str:
     """``iam:CreateAccessKey on user/ci``: the operation as questions and records name it."""
-    name = f"{operation.get('service') or '?'}:{operation.get('operation') or '?'}"
+    name = operation_key(operation)
     resource = operation.get("resource")
     return f"{name} on {resource}" if resource else name
 
