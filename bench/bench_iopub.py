@@ -38,9 +38,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from iac_kernel.kernel.display import CURSOR, DELTA_MIME
-from iac_kernel.kernel.status import STATUS_TARGET
-from iac_kernel.kernel.testing import CellResult, KernelHarness, scripted_kernel, wire_bytes
+from iac_kernel.kernel.render.display import CURSOR, DELTA_MIME
+from iac_kernel.kernel.session.status import STATUS_TARGET
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the kernel harness
+from kernel_harness import CellResult, KernelHarness, scripted_kernel, wire_bytes
 
 #: (name, answer size in bytes, bytes a second the model writes, one line).
 ANSWERS = (

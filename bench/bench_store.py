@@ -30,7 +30,7 @@ import uuid
 from dataclasses import asdict
 from pathlib import Path
 
-from iac_kernel.acp.listing import list_page
+from iac_kernel.acp.session.listing import list_page
 from iac_kernel.sessions.store import SessionMeta, SessionStore, now_iso
 
 MESSAGE = {

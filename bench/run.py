@@ -106,7 +106,7 @@ def clients(runs: int) -> None:
     os.environ.setdefault("ANTHROPIC_API_KEY", "bench-key")
     import anthropic
 
-    from iac_kernel.models.anthropic_clients import build_client, shared_client
+    from iac_kernel.models.anthropic import build_client, shared_client
     from iac_kernel.models.registry import create_model
 
     kwargs = {"max_retries": 0}

@@ -98,7 +98,7 @@ def kernel_once(argv: list[str]) -> float:
 
 def kernel_argvs() -> tuple[list[str], list[str]]:
     """ipykernel's python3 kernel and iac-kernel, as their kernelspecs launch them."""
-    from iac_kernel.kernel.install import kernel_spec
+    from iac_kernel.kernel.app import kernel_spec
 
     python3 = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
     return python3, list(kernel_spec(sys.executable)["argv"])
@@ -117,3 +117,13 @@ def run(runs: int) -> dict[str, list[float]]:
             figures["python3 kernel"].append(kernel_once(python3))
             figures["iac-kernel"].append(kernel_once(iac))
     return figures
+
+
+if __name__ == "__main__":
+    import argparse
+
+    from run import startup
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=7)
+    startup(parser.parse_args().runs)

@@ -142,12 +142,11 @@ def relay_costs(n: int = 20_000) -> dict[str, float]:
     dict (what turns use) and through the SDK's models."""
     import asyncio
 
-    from acp.connection import Connection
-
-    from iac_kernel.acp.channel import ClientChannel
-    from iac_kernel.acp.transport import LineTransport
-    from iac_kernel.acp.turn import TurnRelay
-    from iac_kernel.acp.updates import to_update
+    from iac_kernel.acp.protocol.updates import to_update
+    from iac_kernel.acp.session.turn import TurnRelay
+    from iac_kernel.acp.wire.channel import ClientChannel
+    from iac_kernel.acp.wire.connection import Connection
+    from iac_kernel.acp.wire.transport import LineTransport
     from iac_kernel.events import TextDelta
 
     class Null:
@@ -165,7 +164,7 @@ def relay_costs(n: int = 20_000) -> dict[str, float]:
 
     async def measure() -> dict[str, float]:
         transport = LineTransport(asyncio.StreamReader(), Null())
-        channel = ClientChannel(Connection(handler, transport, listening=False))
+        channel = ClientChannel(Connection(handler, transport))
         relay = TurnRelay(channel, "session-1")
         events = [TextDelta(f"word{i} ") for i in range(n)]
         start = time.process_time()

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 
 from iac_kernel import __version__
+from iac_kernel.models.providers import BASE_URL_ENV, DETECT_ORDER, PROVIDER_ENV, PROVIDERS
+from iac_kernel.team import commands as team_commands
 
 DESCRIPTION = """\
 An infrastructure-as-code agent for Jupyter notebooks and ACP editors.
@@ -20,17 +23,21 @@ examples:
   iac-kernel acp                   what an editor launches (ACP over stdin/stdout)
   iac-kernel SUBCOMMAND --help     details and environment variables of one subcommand"""
 
-SETTINGS_ENV = """\
+_PICKED = ", ".join(PROVIDERS[n].switch_env or str(PROVIDERS[n].key_env) for n in DETECT_ORDER)
+_PROVIDER_HELP = textwrap.fill(
+    f"{', '.join(PROVIDERS)}: who serves the model (docs/providers.md); unset, the first"
+    f" of {_PICKED} that is set picks it, else the offline scripted model answers",
+    88,
+    initial_indent=f"  {PROVIDER_ENV:<23}  ",
+    subsequent_indent=" " * 27,
+)
+SETTINGS_ENV = f"""\
   IAC_KERNEL_<SETTING>     any setting, e.g. IAC_KERNEL_MAX_TURN_REQUESTS=40 (all of them:
                            %config in a notebook, or docs/settings.md); a bad value is
                            reported in one line and the default is used
   IAC_KERNEL_SESSIONS_DIR  the session store (default ~/.iac-code/sessions)
-  ANTHROPIC_API_KEY        use Claude; without credentials the offline scripted model
-                           answers (also ANTHROPIC_AUTH_TOKEN, ANTHROPIC_BASE_URL,
-                           IAC_KERNEL_PROVIDER=bedrock|vertex, IAC_KERNEL_MODEL)
-  OPENAI_API_KEY           or DASHSCOPE_API_KEY, DEEPSEEK_API_KEY: OpenAI-compatible
-                           providers; IAC_KERNEL_PROVIDER=ollama for a local server,
-                           IAC_KERNEL_BASE_URL for another endpoint (docs/providers.md)"""
+{_PROVIDER_HELP}
+  {BASE_URL_ENV:<23}  the endpoint of the provider {PROVIDER_ENV} names"""
 
 ACP_HELP = f"""\
 Serve the Agent Client Protocol (version 1) on stdin/stdout. Editors launch this
@@ -108,6 +115,8 @@ who gave it (notebook, editor via the kernel endpoint, ACP client, headless poli
 with the OS user and the time, policy results, terraform's exit status and the
 state's lineage and serial before and after. Rejected and refused applies too.
 Secrets are masked before a record is written. See docs/audit.md.
+"iac-kernel audit verify" checks the hash chain of the team store's audit trail and
+names the first record altered or removed (docs/approvals.md).
 
 environment:
   IAC_KERNEL_SESSIONS_DIR  the session store (default ~/.iac-code/sessions)"""
@@ -195,6 +204,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--cwd", metavar="DIR", help="only applies of sessions in DIR or below it (default: all)"
     )
     audit.add_argument("--json", action="store_true", help="one JSON record a line")
+    audit.add_argument(
+        "action", nargs="?", choices=("verify",), help="verify: check the team store's chain"
+    )
+    team_commands.add_commands(sub, _subparser)
     egress = _subparser(
         sub, "egress", "install the sandboxes' egress proxy (mitmproxy)", EGRESS_HELP
     )
@@ -238,11 +251,11 @@ def _audit(cwd: str | None, as_json: bool) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "acp" and args.remote:
-        from iac_kernel.acp.bridge_main import run_remote
+        from iac_kernel.acp.remote.bridge import run_remote
 
         return run_remote(args.remote, allow_insecure=args.allow_insecure)
     if args.command == "acp":
-        from iac_kernel.acp.stdio import run_stdio
+        from iac_kernel.acp.serve.stdio import run_stdio
 
         return run_stdio()
     if args.command == "kernel":
@@ -250,12 +263,14 @@ def main(argv: list[str] | None = None) -> int:
 
         return launch(args.connection_file)
     if args.command == "install":
-        from iac_kernel.kernel.install import install
+        from iac_kernel.kernel.app import install
 
         print(install(user=args.user, sys_prefix=args.sys_prefix, prefix=args.prefix))
         return 0
     if args.command == "egress":
         return _egress(args.action)
+    if args.command in ("approvals", "team") or getattr(args, "action", None) == "verify":
+        return team_commands.run(args)
     if args.command == "audit":
         return _audit(args.cwd, args.json)
     if args.command == "demo":

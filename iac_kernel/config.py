@@ -19,46 +19,45 @@ from typing import Any
 
 from iac_kernel.egress.policy import DEFAULT_ALLOW, check_private_setting
 from iac_kernel.masking import own_names
+from iac_kernel.models import providers
+from iac_kernel.models.base import FIRST_BYTE_TIMEOUT
 
 MODES = ("default", "accept_edits", "read_only", "bypass")
 HEADLESS_POLICIES = ("deny", "allow", "stdin")
+PERMISSION_UIS = ("auto", "widgets", "stdin", "policy")
+TRUE_WORDS, FALSE_WORDS = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 ENV_PREFIX = "IAC_KERNEL_"
 #: Settings whose value must be one of a few words (add yours with a new field).
-CHOICES: dict[str, tuple[str, ...]] = {"mode": MODES, "headless_policy": HEADLESS_POLICIES}
-CHOICES["sandbox"] = ("auto", "required")  # guard (H1): required refuses bash without bwrap
-CHOICES["sandbox_network"] = ("proxy", "none")
+CHOICES: dict[str, tuple[str, ...]] = {
+    "mode": MODES,
+    "headless_policy": HEADLESS_POLICIES,
+    "sandbox": ("auto", "required"),  # guard (H1): required refuses bash without bwrap
+    "sandbox_network": ("proxy", "none"),
+}
 #: ``IAC_KERNEL_*`` variables that are not Settings fields: name -> accepted words,
 #: ``NUMBER`` (a number, 0 or more) or ``None`` (free text: a path, a program). Checked at
 #: start like the fields.
 NUMBER = ("<number>",)
 OTHER_ENV: dict[str, tuple[str, ...] | None] = {
-    "IAC_KERNEL_PERMISSION_UI": ("auto", "widgets", "stdin", "policy"),
-    "IAC_KERNEL_ENDPOINT": ("on", "off", "1", "0", "true", "false", "yes", "no"),
+    "IAC_KERNEL_PERMISSION_UI": PERMISSION_UIS,
+    "IAC_KERNEL_ENDPOINT": TRUE_WORDS + FALSE_WORDS,
     "IAC_KERNEL_LOG_LEVEL": ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
     "IAC_KERNEL_LOG_FILE": None,
     "IAC_KERNEL_RUNTIME_DIR": None,
-    "IAC_KERNEL_PROVIDER": (
-        "anthropic",
-        "bedrock",
-        "vertex",
-        "openai",
-        "dashscope",
-        "deepseek",
-        "ollama",
-        "deepseek_anthropic",
-        "ollama_anthropic",
-    ),
-    "IAC_KERNEL_BASE_URL": None,  # endpoint of the active provider (models/providers.py)
-    "IAC_KERNEL_ANTHROPIC_CAPABILITIES": None,  # e.g. "thinking,tool_choice"
+    **providers.SETTINGS,  # IAC_KERNEL_PROVIDER and the endpoint of the active provider
     "IAC_KERNEL_CHECKOV": None,
     "IAC_KERNEL_CHECKOV_CHECKS": None,  # trusted custom check dirs (terraform/policy.py)
     "IAC_KERNEL_MCP_START_TIMEOUT": NUMBER,
     "IAC_KERNEL_MCP_CALL_TIMEOUT": NUMBER,
-    # iac-kernel acp --remote (acp/remote.py, acp/bridge.py); the token is never echoed.
+    # iac-kernel acp --remote (acp/remote/); the token is never echoed.
     "IAC_KERNEL_REMOTE_TOKEN": None,
     "IAC_KERNEL_REMOTE_RECONNECT": NUMBER,
     "IAC_KERNEL_EGRESS_ENV": None,  # the egress proxy's environment (egress/environment.py)
     "IAC_KERNEL_EGRESS_DIR": None,  # the credential broker's private folder (egress/broker.py)
+    # A team's change control (team/, docs/approvals.md): the admin's, never a session's.
+    "IAC_KERNEL_APPROVAL_RULES": None,  # the admin's rules file (TOML)
+    "IAC_KERNEL_TEAM_STORE": None,  # the store's SQLAlchemy URL
+    "IAC_KERNEL_APPROVAL_TTL": NUMBER,  # seconds an approval lives (default 24 h)
 }
 #: The agent's own variables that hold a secret (masked and hidden like any credential).
 SECRET_ENV = frozenset({"IAC_KERNEL_REMOTE_TOKEN"})
@@ -67,7 +66,7 @@ log = logging.getLogger(__name__)
 
 
 def _default_sessions_dir() -> Path:
-    env = os.environ.get("IAC_KERNEL_SESSIONS_DIR")
+    env = os.environ.get(f"{ENV_PREFIX}SESSIONS_DIR")
     return Path(env).expanduser() if env else Path.home() / ".iac-code" / "sessions"
 
 
@@ -90,7 +89,7 @@ class Settings:
     compact_threshold: float = 0.8
     #: Seconds to wait for a model endpoint's first byte before the turn ends with an
     #: error (0: no limit); a stream that has started is never cut by it.
-    model_first_byte_timeout: float = 90.0
+    model_first_byte_timeout: float = FIRST_BYTE_TIMEOUT
     bash_timeout: float = 120.0
     #: Seconds between SIGINT and SIGTERM (and SIGTERM and SIGKILL) when a command is cancelled.
     bash_grace: float = 5.0
@@ -128,24 +127,24 @@ class Settings:
     ) -> Settings:
         """Defaults, overridden by ``IAC_KERNEL_<FIELD>`` environment variables.
 
-        A bad value keeps the default: its one-line description (see :func:`env_problems`)
-        is appended to ``problems``, or logged as a warning when no list is given.
+        A bad value keeps the default: its one-line description is appended to
+        ``problems``, or logged as a warning when no list is given; so are unknown
+        ``IAC_KERNEL_*`` names and bad values of :data:`OTHER_ENV`.
         """
         env = os.environ if env is None else env
         settings = cls()
         found: list[str] = []
-        for f in dataclasses.fields(cls):
-            value = env.get(ENV_PREFIX + f.name.upper())
-            if value is None or f.name == "sessions_dir":
+        for key, name in FIELD_ENV.items():
+            value = env.get(name)
+            if value is None or key == "sessions_dir":
                 continue
             try:
-                settings.set(f.name, value)
+                settings.set(key, value)
             except ValueError as exc:
-                detail = getattr(exc, "detail", None) or accepts(f.name)
-                default = getattr(settings, f.name)
+                detail = getattr(exc, "detail", None) or accepts(key)
                 found.append(
-                    f"{ENV_PREFIX}{f.name.upper()}={value!r} is not valid ({detail}); "
-                    f"using the default {_show(default)}"
+                    f"{name}={value!r} is not valid ({detail}); "
+                    f"using the default {_show(getattr(settings, key))}"
                 )
         found += _other_env_problems(env)
         if problems is None:
@@ -176,13 +175,15 @@ class Settings:
         return {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(self).items()}
 
 
+#: Each setting's environment variable.
+FIELD_ENV = {f.name: ENV_PREFIX + f.name.upper() for f in dataclasses.fields(Settings)}
+
+
 def path_list(raw: Any) -> list[Path]:
     """The paths of a ``:``/``,`` separated setting (or a list), each expanded and resolved."""
-    raw = raw or ""
-    items = raw if isinstance(raw, (list, tuple)) else str(raw).replace(",", os.pathsep)
-    if not isinstance(items, (list, tuple)):
-        items = items.split(os.pathsep)
-    paths = (os.path.expanduser(str(item).strip()) for item in items)
+    if not isinstance(raw, (list, tuple)):
+        raw = str(raw or "").replace(",", os.pathsep).split(os.pathsep)
+    paths = (os.path.expanduser(str(item).strip()) for item in raw)
     return [Path(os.path.realpath(p)) for p in paths if p]
 
 
@@ -196,17 +197,13 @@ def _coerce(key: str, type_name: Any, value: Any) -> Any:
             if isinstance(text, bool):
                 return text
             lowered = str(text).lower()
-            if lowered not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+            if lowered not in TRUE_WORDS + FALSE_WORDS:
                 raise ValueError
-            result = lowered in ("1", "true", "yes", "on")
-        elif type_name.startswith("int"):
+            result = lowered in TRUE_WORDS
+        elif type_name.startswith(("int", "float")):
             if isinstance(text, bool):
                 raise ValueError
-            result = int(text)
-            if result < 0:
-                raise ValueError
-        elif type_name.startswith("float"):
-            result = float(text)
+            result = (int if type_name.startswith("int") else float)(text)
             if result < 0:
                 raise ValueError
         elif type_name == "Path":
@@ -235,8 +232,10 @@ def _check_model(model_id: Any) -> None:
 
 
 #: Checks beyond the type, by setting (they raise with a readable message).
-CHECKS: dict[str, Callable[[Any], None]] = {"model": _check_model}
-CHECKS["egress_allow_private"] = check_private_setting
+CHECKS: dict[str, Callable[[Any], None]] = {
+    "model": _check_model,
+    "egress_allow_private": check_private_setting,
+}
 
 
 def accepts(key: str, type_name: Any = None) -> str:
@@ -246,18 +245,19 @@ def accepts(key: str, type_name: Any = None) -> str:
         type_name = fields.get(key, "str")
     type_name = str(type_name)
     if key in CHOICES:
-        text = "expects one of " + ", ".join(CHOICES[key])
-    elif type_name.startswith("bool"):
-        text = "expects true or false, 1 or 0, yes or no, on or off"
-    elif type_name.startswith("int"):
-        text = "expects a whole number, 0 or more"
-    elif type_name.startswith("float"):
-        text = "expects a number, 0 or more"
-    elif type_name.startswith("Path"):
-        text = "expects a path"
+        text = "one of " + ", ".join(CHOICES[key])
     else:
-        text = "expects text"
-    return text + (", or none" if "None" in type_name else "")
+        text = next((w for t, w in _WORDS.items() if type_name.startswith(t)), "text")
+    return f"expects {text}" + (", or none" if "None" in type_name else "")
+
+
+#: What a field of each type accepts, in words.
+_WORDS = {
+    "bool": "true or false, 1 or 0, yes or no, on or off",
+    "int": "a whole number, 0 or more",
+    "float": "a number, 0 or more",
+    "Path": "a path",
+}
 
 
 def settings_table() -> str:
@@ -268,15 +268,8 @@ def settings_table() -> str:
         default = getattr(defaults, f.name)
         shown = "`~/.iac-code/sessions`" if f.name == "sessions_dir" else f"`{_show(default)}`"
         words = accepts(f.name, f.type).removeprefix("expects ")
-        rows.append(f"| `{f.name}` | `{ENV_PREFIX}{f.name.upper()}` | {words} | {shown} |")
+        rows.append(f"| `{f.name}` | `{FIELD_ENV[f.name]}` | {words} | {shown} |")
     return "\n".join(rows) + "\n"
-
-
-def env_problems(env: Mapping[str, str] | None = None) -> list[str]:
-    """One readable line per bad or unknown ``IAC_KERNEL_*`` variable in ``env``."""
-    problems: list[str] = []
-    Settings.from_env(env, problems)
-    return problems
 
 
 def _invalid(key: str, value: Any, type_name: Any) -> str:
@@ -291,8 +284,7 @@ def own_variables() -> frozenset[str]:
     """The agent's own settings as variables (``IAC_KERNEL_<FIELD>`` and
     :data:`OTHER_ENV`) that hold no secret: never secrets by their name
     (``IAC_KERNEL_EGRESS_ALLOW_PRIVATE`` names a host, not a private key)."""
-    fields = {ENV_PREFIX + f.name.upper() for f in dataclasses.fields(Settings)}
-    return frozenset((fields | set(OTHER_ENV)) - SECRET_ENV)
+    return frozenset((set(FIELD_ENV.values()) | set(OTHER_ENV)) - SECRET_ENV)
 
 
 own_names.declare(own_variables())
@@ -305,8 +297,7 @@ def _did_you_mean(name: str, known: Any) -> str:
 
 def _other_env_problems(env: Mapping[str, str]) -> list[str]:
     """Unknown ``IAC_KERNEL_*`` names and bad values of the non-field variables."""
-    fields = {ENV_PREFIX + f.name.upper() for f in dataclasses.fields(Settings)}
-    known = fields | set(OTHER_ENV)
+    known = set(FIELD_ENV.values()) | set(OTHER_ENV)
     problems = []
     for name in sorted(n for n in env if n.startswith(ENV_PREFIX)):
         value = env[name]
@@ -317,15 +308,10 @@ def _other_env_problems(env: Mapping[str, str]) -> list[str]:
             continue
         words = OTHER_ENV.get(name)
         if words is NUMBER:
-            if not _is_number(value):
+            try:
+                _coerce(name, "float", value)
+            except ValueError:
                 problems.append(f"{name}={value!r} is not valid (expects a number, 0 or more)")
         elif words and value.strip().lower() not in {w.lower() for w in words}:
             problems.append(f"{name}={value!r} is not valid (expects one of {', '.join(words)})")
     return problems
-
-
-def _is_number(text: str) -> bool:
-    try:
-        return float(text) >= 0
-    except ValueError:
-        return False

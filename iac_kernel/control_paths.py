@@ -1,6 +1,6 @@
 """Host paths the agent adds at runtime to its control plane (sockets, connection files,
 the egress proxy's folder): every bash call's sandbox hides them
-(:func:`iac_kernel.guard.hidden.control_plane`). A leaf module, so that the parts that
+(:func:`iac_kernel.guard.sandbox.hidden.control_plane`). A leaf module, so that the parts that
 make such paths (the egress proxy, the kernel, the endpoint) need not import the guard."""
 
 from __future__ import annotations

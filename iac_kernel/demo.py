@@ -27,13 +27,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-KERNEL_NAME = "iac-kernel"
+from iac_kernel.kernel.app import KERNEL_NAME
+from iac_kernel.kernel.render.cards import CARD_MIME
+
 QUICKSTART = "01-quickstart.ipynb"
 #: What the quickstart reads, relative to it (the wheel ships the same files).
 SUPPORT_FILES = ("scripts/quickstart.json", "workspaces/aws-web-stack")
 DEFAULT_FOLDER = "iac-kernel-demo"
 CELL_TIMEOUT = 300
-CARD_MIME = "application/vnd.iac-kernel.toolcall+json"
 LABEXTENSION = "@iac-kernel/jupyterlab"
 #: What installs JupyterLab, nbconvert and papermill with the kernel.
 #: The package is installed from its clone (not published on PyPI).

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 StopReason = Literal["end_turn", "max_turn_requests", "max_tokens", "cancelled", "refusal"]
-ToolStatus = Literal["pending", "in_progress", "completed", "failed"]
 
 
 @dataclass
@@ -56,6 +55,24 @@ class Diff:
     old_text: str | None
     new_text: str
 
+    def first_changed_line(self) -> int:
+        """1-based number of the first line that differs between the old and new text."""
+        old = (self.old_text or "").splitlines()
+        new = self.new_text.splitlines()
+        for number, (before, after) in enumerate(zip(old, new, strict=False), 1):
+            if before != after:
+                return number
+        return min(len(old), len(new)) + 1 if old != new else 1
+
+
+@dataclass(frozen=True)
+class Location:
+    """A file a tool call touches, at the line it is about when the tool knows it (the
+    first line read, an edit's first changed line, a grep match): editors follow it."""
+
+    path: str
+    line: int | None = None
+
 
 @dataclass
 class UserMessage:
@@ -93,7 +110,7 @@ class ToolCallInput:
     title: str
     kind: str
     input: dict[str, Any]
-    locations: list[str] = field(default_factory=list)
+    locations: list[Location] = field(default_factory=list)
     diff: Diff | None = None
 
 
@@ -125,6 +142,13 @@ class ToolCallResult:
     raw_output: Any = None
     diff: Diff | None = None
     denied: bool = False
+    #: Places the finished call found (``Tool.result_locations``: grep's matches).
+    locations: list[Location] = field(default_factory=list)
+    #: The checklist a completed call set for the user (``Tool.checklist``: update_plan's
+    #: steps), shown as an ACP ``plan`` and the notebook's task list.
+    checklist: list[dict[str, str]] | None = None
+    #: The plan's every row for its plan card (``ToolResult.plan_rows``; front ends only).
+    plan_rows: dict[str, Any] | None = None
 
 
 @dataclass

@@ -9,7 +9,7 @@ iac-kernel cell is a prompt, so the injected cell is one too::
 The kernel reads such a cell (and the runbook's own ``parameters`` cell, which has the
 same shape) as parameters, not as a prompt: no model call, and the values go to the agent
 with the next prompt, where a scripted model's ``vars`` find them too (see
-:mod:`iac_kernel.kernel.parameters`). The values are JSON, and every line starts with
+:mod:`iac_kernel.kernel.magics.cell`). The values are JSON, and every line starts with
 ``- ``, so a value can never turn into a ``%`` magic.
 
 papermill finds translators by kernel name, but loads only *engines* from entry points.
@@ -50,7 +50,8 @@ from papermill.models import Parameter
 from papermill.translators import Translator, papermill_translators
 from papermill.utils import merge_kwargs, remove_args
 
-KERNEL_NAME = "iac-kernel"
+from iac_kernel.kernel.app import KERNEL_NAME
+
 HEADER = "Runbook parameters (injected by papermill):"
 #: ``- name = value`` lines of a parameters cell; the value is JSON (anything after it, help).
 PARAMETER_LINE = re.compile(r"^\s*[-*]\s*(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<value>.+?)\s*$")

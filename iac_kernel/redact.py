@@ -71,6 +71,13 @@ def redactor(env: Mapping[str, str] | None = None) -> Callable[[str], str]:
     return lambda text: _redact_with(text, maskers) if text else text
 
 
+def values_redactor(secrets: Mapping[str, str]) -> Callable[[str], str]:
+    """Replace each of ``secrets`` (value -> its variable's name) with ``[REDACTED:NAME]``,
+    leaving credential shapes alone: for a text masked of them already."""
+    maskers = _maskers(frozenset(secrets.items()))
+    return lambda text: _redact_values(text, maskers) if text else text
+
+
 def value_redactor(env: Mapping[str, str] | None = None) -> Callable[[Any], Any]:
     """:func:`redact_value` with the environment's secrets read once (for many values)."""
     maskers = _maskers(frozenset(secret_values(env).items()))
@@ -78,10 +85,14 @@ def value_redactor(env: Mapping[str, str] | None = None) -> Callable[[Any], Any]
 
 
 def _redact_with(text: str, maskers: _Maskers) -> str:
+    return mask_shapes(_redact_values(text, maskers))
+
+
+def _redact_values(text: str, maskers: _Maskers) -> str:
     if maskers.gate.finds(text):
         for masker in maskers:
             text = masker.sub(text)
-    return mask_shapes(text)
+    return text
 
 
 def redact_every_masker(text: str, env: Mapping[str, str] | None = None) -> str:

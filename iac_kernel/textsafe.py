@@ -25,10 +25,6 @@ from typing import Any
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def has_surrogates(text: str) -> bool:
-    return _SURROGATE.search(text) is not None
-
-
 def _show(match: re.Match[str]) -> str:
     code = ord(match.group())
     if 0xDC80 <= code <= 0xDCFF:

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from core_support import write_script
+from iac_kernel.agent.manager import SessionManager
 from iac_kernel.agent.permissions import Answer, PermissionRequest
 from iac_kernel.config import Settings
 from iac_kernel.events import ToolCallResult
 from iac_kernel.sessions.audit import AuditLog
-from iac_kernel.sessions.manager import SessionManager
 
 APPROVER = "test front end"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from iac_kernel.models.credentials import CREDENTIAL_ENV
+from iac_kernel.models.providers import CREDENTIAL_ENV
 
 #: Finalizers never run inside pytest's own parse of a failure's source (see the module);
 #: the browser tests share their Chromium and page fixtures.

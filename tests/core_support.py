@@ -26,11 +26,11 @@ class RecordingPersist:
         self.compactions: list[tuple[str, int]] = []
         self.results: list[dict[str, Any]] = []
 
-    def message(self, message: dict[str, Any]) -> None:
+    def append_message(self, message: dict[str, Any]) -> None:
         self.messages.append(message)
         self._in_results = False
 
-    def tool_result(self, block: dict[str, Any], **extra: Any) -> None:
+    def append_tool_result(self, block: dict[str, Any], **extra: Any) -> None:
         """One result record; consecutive ones form one user message, as the store reads."""
         self.results.append({"block": block, **extra})
         if getattr(self, "_in_results", False):
@@ -39,7 +39,7 @@ class RecordingPersist:
             self.messages.append({"role": "user", "content": [block]})
         self._in_results = True
 
-    def compaction(self, summary: str, keep_from: int) -> None:
+    def append_compaction(self, summary: str, keep_from: int) -> None:
         self.compactions.append((summary, keep_from))
 
 

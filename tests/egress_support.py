@@ -22,10 +22,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from iac_kernel.egress import broker
+from iac_kernel.egress import addon_table, broker, ca
 from iac_kernel.egress import proxy as proxy_module
 from iac_kernel.egress.decide import GuardedRun
-from iac_kernel.egress.environment import ensure_environment, mitmdump
+from iac_kernel.egress.environment import ensure_environment
 
 _LISTENING = re.compile(r"proxy listening at [^\s]*:(\d+)")
 
@@ -49,12 +49,26 @@ def stop(proc: subprocess.Popen) -> None:
 def egress_ready() -> Path:
     """The egress environment's mitmdump (installed once per machine, then cached)."""
     try:
-        ensure_environment()
+        python = ensure_environment()
     except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
         pytest.skip(f"the egress environment cannot be installed here: {exc}")
-    found = mitmdump()
-    assert found is not None
-    return found
+    return python.parent / "mitmdump"
+
+
+def broker_args(made: broker.Brokered) -> list[str]:
+    """The ``mitmdump`` options that load the broker's addons with ``made``'s table and CA
+    (no policy addon: no agent to ask, so every use of a credential is refused)."""
+    args = []
+    for name in broker.ADDONS:
+        args += ["-s", str(Path(broker.__file__).with_name(name))]
+    table = f"{addon_table.TABLE_OPTION}={made.table}"
+    return [*args, "--set", table, "--set", f"confdir={made.confdir}"]
+
+
+def trust_broker(made: broker.Brokered, dest: Path) -> dict[str, str]:
+    """Make ``made``'s CA if needed, write the sandbox bundle to ``dest`` and return the
+    variables that make clients trust it."""
+    return ca.trust_env(ca.write_bundle(ca.ensure_ca(made.confdir), dest))
 
 
 @contextlib.contextmanager

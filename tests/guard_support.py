@@ -10,7 +10,6 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from iac_kernel.agent import egress_questions
 from iac_kernel.agent.permissions import (
     ALLOW_ALWAYS,
     ALLOW_ONCE,
@@ -19,7 +18,7 @@ from iac_kernel.agent.permissions import (
     PermissionRequest,
 )
 from iac_kernel.config import Settings
-from iac_kernel.guard.rules import DEFAULT_PROGRAMS, classify
+from iac_kernel.guard.policy.rules import DEFAULT_PROGRAMS, classify
 from iac_kernel.tools.base import ToolContext, ToolResult
 from iac_kernel.tools.bash import BashTool
 from iac_kernel.tools.danger import literal_commands
@@ -142,7 +141,7 @@ class Harness:
             env={"PATH": os.pathsep.join([str(self.bin_dir), PY_BIN, os.environ["PATH"]])},
         )
         ctx.ask_exec = self.gate.exec_asker(call_id, "bash", ask)
-        ctx.ask_egress = egress_questions.asker(self.gate, call_id, "bash", ask)
+        ctx.ask_egress = self.gate.egress_asker(call_id, BashTool.name, ask)
         request = PermissionRequest(call_id, "bash", command, "execute", args, [], "")
         decision = await self.gate.check(tool, args, ctx, request, ask)
         if not decision.allowed:

@@ -9,7 +9,7 @@ from typing import Any
 
 from jupyter_client.session import Session
 
-from iac_kernel.kernel.testing import KernelHarness
+from kernel_harness import KernelHarness
 
 
 class Recorder:

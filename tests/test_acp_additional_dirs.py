@@ -14,8 +14,8 @@ import pytest
 from guard_support import Asker, Harness, make_fakes
 from iac_kernel.agent.permissions import PermissionGate, PermissionRequest
 from iac_kernel.config import Settings
-from iac_kernel.guard import sandbox
 from iac_kernel.guard.call import writable_paths
+from iac_kernel.guard.sandbox import bwrap as sandbox
 from iac_kernel.tools.base import ToolContext
 from iac_kernel.tools.read_file import ReadFileTool
 from node_schema import schema_failures

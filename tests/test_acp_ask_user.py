@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from iac_kernel.acp.permissions import PermissionAsker
+from iac_kernel.acp.session.permissions import PermissionAsker
 from iac_kernel.agent import questions
 from iac_kernel.agent.permissions import ALLOW_ONCE, REJECT_ONCE
 from node_schema import schema_failures

@@ -10,7 +10,8 @@ import signal
 import pytest
 from acp import RequestError, text_block
 
-from iac_kernel.sessions.store import SessionStore, dangling_tool_uses
+from iac_kernel.sessions.store import SessionStore
+from store_support import dangling_tool_uses
 from test_acp_support import RawServer, RecordingClient, acp_server, server_env, wait_until
 
 

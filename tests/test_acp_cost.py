@@ -7,11 +7,11 @@ import pytest
 from acp.schema import SessionNotification
 from acp.utils import serialize_params
 
-from iac_kernel.acp import notify
+from iac_kernel.acp.session import notify
+from iac_kernel.agent.manager import SessionManager
 from iac_kernel.config import Settings
 from iac_kernel.events import Usage
-from iac_kernel.models.prices import RunningCost
-from iac_kernel.sessions.manager import SessionManager
+from iac_kernel.models.providers import RunningCost
 from node_schema import schema_failures
 from test_prices import PROVIDER_ENV
 

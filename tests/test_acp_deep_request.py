@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from iac_kernel.acp.transport import LineTransport, readable_id
+from iac_kernel.acp.wire.transport import LineTransport, readable_id
 from test_acp_support import RawServer, server_env
 
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from iac_kernel.acp import elicit
-from iac_kernel.acp.permissions import PermissionAsker
+from iac_kernel.acp.session.permissions import PermissionAsker
 from iac_kernel.agent.forms import typed_confirmation
 from iac_kernel.agent.permissions import ALLOW_ONCE, REJECT_ONCE, PermissionRequest
 from node_schema import schema_failures
@@ -48,7 +47,7 @@ def _request(workspace="staging", deletes=1, kind="terraform_apply", danger=True
     ],
 )
 def test_which_questions_need_the_workspace_typed(request_, target):
-    assert elicit.confirmation_target(request_) == target
+    assert (request_.form.confirms if request_.form else None) == target
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,8 @@
-"""A load masks a stored result again only when its mark says something new is known:
-a value learned later, a text edited by hand, a missing or rotated key, another masking
-code, a set edited by hand all mask again; a result masked with everything known now is
-shown as stored, and equals what masking it again gives."""
+"""A load masks a stored result again only with what its mark says it was not masked
+with: a value learned later is masked (with that value only: shapes are not searched
+again); a text edited by hand, a missing or rotated key, another masking code, a set
+edited by hand mask it again in full; a result masked with everything known now is shown
+as stored, and equals what masking it again gives."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from iac_kernel.agent.history import replay
 from iac_kernel.events import ToolCallResult
 from iac_kernel.masking import marks
 from iac_kernel.redact import redact, secret_values
-from iac_kernel.sessions.mask_key import NAME, install_key, read_key
-from iac_kernel.sessions.store import SessionStore, mark_table
+from iac_kernel.sessions.store import KEY_NAME as NAME
+from iac_kernel.sessions.store import SessionStore, install_key, mark_table, read_key
 from iac_kernel.terraform.sensitive import mask_text
 from iac_kernel.terraform.workspace import sensitive_values
 from test_acp_support import RawServer, server_env
@@ -86,7 +87,7 @@ def test_a_secret_learned_later_is_masked(workspace, tool_ctx, monkeypatch):
     monkeypatch.setenv("LATER_API_TOKEN", LATE)  # known only at load
     shown = _shown(sid, tool_ctx)
     assert LATE not in shown[0] and "[REDACTED:LATER_API_TOKEN]" in shown[0]
-    assert shown[1] != SHAPED  # the whole result is masked again, shapes too
+    assert shown[1] == SHAPED  # masked again with the new value only, not its shapes
     monkeypatch.delenv("LATER_API_TOKEN")
     # a value known later:
     (workspace / "terraform.tfstate").write_text(json.dumps(_state(LATE_STATE)))
@@ -216,7 +217,77 @@ async def test_a_live_result_is_stored_with_its_mark(tmp_path: Path, workspace: 
     table = mark_table(_store().root, records)
     monkeypatch.setenv("SOME_API_TOKEN", SECRET)
     now = set(secret_values())  # the workspace has no values; this process may have
-    assert table.checker(now).clean(result["block"]["tool_use_id"], text)
-    assert not table.checker(now | {"learned-later-value"}).clean(
-        result["block"]["tool_use_id"], text
+    call_id = result["block"]["tool_use_id"]
+    assert table.checker(now).fresh(call_id, text) == frozenset()
+    later = table.checker(now | {"learned-later-value"})
+    assert later.fresh(call_id, text) == {"learned-later-value"}
+    assert later.fresh(call_id, text + " edited") is None
+
+
+def _scanned(monkeypatch) -> tuple[list[str], list[str]]:
+    """Every text maskers are asked about from now on: searched for values or replaced,
+    and searched for credential shapes."""
+    from iac_kernel import redact
+    from iac_kernel.masking.values import ValueMasker
+
+    seen: list[str] = []
+    shapes: list[str] = []
+    for name in ("finds", "sub"):
+        real = getattr(ValueMasker, name)
+
+        def spy(self, text, _real=real):
+            seen.append(text)
+            return _real(self, text)
+
+        monkeypatch.setattr(ValueMasker, name, spy)
+    real_shapes = redact.mask_shapes
+    monkeypatch.setattr(
+        redact, "mask_shapes", lambda text: shapes.append(text) or real_shapes(text)
     )
+    return seen, shapes
+
+
+def test_a_value_learned_after_a_result_is_masked_and_a_later_result_is_not_scanned(
+    workspace, tool_ctx, monkeypatch
+):
+    """Result A is written before LATE is known, B after (masked with it): a replay masks
+    A again with LATE alone (not its shapes) and never scans B."""
+    store = _store()
+    sid = store.create(str(workspace), title="two generations").session_id
+    writer = store.open_writer(sid, "test")
+    before = frozenset(secret_values())
+    first = f"A: {LATE} and {SHAPED}"
+    second = f"B: {SHAPED} written after"
+    for call, text, known in (("a", first, before), ("b", second, before | {LATE})):
+        use = {"type": "tool_use", "id": call, "name": "bash", "input": {"command": "x"}}
+        writer.append_message({"role": "assistant", "content": [use]})
+        block = {"type": "tool_result", "tool_use_id": call, "content": text}
+        writer.append_tool_result(block, name="bash", masked_with=known)
+        monkeypatch.setenv("LATER_API_TOKEN", LATE)  # learned between A and B
+    writer.close()
+    sets = [r for r in map(json.loads, _log(sid).read_text().splitlines()) if "known" in r]
+    assert len(sets) == 2  # one set per generation of known values
+    seen, shapes = _scanned(monkeypatch)
+    shown = _shown(sid, tool_ctx)
+    assert shown[0] == f"A: [REDACTED:LATER_API_TOKEN] and {SHAPED}"  # shapes not again
+    assert shown[1] == second
+    assert first in seen  # A was searched for the value learned since
+    assert not any("A:" in text for text in shapes)  # but not for shapes
+    assert not any("B:" in text for text in seen + shapes)  # B was not scanned at all
+
+
+def test_a_mark_moved_to_an_older_result_does_not_hide_a_later_value(
+    workspace, tool_ctx, monkeypatch
+):
+    """An older result given a newer result's mark (whose set holds LATE) is masked again
+    in full: the mark's tag is of the other text."""
+    monkeypatch.setenv("LATER_API_TOKEN", LATE)
+    sid = _write(workspace, [f"old {LATE}", "new"], frozenset())
+    records = [json.loads(line) for line in _log(sid).read_text().splitlines()]
+    results = [r for r in records if r["type"] == "tool_result"]
+    results[0]["mask"] = results[1]["mask"]
+    results[0]["block"]["content"] = f"old {LATE} {SHAPED}"  # as if never masked
+    _log(sid).write_text("".join(json.dumps(r) + "\n" for r in records))
+    shown = _shown(sid, tool_ctx)
+    assert LATE not in shown[0] and "AKIAIOSFODNN7EXAMPLE" not in shown[0]
+    assert shown[1] == "new"

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from iac_kernel.agent import elicitation
+from iac_kernel.agent import questions
 from iac_kernel.agent.forms import BOOLEAN, CHOICE, NUMBER, TEXT
 from iac_kernel.mcp import sdk
 from mcp_support import stdio_entry
@@ -208,7 +208,7 @@ def test_a_flat_schema_becomes_a_form_and_anything_else_none():
         },
         "required": ["name", "tier"],
     }
-    form = elicitation.schema_form("t", schema)
+    form = questions.schema_form("t", schema)
     assert [(f.name, f.kind, f.required) for f in form.fields] == [
         ("name", TEXT, True),
         ("size", NUMBER, False),
@@ -218,22 +218,22 @@ def test_a_flat_schema_becomes_a_form_and_anything_else_none():
     ]
     assert "\x1b" not in form.fields[0].title and form.fields[2].default is True
     many = {"type": "array", "items": {"type": "string", "enum": ["a"]}}
-    assert elicitation.schema_form("t", {"properties": {"tags": many}}) is None
-    assert elicitation.schema_form("t", {"properties": {"n": {"type": "object"}}}) is None
-    assert elicitation.schema_form("t", "nope") is None
+    assert questions.schema_form("t", {"properties": {"tags": many}}) is None
+    assert questions.schema_form("t", {"properties": {"n": {"type": "object"}}}) is None
+    assert questions.schema_form("t", "nope") is None
 
 
 async def test_nobody_to_ask_and_odd_urls_are_declined():
-    assert await elicitation.elicit(None, "c", "t", {"mode": "form"}) == {"action": "decline"}
+    assert await questions.elicit(None, "c", "t", {"mode": "form"}) == {"action": "decline"}
 
     async def ask(request):  # would approve anything
         return "allow_once"
 
     for url in ("javascript:alert(1)", "file:///etc/passwd", None):
         params = {"mode": "url", "url": url, "message": "m", "elicitationId": "e"}
-        assert await elicitation.elicit(ask, "c", "t", params) == {"action": "decline"}
+        assert await questions.elicit(ask, "c", "t", params) == {"action": "decline"}
     form = {"mode": "form", "message": "m", "requestedSchema": {"properties": {}}}
-    assert await elicitation.elicit(ask, "c", "t", form) == {"action": "decline"}
+    assert await questions.elicit(ask, "c", "t", form) == {"action": "decline"}
     # an approval without values (a headless policy) is not an answer to a form
     form["requestedSchema"] = {"properties": {"n": {"type": "string"}}, "required": ["n"]}
-    assert await elicitation.elicit(ask, "c", "t", form) == {"action": "decline"}
+    assert await questions.elicit(ask, "c", "t", form) == {"action": "decline"}

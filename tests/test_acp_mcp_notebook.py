@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from iac_kernel.kernel.testing import CellResult, KernelHarness, scripted_kernel
+from kernel_harness import CellResult, KernelHarness, scripted_kernel
 from mcp_support import BROKEN_SERVER, DEMO_SERVER, SECRET
 
 SCRIPT = Path(__file__).parent / "scripts" / "acp_mcp.json"

@@ -1,6 +1,6 @@
 """Units of the MCP layer and its helpers: server specs from the three sources, tool
 names and results, the manager's tool list and failure notices, the slash command
-parser, tool call line numbers, model id validation."""
+parser, model id validation."""
 
 from __future__ import annotations
 
@@ -11,17 +11,11 @@ import sys
 import pytest
 from mcp import types
 
-from iac_kernel.acp import commands
-from iac_kernel.acp.locations import first_changed_line, grep_locations, input_locations
-from iac_kernel.events import Diff, ToolCallInput
-from iac_kernel.mcp.config import (
-    McpConfigError,
-    from_acp,
-    from_add_line,
-    from_project_file,
-)
+from iac_kernel.acp.session import commands
+from iac_kernel.mcp.config import McpConfigError, from_acp, from_add_line
 from iac_kernel.mcp.manager import McpManager
 from iac_kernel.mcp.tool import McpTool, result_text, tool_name
+from iac_kernel.mcp.trust import read_project
 from iac_kernel.models.base import ModelError
 from iac_kernel.models.registry import check_model_id, is_known_claude_model
 from iac_kernel.tools.base import Category
@@ -71,8 +65,14 @@ def test_bad_entries_are_named(entry, says):
     assert says in str(bad.value)
 
 
+def project_specs(folder):
+    """The servers of the folder's ``.mcp.json`` (none without one)."""
+    project = read_project(folder)
+    return [] if project is None else project.specs()
+
+
 def test_project_file_in_claude_code_format(tmp_path):
-    assert from_project_file(tmp_path) == []
+    assert project_specs(tmp_path) == []
     (tmp_path / ".mcp.json").write_text(
         json.dumps(
             {
@@ -87,7 +87,7 @@ def test_project_file_in_claude_code_format(tmp_path):
             }
         )
     )
-    tf, docs = from_project_file(tmp_path)
+    tf, docs = project_specs(tmp_path)
     assert (tf.command, tf.args, tf.env, tf.origin) == (
         "terraform-mcp-server",
         ["stdio"],
@@ -97,10 +97,10 @@ def test_project_file_in_claude_code_format(tmp_path):
     assert (docs.transport, docs.headers, docs.cwd) == ("http", {"A": "b"}, str(tmp_path))
     (tmp_path / ".mcp.json").write_text("{not json")
     with pytest.raises(McpConfigError, match="not readable JSON"):
-        from_project_file(tmp_path)
+        project_specs(tmp_path)
     (tmp_path / ".mcp.json").write_text('{"servers": {}}')
     with pytest.raises(McpConfigError, match="mcpServers"):
-        from_project_file(tmp_path)
+        project_specs(tmp_path)
 
 
 def test_add_lines():
@@ -208,25 +208,6 @@ def test_slash_command_parsing():
     assert names == list(commands.COMMANDS)
 
 
-def test_locations_have_line_numbers(tmp_path):
-    path = str(tmp_path / "a.txt")
-    read = ToolCallInput("1", "read_file", "read", "read", {"path": "a.txt", "offset": 7}, [path])
-    assert [(loc.path, loc.line) for loc in input_locations(read)] == [(path, 7)]
-    edit = ToolCallInput(
-        "2", "edit_file", "edit", "edit", {}, [path], Diff(path, "a\nb\nc\n", "a\nB\nc\n")
-    )
-    assert input_locations(edit)[0].line == 2
-    assert first_changed_line(Diff(path, None, "new\n")) == 1
-    assert first_changed_line(Diff(path, "a\n", "a\nb\n")) == 2
-    output = "a.txt:3:needle\na.txt-4-context\n--\nsub/b.tf:10:needle\na.txt:3:needle again"
-    found = grep_locations(output, tmp_path)
-    assert [(loc.path, loc.line) for loc in found] == [
-        (path, 3),
-        (str(tmp_path / "sub" / "b.tf"), 10),
-    ]
-    assert grep_locations("No matches found.", tmp_path) is None
-
-
 def test_model_ids(tmp_path):
     for good in (
         "claude-sonnet-4-5",
@@ -287,16 +268,15 @@ def test_project_file_expands_environment_references(tmp_path, monkeypatch):
             }
         )
     )
-    (tf,) = from_project_file(tmp_path)
+    (tf,) = project_specs(tmp_path)
     assert tf.args == ["--port=8080"] and tf.env == {"TFE_TOKEN": "tok-123456"}
     monkeypatch.delenv("TFE_TOKEN")
     with pytest.raises(McpConfigError, match=r"\$\{TFE_TOKEN\} is not set"):
-        from_project_file(tmp_path)
+        project_specs(tmp_path)
 
 
 def test_mcp_json_trust_is_per_content_and_kept_outside_the_folder(tmp_path):
-    from iac_kernel.mcp.project import follow_session
-    from iac_kernel.mcp.trust import is_trusted, read_project, trust
+    from iac_kernel.mcp.trust import follow_session, is_trusted, trust
 
     folder = tmp_path / "ws"
     folder.mkdir()

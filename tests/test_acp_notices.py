@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from iac_kernel.acp.client_features import ClientFeatures
-from iac_kernel.acp.notices import notice_update
-from iac_kernel.acp.turn import TurnRelay
+from iac_kernel.acp.protocol.client_features import ClientFeatures
+from iac_kernel.acp.protocol.notices import notice_update
+from iac_kernel.acp.session.turn import TurnRelay
 from iac_kernel.events import Compacted, ErrorNotice
 from node_schema import schema_failures
 from test_acp_schema125 import RecordingChannel, _settle

@@ -1,15 +1,19 @@
 """ACP ``plan`` updates: the model's ``update_plan`` checklist, sent when the call
-completes (live and on replay); nothing else becomes a plan."""
+completes (live and on replay, where the agent's stored history sets it); nothing else
+becomes a plan."""
 
 from __future__ import annotations
 
 import pytest
 from acp.utils import serialize_params
 
-from iac_kernel.acp.turn import TurnRelay
-from iac_kernel.acp.updates import replay_updates
-from iac_kernel.events import ToolCallInput, ToolCallResult, ToolCallStarted, UserMessage
+from iac_kernel.acp.protocol.updates import replay_updates
+from iac_kernel.acp.session.turn import TurnRelay
+from iac_kernel.agent.history import replay
+from iac_kernel.config import Settings
+from iac_kernel.events import ToolCallInput, ToolCallResult, ToolCallStarted
 from iac_kernel.tools.base import ToolContext, ToolError
+from iac_kernel.tools.registry import build_tools
 from iac_kernel.tools.update_plan import UpdatePlanTool
 from test_acp_schema125 import RecordingChannel, _settle
 
@@ -20,11 +24,23 @@ STEPS = [
 
 
 def _call(call_id: str, args: dict, status: str = "completed") -> list:
-    title = UpdatePlanTool().title(args)
+    """A call's events as the agent sends them (the checklist of a completed call)."""
+    tool = UpdatePlanTool()
+    checklist = tool.checklist(args) if status == "completed" else None
     return [
-        ToolCallStarted(call_id, "update_plan", title, "think"),
-        ToolCallInput(call_id, "update_plan", title, "think", args),
-        ToolCallResult(call_id, "update_plan", status, "Plan updated."),
+        ToolCallStarted(call_id, tool.name, tool.title(args), tool.kind),
+        ToolCallInput(call_id, tool.name, tool.title(args), tool.kind, args),
+        ToolCallResult(call_id, tool.name, status, "Plan updated.", checklist=checklist),
+    ]
+
+
+def _stored(call_id: str, args: dict, failed: bool = False) -> list[dict]:
+    """A call as the session store keeps it."""
+    use = {"type": "tool_use", "id": call_id, "name": UpdatePlanTool.name, "input": args}
+    result = {"type": "tool_result", "tool_use_id": call_id, "content": "Plan updated."}
+    return [
+        {"role": "assistant", "content": [use]},
+        {"role": "user", "content": [{**result, "is_error": failed}]},
     ]
 
 
@@ -59,9 +75,12 @@ async def test_a_completed_call_sends_the_whole_plan_after_its_result():
     ]
 
 
-def test_replay_shows_the_stored_plans_and_skips_malformed_ones():
-    history = [UserMessage("plan"), *_call("p1", {"steps": STEPS})]
-    history += _call("p2", {"steps": "not a list"})
+def test_replay_shows_the_stored_plans_and_skips_malformed_and_failed_ones(tmp_path):
+    messages = [{"role": "user", "content": "plan"}, *_stored("p1", {"steps": STEPS})]
+    messages += _stored("p2", {"steps": "not a list"})
+    messages += _stored("p3", {"steps": STEPS[:1]}, failed=True)
+    tools = {tool.name: tool for tool in build_tools()}
+    history = list(replay(messages, tools, ToolContext(cwd=tmp_path, settings=Settings())))
     plans = [u for u, _ in replay_updates(history, "s1") if u.session_update == "plan"]
     assert len(plans) == 1
     assert serialize_params(plans[0])["entries"][1]["status"] == "in_progress"

@@ -13,12 +13,18 @@ from typing import Any
 from acp.schema import SessionNotification
 from acp.utils import serialize_params
 
+from iac_kernel.acp.protocol.updates import (
+    extra_fields,
+    replay_updates,
+    stored_message_id,
+    to_update,
+)
 from iac_kernel.acp.replay import replay_params, wire_update
-from iac_kernel.acp.updates import extra_fields, replay_updates, stored_message_id, to_update
 from iac_kernel.events import (
     Compacted,
     Diff,
     ErrorNotice,
+    Location,
     TextDelta,
     ThinkingDelta,
     ToolCallInput,
@@ -28,6 +34,7 @@ from iac_kernel.events import (
 )
 
 PLAN = {"steps": [{"step": "Plan", "status": "completed"}, {"step": "Apply", "status": "pending"}]}
+STEPS = [{**step, "priority": "medium"} for step in PLAN["steps"]]
 
 
 def _history() -> list[Any]:
@@ -38,15 +45,26 @@ def _history() -> list[Any]:
         TextDelta("Reading."),
         ToolCallStarted("c1", "read_file", "read_file: main.tf", "read"),
         ToolCallInput(
-            "c1", "read_file", "read_file: main.tf", "read", {"path": "main.tf"}, ["/w/main.tf"]
+            "c1",
+            "read_file",
+            "read_file: main.tf",
+            "read",
+            {"path": "main.tf"},
+            [Location("/w/main.tf", 1)],
         ),
         ToolCallResult("c1", "read_file", "completed", 'resource "x" {}'),
         ToolCallStarted("c2", "read_file", "", "read"),
-        ToolCallInput("c2", "read_file", "", "read", {"path": "a", "offset": 7}, ["/w/a", "/w/b"]),
+        ToolCallInput("c2", "read_file", "", "read", {}, [Location("/w/a", 7), Location("/w/b")]),
         ToolCallResult("c2", "read_file", "failed", "", denied=False),
         ToolCallStarted("c3", "edit_file", "edit_file: main.tf", "edit"),
         ToolCallInput(
-            "c3", "edit_file", "edit_file: main.tf", "edit", {"n": None}, ["/w/main.tf"], edit
+            "c3",
+            "edit_file",
+            "edit_file: main.tf",
+            "edit",
+            {"n": None},
+            [Location("/w/main.tf", 2)],
+            edit,
         ),
         ToolCallResult("c3", "edit_file", "completed", "edited", diff=edit),
         ToolCallStarted("c4", "write_file", "write_file: new.tf", "weird-kind"),
@@ -62,7 +80,7 @@ def _history() -> list[Any]:
         ToolCallResult("c4", "write_file", "failed", "Denied by the user.", denied=True),
         ToolCallStarted("c5", "update_plan", "update_plan", "think"),
         ToolCallInput("c5", "update_plan", "update_plan", "think", PLAN, []),
-        ToolCallResult("c5", "update_plan", "completed", "Plan updated."),
+        ToolCallResult("c5", "update_plan", "completed", "Plan updated.", checklist=STEPS),
         ToolCallResult("c6", "bash", "completed", "out", raw_output={"exit": 0, "plan": {"a": 1}}),
         Compacted("Older turns were summarised.", 4),
         ErrorNotice("Model error: overloaded"),

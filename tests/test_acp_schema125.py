@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from iac_kernel.acp.turn import TurnRelay
-from iac_kernel.acp.updates import replay_updates
+from iac_kernel.acp.protocol.updates import replay_updates
+from iac_kernel.acp.session.turn import TurnRelay
 from iac_kernel.events import (
     ModelCallDone,
     TextDelta,

@@ -18,6 +18,7 @@ import os
 import sys
 from collections import deque
 from collections.abc import AsyncIterator, Callable
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +28,13 @@ from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
 from acp.utils import serialize_params
 
 import iac_kernel
-from iac_kernel.acp.client_features import ClientFeatures
-from iac_kernel.acp.sdk_connection import MESSAGE_TRANSPORT
+from iac_kernel.acp.protocol.client_features import ClientFeatures
 
 SCRIPTS = Path(__file__).parent / "scripts"
 MAIN_SCRIPT = SCRIPTS / "acp_main.json"
 WAIT = 20.0
+#: The tests' client runs on SDK 0.12 or later (else 0.11, beside jupyter-ai-acp-client).
+MESSAGE_TRANSPORT = tuple(map(int, version("agent-client-protocol").split(".")[:2])) >= (0, 12)
 STREAM_LIMIT = 64 * 1024 * 1024
 #: The checkout under test. The server subprocess must run this code: an ``iac-kernel``
 #: first on PATH may belong to another venv or checkout (a venv of main used with

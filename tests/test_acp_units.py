@@ -18,15 +18,17 @@ from acp.schema import (
     TextContentBlock,
 )
 
-from iac_kernel.acp import serve
-from iac_kernel.acp.content import to_anthropic
-from iac_kernel.acp.listing import decode_cursor, encode_cursor, list_page
-from iac_kernel.acp.permissions import UNREADABLE, parse_answer
-from iac_kernel.acp.transport import LineTransport, check_message
-from iac_kernel.acp.updates import replay_updates, to_update
+from iac_kernel.acp.protocol.content import to_anthropic
+from iac_kernel.acp.protocol.updates import replay_updates, to_update
+from iac_kernel.acp.serve.server import serve
+from iac_kernel.acp.session.listing import decode_cursor, encode_cursor, list_page
+from iac_kernel.acp.session.permissions import UNREADABLE, parse_answer
+from iac_kernel.acp.wire.transport import LineTransport, check_message
+from iac_kernel.agent.manager import SessionManager
 from iac_kernel.config import Settings
 from iac_kernel.events import (
     Diff,
+    Location,
     ToolCallInput,
     ToolCallResult,
     ToolCallStarted,
@@ -34,7 +36,6 @@ from iac_kernel.events import (
     Usage,
     UserMessage,
 )
-from iac_kernel.sessions.manager import SessionManager
 from iac_kernel.sessions.store import SessionMeta
 from test_acp_support import MAIN_SCRIPT, RecordingClient, wait_until
 
@@ -151,12 +152,12 @@ def test_tool_updates_and_replay_closes_open_calls():
     events = [
         UserMessage("hi"),
         ToolCallStarted("c2", "read_file", "read_file", "read"),
-        ToolCallInput("c2", "read_file", "read_file: a.tf", "read", {"path": "a.tf"}, ["/w/a.tf"]),
+        ToolCallInput("c2", "read_file", "read_file: a", "read", {}, [Location("/w/a.tf", 3)]),
     ]
     updates = [update for update, _ in replay_updates(events)]
     kinds = [u.session_update for u in updates]
     assert kinds == ["user_message_chunk", "tool_call", "tool_call_update", "tool_call_update"]
-    assert updates[2].locations[0].path == "/w/a.tf"
+    assert (updates[2].locations[0].path, updates[2].locations[0].line) == ("/w/a.tf", 3)
     assert updates[-1].status == "failed"
 
 

@@ -15,7 +15,6 @@ from iac_kernel.models.anthropic import (
     CONTEXT_1M_BETA,
     AnthropicModel,
     RetryPolicy,
-    context_window_for,
     create_anthropic_model,
     resolve_model,
 )
@@ -28,7 +27,7 @@ from iac_kernel.models.base import (
     ToolUseBegin,
     ToolUseEnd,
 )
-from iac_kernel.models.credentials import has_anthropic_credentials, provider_from_env
+from iac_kernel.models.providers import claude_available, provider_from_env
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fake_anthropic import (
@@ -628,20 +627,26 @@ async def test_env_api_key_never_appears_in_errors(server, monkeypatch):
     assert all(secret not in reason for _, _, reason in retries.calls)
 
 
-def test_has_anthropic_credentials():
-    assert has_anthropic_credentials({}) is False
-    assert has_anthropic_credentials({"ANTHROPIC_API_KEY": "k"}) is True
-    assert has_anthropic_credentials({"ANTHROPIC_AUTH_TOKEN": "t"}) is True
-    assert has_anthropic_credentials({"ANTHROPIC_API_KEY": ""}) is False
-    assert has_anthropic_credentials({"ANTHROPIC_PROFILE": "work"}) is True
-    assert has_anthropic_credentials({"CLAUDE_CODE_USE_BEDROCK": "1"}) is True
-    assert has_anthropic_credentials({"CLAUDE_CODE_USE_VERTEX": "true"}) is True
-    assert has_anthropic_credentials({"CLAUDE_CODE_USE_VERTEX": "0"}) is False
-    assert has_anthropic_credentials({"IAC_KERNEL_PROVIDER": "bedrock"}) is True
-    assert has_anthropic_credentials({"IAC_KERNEL_PROVIDER": "anthropic"}) is False
+def test_claude_available():
+    assert claude_available({}) is False
+    assert claude_available({"ANTHROPIC_API_KEY": "k"}) is True
+    assert claude_available({"ANTHROPIC_AUTH_TOKEN": "t"}) is True
+    assert claude_available({"ANTHROPIC_API_KEY": ""}) is False
+    assert claude_available({"ANTHROPIC_PROFILE": "work"}) is True
+    assert claude_available({"CLAUDE_CODE_USE_BEDROCK": "1"}) is True
+    assert claude_available({"CLAUDE_CODE_USE_VERTEX": "true"}) is True
+    assert claude_available({"CLAUDE_CODE_USE_VERTEX": "0"}) is False
+    assert claude_available({"IAC_KERNEL_PROVIDER": "bedrock"}) is True
+    assert claude_available({"IAC_KERNEL_PROVIDER": "anthropic"}) is False
     # The explicit provider wins over the Claude Code switches.
     env = {"IAC_KERNEL_PROVIDER": "anthropic", "CLAUDE_CODE_USE_BEDROCK": "1"}
-    assert has_anthropic_credentials(env) is False
+    assert claude_available(env) is False
+    # A Messages-compatible profile is not Claude; an OpenAI-compatible provider neither.
+    profile = {"IAC_KERNEL_PROVIDER": "deepseek_anthropic", "DEEPSEEK_API_KEY": "d"}
+    assert claude_available(profile) is False
+    assert claude_available({**profile, "ANTHROPIC_API_KEY": "k"}) is True
+    assert claude_available({"IAC_KERNEL_PROVIDER": "openai", "ANTHROPIC_API_KEY": "k"}) is False
+    assert claude_available({"IAC_KERNEL_PROVIDER": "nonesuch"}) is True
 
 
 def test_provider_from_env():
@@ -729,7 +734,7 @@ def test_a_client_with_sdk_retries_is_switched_to_ours(server):
     ],
 )
 def test_context_window_per_model(model_id, window):
-    assert context_window_for(model_id) == window
+    assert resolve_model(model_id)[1] == window
 
 
 def test_resolve_model_betas_and_errors():

@@ -33,7 +33,7 @@ class Front:
 def _ctx(tmp_path: Path, ask=None) -> ToolContext:
     ctx = ToolContext(cwd=tmp_path, settings=Settings())
     if ask is not None:
-        ctx.ask_user = questions.asker("call-7", "ask_user", ask)
+        ctx.ask_user = questions.user_asker("call-7", "ask_user", ask)
     return ctx
 
 
@@ -164,7 +164,7 @@ async def test_the_question_is_shown_inert(tmp_path):
 async def test_the_notebooks_headless_policy_never_answers_a_question(tmp_path, policy):
     """The kernel's headless policy decides without a person: whatever it says, the
     question stays unanswered (``allow`` approves, which is not an answer)."""
-    from iac_kernel.kernel.permission_ui import policy_answer
+    from iac_kernel.kernel.ask.permission_ui import policy_answer
 
     async def headless(request):
         option, _note = policy_answer(policy, request, allow_stdin=False)

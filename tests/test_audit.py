@@ -15,7 +15,7 @@ import pytest
 
 from apply_support import APPROVER, run_call
 from iac_kernel.cli import main
-from iac_kernel.kernel.audit_magic import audit_magic
+from iac_kernel.kernel.magics.commands import Magics
 from iac_kernel.sessions.audit import AuditLog, describe
 from terraform_support import (
     SECRET,
@@ -131,10 +131,10 @@ def test_the_cli_and_the_magic_list_the_records(ws: Path, capsys, isolated_store
     assert main(["audit", "--cwd", str(ws.parent / "elsewhere")]) == 0
     assert capsys.readouterr().out == ""
     state = SimpleNamespace(settings=SimpleNamespace(sessions_dir=isolated_store), cwd=str(ws))
-    shown = asyncio.run(audit_magic(SimpleNamespace(state=state), ""))
+    shown = asyncio.run(Magics(state).audit(""))
     assert shown.markdown.startswith("2 audit record(s):") and "applied (exit 0)" in shown.plain
     empty = SimpleNamespace(settings=state.settings, cwd=str(ws.parent / "elsewhere"))
-    assert "No audit records" in asyncio.run(audit_magic(SimpleNamespace(state=empty), "")).plain
+    assert "No audit records" in asyncio.run(Magics(empty).audit("")).plain
 
 
 def test_the_log_is_never_written_through_a_symlink(tmp_path: Path):
@@ -149,9 +149,9 @@ def test_the_log_is_never_written_through_a_symlink(tmp_path: Path):
 
 
 def test_front_ends_say_who_answered():
-    from iac_kernel.acp.permissions import approver
+    from iac_kernel.acp.session.permissions import approver
     from iac_kernel.agent.permissions import PermissionRequest
-    from iac_kernel.kernel.permission_ui import PermissionUI
+    from iac_kernel.kernel.ask.permission_ui import PermissionUI
 
     class Out:
         def markdown(self, *_args, **_kwargs) -> None: ...
@@ -166,7 +166,7 @@ def test_front_ends_say_who_answered():
 
 
 def test_an_acp_answer_carries_its_client():
-    from iac_kernel.acp.permissions import PermissionAsker
+    from iac_kernel.acp.session.permissions import PermissionAsker
     from iac_kernel.agent.permissions import PermissionRequest
 
     class Channel:
@@ -179,8 +179,9 @@ def test_an_acp_answer_carries_its_client():
 
 
 def test_policy_results_and_a_remote_state_are_recorded(tmp_path: Path):
-    from iac_kernel.terraform.audit import plan_fields, state_mark
+    from iac_kernel.terraform.binding import state_mark
     from iac_kernel.terraform.plan import Plan, PlanFile
+    from iac_kernel.terraform.review import plan_fields
 
     check = {"check_id": "CKV_X_1", "name": "open", "address": "a.b", "guideline": "u"}
     plan = Plan(file=PlanFile("p", "ab" * 32, 1, 0.0), counts={"delete": 2}, checks=[check])

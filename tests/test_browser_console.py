@@ -1,8 +1,8 @@
 """The notebook as an engineer's console, in a real browser (headless Debian Chromium).
 
-One JupyterLab server with the real kernel and the scripted model
-(``tests/scripts/browser_console.json``) serves both tests; each opens its own notebook,
-so each gets its own kernel. Checked:
+The real kernel with the scripted model (``tests/scripts/browser_console.json``), each
+test in its own folder (and notebook, kernel and workspace) of the shared JupyterLab
+server. Checked:
 
 * the status bar shows the model and mode from the kernel's start, before any answer, and
   highlights ``bypass``;
@@ -22,12 +22,11 @@ Marked ``browser``; skipped only when /usr/bin/chromium is missing (CI installs 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from browser.jupyter import BROWSER_MARKS, Server, jupyter_server, write_notebook
+from browser.jupyter import BROWSER_MARKS, Folder, write_notebook
 from browser.lab import (
     our_errors,
     run_prompt,
@@ -51,22 +50,15 @@ fi
 """
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    base = tmp_path_factory.mktemp("console")
-    with jupyter_server("jupyterlab", base, server_env(base, SCRIPT)) as server:
-        terraform = server.root / "bin" / "terraform"
-        terraform.parent.mkdir()
-        terraform.write_text(FAKE_TERRAFORM)
-        terraform.chmod(0o755)
-        server.base = base
-        yield server
-
-
-def open_in_own_workspace(page, server: Server, name: str, path: str = "") -> None:
-    """Open JupyterLab in a fresh workspace of its own (no tabs from the other tests)."""
-    tree = f"/tree/{path}" if path else ""
-    page.goto(f"{server.url}/lab/workspaces/{name}{tree}?reset&token={server.token}")
+@pytest.fixture
+def server(jupyter, tmp_path: Path) -> Folder:
+    """This test's folder on the shared JupyterLab server, with the fake terraform."""
+    server = jupyter("jupyterlab", server_env(tmp_path, SCRIPT))
+    terraform = server.root / "bin" / "terraform"
+    terraform.parent.mkdir()
+    terraform.write_text(FAKE_TERRAFORM)
+    terraform.chmod(0o755)
+    return server
 
 
 def shot(page, folder: Path, name: str) -> None:
@@ -74,7 +66,7 @@ def shot(page, folder: Path, name: str) -> None:
 
 
 def test_status_bar_before_the_first_answer_and_full_output(
-    server: Server, page, screenshots: Path
+    server: Folder, page, screenshots: Path
 ) -> None:
     from playwright.sync_api import expect
 
@@ -86,7 +78,7 @@ def test_status_bar_before_the_first_answer_and_full_output(
     assert logo.ok and logo.body()[:4] == b"\x89PNG"
 
     write_notebook(server.root / "status.ipynb")
-    open_in_own_workspace(page, server, "status", "status.ipynb")
+    page.goto(server.notebook_url("status.ipynb"))
     try:
         wait_kernel_idle(page)
         status = page.locator("#jp-main-statusbar .iac-status-item")
@@ -172,11 +164,13 @@ def test_status_bar_before_the_first_answer_and_full_output(
     assert our_errors(page) == []
 
 
-def test_danger_question_survives_a_reload(server: Server, page, screenshots: Path) -> None:
+def test_danger_question_survives_a_reload(
+    server: Folder, page, screenshots: Path, tmp_path: Path
+) -> None:
     from playwright.sync_api import expect
 
     write_notebook(server.root / "unlock.ipynb")
-    open_in_own_workspace(page, server, "unlock", "unlock.ipynb")
+    page.goto(server.notebook_url("unlock.ipynb"))
     ran = server.root / "terraform-ran"
     try:
         wait_kernel_idle(page)
@@ -270,16 +264,16 @@ def test_danger_question_survives_a_reload(server: Server, page, screenshots: Pa
     assert not ran.exists(), ran.read_text()
     assert not (server.root / "notes.md").exists()
     # The user's words reached the agent in place of a bare "Permission denied.".
-    logs = "".join(p.read_text() for p in (server.base / "sessions").rglob("*.jsonl"))
+    logs = "".join(p.read_text() for p in (tmp_path / "sessions").rglob("*.jsonl"))
     assert "not on a Friday" in logs
     assert our_errors(page) == []
 
 
-def test_restored_buttons_answer_after_a_reload(server: Server, page, screenshots: Path) -> None:
+def test_restored_buttons_answer_after_a_reload(server: Folder, page, screenshots: Path) -> None:
     from playwright.sync_api import expect
 
     write_notebook(server.root / "restored.ipynb")
-    open_in_own_workspace(page, server, "restored", "restored.ipynb")
+    page.goto(server.notebook_url("restored.ipynb"))
     try:
         wait_kernel_idle(page)
         run_prompt(page, "Please release the lock")
@@ -325,11 +319,11 @@ def test_restored_buttons_answer_after_a_reload(server: Server, page, screenshot
 
 
 def test_console_has_the_status_bar_and_the_launcher_the_logo(
-    server: Server, page, screenshots: Path
+    server: Folder, page, screenshots: Path
 ) -> None:
     from playwright.sync_api import expect
 
-    open_in_own_workspace(page, server, "console")
+    page.goto(server.notebook_url())
     try:
         card = page.locator(".jp-LauncherCard[data-category='Console'][title='IaC Agent']")
         expect(card.locator("img")).to_have_attribute(

@@ -19,9 +19,9 @@ from browser.contrast import CONTRAST, MINIMUM
 from browser.jupyter import BROWSER_MARKS
 from iac_kernel.agent.permissions import PermissionRequest
 from iac_kernel.events import Diff, Usage
-from iac_kernel.kernel import footer, plan_card
-from iac_kernel.kernel.cards import ToolCard
-from iac_kernel.kernel.question_text import label_html
+from iac_kernel.kernel.ask.widgets import label_html
+from iac_kernel.kernel.render import footer, plan_card
+from iac_kernel.kernel.render.cards import ToolCard
 
 pytestmark = BROWSER_MARKS
 
@@ -96,7 +96,7 @@ def fragments() -> list[str]:
     edit.diff = Diff("main.tf", 'bucket = "old"\n', 'bucket = "new"\nacl = "private"\n')
     run = ToolCard("t3", "bash", "bash: terraform validate", "execute", "s1", status="done")
     run.input = {"command": "terraform validate"}
-    run.set_output("Success! The configuration is valid.\n")
+    run.output = "Success! The configuration is valid.\n"
     run.elapsed = 1.2
     usage = Usage(input_tokens=2000, output_tokens=300, cache_read_tokens=6000)
     return [

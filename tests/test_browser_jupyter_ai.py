@@ -20,7 +20,7 @@ pytest.importorskip(
 )
 
 from browser.jupyter import BROWSER_MARKS, jupyter_server
-from browser.lab import chromium, lab_page, server_env
+from browser.lab import server_env
 
 pytestmark = BROWSER_MARKS
 
@@ -28,7 +28,9 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "tests" / "scripts" / "jupyter_ai.json"
 
 
-def test_chat_with_the_persona_streams_its_answer_and_edit_buttons_work(tmp_path, screenshots):
+def test_chat_with_the_persona_streams_its_answer_and_edit_buttons_work(
+    tmp_path, screenshots, page
+):
     from playwright.sync_api import expect
 
     env = server_env(tmp_path, SCRIPT)
@@ -36,11 +38,8 @@ def test_chat_with_the_persona_streams_its_answer_and_edit_buttons_work(tmp_path
     env["JUPYTER_AI_ACP_CLIENT_E2E_TESTING_ONLY"] = "1"
     (tmp_path / "root").mkdir()
     (tmp_path / "root" / "infra.chat").write_text("{}")
-    with (
-        jupyter_server("jupyterlab", tmp_path, env) as server,
-        chromium() as browser,
-        lab_page(browser) as page,
-    ):
+    # A server of its own: the persona runs in the server, with the server's environment.
+    with jupyter_server("jupyterlab", tmp_path, env) as server:
         try:
             page.goto(server.page_url("lab/tree/infra.chat"))
             toolbar = page.locator(".jp-chat-input-toolbar")

@@ -1,23 +1,22 @@
 """The plan card in JupyterLab (headless Chromium; the extension's renderer of a saved
-plan output), in the Light and the Dark theme: it is framed, a destructive plan has the
-red edge, every row's action, address and reason keep 4.5:1 contrast (WCAG AA), and
-opening a row's attribute diff (a long line) leaves every column where it was, and the
-copy buttons copy one line per row without the rows' folded diffs.
-(The review list itself: tests/test_browser_big_plan.py.)
+plan output), in the Light and the Dark theme (switched in place on one page): it is
+framed, a destructive plan has the red edge, every row's action, address and reason keep
+4.5:1 contrast (WCAG AA), opening or closing a row's attribute diff (a long line) leaves
+every column where it was, and the copy buttons copy one line per row without the rows'
+folded diffs. (The review list itself: tests/test_browser_big_plan.py.)
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import nbformat
-import pytest
 
 from browser.contrast import CONTRAST, MINIMUM
-from browser.jupyter import BROWSER_MARKS, jupyter_server, write_notebook
+from browser.jupyter import BROWSER_MARKS, write_notebook
 from browser.lab import our_errors, server_env
-from iac_kernel.kernel import plan_card
+from browser.themes import slug, switch_theme
+from iac_kernel.kernel.render import plan_card
 
 pytestmark = BROWSER_MARKS
 
@@ -48,39 +47,45 @@ PLAN = {
         }
     ],
 }
+#: The themes checked (switched in place on one page).
+THEMES = ["JupyterLab Light", "JupyterLab Dark"]
 #: Where each row's action, address and reason start, and how wide they are.
 COLUMNS = """n => [...n.querySelectorAll('.iac-plan-vline')].map(l =>
   [...l.children].map(c => { const r = c.getBoundingClientRect();
     return [Math.round(r.left), Math.round(r.width)]; }))"""
 
 
-@pytest.mark.parametrize("theme", ["JupyterLab Light", "JupyterLab Dark"])
 def test_the_plan_card_is_framed_readable_and_its_columns_stay(
-    tmp_path: Path, screenshots: Path, page, theme: str
+    jupyter, tmp_path: Path, screenshots: Path, page
 ) -> None:
     from playwright.sync_api import expect
 
-    with jupyter_server("jupyterlab", tmp_path, server_env(tmp_path, SCRIPT)) as server:
-        themes = tmp_path / "lab-settings" / "@jupyterlab" / "apputils-extension"
-        themes.mkdir(parents=True, exist_ok=True)
-        (themes / "themes.jupyterlab-settings").write_text(json.dumps({"theme": theme}))
-        path = write_notebook(server.root / "plan.ipynb", "Plan the change")
-        nb = nbformat.read(path, as_version=4)
-        bundle = plan_card.bundle(PLAN, "toolu_plan_1", "s1")
-        nb.cells[0].outputs = [nbformat.v4.new_output("display_data", data=bundle)]
-        nbformat.write(nb, path)
-        page.goto(server.page_url("lab/tree/plan.ipynb"))
-        name = theme.split()[-1].lower()
-        try:
-            expect(page.locator("body")).to_have_attribute("data-jp-theme-name", theme)
-            card = page.locator(".iac-plan").first
-            expect(card).to_be_visible()
+    server = jupyter("jupyterlab", server_env(tmp_path, SCRIPT))
+    path = write_notebook(server.root / "plan.ipynb", "Plan the change")
+    nb = nbformat.read(path, as_version=4)
+    bundle = plan_card.bundle(PLAN, "toolu_plan_1", "s1")
+    nb.cells[0].outputs = [nbformat.v4.new_output("display_data", data=bundle)]
+    nbformat.write(nb, path)
+    page.goto(server.notebook_url("plan.ipynb"))
+    name = "light"
+    try:
+        card = page.locator(".iac-plan").first
+        expect(card).to_be_visible()
+        rows = card.locator(".iac-plan-list")
+        opener = card.locator(".iac-plan-vrow", has_text="aws_s3_bucket.logs").locator(
+            ".iac-plan-address"
+        )
+        diff = card.locator(".iac-plan-vrow[data-address='aws_s3_bucket.logs'] pre.iac-plan-diff")
+        # Each theme switched in place on the one page.
+        for theme in THEMES:
+            name = slug(theme)
+            switch_theme(page, theme)
             expect(card).to_have_class("iac-plan iac-plan-has-danger")
             frame = card.evaluate(
                 "n => { const s = getComputedStyle(n);"
                 " return [s.borderTopStyle, s.borderTopWidth, s.borderLeftWidth]; }"
             )
-            assert frame == ["solid", "1px", "4px"], frame
+            assert frame == ["solid", "1px", "4px"], (theme, frame)
 
             ratios = {}
             for row in card.locator(".iac-plan-vrow").all():
@@ -90,17 +95,18 @@ def test_the_plan_card_is_framed_readable_and_its_columns_stay(
             low = {what: round(r, 2) for what, r in ratios.items() if r < MINIMUM}
             assert not low, f"{theme}: contrast below {MINIMUM}:1: {low}"
 
-            rows = card.locator(".iac-plan-list")
+            # Opening (or, after the previous theme, closing) the row's diff of a long
+            # line leaves every column where it was.
+            opened = opener.get_attribute("aria-expanded") == "true"
             before = rows.evaluate(COLUMNS)
-            row = card.locator(".iac-plan-vrow", has_text="aws_s3_bucket.logs")
-            row.locator(".iac-plan-address").click()
-            diff = card.locator(
-                ".iac-plan-vrow[data-address='aws_s3_bucket.logs'] pre.iac-plan-diff"
-            )
-            expect(diff).to_be_visible()
-            expect(diff).to_contain_text(LONG[:50])
+            opener.click()
+            if opened:
+                expect(diff).to_have_count(0)
+            else:
+                expect(diff).to_be_visible()
+                expect(diff).to_contain_text(LONG[:50])
             after = rows.evaluate(COLUMNS)
-            assert after == before, (before, after)
+            assert after == before, (theme, before, after)
 
             # "Copy": one line per row, the action and the address; no folded diff text.
             page.evaluate(
@@ -114,8 +120,8 @@ def test_the_plan_card_is_framed_readable_and_its_columns_stay(
             assert plan_text == "delete\taws_db_instance.main\ncreate\taws_s3_bucket.logs"
             assert drift_text == "~ update\taws_security_group.web\t", drift_text
             page.screenshot(path=str(screenshots / f"browser-plan-card-{name}.png"))
-        except Exception:
-            page.screenshot(path=str(screenshots / f"browser-plan-{name}-failure.png"))
-            print(server.log_tail())
-            raise
-        assert our_errors(page) == []
+    except Exception:
+        page.screenshot(path=str(screenshots / f"browser-plan-{name}-failure.png"))
+        print(server.log_tail())
+        raise
+    assert our_errors(page) == []

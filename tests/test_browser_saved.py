@@ -11,7 +11,7 @@ from pathlib import Path
 
 import nbformat
 
-from browser.jupyter import BROWSER_MARKS, jupyter_server, write_notebook
+from browser.jupyter import BROWSER_MARKS, write_notebook
 from browser.lab import our_errors, server_env, wait_kernel_idle
 
 pytestmark = BROWSER_MARKS
@@ -70,32 +70,34 @@ def saved_mid_question(path: Path) -> None:
     nbformat.write(nb, path)
 
 
-def test_a_card_saved_mid_question_says_so(tmp_path: Path, screenshots: Path, page) -> None:
+def test_a_card_saved_mid_question_says_so(
+    jupyter, tmp_path: Path, screenshots: Path, page
+) -> None:
     from playwright.sync_api import expect
 
-    with jupyter_server("jupyterlab", tmp_path, server_env(tmp_path, SCRIPT)) as server:
-        saved_mid_question(server.root / "saved.ipynb")
-        page.goto(server.page_url("lab/tree/saved.ipynb"))
-        try:
-            wait_kernel_idle(page)
-            card = page.locator(".iac-toolcard").first
-            expect(card.locator(".iac-toolcard-status")).to_have_text("Saved mid-question")
-            expect(card.locator(".iac-toolcard-saved-note")).to_contain_text(
-                "Saved while this question waited"
-            )
-            cell = page.locator(".jp-Notebook .jp-Cell").first
-            expect(cell).to_contain_text("no longer asked")
-            assert "model not found" not in cell.inner_text()
-            assert "Awaiting permission" not in cell.inner_text()
-            # Saved again, the file's HTML and plain forms say so too (nbconvert shows them).
-            page.locator(".jp-NotebookPanel-toolbar [data-command='docmanager:save']").click()
-            expect(page.locator(".jp-mod-current.jp-mod-dirty")).to_have_count(0)
-            data = nbformat.read(server.root / "saved.ipynb", as_version=4).cells[0].outputs[0].data
-            for form in ("text/html", "text/plain"):
-                assert "awaiting permission" not in data[form], data[form]
-                assert "Saved while this question waited" in data[form], data[form]
-        except Exception:
-            page.screenshot(path=str(screenshots / "browser-saved-failure.png"))
-            print(server.log_tail())
-            raise
-        assert our_errors(page) == []
+    server = jupyter("jupyterlab", server_env(tmp_path, SCRIPT))
+    saved_mid_question(server.root / "saved.ipynb")
+    page.goto(server.notebook_url("saved.ipynb"))
+    try:
+        wait_kernel_idle(page)
+        card = page.locator(".iac-toolcard").first
+        expect(card.locator(".iac-toolcard-status")).to_have_text("Saved mid-question")
+        expect(card.locator(".iac-toolcard-saved-note")).to_contain_text(
+            "Saved while this question waited"
+        )
+        cell = page.locator(".jp-Notebook .jp-Cell").first
+        expect(cell).to_contain_text("no longer asked")
+        assert "model not found" not in cell.inner_text()
+        assert "Awaiting permission" not in cell.inner_text()
+        # Saved again, the file's HTML and plain forms say so too (nbconvert shows them).
+        page.locator(".jp-NotebookPanel-toolbar [data-command='docmanager:save']").click()
+        expect(page.locator(".jp-mod-current.jp-mod-dirty")).to_have_count(0)
+        data = nbformat.read(server.root / "saved.ipynb", as_version=4).cells[0].outputs[0].data
+        for form in ("text/html", "text/plain"):
+            assert "awaiting permission" not in data[form], data[form]
+            assert "Saved while this question waited" in data[form], data[form]
+    except Exception:
+        page.screenshot(path=str(screenshots / "browser-saved-failure.png"))
+        print(server.log_tail())
+        raise
+    assert our_errors(page) == []

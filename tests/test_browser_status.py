@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from browser.jupyter import BROWSER_MARKS, jupyter_server, write_notebook
+from browser.jupyter import BROWSER_MARKS, write_notebook
 from browser.lab import our_errors, run_prompt, server_env, wait_kernel_idle
 
 pytestmark = BROWSER_MARKS
@@ -31,59 +31,58 @@ ITEM = {
 
 @pytest.mark.parametrize("app", ["jupyterlab", "notebook"])
 def test_status_says_running_waiting_and_idle(
-    tmp_path: Path, screenshots: Path, page, app: str
+    jupyter, tmp_path: Path, screenshots: Path, page, app: str
 ) -> None:
     from playwright.sync_api import expect
 
-    with jupyter_server(app, tmp_path, server_env(tmp_path, SCRIPT)) as server:
-        terraform = server.root / "bin" / "terraform"
-        terraform.parent.mkdir()
-        terraform.write_text(FAKE_TERRAFORM)
-        terraform.chmod(0o755)
-        write_notebook(server.root / "status.ipynb")
-        path = "lab/tree/status.ipynb" if app == "jupyterlab" else "notebooks/status.ipynb"
-        page.goto(server.page_url(path))
-        item = page.locator(ITEM[app])
-        try:
-            wait_kernel_idle(page)
-            expect(item).to_have_attribute("data-state", "idle")
+    server = jupyter(app, server_env(tmp_path, SCRIPT))
+    terraform = server.root / "bin" / "terraform"
+    terraform.parent.mkdir()
+    terraform.write_text(FAKE_TERRAFORM)
+    terraform.chmod(0o755)
+    write_notebook(server.root / "status.ipynb")
+    page.goto(server.notebook_url("status.ipynb"))
+    item = page.locator(ITEM[app])
+    try:
+        wait_kernel_idle(page)
+        expect(item).to_have_attribute("data-state", "idle")
 
-            run_prompt(page, "Please stream slowly")
-            expect(item).to_have_attribute("data-state", "running")
-            expect(item.locator(".iac-status-state")).to_have_text("running")
-            expect(item).to_have_attribute("data-state", "idle")
-            expect(item.locator(".iac-status-tokens")).to_contain_text("tokens")
-            # The turn's tokens come over the status comm (the streamed answer's final
-            # update carries no session info for a page that renders deltas).
-            expect(item).to_have_attribute("title", re.compile(r"Tokens \(last turn\): [1-9]"))
+        run_prompt(page, "Please stream slowly")
+        expect(item).to_have_attribute("data-state", "running")
+        expect(item.locator(".iac-status-state")).to_have_text("running")
+        expect(item).to_have_attribute("data-state", "idle")
+        expect(item.locator(".iac-status-tokens")).to_contain_text("tokens")
+        # The turn's tokens come over the status comm (the streamed answer's final
+        # update carries no session info for a page that renders deltas).
+        expect(item).to_have_attribute("title", re.compile(r"Tokens \(last turn\): [1-9]"))
 
-            run_prompt(page, "Please release the lock", cell=1)
-            expect(item).to_have_attribute("data-state", "waiting")
-            expect(item.locator(".iac-status-state")).to_have_text("waiting for you")
-            expect(page).to_have_title(re.compile(r"^\(1 waiting\) "))
-            page.screenshot(path=str(screenshots / f"browser-status-{app}.png"))
+        run_prompt(page, "Please release the lock", cell=1)
+        expect(item).to_have_attribute("data-state", "waiting")
+        expect(item.locator(".iac-status-state")).to_have_text("waiting for you")
+        expect(page).to_have_title(re.compile(r"^\(1 waiting\) "))
+        page.screenshot(path=str(screenshots / f"browser-status-{app}.png"))
 
-            second = page.locator(".jp-Notebook .jp-Cell").nth(1)
-            # The question took the focus (Reject first: it is destructive) and was
-            # announced; the `r` key answers it.
-            focused = second.locator(".iac-question button:focus")
-            expect(focused).to_have_text("Reject once")
-            announcer = page.locator("[aria-live='assertive'].iac-sr-only")
-            expect(announcer).to_contain_text("Destructive question from the agent")
-            expect(announcer).to_contain_text("force-unlock")
-            page.keyboard.press("r")
-            expect(second.locator(".iac-toolcard[data-kind='execute']")).to_have_attribute(
-                "data-status", "denied"
-            )
-            expect(item).to_have_attribute("data-state", "idle")
-            expect(page).not_to_have_title(re.compile(r"waiting"))
-            # A reloaded page reads the same from the kernel, the last turn's tokens too.
-            page.reload()
-            wait_kernel_idle(page)
-            expect(item).to_have_attribute("data-state", "idle")
-            expect(item).to_have_attribute("title", re.compile(r"Tokens \(last turn\): [1-9]"))
-        except Exception:
-            page.screenshot(path=str(screenshots / f"browser-status-{app}-failure.png"))
-            print(server.log_tail())
-            raise
-        assert our_errors(page) == []
+        second = page.locator(".jp-Notebook .jp-Cell").nth(1)
+        # The question took the focus (Reject first: it is destructive) and was
+        # announced; the `r` key answers it.
+        focused = second.locator(".iac-question button:focus")
+        expect(focused).to_have_text("Reject once")
+        announcer = page.locator("[aria-live='assertive'].iac-sr-only")
+        expect(announcer).to_contain_text("Destructive question from the agent")
+        expect(announcer).to_contain_text("force-unlock")
+        page.keyboard.press("r")
+        expect(second.locator(".iac-toolcard[data-kind='execute']")).to_have_attribute(
+            "data-status", "denied"
+        )
+        expect(item).to_have_attribute("data-state", "idle")
+        expect(page).not_to_have_title(re.compile(r"waiting"))
+        # A reloaded page reads the same from the kernel, the last turn's tokens too.
+        page.reload()
+        wait_kernel_idle(page)
+        expect(item).to_have_attribute("data-state", "idle")
+        expect(item).to_have_attribute("title", re.compile(r"Tokens \(last turn\): [1-9]"))
+    except Exception:
+        page.screenshot(path=str(screenshots / f"browser-status-{app}-failure.png"))
+        print(server.log_tail())
+        raise
+    assert our_errors(page) == []

@@ -1,11 +1,12 @@
 """The answer as it is written, in a real browser (headless Chromium): JupyterLab and
 Notebook 7 with the extension get the text as deltas, and the cell's text grows while the
 model writes (several times, before the turn ends); at the end the text is JupyterLab's
-own Markdown rendering of the whole answer. A slow model's text (about 200 B/s) shows word by
-word, in the Light, Dark and Dark High Contrast themes (one server per app, the page
-reloaded for each theme): no gap of half a second between visible changes while it writes
-(the old 0.9 s update interval failed this; the 150 ms design target is measured by
-``bench/bench_iopub.py``, not asserted here), and the live text keeps 4.5:1 contrast.
+own Markdown rendering of the whole answer. A slow model's text (about 200 B/s) shows word
+by word, in the Light, Dark and Dark High Contrast themes (one page per app, the theme
+switched in place before each answer): no gap of half a second between visible changes
+while it writes (the old 0.9 s update interval failed this; the 150 ms design target is
+measured by ``bench/bench_iopub.py``, not asserted here), and the live text keeps 4.5:1
+contrast.
 
 Waits are for conditions on the page, never a sleep followed by an assertion.
 """
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from browser.contrast import CONTRAST, MINIMUM
-from browser.jupyter import BROWSER_MARKS, jupyter_server, write_notebook
+from browser.jupyter import BROWSER_MARKS, write_notebook
 from browser.lab import (
     WAIT_MS,
     our_errors,
@@ -26,7 +27,7 @@ from browser.lab import (
     server_env,
     wait_kernel_idle,
 )
-from browser.themes import APPS, THEMES, reload_page, set_theme, slug, wait_theme
+from browser.themes import APPS, THEMES, slug, switch_theme
 
 pytestmark = BROWSER_MARKS
 
@@ -61,6 +62,7 @@ RECORD_GROWTH = """() => {
   window.iacContrast = null;
   window.iacHeading = false;
   let last = -1;
+  window.iacObserver?.disconnect();  // the previous answer's
   const note = () => {
     const live = document.querySelector('.jp-Notebook .jp-Cell .iac-text-live');
     if (!live) return;
@@ -77,91 +79,86 @@ RECORD_GROWTH = """() => {
       }
     }
   };
-  new MutationObserver(note).observe(document.body,
-    {subtree: true, childList: true, characterData: true});
+  window.iacObserver = new MutationObserver(note);
+  window.iacObserver.observe(document.body, {subtree: true, childList: true, characterData: true});
 }""".replace("CONTRAST_OF", CONTRAST)
 
 
 @pytest.mark.parametrize("app", ["jupyterlab", "notebook"])
 def test_text_grows_while_the_model_writes(
-    tmp_path: Path, screenshots: Path, page, app: str
+    jupyter, tmp_path: Path, screenshots: Path, page, app: str
 ) -> None:
     from playwright.sync_api import expect
 
-    with jupyter_server(app, tmp_path, server_env(tmp_path, SCRIPT)) as server:
-        write_notebook(server.root / "stream.ipynb")
-        path = "lab/tree/stream.ipynb" if app == "jupyterlab" else "notebooks/stream.ipynb"
-        page.goto(server.page_url(path))
-        try:
-            wait_kernel_idle(page)
-            run_prompt(page, "Please stream slowly")
-            cell = page.locator(".jp-Notebook .jp-Cell").first
-            selector = ".jp-Notebook .jp-Cell .iac-text-live"
-            seen = [0]
-            for _ in range(GROWTH_STEPS):
-                handle = page.wait_for_function(GROWS, arg=[selector, seen[-1]], timeout=WAIT_MS)
-                seen.append(handle.json_value())
-            assert seen == sorted(seen) and len(set(seen)) == len(seen)
-            # Markdown already while streaming: the heading is a heading.
-            expect(cell.locator(".iac-text-live h2")).to_have_text("Plan review")
+    server = jupyter(app, server_env(tmp_path, SCRIPT))
+    write_notebook(server.root / "stream.ipynb")
+    page.goto(server.notebook_url("stream.ipynb"))
+    try:
+        wait_kernel_idle(page)
+        run_prompt(page, "Please stream slowly")
+        cell = page.locator(".jp-Notebook .jp-Cell").first
+        selector = ".jp-Notebook .jp-Cell .iac-text-live"
+        seen = [0]
+        for _ in range(GROWTH_STEPS):
+            handle = page.wait_for_function(GROWS, arg=[selector, seen[-1]], timeout=WAIT_MS)
+            seen.append(handle.json_value())
+        assert seen == sorted(seen) and len(set(seen)) == len(seen)
+        # Markdown already while streaming: the heading is a heading.
+        expect(cell.locator(".iac-text-live h2")).to_have_text("Plan review")
 
-            expect(cell.locator(".jp-InputPrompt")).to_contain_text("[1]")
-            expect(cell.locator(".iac-text-live")).to_have_count(0)
-            final = cell.locator(".jp-RenderedMarkdown").filter(has_text="Plan review")
-            expect(final).to_contain_text("word159")
-            expect(final.locator("strong")).to_have_text("all")
-            assert "▍" not in cell.inner_text()
-        except Exception:
-            page.screenshot(path=str(screenshots / f"browser-stream-{app}-failure.png"))
-            print(server.log_tail())
-            raise
-        assert our_errors(page) == []
+        expect(cell.locator(".jp-InputPrompt")).to_contain_text("[1]")
+        expect(cell.locator(".iac-text-live")).to_have_count(0)
+        final = cell.locator(".jp-RenderedMarkdown").filter(has_text="Plan review")
+        expect(final).to_contain_text("word159")
+        expect(final.locator("strong")).to_have_text("all")
+        assert "▍" not in cell.inner_text()
+    except Exception:
+        page.screenshot(path=str(screenshots / f"browser-stream-{app}-failure.png"))
+        print(server.log_tail())
+        raise
+    assert our_errors(page) == []
 
 
 @pytest.mark.parametrize("app", APPS)
 def test_slow_model_text_shows_word_by_word(
-    tmp_path: Path, screenshots: Path, page, app: str
+    jupyter, tmp_path: Path, screenshots: Path, page, app: str
 ) -> None:
     from playwright.sync_api import expect
 
-    with jupyter_server(app, tmp_path, server_env(tmp_path, SLOW_SCRIPT)) as server:
-        write_notebook(server.root / "slow.ipynb")
-        path = "lab/tree/slow.ipynb" if app == "jupyterlab" else "notebooks/slow.ipynb"
-        name = app
-        try:
-            for run, theme in enumerate(THEMES, start=1):
-                name = f"{app}-{slug(theme)}"
-                set_theme(tmp_path, theme)
-                if run == 1:
-                    page.goto(server.page_url(path))
-                    wait_kernel_idle(page)
-                else:  # the same kernel; the notebook back to its file
-                    reload_page(page)
-                wait_theme(page, theme)
-                page.evaluate(RECORD_GROWTH)
-                run_prompt(page, "Please stream at a slow model's pace")
-                cell = page.locator(".jp-Notebook .jp-Cell").first
-                prompt = cell.locator(".jp-InputPrompt")
-                expect(prompt).to_contain_text(f"[{run}]", timeout=WAIT_MS)
-                final = cell.locator(".jp-RenderedMarkdown").filter(has_text="Slow answer")
-                expect(final).to_contain_text("word84")
-                growth = page.evaluate("window.iacGrowth")
-                lengths = [length for _at, length in growth]
-                assert lengths == sorted(lengths), (theme, lengths)
-                gaps = [round(b[0] - a[0]) for a, b in itertools.pairwise(growth)]
-                assert gaps and max(gaps) < MAX_GAP_MS, (theme, gaps, growth)
-                assert len(growth) >= MIN_CHANGES, (theme, growth)
-                # Markdown already while streaming, and no cursor once it ended.
-                assert page.evaluate("window.iacHeading"), theme
-                expect(cell.locator(".iac-text-live")).to_have_count(0)
-                assert "▍" not in cell.inner_text(), theme
-                live_contrast = page.evaluate("window.iacContrast")
-                assert live_contrast is not None and live_contrast >= MINIMUM, (
-                    theme,
-                    live_contrast,
-                )
-        except Exception:
-            page.screenshot(path=str(screenshots / f"browser-stream-slow-{name}-failure.png"))
-            print(server.log_tail())
-            raise
-        assert our_errors(page) == []
+    server = jupyter(app, server_env(tmp_path, SLOW_SCRIPT))
+    write_notebook(server.root / "slow.ipynb")
+    name = app
+    try:
+        page.goto(server.notebook_url("slow.ipynb"))
+        wait_kernel_idle(page)
+        # Each theme switched in place on the one page, its answer in a cell of its own.
+        for run, theme in enumerate(THEMES, start=1):
+            name = f"{app}-{slug(theme)}"
+            switch_theme(page, theme)
+            page.evaluate(RECORD_GROWTH)
+            run_prompt(page, "Please stream at a slow model's pace", cell=run - 1)
+            cell = page.locator(".jp-Notebook .jp-Cell").nth(run - 1)
+            prompt = cell.locator(".jp-InputPrompt")
+            expect(prompt).to_contain_text(f"[{run}]", timeout=WAIT_MS)
+            final = cell.locator(".jp-RenderedMarkdown").filter(has_text="Slow answer")
+            expect(final).to_contain_text("word84")
+            growth = page.evaluate("window.iacGrowth")
+            lengths = [length for _at, length in growth]
+            assert lengths == sorted(lengths), (theme, lengths)
+            gaps = [round(b[0] - a[0]) for a, b in itertools.pairwise(growth)]
+            assert gaps and max(gaps) < MAX_GAP_MS, (theme, gaps, growth)
+            assert len(growth) >= MIN_CHANGES, (theme, growth)
+            # Markdown already while streaming, and no cursor once it ended.
+            assert page.evaluate("window.iacHeading"), theme
+            expect(cell.locator(".iac-text-live")).to_have_count(0)
+            assert "▍" not in cell.inner_text(), theme
+            live_contrast = page.evaluate("window.iacContrast")
+            assert live_contrast is not None and live_contrast >= MINIMUM, (
+                theme,
+                live_contrast,
+            )
+    except Exception:
+        page.screenshot(path=str(screenshots / f"browser-stream-slow-{name}-failure.png"))
+        print(server.log_tail())
+        raise
+    assert our_errors(page) == []

@@ -15,7 +15,7 @@ from jupyter_core import paths as jupyter_paths
 
 from iac_kernel import __version__
 from iac_kernel.cli import build_parser, main
-from iac_kernel.kernel.install import KERNEL_NAME, install, write_spec
+from iac_kernel.kernel.app import KERNEL_NAME, install, write_spec
 
 COMMAND = (
     [shutil.which("iac-kernel")]

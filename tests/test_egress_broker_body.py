@@ -59,9 +59,9 @@ def world(tmp_path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict]:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     port = server.server_address[1]
     # the identity host, here: this loopback server under the name localhost
-    body_hosts = ((f"localhost:{port}",), ("client_secret",))
-    monkeypatch.setitem(credentials.BODY_VARIABLES, "ARM_CLIENT_SECRET", body_hosts)
-    monkeypatch.setitem(credentials.ISSUES_FOR, f"localhost:{port}", (f"localhost:{port}",))
+    host = f"localhost:{port}"
+    identity = credentials.Identity(host, ("ARM_CLIENT_SECRET",), (host,))
+    monkeypatch.setitem(credentials.BODY_VARIABLES, "ARM_CLIENT_SECRET", identity)
     home = tmp_path / "home"
     home.mkdir()
     made = broker.prepare({"ARM_CLIENT_SECRET": SECRET}, home=home, folder=tmp_path / "p")

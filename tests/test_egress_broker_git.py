@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from egress_support import egress_ready, running_mitmdump
+from egress_support import broker_args, egress_ready, running_mitmdump
 from guard_support import Asker, Harness, make_fakes
 from iac_kernel.agent.permissions import ALLOW_ONCE
 from iac_kernel.egress import broker
 from iac_kernel.egress.environment import environment_dir
-from iac_kernel.guard.sandbox import unusable_reason
+from iac_kernel.guard.sandbox.bwrap import unusable_reason
 
 PASSWORD = "realGitPassw0rd-5e6f7a8b9c"
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
@@ -177,7 +177,7 @@ def test_a_placeholder_from_outside_a_guarded_run_is_never_swapped(
         )
 
     assert clone("direct").returncode != 0
-    with running_mitmdump(made.mitmdump_args(), tmp_path / "mitmdump.log") as proxy:
+    with running_mitmdump(broker_args(made), tmp_path / "mitmdump.log") as proxy:
         env["http_proxy"] = f"http://127.0.0.1:{proxy}"
         assert clone("proxied").returncode != 0
     assert git_server.seen and f"bob:{PASSWORD}" not in git_server.seen

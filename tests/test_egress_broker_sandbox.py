@@ -20,7 +20,7 @@ from guard_support import Asker, Harness
 from iac_kernel.agent.permissions import ALLOW_ONCE
 from iac_kernel.egress import broker
 from iac_kernel.egress.environment import environment_dir
-from iac_kernel.guard.sandbox import unusable_reason
+from iac_kernel.guard.sandbox.bwrap import unusable_reason
 
 pytestmark = pytest.mark.skipif(unusable_reason() is not None, reason="bubblewrap unusable")
 GIT_PASSWORD = "gitPassw0rd-1a2b3c4d5e6f"

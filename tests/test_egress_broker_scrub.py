@@ -32,7 +32,7 @@ from urllib.parse import quote, quote_plus, unquote, unquote_plus
 
 import pytest
 
-from egress_support import aws_user, egress_ready, running_mitmdump
+from egress_support import aws_user, broker_args, egress_ready, running_mitmdump, trust_broker
 from iac_kernel.egress import broker
 
 trustme = pytest.importorskip("trustme")
@@ -230,8 +230,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
         }
         made = broker.prepare(env, home=root / "home", folder=root / "p")
         assert {TOKEN, PASSWORD} <= set(made.swaps)
-        trust = made.ca_bundle(root / "public" / "bundle.pem")
-        args = [*made.mitmdump_args(), "--set", f"ssl_verify_upstream_trusted_ca={test_ca}"]
+        trust = trust_broker(made, root / "public" / "bundle.pem")
+        args = [*broker_args(made), "--set", f"ssl_verify_upstream_trusted_ca={test_ca}"]
         streaming = [*args, "--set", "stream_large_bodies=1"]
         with (
             running_mitmdump(args, root / "buffered.log") as buffered,
@@ -516,7 +516,7 @@ def test_the_current_table_is_used_after_the_agent_rewrites_it(tmp_path: Path):
     home = tmp_path / "home"
     home.mkdir()
     made = broker.prepare({}, home=home, folder=tmp_path / "p")
-    with _serve() as port, running_mitmdump(made.mitmdump_args(), tmp_path / "log") as proxy:
+    with _serve() as port, running_mitmdump(broker_args(made), tmp_path / "log") as proxy:
         world = {"ports": {"http": port}, "proxies": {"p": proxy}}
         assert TOKEN.encode() in fetch(world, "p", "http", "/raw").body  # not brokered yet
         again = broker.prepare({"TF_TOKEN_localhost": TOKEN}, home=home, folder=tmp_path / "p")
@@ -541,7 +541,7 @@ def test_aws_answers_that_echo_the_key_id_are_scrubbed(tmp_path: Path):
         s3.create_bucket(Bucket="leaky")
         body = f"secret={secret}\nb64={base64.b64encode(secret.encode()).decode()}\n"
         s3.put_object(Bucket="leaky", Key="o", Body=body.encode())
-        with running_mitmdump(made.mitmdump_args(), tmp_path / "log") as port:
+        with running_mitmdump(broker_args(made), tmp_path / "log") as port:
             # a scrubbed object no longer matches its checksum: not checked here
             config = Config(
                 proxies={"http": f"http://127.0.0.1:{port}"},
@@ -587,7 +587,7 @@ def test_stream_scrubbing_at_every_split_point_in_the_proxys_python(tmp_path: Pa
     script = tmp_path / "check.py"
     script.write_text(_UNIT)
     done = subprocess.run(
-        [str(program.parent / "python"), script, broker.ADDON.parent, tmp_path / "t.json"],
+        [str(program.parent / "python"), script, Path(broker.__file__).parent, tmp_path / "t.json"],
         capture_output=True,
         text=True,
         timeout=600,
@@ -601,7 +601,7 @@ _UNIT = r"""
 import base64, gzip, os, random, sys, zlib
 from urllib.parse import quote
 sys.path.insert(0, sys.argv[1])
-import addon_broker as ab
+import addon_broker as ab, addon_scrub as sc, addon_table
 import brotli, zstandard
 
 real = {"a": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "b": "AKIAIOSFODNN7EXAMPLE",
@@ -609,7 +609,7 @@ real = {"a": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "b": "AKIAIOSFODNN7EXAM
 fake = {"a": "xKbmsYVuoGFNJ/L8NEFOH/cQySgjDZFYBNQMFLFZ", "b": "AKIAZZZZZZZZZ9ZZZZZZ",
         "c": "Q" * 20, "d": "tok-" + "Ab1" * 200}
 entry = {"kind": "token", "hosts": [], "real": real, "placeholder": fake}
-scrubber = ab._scrubber(ab.Table({"credentials": [entry]}))
+scrubber = sc._scrubber(addon_table.Table({"credentials": [entry]}).swaps)
 rng = random.Random(7)
 
 def forms(value):
@@ -625,7 +625,7 @@ def forms(value):
 filler = base64.b64encode(os.urandom(30000))
 pairs = {r.encode(): fake[k].encode() for k, r in real.items()}
 for stride in (16, 32, 64):
-    sampled = ab._Scrubber(pairs, stride)
+    sampled = sc._Scrubber(pairs, stride)
     for value in real.values():
         for form in forms(value):
             for at in [0, *range(5000, 5064, 9), len(filler) - 1, len(filler)]:
@@ -638,8 +638,8 @@ whole = scrubber.scrub(body, True)
 assert all(v.encode() not in whole for v in real.values()) and len(whole) == len(body)
 
 def streamed(chunks, coding=None):
-    decode = ab._stream_decoder(coding) if coding else None
-    stream = ab._StreamScrub(scrubber, coding is None, decode)
+    decode = sc._stream_decoder(coding) if coding else None
+    stream = sc._StreamScrub(scrubber, coding is None, decode)
     out = []
     for chunk in [*chunks, b""]:
         got = stream(chunk)
@@ -665,7 +665,7 @@ for coding, data in packed.items():
     for size in (1, 7, 300, len(data)):
         chunks = [data[k : k + size] for k in range(0, len(data), size)]
         assert streamed(chunks, coding) == expected, (coding, size)
-assert ab._stream_decoder("compress") is None
+assert sc._stream_decoder("compress") is None
 
 # the hooks on mitmproxy's own test flows: trailers and the reason phrase (HTTP/2 has
 # trailers mitmproxy keeps), a chain of codings, a mislabelled one, one that cannot be
@@ -679,7 +679,7 @@ with open(table, "w") as handle:
     json.dump({"credentials": [entry]}, handle)
 secret, secret_fake = real["a"].encode(), fake["a"].encode()
 broker = ab.Broker()
-scrub = ab.ResponseScrub(broker)
+scrub = sc.ResponseScrub()
 with taddons.context(broker, scrub) as tctx:
     tctx.configure(broker, iac_broker_file=table)
 

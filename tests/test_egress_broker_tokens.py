@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from egress_support import agent_proxy, recording_api
+from egress_support import agent_proxy, recording_api, trust_broker
 from iac_kernel.egress import broker
 
 trustme = pytest.importorskip("trustme")
@@ -44,7 +44,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
             f"http://bob:{GIT_PASSWORD}@localhost:{plain_port}\n"
         )
         made = broker.prepare({"TF_TOKEN_localhost": API_TOKEN}, home=home, folder=root / "p")
-        trust = made.ca_bundle(root / "public" / "bundle.pem")
+        trust = trust_broker(made, root / "public" / "bundle.pem")
         options = {"ssl_verify_upstream_trusted_ca": str(test_ca)}
         with agent_proxy(made, options=options) as port:
             yield {

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from iac_kernel.egress import broker, credentials, stores
-from iac_kernel.egress.credentials import Context, Unparsable
-from iac_kernel.guard import hidden
+from iac_kernel.egress import broker, credentials, formats, stores
+from iac_kernel.egress.formats import Context, Unparsable
+from iac_kernel.guard.sandbox import hidden
 
 AWS_ID = "AKIAZ7QRSTUVWXY23456"
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKE"
@@ -219,7 +219,7 @@ def test_every_store_gets_a_placeholder_copy_bound_to_its_own_hosts(tmp_path: Pa
     assert _hosts(made, KUBE_PASSWORD) == ["127.0.0.1:8001"]
     assert _hosts(made, KUBE_FILE_TOKEN) == ["127.0.0.1:8001"]
     assert _hosts(made, "lonely-token-0011223344556677") == []  # no context: never swapped
-    assert _hosts(made, DOCKER_PASSWORD) == sorted(credentials.DOCKER_HUB_HOSTS)
+    assert _hosts(made, DOCKER_PASSWORD) == sorted(formats.DOCKER_HUB_HOSTS)
     assert _hosts(made, DOCKER_PAT) == ["ghcr.io:443"]
     assert _hosts(made, VAULT_TOKEN) == ["vault.example.com:8200"]
     assert _hosts(made, PULUMI_TOKEN) == ["api.pulumi.com:443"]
@@ -229,10 +229,8 @@ def test_every_store_gets_a_placeholder_copy_bound_to_its_own_hosts(tmp_path: Pa
     assert _hosts(made, DATABRICKS_TOKEN) == ["adb-1.azuredatabricks.net:443"]
     identity = next(e for e in made.entries if IDENTITY_TOKEN in e["real"].values())
     assert identity["body"] == ["refresh_token"]  # an OAuth refresh token goes in a body
-    # the table the proxy reads has the same entries; the intercepted cluster's CA too
-    table = json.loads(made.table.read_text())
-    assert table["credentials"] == made.entries
-    assert "BEGIN CERTIFICATE" in table["upstream_cas"]["k8s.example.com:6443"]
+    # the table the proxy reads has the same entries
+    assert json.loads(made.table.read_text())["credentials"] == made.entries
 
 
 def test_kubeconfig_copy_keeps_client_certificates_and_drops_an_intercepted_ca(tmp_path: Path):
@@ -246,7 +244,7 @@ def test_kubeconfig_copy_keeps_client_certificates_and_drops_an_intercepted_ca(t
     # TLS client authentication is end to end: certificates and keys stay (documented)
     assert users["cert-user"]["client-key-data"] == CLIENT_KEY.decode()
     # the proxy intercepts k8s.example.com:6443: the client trusts the interception CA
-    # (SSL_CERT_FILE), the proxy verifies the server with the cluster's own CA
+    # (SSL_CERT_FILE); the proxy verifies the server with the public CAs
     assert "certificate-authority-data" not in clusters["prod"]
     assert users["token-user"]["token"] == made.swaps[KUBE_TOKEN]
     assert users["file-user"]["tokenFile"] == "token"
@@ -376,7 +374,7 @@ def test_unreadable_files_fail_closed(tmp_path: Path, rel: str):
     path.write_bytes(b"users: [] # \xff\xfe " + SECRET.encode() + b"\n")
     made = _prepare(home)
     assert "UTF-8" in made.refused[path] and SECRET not in _all_copies(made)
-    path.write_text("x" * (credentials.MAX_FILE + 1) + SECRET)
+    path.write_text("x" * (formats.MAX_FILE + 1) + SECRET)
     made = _prepare(home)
     assert "larger" in made.refused[path] and _copy_of(made, path).strip() in ("", "{}")
     if rel == ".kube/extra":
@@ -444,7 +442,7 @@ def test_netrc_default_and_unbound_machines_get_placeholders_that_are_never_swap
     copy = _copy_of(made, home / ".netrc")
     # a placeholder with blanks or quotes is written quoted: one word again
     spaced = 'a long pass phrase with "spaces"'
-    assert credentials.netrc(copy).found[2].values == {"token": made.swaps[spaced]}
+    assert formats.netrc(copy).found[2].values == {"token": made.swaps[spaced]}
     assert spaced not in copy
     for real in ("pw1", "quoted pass word", SECRET, "acct-0123456789"):
         assert real not in copy and made.swaps[real] in copy
@@ -619,13 +617,13 @@ def test_every_store_is_in_the_table_once_with_a_treatment():
     assert {store.treat for store in stores.STORES} == {stores.BROKER, stores.HIDE, stores.GIVE}
     for store in stores.STORES:
         where = store.locate({}, Path("/home/u"))
-        assert all(fmt in credentials.FORMATS for _p, fmt in where.files)
+        assert all(fmt in formats.FORMATS for _p, fmt in where.files)
         assert store.treat != stores.GIVE or store.why, store.name
 
 
-@pytest.mark.parametrize("name", sorted(credentials.FORMATS))
+@pytest.mark.parametrize("name", sorted(formats.FORMATS))
 def test_parsers_refuse_wrong_types_without_crashing(name: str):
-    fmt = credentials.FORMATS[name]
+    fmt = formats.FORMATS[name]
     for text in ("[]", "null", "42", '"x"', "{}", "- a\n- b\n", "\t\t", "a = b\n", "{{{{"):
         try:
             fmt.parse(text, Context(env={"VAULT_ADDR": "https://v.example.com"}))
@@ -652,7 +650,7 @@ def sandbox_home(outside_tmp: Path, monkeypatch: pytest.MonkeyPatch):
     prepared from it and active."""
     from egress_support import egress_ready
     from iac_kernel.egress.environment import environment_dir
-    from iac_kernel.guard.sandbox import unusable_reason
+    from iac_kernel.guard.sandbox.bwrap import unusable_reason
 
     if unusable_reason() is not None:
         pytest.skip("bubblewrap unusable")
@@ -782,9 +780,7 @@ def test_each_agent_process_has_its_own_table_and_copies(tmp_path):
 def test_a_port_written_by_gits_store_helper_is_read():
     """git's own ``store`` helper writes ``host%3aport``: the password is bound to that
     host and port, not left unswapped."""
-    from iac_kernel.egress import credentials
-
-    parsed = credentials.git_credentials("https://bob:Passw0rd-0123456789ab@127.0.0.1%3a8080\n")
+    parsed = formats.git_credentials("https://bob:Passw0rd-0123456789ab@127.0.0.1%3a8080\n")
     assert [(c.hosts, c.values["token"]) for c in parsed.found] == [
         (["127.0.0.1:8080"], "Passw0rd-0123456789ab")
     ]

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+import iac_kernel
 from egress_support import egress_ready
 from iac_kernel import control_paths
 from iac_kernel.cli import main as cli_main
@@ -31,12 +32,12 @@ from iac_kernel.config import Settings
 from iac_kernel.egress import broker, ca, environment, inside
 from iac_kernel.egress import proxy as proxy_module
 from iac_kernel.egress.proxy import EgressProxy
-from iac_kernel.guard import sandbox
-from iac_kernel.guard.sandbox import GUARD_MOUNT, Layout
+from iac_kernel.guard.sandbox import bwrap as sandbox
+from iac_kernel.guard.sandbox.bwrap import GUARD_MOUNT, Layout
 from iac_kernel.tools.base import ToolContext
 from iac_kernel.tools.bash import BashTool
 
-PACKAGE = Path(sandbox.__file__).resolve().parent.parent
+PACKAGE = Path(iac_kernel.__file__).resolve().parent
 no_bwrap = pytest.mark.skipif(sandbox.unusable_reason() is not None, reason="no bwrap")
 
 
@@ -95,7 +96,7 @@ def test_the_installed_engine_says_whether_http2_is_safe(tmp_path: Path, monkeyp
     assert found is not None and not found.http2_safe
     assert "with HTTP/2 off" in found.describe()
     (root / "iac-kernel-requirements.txt").write_text("mitmproxy==10\n")  # not ours
-    assert environment.installed() is None and environment.mitmdump() is None
+    assert environment.installed() is None and environment.egress_python() is None
 
 
 # -- how mitmdump is started ---------------------------------------------------------
@@ -129,10 +130,10 @@ def test_mitmdump_loads_private_copies_of_the_addons(recorded_launch):
     owner, launch = recorded_launch
     argv = launch((11, 0, 2))
     scripts = [Path(argv[i + 1]) for i, word in enumerate(argv) if word == "-s"]
-    assert [s.name for s in scripts] == ["addon_policy.py", "addon_broker.py"]
+    assert [s.name for s in scripts] == ["addon_policy.py", "addon_broker.py", "addon_scrub.py"]
     for script in scripts:
         # In the private folder (0700, hidden from every sandbox), the same code.
-        assert script.parent.parent.parent == owner._dir
+        assert script.parent.parent == owner._dir
         assert script.read_bytes() == (PACKAGE / "egress" / script.name).read_bytes()
     assert os.stat(owner._dir).st_mode & 0o777 == 0o700
     assert owner._dir in control_paths.registered()

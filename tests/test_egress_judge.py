@@ -4,7 +4,6 @@ gate, what the session remembers, and the audit record."""
 
 from __future__ import annotations
 
-from iac_kernel.agent import egress_questions
 from iac_kernel.agent.permissions import (
     ALLOW_ALWAYS,
     ALLOW_ONCE,
@@ -32,7 +31,7 @@ class Front:
 
 def _call(front: Front, run: GuardedRun | None, gate: PermissionGate | None = None):
     records: list[dict] = []
-    asker = egress_questions.asker(gate or PermissionGate(), "call-1", "bash", front)
+    asker = (gate or PermissionGate()).egress_asker("call-1", "bash", front)
     return EgressCall(object(), asker, run=run, audit=records.append), records
 
 

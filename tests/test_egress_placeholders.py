@@ -4,12 +4,13 @@ are found and the hosts they belong to, the private table and the placeholder fi
 from __future__ import annotations
 
 import json
+import os
 import re
 import stat
 from pathlib import Path
 
-from iac_kernel.egress import broker, credentials
-from iac_kernel.egress.placeholders import placeholder_for
+from iac_kernel.egress import broker, credentials, formats
+from iac_kernel.egress.addon_table import placeholder_for
 
 KEY = b"k" * 32
 REAL_ID = "AKIAZ7QRSTUVWXY23456"
@@ -55,7 +56,7 @@ def test_credentials_and_their_hosts():
         found["AWS_ACCESS_KEY_ID"].hosts
     )
     assert found["TF_TOKEN_app_terraform_io"].hosts == ["app.terraform.io"]
-    netrc = credentials.netrc(
+    netrc = formats.netrc(
         "machine git.example.com login u password s3cr3t-pass\ndefault login x password y"
     ).found
     # the default entry (a password for every host) is a placeholder never swapped
@@ -63,7 +64,7 @@ def test_credentials_and_their_hosts():
         (["git.example.com"], {"token": "s3cr3t-pass"}),
         ([], {"token": "y"}),
     ]
-    git = credentials.git_credentials("https://bob:p%40ss-word-123@git.example.com:8443\n").found
+    git = formats.git_credentials("https://bob:p%40ss-word-123@git.example.com:8443\n").found
     assert [(c.hosts, c.values) for c in git] == [
         (["git.example.com:8443"], {"token": "p@ss-word-123"})
     ]
@@ -120,9 +121,8 @@ def test_prepare_writes_a_private_table_and_placeholder_files(tmp_path: Path):
     assert broker.prepare(env, home=home, folder=folder).swaps == made.swaps
 
 
-def test_mitmdump_args_name_the_addon_table_and_private_confdir(tmp_path: Path):
+def test_the_table_and_the_ca_key_live_in_the_private_folder(tmp_path: Path):
     made = broker.prepare({}, home=tmp_path, folder=tmp_path / "p")
-    args = made.mitmdump_args()
-    assert args[:2] == ["-s", str(broker.ADDON)] and broker.ADDON.is_file()
-    assert f"iac_broker_file={made.table}" in args
-    assert f"confdir={tmp_path / 'p' / 'mitmproxy'}" in args
+    assert made.table.parent == tmp_path / "p" / broker.AGENTS / str(os.getpid())
+    assert made.confdir == tmp_path / "p" / "mitmproxy"  # mitmproxy's CA key goes there
+    assert all(Path(broker.__file__).with_name(name).is_file() for name in broker.ADDONS)

@@ -18,11 +18,11 @@ import pytest
 from guard_support import Asker, Harness, make_fakes
 from iac_kernel.agent.permissions import ALLOW_ALWAYS, ALLOW_ONCE, REJECT_ONCE
 from iac_kernel.egress import environment
-from iac_kernel.guard.sandbox import unusable_reason
+from iac_kernel.guard.sandbox.bwrap import unusable_reason
 
 pytestmark = [
     pytest.mark.skipif(unusable_reason() is not None, reason="bubblewrap unusable"),
-    pytest.mark.skipif(environment.mitmdump() is None, reason="iac-kernel egress install"),
+    pytest.mark.skipif(environment.egress_python() is None, reason="iac-kernel egress install"),
 ]
 
 
@@ -148,10 +148,9 @@ async def test_unknown_host_is_asked_and_the_answer_obeyed(tmp_path, server):
 
 
 async def test_no_one_to_ask_refuses():
-    from iac_kernel.agent.egress_questions import check_egress
     from iac_kernel.agent.permissions import PermissionGate
 
-    decision = await check_egress(PermissionGate(), "api.example.com", 443, "c", "bash", None)
+    decision = await PermissionGate().check_egress("api.example.com", 443, "c", "bash", None)
     assert not decision.allowed and "No one is there" in decision.message
 
 

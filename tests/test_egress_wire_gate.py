@@ -28,7 +28,7 @@ from guard_support import Asker, Harness
 from iac_kernel.agent.permissions import ALLOW_ALWAYS, ALLOW_ONCE, REJECT_ONCE, PermissionRequest
 from iac_kernel.egress import broker
 from iac_kernel.egress.environment import environment_dir
-from iac_kernel.guard.sandbox import unusable_reason
+from iac_kernel.guard.sandbox.bwrap import unusable_reason
 
 pytestmark = pytest.mark.skipif(unusable_reason() is not None, reason="bubblewrap unusable")
 boto3 = pytest.importorskip("boto3")

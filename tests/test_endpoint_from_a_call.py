@@ -4,7 +4,7 @@ Live: a real kernel (jupyter_client) whose scripted model runs a bash call that 
 endpoint's socket path and token (as if leaked) and the kernel's connection file, and
 tries to read the runtime folder and session store and to attach; it sees nothing and
 cannot connect, and the session's mode is unchanged. Unit: even a process that reaches
-the socket is refused while it belongs to a running call (``guard.callers``), and the
+the socket is refused while it belongs to a running call (``guard.sandbox.processes``), and the
 same client is served once it does not.
 """
 
@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from iac_kernel.acp.endpoint import start_endpoint
-from iac_kernel.acp.runtime import live_endpoints
+from iac_kernel.acp.attach.runtime import live_endpoints
+from iac_kernel.acp.serve.endpoint import start_endpoint
+from iac_kernel.agent.manager import SessionManager
 from iac_kernel.config import Settings
-from iac_kernel.guard import callers
-from iac_kernel.guard.sandbox import unusable_reason
-from iac_kernel.kernel.testing import scripted_kernel
-from iac_kernel.sessions.manager import SessionManager
+from iac_kernel.guard.sandbox import processes
+from iac_kernel.guard.sandbox.bwrap import unusable_reason
+from kernel_harness import scripted_kernel
 
 CLIENT = """
 import json, socket, sys
@@ -47,11 +47,11 @@ async def _client(sock: str, token: str, register: bool) -> str:
         sys.executable, "-c", CLIENT, sock, token, stdout=asyncio.subprocess.PIPE
     )
     if register:
-        callers.started(proc.pid)
+        processes.started(proc.pid)
     try:
         out, _ = await asyncio.wait_for(proc.communicate(), 60)
     finally:
-        callers.ended(proc.pid)
+        processes.ended(proc.pid)
     return out.decode()
 
 
@@ -73,12 +73,12 @@ async def test_a_peer_inside_a_running_call_is_refused(workspace: Path, tmp_path
 
 
 def test_descendants_of_a_call_are_from_the_call() -> None:
-    callers.started(os.getppid())
+    processes.started(os.getppid())
     try:
-        assert callers.from_a_call(os.getpid())
+        assert processes.from_a_call(os.getpid())
     finally:
-        callers.ended(os.getppid())
-    assert not callers.from_a_call(os.getpid())
+        processes.ended(os.getppid())
+    assert not processes.from_a_call(os.getpid())
 
 
 ATTACK = """
@@ -162,7 +162,7 @@ def test_a_bash_call_in_a_live_kernel_cannot_reach_the_endpoint(
 async def test_a_client_is_asked_only_the_questions_of_turns_it_started(
     workspace: Path, tmp_path: Path
 ) -> None:
-    from iac_kernel.acp.proxy import RemoteSession
+    from iac_kernel.acp.attach.proxy import RemoteSession
     from test_endpoint_units import SCRIPT, FakeEditor
 
     settings = Settings.from_env()

@@ -22,11 +22,11 @@ from typing import Any
 import pytest
 from acp import RequestError, text_block
 
-from iac_kernel.acp.runtime import EndpointInfo, live_endpoints
+from iac_kernel.acp.attach.runtime import EndpointInfo, live_endpoints
+from iac_kernel.agent.manager import SessionManager
 from iac_kernel.config import Settings
-from iac_kernel.kernel.testing import KernelHarness, scripted_kernel
-from iac_kernel.sessions.manager import SessionManager
 from iac_kernel.sessions.store import SessionLockedError, SessionStore
+from kernel_harness import KernelHarness, scripted_kernel
 from test_acp_support import WAIT, RecordingClient, acp_server, wait_until
 
 SCRIPT = Path(__file__).parent / "scripts" / "endpoint_main.json"

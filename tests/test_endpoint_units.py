@@ -16,21 +16,22 @@ from typing import Any
 import pytest
 from acp import RequestError
 
-from iac_kernel.acp.client_features import ClientFeatures
-from iac_kernel.acp.endpoint import parse_token_line, start_endpoint, unauthorized
-from iac_kernel.acp.proxy import AttachError, RemoteSession
-from iac_kernel.acp.runtime import (
+from iac_kernel.acp.attach.proxy import AttachError, RemoteSession
+from iac_kernel.acp.attach.runtime import (
     EndpointInfo,
     ensure_private_dir,
     find_endpoint,
+    info_path,
     live_endpoints,
     write_info,
 )
+from iac_kernel.acp.protocol.client_features import ClientFeatures
+from iac_kernel.acp.serve.endpoint import parse_token_line, start_endpoint, unauthorized
+from iac_kernel.agent.manager import SessionManager
 from iac_kernel.agent.session import AgentSession
 from iac_kernel.config import Settings
-from iac_kernel.kernel.editor_turns import EditorTurns, summary_markdown
-from iac_kernel.sessions.manager import SessionManager
-from iac_kernel.sessions.store import dangling_tool_uses
+from iac_kernel.kernel.session.editors import EditorTurns, summary_markdown
+from store_support import dangling_tool_uses
 from test_acp_support import wait_until
 
 SCRIPT = Path(__file__).parent / "scripts" / "endpoint_main.json"
@@ -180,7 +181,7 @@ async def test_proxy_loads_prompts_and_detaches(
     finally:
         await remote.close()
         await endpoint.close()
-    assert not endpoint.info_file.exists() and not endpoint.socket_path.exists()
+    assert not info_path(endpoint.directory).exists() and not endpoint.socket_path.exists()
 
 
 async def test_the_kernel_sends_what_the_editor_declared(

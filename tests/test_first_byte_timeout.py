@@ -20,7 +20,7 @@ from iac_kernel.config import Settings
 from iac_kernel.events import ErrorNotice, TextDelta
 from iac_kernel.models.anthropic import AnthropicModel
 from iac_kernel.models.base import ModelError, ModelRequest
-from iac_kernel.models.openai_model import OpenAIModel
+from iac_kernel.models.openai import OpenAIModel
 from iac_kernel.models.providers import PROVIDERS
 from iac_kernel.models.retry import RetryPolicy
 

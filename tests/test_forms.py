@@ -17,8 +17,8 @@ from iac_kernel.agent.permissions import (
     PermissionRequest,
     checked,
 )
-from iac_kernel.guard.exec_request import ExecRequest
-from iac_kernel.guard.ruleset import CHANGE, Verdict
+from iac_kernel.guard.approval.request import ExecRequest
+from iac_kernel.guard.policy.grammar import CHANGE, Verdict
 
 
 def _review(workspace="staging", deletes=1, kind="terraform_apply"):

@@ -20,8 +20,8 @@ import pytest
 
 from guard_support import Asker, Harness, make_fakes
 from iac_kernel.guard import call as guard_call
-from iac_kernel.guard import sandbox
-from iac_kernel.guard.launcher import write_launchers
+from iac_kernel.guard.sandbox import bwrap as sandbox
+from iac_kernel.guard.sandbox.launcher import write_launchers
 from iac_kernel.tools.base import ToolResult
 
 pytestmark = pytest.mark.skipif(sandbox.unusable_reason() is not None, reason="no bwrap")

@@ -12,7 +12,7 @@ import pytest
 
 from guard_support import Asker, Harness, changing_calls, gather_limited, logged, make_fakes
 from iac_kernel.agent.permissions import ALLOW_ALWAYS, ALLOW_ONCE, REJECT_ONCE
-from iac_kernel.guard.sandbox import unusable_reason
+from iac_kernel.guard.sandbox.bwrap import unusable_reason
 from iac_kernel.tools import tf_guard
 from iac_kernel.tools.danger import literal_commands
 

@@ -15,8 +15,8 @@ import pytest
 
 from guard_support import Asker, Harness, gather_limited
 from iac_kernel.agent.permissions import ALLOW_ALWAYS, ALLOW_ONCE, REJECT_ONCE
-from iac_kernel.guard.rules import DEFAULT_PROGRAMS
-from iac_kernel.guard.sandbox import unusable_reason
+from iac_kernel.guard.policy.rules import DEFAULT_PROGRAMS
+from iac_kernel.guard.sandbox.bwrap import unusable_reason
 from redteam_support import hidden
 
 pytestmark = pytest.mark.skipif(unusable_reason() is not None, reason="bubblewrap unusable")

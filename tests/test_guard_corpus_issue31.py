@@ -12,8 +12,8 @@ import pytest
 
 from guard_support import Asker, Harness, gather_limited, make_fakes
 from iac_kernel.agent.permissions import ALLOW_ALWAYS
-from iac_kernel.guard.rules import classify
-from iac_kernel.guard.sandbox import unusable_reason
+from iac_kernel.guard.policy.rules import classify
+from iac_kernel.guard.sandbox.bwrap import unusable_reason
 from test_guard_corpus_issue22 import _bypass, home  # noqa: F401  (a fixture)
 
 sandboxed = pytest.mark.skipif(unusable_reason() is not None, reason="bubblewrap unusable")

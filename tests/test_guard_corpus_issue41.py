@@ -26,9 +26,10 @@ from jupyter_client.manager import KernelManager
 from guard_support import Asker, Harness, gather_limited, logged, make_fakes
 from iac_kernel.agent.permissions import ALLOW_ALWAYS, REJECT_ONCE
 from iac_kernel.config import SECRET_ENV, Settings, own_variables
-from iac_kernel.guard import hidden, redirect, target
-from iac_kernel.guard.rules import DEFAULT_PROGRAMS, classify
-from iac_kernel.guard.sandbox import unusable_reason
+from iac_kernel.guard.policy import redirect, target
+from iac_kernel.guard.policy.rules import DEFAULT_PROGRAMS, classify
+from iac_kernel.guard.sandbox import hidden
+from iac_kernel.guard.sandbox.bwrap import unusable_reason
 from iac_kernel.masking.shapes import mask_every_rule, mask_shapes
 from iac_kernel.redact import redact, secret_values
 from redteam_support import hidden as hidden_text

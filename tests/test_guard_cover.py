@@ -1,4 +1,4 @@
-"""guard/cover.py with a real bubblewrap sandbox: a masked copy is mounted over a file
+"""guard/tfcover/cover.py with a real bubblewrap sandbox: a masked copy is mounted over a file
 in a running sandbox's mount namespace (read-only, the original untouched), and a file
 that cannot be covered stops the sandbox's processes (fail closed)."""
 
@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from iac_kernel.guard import callers
-from iac_kernel.guard.cover import Cover
-from iac_kernel.guard.holders import holders
-from iac_kernel.guard.sandbox import Layout, bwrap_path, unusable_reason
+from iac_kernel.guard.sandbox import processes
+from iac_kernel.guard.sandbox.bwrap import Layout, bwrap_path, unusable_reason
+from iac_kernel.guard.tfcover.cover import Cover, holders
 
 pytestmark = pytest.mark.skipif(unusable_reason() is not None, reason="bubblewrap unusable")
 
@@ -49,7 +48,7 @@ def _sandboxed(
                 if parent == proc.pid:
                     return proc, pid
                 seen.add(parent)
-                parent = callers.parent_of(parent)
+                parent = processes.parent_of(parent)
         time.sleep(0.05)
     raise AssertionError("no sandboxed process found")
 

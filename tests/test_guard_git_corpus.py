@@ -29,7 +29,7 @@ from guard_support import Asker, Harness, gather_limited, make_fakes
 from iac_kernel.agent.permissions import ALLOW_ONCE, REJECT_ONCE
 from iac_kernel.egress import broker
 from iac_kernel.egress.environment import environment_dir
-from iac_kernel.guard.sandbox import unusable_reason
+from iac_kernel.guard.sandbox.bwrap import unusable_reason
 from redteam_support import hidden
 from test_egress_broker_git import PASSWORD, GitServer, serve_git
 

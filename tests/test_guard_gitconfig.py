@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from guard_support import alive_with
-from iac_kernel.guard import git_creds
-from iac_kernel.guard.git_creds import (
+from iac_kernel.guard.policy import git_creds
+from iac_kernel.guard.policy.git_creds import (
     Placement,
     added_config,
     enclosing_run,
@@ -23,17 +23,17 @@ from iac_kernel.guard.git_creds import (
     is_helper,
     option_reason,
     placement,
-    remote_verdict,
+    remote_reason,
 )
-from iac_kernel.guard.gitconfig import (
+from iac_kernel.guard.policy.gitconfig import (
     GitConfigReader,
     config_options,
     forcing_reason,
-    git_push_verdict,
+    push_reason,
 )
-from iac_kernel.guard.racers import racing_verdict
-from iac_kernel.guard.rules import CHANGE, OTHER, READ, Verdict, classify
-from iac_kernel.guard.sandbox import unusable_reason
+from iac_kernel.guard.policy.rules import CHANGE, OTHER, READ, Verdict, classify
+from iac_kernel.guard.sandbox.bwrap import unusable_reason
+from iac_kernel.guard.sandbox.processes import others_alive
 
 GIT = shutil.which("git")
 needs_git = pytest.mark.skipif(GIT is None, reason="git not installed")
@@ -86,15 +86,14 @@ async def test_real_git_reads_the_effective_config(tmp_path):
     repo = _repo(tmp_path, "remote.origin.url x", "include.path ../../inc.cfg")
     (tmp_path / "inc.cfg").write_text('[remote "origin"] push = \\\n+refs/heads/main\n')
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "GIT_CONFIG_NOSYSTEM": "1"}
-    plain = Verdict(OTHER)
     reader = GitConfigReader(GIT)
-    forced = await git_push_verdict(["git", "push"], str(repo), env, reader, plain)
-    assert forced.kind == CHANGE and "+refs/heads/main" in forced.reason
+    forced = await push_reason(["git", "push"], str(repo), env, reader)
+    assert forced is not None and "+refs/heads/main" in forced
     # the same push from the parent directory: -C picks the repository
     argv = ["git", "-C", "repo", "push"]
-    assert (await git_push_verdict(argv, str(tmp_path), env, reader, plain)).kind == CHANGE
+    assert await push_reason(argv, str(tmp_path), env, reader) is not None
     (tmp_path / "inc.cfg").write_text("")
-    assert await git_push_verdict(["git", "push"], str(repo), env, reader, plain) == plain
+    assert await push_reason(["git", "push"], str(repo), env, reader) is None
 
 
 async def test_unreadable_config_is_asked(tmp_path):
@@ -102,8 +101,8 @@ async def test_unreadable_config_is_asked(tmp_path):
     broken.write_text("#!/bin/sh\necho 'fatal: bad config line 3' >&2\nexit 128\n")
     broken.chmod(0o755)
     reader = GitConfigReader(str(broken))
-    verdict = await git_push_verdict(["git", "push"], str(tmp_path), {}, reader, Verdict(OTHER))
-    assert verdict.kind == CHANGE and "could not be read" in verdict.reason
+    why = await push_reason(["git", "push"], str(tmp_path), {}, reader)
+    assert why is not None and "could not be read" in why
 
 
 def _sandboxed(script: str, marker: str) -> tuple[subprocess.Popen, int]:
@@ -130,11 +129,11 @@ def test_a_push_with_other_processes_of_the_call_alive_is_asked(background):
         # The shell reaches wait() a moment after starting sleep (later on a loaded machine):
         # until then it could still act, and the verdict rightly asks.
         deadline = time.monotonic() + 10
-        verdict = racing_verdict(pid, Verdict(OTHER))
-        while verdict.kind == CHANGE and not background and time.monotonic() < deadline:
+        others = others_alive(pid)
+        while others != [] and not background and time.monotonic() < deadline:
             time.sleep(0.05)
-            verdict = racing_verdict(pid, Verdict(OTHER))
-        assert verdict.kind == (CHANGE if background else OTHER), verdict
+            others = others_alive(pid)
+        assert (others != []) == background, others
     finally:
         proc.kill()
         proc.wait()
@@ -249,9 +248,8 @@ def _remote_repo(root: Path, *config: str) -> tuple[Path, dict[str, str]]:
 
 async def _judge(argv: list[str], repo: Path, env: dict, writable: list[str]) -> Verdict:
     reader = GitConfigReader(GIT)
-    return await remote_verdict(
-        argv, str(repo), env, reader, writable, lambda p: p, Verdict(READ), base_env=env
-    )
+    why = await remote_reason(argv, str(repo), env, reader, writable, lambda p: p, base_env=env)
+    return Verdict(CHANGE, why) if why else Verdict(READ)
 
 
 @needs_git

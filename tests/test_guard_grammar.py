@@ -7,7 +7,7 @@ import shlex
 
 import pytest
 
-from iac_kernel.guard.rules import CHANGE, classify
+from iac_kernel.guard.policy.rules import CHANGE, classify
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from iac_kernel.guard.held import folders_between, prepare, put_back
+from iac_kernel.guard.tfcover.held import folders_between, prepare, put_back
 
 
 def test_a_missing_file_is_made_and_removed_when_terraform_did_not_write_it(tmp_path: Path):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from iac_kernel.guard import sandbox
+from iac_kernel.guard.sandbox import bwrap as sandbox
 
 TERRAFORM = "/usr/local/bin/terraform"
 REPO = Path(__file__).resolve().parent.parent
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import iac_kernel
 from iac_kernel.config import Settings
-from iac_kernel.guard import sandbox
+from iac_kernel.guard.sandbox import bwrap as sandbox
 from iac_kernel.tools.base import ToolContext
 from iac_kernel.tools.bash import BashTool
 

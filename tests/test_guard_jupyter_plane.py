@@ -17,8 +17,8 @@ import pytest
 from jupyter_client.manager import KernelManager
 
 from guard_support import Asker, Harness, make_fakes
-from iac_kernel.guard import hidden
-from iac_kernel.guard.sandbox import unusable_reason
+from iac_kernel.guard.sandbox import hidden
+from iac_kernel.guard.sandbox.bwrap import unusable_reason
 
 sandboxed = pytest.mark.skipif(unusable_reason() is not None, reason="bubblewrap unusable")
 

@@ -7,10 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from iac_kernel.agent.permissions import ALLOW_ONCE, PermissionGate, PermissionRequest
-from iac_kernel.guard import target
-from iac_kernel.guard.exec_request import ExecRequest
-from iac_kernel.guard.rules import classify
-from iac_kernel.kernel.permission_ui import label_html, question_state, stdin_prompt
+from iac_kernel.guard.approval.request import ExecRequest
+from iac_kernel.guard.policy import target
+from iac_kernel.guard.policy.rules import classify
+from iac_kernel.kernel.ask.permission_ui import stdin_prompt
+from iac_kernel.kernel.ask.questions import question_state
+from iac_kernel.kernel.ask.widgets import label_html
 
 
 def test_retargeting_env_and_what_it_resolves_to(tmp_path: Path, monkeypatch):
@@ -56,7 +58,7 @@ async def test_every_front_shows_it(tmp_path: Path):
     assert "TF_WORKSPACE=prod" in question_state("q", question, "open")["reason"]
     assert "TF_WORKSPACE=prod" in stdin_prompt(question)
 
-    from iac_kernel.acp.permissions import request_params
+    from iac_kernel.acp.session.permissions import request_params
 
     params = request_params("s1", question)
     call = params["toolCall"]

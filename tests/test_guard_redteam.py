@@ -21,7 +21,7 @@ import pytest
 
 from guard_support import Asker, Harness, logged, make_fakes
 from iac_kernel.agent.permissions import ALLOW_ONCE, REJECT_ONCE
-from iac_kernel.guard.sandbox import unusable_reason
+from iac_kernel.guard.sandbox.bwrap import unusable_reason
 from redteam_support import Attempt, batch, bypass, case, real_harness, trusting_asker, values
 
 pytestmark = pytest.mark.skipif(unusable_reason() is not None, reason="bubblewrap unusable")
@@ -248,7 +248,7 @@ async def test_a_bash_call_cannot_plant_host_commands_in_mcp_json(tmp_path):
     """The project's MCP servers run outside the sandbox, so a .mcp.json a bash call wrote
     must start nothing in the next session in the folder (its content is not trusted)."""
     from iac_kernel.mcp.manager import McpManager
-    from iac_kernel.mcp.project import follow_session
+    from iac_kernel.mcp.trust import follow_session
 
     harness = _script_harness(tmp_path)
     marker = tmp_path / "outside-marker"  # under the host /tmp: not visible inside

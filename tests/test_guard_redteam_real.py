@@ -17,8 +17,8 @@ import pytest
 
 from guard_support import Asker, gather_limited
 from iac_kernel.agent.permissions import REJECT_ONCE
-from iac_kernel.guard import reviews
-from iac_kernel.guard.sandbox import unusable_reason
+from iac_kernel.guard.approval import reviews
+from iac_kernel.guard.sandbox.bwrap import unusable_reason
 from iac_kernel.tools.base import ToolResult
 from redteam_support import Attempt, case, hidden, real_harness, trusting_asker, values
 from terraform_support import evil_plan_workspace
@@ -336,13 +336,12 @@ async def test_the_apply_review_runs_no_workspace_code_outside_the_sandbox(tmp_p
 
 @needs_terraform
 async def test_picking_up_a_bash_plan_runs_no_workspace_code_outside(tmp_path):
-    from iac_kernel.tools.tf_results import after_tool_call
+    from iac_kernel.tools.tf_plans import pick_up_plans
 
     marker = tmp_path / "outside" / "escaped"
     marker.parent.mkdir()
     ws = tmp_path / "tfws"
     _evil_workspace(ws, marker)
     # The command text alone names the plan file; nothing needs to run in the sandbox.
-    args = {"command": ": terraform plan -out=evil.tfplan"}
-    await after_tool_call("bash", args, ws, ToolResult("ok", raw_output={}))
+    await pick_up_plans(": terraform plan -out=evil.tfplan", ws, ToolResult("ok", raw_output={}))
     assert not marker.exists(), "workspace code ran outside the sandbox"

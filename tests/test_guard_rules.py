@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from iac_kernel.guard.rules import CHANGE, READ, classify, git_argv
+from iac_kernel.guard.policy.rules import CHANGE, READ, classify, git_argv
 
 
 @pytest.mark.parametrize(

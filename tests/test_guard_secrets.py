@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from guard_support import Asker, Harness, make_fakes
-from iac_kernel.guard import hidden
-from iac_kernel.guard.sandbox import unusable_reason
+from iac_kernel.guard.sandbox import hidden
+from iac_kernel.guard.sandbox.bwrap import unusable_reason
 
 sandboxed = pytest.mark.skipif(unusable_reason() is not None, reason="bubblewrap unusable")
 
@@ -158,7 +158,7 @@ async def test_no_network_setting(tmp_path: Path, home: Path):
 
 @sandboxed
 async def test_other_calls_guard_folders_are_hidden(tmp_path: Path, home: Path):
-    from iac_kernel.guard.sandbox import state_dir
+    from iac_kernel.guard.sandbox.bwrap import state_dir
 
     other = state_dir() / "tmp-another-call"
     other.mkdir(exist_ok=True)

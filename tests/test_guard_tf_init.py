@@ -14,7 +14,7 @@ import pytest
 
 from guard_support import Asker
 from iac_kernel.agent.permissions import REJECT_ONCE
-from iac_kernel.guard.sandbox import unusable_reason
+from iac_kernel.guard.sandbox.bwrap import unusable_reason
 from redteam_support import hidden, real_harness
 
 TERRAFORM = shutil.which("terraform")

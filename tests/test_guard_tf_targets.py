@@ -1,4 +1,4 @@
-"""guard/tf_targets.py: the files a guarded terraform/tofu run may write, known before
+"""guard/tfcover/writes.py: the files a guarded terraform/tofu run may write, known before
 it starts (the selected workspace's state and backups, ``-state``/``-state-out``/
 ``-backup``/``-out``, ``errored.tfstate``, the backend cache for ``init``), from the
 command line, ``TF_CLI_ARGS*``, ``TF_WORKSPACE``, ``TF_DATA_DIR`` and the data folder.
@@ -10,7 +10,7 @@ import json
 import os
 from pathlib import Path
 
-from iac_kernel.guard.tf_targets import NO_BACKEND, STAMP_SECONDS, targets
+from iac_kernel.guard.tfcover.writes import NO_BACKEND, STAMP_SECONDS, targets
 
 
 def same(path: str) -> str:

@@ -1,4 +1,4 @@
-"""guard/tf_writes.py: terraform writes its sensitive files to regular files only
+"""guard/tfcover/writes.py: terraform writes its sensitive files to regular files only
 (``-out``/``-state``/``-state-out``/``-backup``), symlinks resolved as the sandbox sees
 them; ``TF_LOG_PATH`` is refused. Controls: a new file, a regular file, ``-backup=-``."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from iac_kernel.guard.tf_writes import outputs, refusal
+from iac_kernel.guard.tfcover.writes import outputs, refusal
 
 
 def same(path: str) -> str:

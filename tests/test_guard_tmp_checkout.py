@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import iac_kernel
-from iac_kernel.guard.sandbox import bwrap_path, unusable_reason
+from iac_kernel.guard.sandbox.bwrap import bwrap_path, unusable_reason
 
 pytestmark = pytest.mark.skipif(unusable_reason() is not None, reason="bubblewrap unusable")
 
@@ -23,10 +23,10 @@ PROBE = """
 import sys
 import tempfile
 from pathlib import Path
-from iac_kernel.guard.sandbox import Layout
+from iac_kernel.guard.sandbox.bwrap import Layout
 ws, tmp, guard, launchers = (Path(p) for p in sys.argv[1:5])
 layout = Layout(cwd=ws, tmp_dir=tmp, guard_dir=guard, launcher_dir=launchers)
-import iac_kernel.guard.exec_helper as helper
+import iac_kernel.guard.sandbox.exec_helper as helper
 tool = Path.cwd() / "notebooks" / "tools" / "probe.py"  # beside the package, as runbooks
 args = layout.bwrap_args(sys.argv[5]) + ["sh", "-c", 'test -r "$0" && test -r "$1"']
 args += [helper.__file__, str(tool)]

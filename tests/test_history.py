@@ -6,7 +6,7 @@ from pathlib import Path
 
 from iac_kernel.agent.history import replay
 from iac_kernel.config import Settings
-from iac_kernel.events import ToolCallInput, ToolCallResult, UserMessage
+from iac_kernel.events import Location, ToolCallInput, ToolCallResult, UserMessage
 from iac_kernel.tools.base import ToolContext
 from iac_kernel.tools.registry import build_tools
 
@@ -45,9 +45,10 @@ def test_replay_shows_prompts_tool_calls_results_and_edit_diffs(tmp_path: Path):
         edit["old_string"],
         "cidr = var.x",
     )
-    assert inputs[0].locations == [str(tmp_path / "main.tf")]
+    assert inputs[0].locations == [Location(str(tmp_path / "main.tf"), 1)]  # the snippet's
     assert inputs[1].diff is None and inputs[1].locations == []
     assert all(not e.locations for e in replay(messages, TOOLS) if isinstance(e, ToolCallInput))
+    assert all(r.checklist is None for r in events if isinstance(r, ToolCallResult))
     results = [e for e in events if isinstance(e, ToolCallResult)]
     assert [(r.name, r.status, r.denied) for r in results] == [
         ("edit_file", "completed", False),

@@ -3,8 +3,7 @@ blocks, Markdown tables (the plan tool's summary) as tables, everything escaped.
 
 from __future__ import annotations
 
-from iac_kernel.kernel.cards import ToolCard
-from iac_kernel.kernel.html_output import output_html
+from iac_kernel.kernel.render.cards import ToolCard, output_html
 
 PLAN_TEXT = (
     "Plan: 1 to add, 0 to change, 1 to destroy.\n\n"
@@ -40,7 +39,7 @@ def test_markup_in_cells_and_text_is_escaped() -> None:
 def test_card_fallback_renders_the_plan_table() -> None:
     card = ToolCard("c1", "terraform_plan", "terraform_plan", "execute", "s1")
     card.status = "done"
-    card.set_output(PLAN_TEXT)
+    card.output = PLAN_TEXT
     html = card.bundle()["text/html"]
     assert "<th>address</th>" in html and "|---|" not in html
     assert "font-family:var(--jp-code-font-family,monospace)" in html

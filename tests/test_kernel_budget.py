@@ -1,4 +1,4 @@
-"""The byte budget of streamed text (kernel/budget.py) and what the final update carries,
+"""The byte budget of streamed text (kernel/render/display.py) and what the final update carries,
 on a fake clock."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import itertools
 from typing import Any
 
 from iac_kernel.events import TextDelta, TurnEnded, Usage
-from iac_kernel.kernel.budget import LIVE_FIRST_SECOND, LIVE_PER_SECOND, ByteBudget
-from iac_kernel.kernel.publish import Publisher
-from iac_kernel.kernel.turn import TurnView
+from iac_kernel.kernel.io.publish import Publisher
+from iac_kernel.kernel.render.display import LIVE_FIRST_SECOND, LIVE_PER_SECOND, ByteBudget
+from iac_kernel.kernel.render.turn import TurnView
 from kernel_support import FakeClock, Recorder
 
 

@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from iac_kernel.kernel.call_displays import CallDisplays
-from iac_kernel.kernel.cards import CARD_MIME
-from iac_kernel.kernel.status import STATUS_TARGET
-from iac_kernel.kernel.testing import KernelHarness, scripted_kernel
+from iac_kernel.kernel.render.cards import CARD_MIME
+from iac_kernel.kernel.render.turn import CallDisplays
+from iac_kernel.kernel.session.status import STATUS_TARGET
+from kernel_harness import KernelHarness, scripted_kernel
 from kernel_support import SecondClient
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"

@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from iac_kernel.events import ToolCallResult, ToolCallStarted
-from iac_kernel.kernel.publish import Publisher
-from iac_kernel.kernel.turn import TurnView
+from iac_kernel.kernel.io.publish import Publisher
+from iac_kernel.kernel.render.turn import TurnView
+from iac_kernel.tools.update_plan import UpdatePlanTool
 
 STEPS = [
     {"step": "Read main.tf", "status": "completed", "priority": "medium"},
@@ -18,8 +19,8 @@ STEPS = [
 
 def _plan(view: TurnView, call_id: str, steps: list, status: str = "completed") -> None:
     view.emit(ToolCallStarted(call_id, "update_plan", "update_plan: 3 steps", "think"))
-    raw = {"steps": steps} if status == "completed" else None
-    view.emit(ToolCallResult(call_id, "update_plan", status, "Plan updated.", raw_output=raw))
+    steps = UpdatePlanTool().checklist({"steps": steps}) if status == "completed" else None
+    view.emit(ToolCallResult(call_id, "update_plan", status, "Plan updated.", checklist=steps))
 
 
 def _checklists(sent: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, dict]]:

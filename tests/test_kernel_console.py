@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from iac_kernel.kernel.cards import CARD_MIME
-from iac_kernel.kernel.footer import FOOTER_MIME
-from iac_kernel.kernel.status import STATUS_TARGET
-from iac_kernel.kernel.testing import KernelHarness, scripted_kernel, wire_bytes
+from iac_kernel.kernel.render.cards import CARD_MIME
+from iac_kernel.kernel.render.footer import FOOTER_MIME
+from iac_kernel.kernel.session.status import STATUS_TARGET
+from kernel_harness import KernelHarness, scripted_kernel, wire_bytes
 from kernel_support import SecondClient
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"

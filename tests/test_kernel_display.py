@@ -27,13 +27,13 @@ from iac_kernel.events import (
     TurnEnded,
     Usage,
 )
-from iac_kernel.kernel import display
-from iac_kernel.kernel.cards import CARD_MIME
-from iac_kernel.kernel.console import console_cell, tool_output
-from iac_kernel.kernel.display import ByteBudget, TextStream, split_point
-from iac_kernel.kernel.publish import Publisher
-from iac_kernel.kernel.questions import PendingQuestions, Question
-from iac_kernel.kernel.turn import CARD_INTERVAL, TurnView
+from iac_kernel.kernel.ask.questions import PendingQuestions, Question
+from iac_kernel.kernel.io.publish import Publisher
+from iac_kernel.kernel.kernel import console_cell, tool_output
+from iac_kernel.kernel.render import display
+from iac_kernel.kernel.render.cards import CARD_MIME
+from iac_kernel.kernel.render.display import ByteBudget, TextStream, split_point
+from iac_kernel.kernel.render.turn import CARD_INTERVAL, TurnView
 from kernel_support import FakeClock
 from kernel_support import Recorder as BaseRecorder
 
@@ -227,7 +227,7 @@ def test_thinking_deltas_say_so() -> None:
 
 
 def test_status_comms_say_what_they_render() -> None:
-    from iac_kernel.kernel.status import StatusChannel
+    from iac_kernel.kernel.session.status import StatusChannel
 
     class Comm:
         def __init__(self) -> None:
@@ -308,7 +308,7 @@ async def test_pending_questions_answer_once_and_stale_ids_do_nothing() -> None:
     request = PermissionRequest("c1", "bash", "bash: apply", "execute", {}, PER_CALL_OPTIONS, "x")
     request.danger = True
     future: asyncio.Future[str] = loop.create_future()
-    questions.add(Question("q1", request, loop, future, "iac-permission-q1", True))
+    questions.add(Question("q1", request, loop, future, "iac-permission-q1"))
     assert "not an option" in (questions.answer("q1", "allow_always") or "")
     assert "reject_once only" in (questions.answer("q1", "allow_once", "why") or "")
     assert questions.answer("q1", REJECT_ONCE, "not on Friday") is None
@@ -320,7 +320,7 @@ async def test_pending_questions_answer_once_and_stale_ids_do_nothing() -> None:
 
 
 async def test_danger_buttons_put_reject_first() -> None:
-    from iac_kernel.kernel.permission_ui import NOTE_BUTTON, WidgetPrompt
+    from iac_kernel.kernel.ask.widgets import NOTE_BUTTON, WidgetPrompt
 
     request = PermissionRequest(
         "c1",
@@ -378,8 +378,9 @@ async def test_help_table_escapes_pipes_in_usages(workspace: Any) -> None:
     import re
 
     from iac_kernel.config import Settings
-    from iac_kernel.kernel.magics import MagicCall, Magics
-    from iac_kernel.kernel.state import KernelState
+    from iac_kernel.kernel.magics.cell import MagicCall
+    from iac_kernel.kernel.magics.commands import Magics
+    from iac_kernel.kernel.session.state import KernelState
 
     state = KernelState(Settings.from_env(), str(workspace))
     output = await Magics(state).run(MagicCall("help", "", 1))
@@ -390,7 +391,7 @@ async def test_help_table_escapes_pipes_in_usages(workspace: Any) -> None:
 
 async def test_a_restarted_kernel_does_not_reuse_the_notebook_title(workspace: Any) -> None:
     from iac_kernel.config import Settings
-    from iac_kernel.kernel.state import KernelState
+    from iac_kernel.kernel.session.state import KernelState
 
     titles = []
     for _run in range(3):  # three kernel starts of one notebook, one store
@@ -404,7 +405,7 @@ async def test_a_restarted_kernel_does_not_reuse_the_notebook_title(workspace: A
 def in_checkout(tmp_path: Any, monkeypatch: Any) -> Any:
     """(checkout, notebooks): a git checkout with the notebook folder as the display base,
     HOME at ``tmp_path/home``."""
-    from iac_kernel.kernel import paths
+    from iac_kernel.kernel.io import paths
 
     checkout = tmp_path / "repo"
     notebooks = checkout / "notebooks"
@@ -419,7 +420,7 @@ def in_checkout(tmp_path: Any, monkeypatch: Any) -> Any:
 
 
 def test_displayed_paths_are_relative_to_the_notebook(tmp_path: Any, in_checkout: Any) -> None:
-    from iac_kernel.kernel import paths
+    from iac_kernel.kernel.io import paths
 
     checkout, notebooks = in_checkout
     assert paths.shown(str(notebooks)) == "."
@@ -438,7 +439,7 @@ def test_displayed_paths_are_relative_to_the_notebook(tmp_path: Any, in_checkout
 
 def _card_with(path: str) -> Any:
     from iac_kernel.events import Diff
-    from iac_kernel.kernel.cards import ToolCard
+    from iac_kernel.kernel.render.cards import ToolCard
 
     card = ToolCard("c1", "edit_file", "edit_file: main.tf", "edit", "s1", status="done")
     card.locations = [path]
@@ -447,7 +448,7 @@ def _card_with(path: str) -> Any:
 
 
 def test_sanitize_writes_machine_folders_relatively(tmp_path: Any, in_checkout: Any) -> None:
-    from iac_kernel.kernel import paths
+    from iac_kernel.kernel.io import paths
 
     checkout, notebooks = in_checkout
     text = f"cd {notebooks} && cat {checkout}/README.md {checkout}2/x {tmp_path}/home/.rc"
@@ -460,7 +461,7 @@ def test_sanitize_writes_machine_folders_relatively(tmp_path: Any, in_checkout: 
 
 
 def test_a_pending_destructive_question_marks_the_card() -> None:
-    from iac_kernel.kernel.cards import ToolCard
+    from iac_kernel.kernel.render.cards import ToolCard
 
     card = ToolCard("c1", "bash", "bash: terraform apply", "execute", "s1")
     card.status = "awaiting_permission"
@@ -477,7 +478,7 @@ def test_a_pending_destructive_question_marks_the_card() -> None:
 def test_call_outcome_reads_the_history_of_a_saved_call() -> None:
     from types import SimpleNamespace
 
-    from iac_kernel.kernel.console import history_outcome
+    from iac_kernel.kernel.kernel import history_outcome
 
     def use(call_id: str) -> dict[str, Any]:
         return {"role": "assistant", "content": [{"type": "tool_use", "id": call_id}]}
@@ -512,7 +513,7 @@ def test_call_outcome_reads_the_history_of_a_saved_call() -> None:
 
 def test_questions_say_what_always_covers_and_name_the_command() -> None:
     from iac_kernel.agent.permissions import ALLOW_ALWAYS, REJECT_ALWAYS
-    from iac_kernel.kernel.question_text import button_label, reason_text
+    from iac_kernel.kernel.ask.questions import button_label, reason_text
 
     bash = PermissionRequest(
         "c1",
@@ -539,7 +540,7 @@ def test_questions_say_what_always_covers_and_name_the_command() -> None:
 
 
 async def test_buttons_without_a_copy_of_the_question_when_the_card_shows_it() -> None:
-    from iac_kernel.kernel.permission_ui import WidgetPrompt
+    from iac_kernel.kernel.ask.widgets import WidgetPrompt
 
     request = PermissionRequest(
         "c1", "bash", "bash: x", "execute", {"command": "x"}, ALL_OPTIONS, "r", danger=True

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from iac_kernel.events import Usage
-from iac_kernel.kernel import footer
-from iac_kernel.kernel.footer import FOOTER_MIME
-from iac_kernel.kernel.testing import KernelHarness, scripted_kernel
+from iac_kernel.kernel.render import footer
+from iac_kernel.kernel.render.footer import FOOTER_MIME
+from kernel_harness import KernelHarness, scripted_kernel
 
 SCRIPT = Path(__file__).parent / "scripts" / "footer.json"
 

@@ -17,15 +17,14 @@ from iac_kernel.agent.forms import (
     FormField,
 )
 from iac_kernel.agent.permissions import ALLOW_ONCE, REJECT_ONCE, PermissionRequest
-from iac_kernel.kernel.form_ui import FormWidgets, form_payload, parse_field
-from iac_kernel.kernel.permission_ui import (
-    NOTE_BUTTON,
-    PermissionUI,
-    WidgetPrompt,
-    policy_answer,
+from iac_kernel.kernel.ask.permission_ui import PermissionUI, parse_field, policy_answer
+from iac_kernel.kernel.ask.questions import (
+    PendingQuestions,
+    Question,
+    form_payload,
     question_state,
 )
-from iac_kernel.kernel.questions import PendingQuestions, Question
+from iac_kernel.kernel.ask.widgets import NOTE_BUTTON, FormWidgets, WidgetPrompt
 
 
 def confirmation(name: str = "prod") -> Form:
@@ -71,6 +70,10 @@ def test_the_approve_button_waits_for_the_typed_name() -> None:
         text = prompt.form.fields["workspace"]
         assert text.placeholder == "type prod to approve"
         assert allow.disabled
+        # The box says what a wrong name does: nothing (Allow stays disabled).
+        notes = [w.value for w in prompt.form.box.children if hasattr(w, "value")]
+        assert "Allow once stays disabled until you type prod exactly." in notes
+        assert not any("rejects" in str(n) for n in notes)
         text.value = "pro"
         assert allow.disabled
         text.value = " prod "
@@ -174,7 +177,8 @@ def test_stdin_asks_for_the_typed_name(typed: str, expected: str) -> None:
     ui, prompts, out = stdin_ask(["y", typed])
     answer = asyncio.run(ui.ask(request_with(confirmation())))
     assert answer == expected
-    assert "type prod to approve" in prompts[1]
+    # One-shot: the prompt says that a different name rejects, and it does.
+    assert "type prod exactly to approve; a different name rejects" in prompts[1]
     if expected == REJECT_ONCE:
         assert "Rejected" in out.texts[-1]
     else:
@@ -196,7 +200,7 @@ def test_the_status_channel_needs_the_values_to_approve() -> None:
         questions = PendingQuestions()
         future: asyncio.Future[str] = loop.create_future()
         request = request_with(confirmation())
-        questions.add(Question("q1", request, loop, future, "d1", True))
+        questions.add(Question("q1", request, loop, future, "d1"))
         errors = [
             questions.answer("q1", ALLOW_ONCE),
             questions.answer("q1", ALLOW_ONCE, values={"workspace": "dev"}),

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from core_support import write_script
-from iac_kernel.kernel.testing import KernelHarness, button_comm_id, scripted_kernel
+from kernel_harness import KernelHarness, button_comm_id, scripted_kernel
 from terraform_support import (
     STAGE1,
     STAGE2,

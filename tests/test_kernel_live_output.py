@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from core_support import make_loop, write_script
-from iac_kernel.acp.updates import to_update
-from iac_kernel.agent.output_pump import OUTPUT_INTERVAL
+from iac_kernel.acp.protocol.updates import to_update
+from iac_kernel.agent.tool_calls import OUTPUT_INTERVAL
 from iac_kernel.events import AgentEvent, ToolCallOutput, ToolCallResult
 from iac_kernel.tools.base import Category, Tool, ToolContext, ToolResult
 

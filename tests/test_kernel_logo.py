@@ -6,7 +6,7 @@ import struct
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from iac_kernel.kernel.install import LOGOS, write_spec
+from iac_kernel.kernel.app import LOGOS, write_spec
 
 
 def png_size(data: bytes) -> tuple[int, int]:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from iac_kernel.kernel.testing import CellResult, KernelHarness, scripted_kernel
 from iac_kernel.sessions.store import SessionStore
+from kernel_harness import CellResult, KernelHarness, scripted_kernel
 
 SCRIPT = Path(__file__).parent / "scripts" / "kernel_turns.json"
 

@@ -12,10 +12,10 @@ from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 
-from iac_kernel.kernel.cards import CARD_MIME
-from iac_kernel.kernel.footer import FOOTER_MIME
-from iac_kernel.kernel.install import KERNEL_NAME, write_spec
-from iac_kernel.kernel.testing import CREDENTIAL_ENV
+from iac_kernel.kernel.app import KERNEL_NAME, write_spec
+from iac_kernel.kernel.render.cards import CARD_MIME
+from iac_kernel.kernel.render.footer import FOOTER_MIME
+from kernel_harness import CREDENTIAL_ENV
 
 SCRIPT = Path(__file__).parent / "scripts" / "kernel_turns.json"
 

@@ -16,8 +16,8 @@ import jupyter_kernel_test
 import pytest
 from jupyter_client.kernelspec import KernelSpecManager
 
-from iac_kernel.kernel.install import KERNEL_NAME, install, kernel_spec, write_spec
-from iac_kernel.kernel.testing import CREDENTIAL_ENV, KernelHarness, scripted_kernel
+from iac_kernel.kernel.app import KERNEL_NAME, install, kernel_spec, write_spec
+from kernel_harness import CREDENTIAL_ENV, KernelHarness, scripted_kernel
 
 SCRIPT = Path(__file__).parent / "scripts" / "kernel_turns.json"
 REPO = Path(__file__).parent.parent

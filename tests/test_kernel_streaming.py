@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from iac_kernel.kernel.display import DELTA_MIME
-from iac_kernel.kernel.status import STATUS_TARGET
-from iac_kernel.kernel.testing import CellResult, KernelHarness, scripted_kernel, wire_bytes
+from iac_kernel.kernel.render.display import DELTA_MIME
+from iac_kernel.kernel.session.status import STATUS_TARGET
+from kernel_harness import CellResult, KernelHarness, scripted_kernel, wire_bytes
 
 LONG = "\n\n".join(
     f"Paragraph {n}: " + " ".join(f"word{n}x{i}" for i in range(40)) for n in range(12)
@@ -164,7 +164,7 @@ def test_with_the_extension_the_session_info_comes_over_the_comm_alone(
     """Without the extension the answer's final update carries the session info in its
     metadata; with it, that update has none (its bytes pay for updates), and the status
     comm says the same as the turn ends, the last turn's tokens included."""
-    from iac_kernel.kernel.session_info import SESSION_MIME
+    from iac_kernel.kernel.session.status import SESSION_MIME
 
     plain = kernel.execute("plain: read the notes")
     shown = _final_text_update(plain)["content"]["metadata"][SESSION_MIME]

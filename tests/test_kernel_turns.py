@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from iac_kernel.kernel.cards import CARD_MIME
-from iac_kernel.kernel.session_info import SESSION_MIME
-from iac_kernel.kernel.testing import KernelHarness, button_comm_id, scripted_kernel
+from iac_kernel.kernel.render.cards import CARD_MIME
+from iac_kernel.kernel.session.status import SESSION_MIME
 from iac_kernel.sessions.store import SessionStore
+from kernel_harness import KernelHarness, button_comm_id, scripted_kernel
 
 SCRIPT = Path(__file__).parent / "scripts" / "kernel_turns.json"
 EXCHANGES = {e["match"]: e for e in json.loads(SCRIPT.read_text())["exchanges"]}

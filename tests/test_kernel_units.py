@@ -20,6 +20,7 @@ from iac_kernel.agent.permissions import (
 from iac_kernel.config import Settings
 from iac_kernel.events import (
     Diff,
+    Location,
     TextDelta,
     ThinkingDelta,
     ToolCallInput,
@@ -28,18 +29,20 @@ from iac_kernel.events import (
     TurnEnded,
     Usage,
 )
-from iac_kernel.kernel import cards, completion
-from iac_kernel.kernel.magics import MagicCall, MagicError, Magics, split_cell
-from iac_kernel.kernel.permission_ui import (
-    NOTE_BUTTON,
+from iac_kernel.kernel import completion
+from iac_kernel.kernel.ask.permission_ui import (
     PermissionUI,
     choose_ui,
     parse_stdin_answer,
     policy_answer,
 )
-from iac_kernel.kernel.publish import Publisher
-from iac_kernel.kernel.state import KernelState, SessionError
-from iac_kernel.kernel.turn import TurnView
+from iac_kernel.kernel.ask.widgets import NOTE_BUTTON
+from iac_kernel.kernel.io.publish import Publisher
+from iac_kernel.kernel.magics.cell import MagicCall, split_cell
+from iac_kernel.kernel.magics.commands import MagicError, Magics
+from iac_kernel.kernel.render import cards
+from iac_kernel.kernel.render.turn import TurnView
+from iac_kernel.kernel.session.state import KernelState, SessionError
 from kernel_support import Recorder
 
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -141,10 +144,9 @@ def test_secrets_in_inputs_are_redacted(monkeypatch: pytest.MonkeyPatch) -> None
 async def test_turn_view_moves_cards_through_their_statuses() -> None:
     sink = Recorder()
     view = TurnView(Publisher(sink), "s1")
-    view.start()
     view.emit(TextDelta("Reading."))
     view.emit(ToolCallStarted("c1", "read_file", "read_file", "read"))
-    view.emit(ToolCallInput("c1", "read_file", "read_file: a", "read", {"path": "a"}, ["/a"]))
+    view.emit(ToolCallInput("c1", "read_file", "read_file: a", "read", {}, [Location("/a", 1)]))
     view.emit(ToolCallResult("c1", "read_file", "completed", "text"))
     view.emit(ToolCallStarted("c2", "write_file", "write_file", "edit"))
     view.emit(ToolCallResult("c2", "write_file", "failed", "Permission denied.", denied=True))
@@ -331,7 +333,7 @@ async def test_a_click_on_another_thread_resolves_the_wait() -> None:
     import asyncio
     import threading
 
-    from iac_kernel.kernel.permission_ui import WidgetPrompt
+    from iac_kernel.kernel.ask.widgets import WidgetPrompt
 
     prompt = WidgetPrompt(_request(ALL_OPTIONS), asyncio.get_running_loop())
     labels = [b.description for b in prompt.buttons]
@@ -353,7 +355,7 @@ async def test_a_click_on_another_thread_resolves_the_wait() -> None:
 async def test_loading_a_session_held_elsewhere_is_a_readable_error(
     state: KernelState,
 ) -> None:
-    from iac_kernel.sessions.manager import SessionManager
+    from iac_kernel.agent.manager import SessionManager
 
     editor = SessionManager(state.settings, holder="an ACP editor")
     held = editor.new(state.cwd)
@@ -365,7 +367,7 @@ async def test_loading_a_session_held_elsewhere_is_a_readable_error(
 
 
 async def test_without_widgets_the_policy_decides(monkeypatch: pytest.MonkeyPatch) -> None:
-    from iac_kernel.kernel import permission_ui
+    from iac_kernel.kernel.ask import permission_ui
 
     def broken(*_args: Any) -> None:
         raise RuntimeError("no comm manager")
@@ -384,7 +386,7 @@ async def test_without_widgets_the_policy_decides(monkeypatch: pytest.MonkeyPatc
 
 
 def test_a_card_the_user_rejected_says_rejected_one_a_rule_refused_says_denied() -> None:
-    from iac_kernel.kernel.cards import ToolCard, render_html, render_plain
+    from iac_kernel.kernel.render.cards import ToolCard, render_html, render_plain
 
     card = ToolCard("c1", "bash", "bash: terraform apply tfplan", "execute", "s1", "denied")
     card.question = {"id": "q", "state": "answered", "answer": "reject_once", "danger": True}

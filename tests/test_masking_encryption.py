@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from iac_kernel.guard.reviews import ExecInfo
+from iac_kernel.guard.approval.reviews import ExecInfo
 from iac_kernel.terraform import config_scan, tffiles
 from iac_kernel.terraform.workspace import sensitive_values
 from iac_kernel.tools import tf_guard

@@ -18,7 +18,7 @@ import pytest
 
 from guard_support import Asker, Harness, make_fakes
 from iac_kernel.config import Settings
-from iac_kernel.guard.sandbox import unusable_reason
+from iac_kernel.guard.sandbox.bwrap import unusable_reason
 from iac_kernel.terraform import backends, tffiles
 from iac_kernel.tools import tf_guard
 from iac_kernel.tools.base import ToolContext, ToolError

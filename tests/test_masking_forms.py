@@ -243,7 +243,7 @@ def test_a_four_character_value_is_masked_encoded_too():
 def test_a_question_is_masked_in_every_field(tmp_path, monkeypatch):
     from iac_kernel.agent.permissions import PermissionRequest
     from iac_kernel.events import Diff
-    from iac_kernel.tools.tf_questions import mask_question
+    from iac_kernel.tools.tf_masking import mask_question
 
     monkeypatch.setenv("DEPLOY_TOKEN", VALUE)
     text = f"run {VALUE} and {go_json(VALUE)} with AKIAIOSFODNN7EXAMPLE"

@@ -75,7 +75,7 @@ def script(path: Path) -> Path:
 
 
 def test_values_given_to_sensitive_variables_never_reach_a_cell(ws: Path, tmp_path: Path):
-    from iac_kernel.kernel.testing import scripted_kernel
+    from kernel_harness import scripted_kernel
 
     env = {"IAC_KERNEL_HEADLESS_POLICY": "allow", "TF_CLI_CONFIG_FILE": "/dev/null"}
     kernel = scripted_kernel(tmp_path, ws, script(tmp_path / "g.json"), env)

@@ -106,7 +106,7 @@ def ws(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def seen(ws: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
     """Everything the cell and the store hold after every route ran."""
-    from iac_kernel.kernel.testing import scripted_kernel
+    from kernel_harness import scripted_kernel
 
     tmp = tmp_path_factory.mktemp("kernel")
     commands = [c.format(f=f"v{i}.txt") for i, (_v, c) in enumerate(ROUTES.values())]

@@ -128,9 +128,10 @@ def test_caseless_forms_are_forms_of_the_value_only():
 async def test_every_spelling_is_masked_where_results_go(name: str, tmp_path):
     """The place every tool result passes before the model, the store, notebook cards
     and ACP updates: a state (renamed: found by content) holds VALUE."""
-    from iac_kernel.terraform.masked_files import MaskedFiles
+    from iac_kernel.terraform.workspace import MaskedFiles
     from iac_kernel.tools.base import ToolResult
-    from iac_kernel.tools.tf_results import after_tool_call
+    from iac_kernel.tools.bash import BashTool
+    from iac_kernel.tools.tf_masking import after_tool_call
 
     state = {
         "version": 4,
@@ -142,7 +143,7 @@ async def test_every_spelling_is_masked_where_results_go(name: str, tmp_path):
     (tmp_path / "notes.json").write_text(__import__("json").dumps(state))
     MaskedFiles(tmp_path / "copies").mounts(tmp_path)  # what a bash call does first
     raw = ToolResult(f"out: {SPELLINGS[name]}\n", raw_output={})
-    shown = await after_tool_call("bash", {"command": "cat x"}, tmp_path, raw)
+    shown = await after_tool_call(BashTool(), {"command": "cat x"}, tmp_path, raw)
     assert MASK in shown.content, shown.content
 
 

@@ -232,7 +232,7 @@ def test_the_scan_sees_a_new_state_in_an_unchanged_looking_folder(tmp_path: Path
 
 def test_planted_values_never_reach_a_notebook_cell(ws: Path, tmp_path: Path):
     """The same reads from a notebook (headless: the apply is refused, nothing created)."""
-    from iac_kernel.kernel.testing import scripted_kernel
+    from kernel_harness import scripted_kernel
 
     env = {"IAC_KERNEL_HEADLESS_POLICY": "allow", "TF_CLI_CONFIG_FILE": "/dev/null"}
     kernel = scripted_kernel(tmp_path, ws, script(tmp_path / "m.json"), env)

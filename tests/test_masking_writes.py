@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from iac_kernel.guard.sandbox import unusable_reason
+from iac_kernel.guard.sandbox.bwrap import unusable_reason
 from terraform_support import needs_terraform, no_checkov_by_default, tf  # noqa: F401
 from tf_writes_support import (
     APPLY,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from guard_support import Asker, Harness, make_fakes
-from iac_kernel.guard.sandbox import unusable_reason
+from iac_kernel.guard.sandbox.bwrap import unusable_reason
 from iac_kernel.mcp.trust import is_trusted, read_project, show_servers, trust
 
 

@@ -16,7 +16,7 @@ NOTEBOOKS = ["notebooks/01-quickstart.ipynb", "notebooks/03-change-runbook.ipynb
 @pytest.mark.parametrize("seed", [1, 3])
 def test_cells_stay_in_order_under_any_seed(seed: int) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "randomly",
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-n", "0", "-p", "randomly",
          f"--randomly-seed={seed}", "-p", "no:cacheprovider", *NOTEBOOKS],
         cwd=REPO, capture_output=True, text=True, timeout=120,
     )  # fmt: skip

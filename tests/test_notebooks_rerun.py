@@ -16,7 +16,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from iac_kernel.kernel.testing import KernelHarness
+from kernel_harness import KernelHarness
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 #: What notebooks/conftest.py gives every runbook's kernel under nbval.

@@ -13,10 +13,10 @@ from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 
 from fake_openai import Call, Chat, FakeOpenAIServer
-from iac_kernel.kernel.cards import CARD_MIME
-from iac_kernel.kernel.install import KERNEL_NAME, write_spec
-from iac_kernel.kernel.session_info import SESSION_MIME
-from iac_kernel.kernel.testing import CREDENTIAL_ENV
+from iac_kernel.kernel.app import KERNEL_NAME, write_spec
+from iac_kernel.kernel.render.cards import CARD_MIME
+from iac_kernel.kernel.session.status import SESSION_MIME
+from kernel_harness import CREDENTIAL_ENV
 
 
 def test_a_runbook_runs_headless_on_an_openai_compatible_endpoint(
@@ -76,7 +76,7 @@ def test_a_runbook_runs_headless_on_an_openai_compatible_endpoint(
 def test_model_switches_provider_in_a_kernel_and_says_what_the_history_keeps(
     tmp_path: Path, workspace: Path
 ) -> None:
-    from iac_kernel.kernel.testing import scripted_kernel
+    from kernel_harness import scripted_kernel
 
     (workspace / "notes.txt").write_text("hello from the notes\n")
     script = Path(__file__).parent / "scripts" / "kernel_turns.json"

@@ -15,7 +15,7 @@ from iac_kernel.agent.permissions import PermissionGate
 from iac_kernel.config import Settings
 from iac_kernel.events import ErrorNotice, TextDelta, ThinkingDelta, ToolCallResult, ToolCallStarted
 from iac_kernel.models.base import ModelError, ModelRequest
-from iac_kernel.models.openai_model import create_openai_model
+from iac_kernel.models.openai import create_openai_model
 from iac_kernel.models.registry import create_model
 from iac_kernel.models.retry import RetryPolicy
 from iac_kernel.tools.registry import build_tools
@@ -251,7 +251,7 @@ async def _drain(model: Any) -> list[Any]:
 
 
 def test_stored_history_converts_to_chat_messages():
-    from iac_kernel.models.openai_request import convert_messages
+    from iac_kernel.models.openai import convert_messages
 
     history: list[dict[str, Any]] = [
         {"role": "user", "content": [{"type": "text", "text": "look"}]},
@@ -284,7 +284,7 @@ def test_stored_history_converts_to_chat_messages():
 def test_parallel_calls_that_reuse_index_zero_stay_apart():
     from types import SimpleNamespace as NS
 
-    from iac_kernel.models.openai_stream import ChunkBuilder
+    from iac_kernel.models.openai import ChunkBuilder
 
     def fragment(id, name, args):
         return NS(index=0, id=id, function=NS(name=name, arguments=args))

@@ -31,8 +31,8 @@ class ApplyTool(Tool):
     name = "shell"
     category = Category.EXECUTE
 
-    def is_dangerous(self, args: dict[str, Any]) -> bool:
-        return "apply" in args.get("command", "")
+    def gate_reason(self, args: dict[str, Any], ctx: ToolContext) -> tuple[bool, str | None]:
+        return "apply" in args.get("command", ""), None
 
 
 class Asker:
@@ -226,8 +226,8 @@ async def test_sandbox_false_is_per_call_even_in_bypass(tmp_path: Path):
 
 
 def exec_request(argv: list[str], review=None):
-    from iac_kernel.guard.exec_request import ExecRequest
-    from iac_kernel.guard.rules import classify
+    from iac_kernel.guard.approval.request import ExecRequest
+    from iac_kernel.guard.policy.rules import classify
 
     return ExecRequest(argv[0], argv, "/work", classify(argv[0], argv), review)
 

@@ -69,7 +69,7 @@ def test_without_the_acp_client_jupyter_ai_skips_the_persona_as_requirements_unm
 def test_structured_results_show_the_agents_text():
     from acp.schema import ToolCallProgress
 
-    from iac_kernel.acp.updates import text_content
+    from iac_kernel.acp.protocol.updates import text_content
     from iac_kernel.persona.jupyter_ai import readable_result
 
     summary = "Plan: 1 to add, 0 to change, 0 to destroy."
@@ -155,8 +155,9 @@ def test_credentials_notice_names_every_key_and_stays_quiet_with_a_provider():
 
     notice = credentials_notice({})
     assert notice is not None and "no model credentials" in notice
-    for name in ("anthropic", *DETECT_ORDER):
-        assert f"`{PROVIDERS[name].key_env}`" in notice
+    for name in DETECT_ORDER:
+        provider = PROVIDERS[name]
+        assert f"`{provider.key_env or provider.switch_env}" in notice
     assert credentials_notice({"ANTHROPIC_API_KEY": "k"}) is None
     assert credentials_notice({"DEEPSEEK_API_KEY": "k"}) is None
     assert credentials_notice({"CLAUDE_CODE_USE_BEDROCK": "1"}) is None

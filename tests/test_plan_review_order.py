@@ -10,14 +10,19 @@ import json
 from typing import Any
 
 from browser.plans import SECRET, synthetic_show
-from iac_kernel.acp.permissions import request_params
+from iac_kernel.acp.session.permissions import request_params
 from iac_kernel.agent.permissions import PER_CALL_OPTIONS, REJECT_ONCE, PermissionRequest
-from iac_kernel.kernel import plan_card
-from iac_kernel.kernel.permission_ui import PermissionUI
-from iac_kernel.kernel.publish import Publisher
-from iac_kernel.terraform.plan import ROWS_SHOWN, PlanFile, parse_plan
-from iac_kernel.terraform.plan_rows import DIFF_BYTES, expand_rows, module_of, natural_key
-from iac_kernel.terraform.summary import model_text, question_text
+from iac_kernel.kernel.ask.permission_ui import PermissionUI
+from iac_kernel.kernel.io.publish import Publisher
+from iac_kernel.kernel.render import plan_card
+from iac_kernel.terraform.plan import ROWS_SHOWN, PlanFile, module_of, natural_key, parse_plan
+from iac_kernel.terraform.summary import (
+    DIFF_BYTES,
+    card_rows,
+    expand_rows,
+    model_text,
+    question_text,
+)
 from kernel_support import Recorder
 
 
@@ -79,14 +84,13 @@ def test_replacements_survive_when_deletes_fill_the_row_limit():
     shown = plan.to_dict()["resources"]
     assert [r["action"] for r in shown[:3]] == ["replace"] * 3
     assert [r["address"] for r in shown[3:6]] == [f"terraform_data.old[{i}]" for i in range(3)]
-    lines = question_text(plan).splitlines()
-    assert lines[1].startswith("-/+ replace terraform_data.db[0]")
+    assert f"Changes: 3 replace · {ROWS_SHOWN + 100} delete;" in question_text(plan)
     assert "| -/+ replace | terraform_data.db[2] |" in model_text(plan)
 
 
 def test_compact_rows_carry_every_row_in_order_with_masked_diffs():
     plan = parse_plan(synthetic_show(3000))
-    rows = plan.rows()
+    rows = card_rows(plan)
     listed = expand_rows(rows)
     changing = [r for r in plan.resources if r.action != "no-op"]
     assert len(listed) == len(changing) == 3000
@@ -114,7 +118,7 @@ def test_compact_rows_carry_every_row_in_order_with_masked_diffs():
 
 def test_compact_rows_at_ten_thousand_stay_compact_and_bound_their_diffs():
     plan = parse_plan(synthetic_show(10_000))
-    rows = plan.rows()
+    rows = card_rows(plan)
     size = len(json.dumps(rows, ensure_ascii=False).encode())
     assert len(rows["name"]) == 10_000
     # Short columns plus bounded diffs: far from HTML (or JSON objects) for 10k rows.
@@ -130,7 +134,7 @@ def test_compact_rows_at_ten_thousand_stay_compact_and_bound_their_diffs():
 def test_fallback_lists_counts_and_every_destroying_row_first_with_an_honest_note():
     show = synthetic_show(10_000)
     plan = parse_plan(show, PlanFile("tfplan", "ab" * 32, 1, 0.0))
-    summary = {"plan": plan.to_dict(), "rows": plan.rows()}
+    summary = {"plan": plan.to_dict(), "rows": card_rows(plan)}
     bundle = plan_card.bundle(summary["plan"], "c1", rows=summary["rows"])
     plain = bundle["text/plain"].splitlines()
     counts = plan.counts
@@ -159,7 +163,7 @@ def test_fallback_lists_counts_and_every_destroying_row_first_with_an_honest_not
 def test_fallback_of_a_small_plan_lists_everything_in_natural_order():
     plan = _plan([_item(f"terraform_data.old[{i}]", ["delete"]) for i in (10, 2, 1)])
     # With the whole plan's rows (an apply's question) the HTML keeps each row's diff.
-    html = plan_card.render_html(plan.to_dict(), plan.rows())
+    html = plan_card.render_html(plan.to_dict(), card_rows(plan))
     assert html.count("<details>") == 3 and "- a = 1" in html
     plain = plan_card.render_plain(plan.to_dict())
     assert [line.split()[2] for line in plain.splitlines()[2:]] == [
@@ -181,14 +185,24 @@ def _apply_request(review: dict[str, Any]) -> PermissionRequest:
 
 def test_acp_question_keeps_the_bounded_plan_and_leaves_the_rows_out():
     plan = parse_plan(synthetic_show(2000))
-    review = {"kind": "terraform_apply", "text": "t", "plan": plan.to_dict(), "rows": plan.rows()}
+    review = {
+        "kind": "terraform_apply",
+        "text": "t",
+        "plan": plan.to_dict(),
+        "rows": card_rows(plan),
+    }
     meta = request_params("s1", _apply_request(review))["toolCall"]["_meta"]["iac_kernel"]
     assert "rows" not in meta["review"] and meta["review"]["plan"]["rows_total"] == 2000
 
 
 async def test_the_notebook_shows_the_whole_plan_with_the_question():
     plan = parse_plan(synthetic_show(1000))
-    review = {"kind": "terraform_apply", "text": "t", "plan": plan.to_dict(), "rows": plan.rows()}
+    review = {
+        "kind": "terraform_apply",
+        "text": "t",
+        "plan": plan.to_dict(),
+        "rows": card_rows(plan),
+    }
     sink = Recorder()
     ui = PermissionUI(
         Publisher(sink), ui="auto", allow_stdin=False, policy=lambda: "deny", ask_stdin=None
@@ -202,10 +216,10 @@ async def test_the_notebook_shows_the_whole_plan_with_the_question():
 
 
 def test_a_row_left_out_of_the_card_is_asked_for_by_its_address():
-    from iac_kernel.kernel.status import StatusChannel
+    from iac_kernel.kernel.session.status import StatusChannel
 
     plan = parse_plan(synthetic_show(10_000), PlanFile("tfplan", "cd" * 32, 1, 0.0))
-    rows = plan.rows()
+    rows = card_rows(plan)
     last = expand_rows(rows)[-1]
     assert last["diff"] is None and rows["key"] == "cd" * 32
     sent: list[Any] = []

@@ -9,29 +9,15 @@ from __future__ import annotations
 import pytest
 
 from iac_kernel.events import Usage
-from iac_kernel.kernel import footer
-from iac_kernel.kernel.footer import FOOTER_MIME
-from iac_kernel.models import prices
-from iac_kernel.models.prices import Price
+from iac_kernel.kernel.render import footer
+from iac_kernel.kernel.render.footer import FOOTER_MIME
+from iac_kernel.models import providers
+from iac_kernel.models.providers import CREDENTIAL_ENV, PROVIDERS, Price
 
 ANTHROPIC = {"ANTHROPIC_API_KEY": "sk-ant-test"}
 OPENAI = {"OPENAI_API_KEY": "sk-test"}
 #: Cleared so the machine's own settings cannot change what footer.cost_of sees.
-PROVIDER_ENV = (
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_AUTH_TOKEN",
-    "ANTHROPIC_PROFILE",
-    "ANTHROPIC_BASE_URL",
-    "ANTHROPIC_MODEL",
-    "OPENAI_API_KEY",
-    "OPENAI_BASE_URL",
-    "IAC_KERNEL_PROVIDER",
-    "IAC_KERNEL_BASE_URL",
-    "CLAUDE_CODE_USE_BEDROCK",
-    "CLAUDE_CODE_USE_VERTEX",
-    "DASHSCOPE_API_KEY",
-    "DEEPSEEK_API_KEY",
-)
+PROVIDER_ENV = (*CREDENTIAL_ENV, "ANTHROPIC_MODEL")
 
 
 def test_anthropic_cost_counts_cache_reads_and_writes_at_their_multipliers() -> None:
@@ -41,29 +27,29 @@ def test_anthropic_cost_counts_cache_reads_and_writes_at_their_multipliers() -> 
         cache_read_tokens=1_000_000,
         cache_write_tokens=200_000,
     )
-    got = prices.turn_cost("anthropic", "claude-sonnet-4-6", usage, ANTHROPIC)
+    got = providers.turn_cost("anthropic", "claude-sonnet-4-6", usage, ANTHROPIC)
     # $3 in, $15 out, reads 0.1 x $3, 5-minute writes 1.25 x $3 (per million tokens).
     want = 0.1 * 3 + 0.01 * 15 + 1.0 * 0.3 + 0.2 * 3.75
     assert got == pytest.approx(want)
     assert got == pytest.approx(1.5)
     # Cache reads are cheaper than the same tokens uncached.
     uncached = Usage(input_tokens=1_300_000, output_tokens=10_000)
-    assert prices.turn_cost("anthropic", "claude-sonnet-4-6", uncached, ANTHROPIC) > got
+    assert providers.turn_cost("anthropic", "claude-sonnet-4-6", uncached, ANTHROPIC) > got
 
 
 def test_openai_cost_uses_the_cached_input_price() -> None:
     usage = Usage(input_tokens=500_000, output_tokens=100_000, cache_read_tokens=500_000)
-    got = prices.turn_cost("openai", "gpt-4.1", usage, OPENAI)
+    got = providers.turn_cost("openai", "gpt-4.1", usage, OPENAI)
     assert got == pytest.approx(0.5 * 2 + 0.1 * 8 + 0.5 * 0.5)
 
 
 def test_dated_snapshots_cost_what_their_model_does() -> None:
-    assert prices.price("anthropic", "claude-haiku-4-5-20251001") == prices.price(
+    assert providers.price("anthropic", "claude-haiku-4-5-20251001") == providers.price(
         "anthropic", "claude-haiku-4-5"
     )
-    assert prices.price("openai", "gpt-4.1-2025-04-14") == Price(2, 8, 0.5, 2)
-    assert prices.price("openai", "gpt-4.1-2025") is None
-    assert prices.price("anthropic", "claude-sonnet-9") is None
+    assert providers.price("openai", "gpt-4.1-2025-04-14") == Price(2, 8, 0.5, 2)
+    assert providers.price("openai", "gpt-4.1-2025") is None
+    assert providers.price("anthropic", "claude-sonnet-9") is None
 
 
 @pytest.mark.parametrize(
@@ -91,17 +77,17 @@ def test_dated_snapshots_cost_what_their_model_does() -> None:
     ],
 )
 def test_no_cost_without_a_direct_key_and_a_price(provider: str, model: str, env) -> None:
-    assert prices.turn_cost(provider, model, Usage(1000, 1000), env) is None
+    assert providers.turn_cost(provider, model, Usage(1000, 1000), env) is None
 
 
 def test_the_official_endpoint_spelled_out_is_still_direct() -> None:
     env = {**OPENAI, "OPENAI_BASE_URL": "https://api.openai.com/v1/"}
-    assert prices.turn_cost("openai", "gpt-4.1", Usage(1_000_000), env) == pytest.approx(2)
+    assert providers.turn_cost("openai", "gpt-4.1", Usage(1_000_000), env) == pytest.approx(2)
 
 
 def test_every_price_is_positive_and_reads_cost_less_than_input() -> None:
-    for table in prices.PRICES.values():
-        for name, price in table.items():
+    for provider in PROVIDERS.values():
+        for name, price in provider.prices.items():
             assert 0 < price.cache_read < price.input < price.output, name
 
 

@@ -13,13 +13,13 @@ import pytest
 
 from fake_anthropic import FakeAnthropicServer, StreamedMessage, text
 from fake_openai import Chat, FakeOpenAIServer
-from iac_kernel.acp import session_state
+from iac_kernel.acp.session import state as session_state
+from iac_kernel.agent.manager import SessionManager
 from iac_kernel.config import Settings
-from iac_kernel.models import endpoint_models
+from iac_kernel.models import registry
 from iac_kernel.models.base import ModelRequest
 from iac_kernel.models.providers import PROVIDERS
 from iac_kernel.models.registry import available_models, create_model
-from iac_kernel.sessions.manager import SessionManager
 
 OTHERS = ("openai", "dashscope", "deepseek", "ollama")
 
@@ -28,7 +28,7 @@ OTHERS = ("openai", "dashscope", "deepseek", "ollama")
 def endpoints(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, FakeOpenAIServer]]:
     """A counting loopback server behind every OpenAI-compatible provider, each with its
     key set (so each one is a provider the user could pick)."""
-    endpoint_models.forget()
+    registry.forget_listings()
     servers = {name: FakeOpenAIServer().start() for name in OTHERS}
     monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-unpicked-1234")
     monkeypatch.setenv("OPENAI_BASE_URL", servers["openai"].url)
@@ -42,7 +42,7 @@ def endpoints(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, FakeOpenAIS
     finally:
         for server in servers.values():
             server.stop()
-        endpoint_models.forget()
+        registry.forget_listings()
 
 
 def _settle() -> None:

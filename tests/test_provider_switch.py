@@ -9,9 +9,9 @@ from typing import Any
 from core_support import write_script
 from fake_anthropic import FakeAnthropicServer, StreamedMessage, text, thinking, tool_use
 from fake_openai import Call, Chat, FakeOpenAIServer
+from iac_kernel.agent.manager import SessionManager
 from iac_kernel.config import Settings
 from iac_kernel.events import ErrorNotice, TextDelta, ToolCallResult
-from iac_kernel.sessions.manager import SessionManager
 
 
 async def prompt(session, words: str) -> tuple[Any, list[Any]]:

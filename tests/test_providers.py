@@ -8,7 +8,7 @@ import pytest
 from fake_anthropic import FakeAnthropicServer, StreamedMessage, sent_credential, text
 from fake_openai import FakeOpenAIServer
 from iac_kernel.config import Settings
-from iac_kernel.models import endpoint_models
+from iac_kernel.models import registry
 from iac_kernel.models.base import ModelError, ModelRequest
 from iac_kernel.models.providers import active_provider, auth_methods
 from iac_kernel.models.registry import (
@@ -23,9 +23,9 @@ from iac_kernel.models.registry import (
 
 @pytest.fixture(autouse=True)
 def fresh_listings():
-    endpoint_models.forget()
+    registry.forget_listings()
     yield
-    endpoint_models.forget()
+    registry.forget_listings()
 
 
 @pytest.mark.parametrize(
@@ -79,7 +79,7 @@ def test_the_picker_lists_what_the_endpoint_serves(monkeypatch):
         monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-test-1234")
         monkeypatch.setenv("OPENAI_BASE_URL", server.url)
         monkeypatch.setenv("IAC_KERNEL_MODEL", "my-fine-tune")
-        assert endpoint_models.fetch("openai") == ["fake-large", "fake-small"]
+        assert registry.fetch_models("openai") == ["fake-large", "fake-small"]
         assert server.requests[-1].headers["authorization"] == "Bearer sk-openai-test-1234"
     models = available_models()
     assert models[0] == "openai:my-fine-tune"
@@ -90,7 +90,7 @@ def test_the_picker_lists_what_the_endpoint_serves(monkeypatch):
 def test_a_silent_endpoint_adds_nothing(monkeypatch):
     monkeypatch.setenv("IAC_KERNEL_PROVIDER", "ollama")
     monkeypatch.setenv("IAC_KERNEL_BASE_URL", "http://127.0.0.1:9/v1")
-    assert endpoint_models.fetch("ollama", timeout=2) == []
+    assert registry.fetch_models("ollama", timeout=2) == []
     assert available_models() == ["ollama:llama3.2", "scripted"]
 
 
@@ -185,7 +185,7 @@ def test_a_profile_is_not_claude(monkeypatch):
 
 
 def test_other_providers_turns_are_made_valid_for_the_messages_api():
-    from iac_kernel.models.anthropic_request import for_messages_api
+    from iac_kernel.models.anthropic import for_messages_api
 
     history = [
         {"role": "user", "content": "go"},
@@ -219,3 +219,12 @@ def test_other_providers_turns_are_made_valid_for_the_messages_api():
     assert out[2]["content"][0]["tool_use_id"] == "functions_read_file_0"
     assert out[3]["content"] == [{"type": "text", "text": "(no text)"}]
     assert history[1]["content"][1]["id"] == "functions.read_file:0"  # the store is untouched
+
+
+def test_docs_provider_table_is_the_records():
+    from pathlib import Path
+
+    from iac_kernel.models.providers import provider_table
+
+    docs = Path(__file__).resolve().parent.parent / "docs" / "providers.md"
+    assert provider_table() in docs.read_text()

@@ -10,9 +10,9 @@ import unicodedata
 
 import pytest
 
-from iac_kernel.acp.permissions import request_params
+from iac_kernel.acp.session.permissions import request_params
 from iac_kernel.agent.permissions import PER_CALL_OPTIONS, PermissionRequest
-from iac_kernel.kernel.question_text import label_html
+from iac_kernel.kernel.ask.widgets import label_html
 from iac_kernel.terraform.plan import parse_plan
 from iac_kernel.terraform.summary import question_text
 from iac_kernel.textsafe import printable, shown_lines
@@ -68,9 +68,13 @@ def request(name: str) -> PermissionRequest:
 
 
 def plan_with(address: str):
+    """A plan deleting ``address``, whose policy check (checkov's id) is named the same: the
+    apply question names the failed checks, never the rows (the plan table has them)."""
     change = {"address": address, "type": "terraform_data", "name": "x", "mode": "managed"}
     change["change"] = {"actions": ["delete"], "before": {}, "after": None}
-    return parse_plan({"resource_changes": [change]}, values=set())
+    plan = parse_plan({"resource_changes": [change]}, values=set())
+    plan.checks = [{"check_id": address, "name": "check", "address": address}]
+    return plan
 
 
 @pytest.mark.parametrize("control", list(CONTROLS.values()), ids=list(CONTROLS))

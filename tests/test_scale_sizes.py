@@ -7,9 +7,9 @@ import json
 import tracemalloc
 from pathlib import Path
 
-from iac_kernel.acp.updates import result_update
+from iac_kernel.acp.protocol.updates import result_update
 from iac_kernel.events import ToolCallResult
-from iac_kernel.kernel import plan_card
+from iac_kernel.kernel.render import plan_card
 from iac_kernel.terraform.plan import DICT_BYTES, parse_plan
 from iac_kernel.terraform.summary import model_text
 
@@ -110,5 +110,5 @@ def test_one_enormous_value_is_clipped_not_dropped():
     data = plan.to_dict()
     (row,) = data["resources"]
     assert row["changes"] and len(row["changes"][0]["before"]) <= 1000
-    whole = plan.to_dict(None)["resources"][0]["changes"][0]["before"]
-    assert len(whole) > 500_000  # the unbounded form (terraform_plan_detail) keeps it
+    whole = plan.resources[0].changes[0].before
+    assert len(whole) > 500_000  # the plan itself keeps it

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from guard_support import Asker
-from iac_kernel.guard.sandbox import GUARD_MOUNT, own_paths_under_tmp, unusable_reason
+from iac_kernel.guard.sandbox.bwrap import GUARD_MOUNT, own_paths_under_tmp, unusable_reason
 from server_support import (  # noqa: F401  (fixtures)
     JupyterServer,
     root,

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from iac_kernel.acp.operations import Operations, operation_key
-from iac_kernel.acp.remote import RemoteError, target
-from iac_kernel.acp.resume import ACK_EVERY, Outbox, ack_count, ack_frame, parse_count
+from iac_kernel.acp.remote.resume import ACK_EVERY, Outbox, ack_count, ack_frame, parse_count
+from iac_kernel.acp.remote.target import RemoteError, target
+from iac_kernel.acp.routes import Operations, operation_key
 from iac_kernel.config import Settings
 from iac_kernel.server.link import Link, Links
 from iac_kernel.server.sessions import RootedManager, inside
@@ -277,7 +277,7 @@ async def test_a_redirect_is_not_followed_so_the_token_goes_nowhere_else() -> No
     (tornado's WebSocket client never follows redirects: this guards a change of client.)"""
     from tornado.web import Application, RequestHandler
 
-    from iac_kernel.acp.remote import connect
+    from iac_kernel.acp.remote.target import connect
 
     seen: list[str] = []
 

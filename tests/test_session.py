@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from core_support import assert_history_valid, write_script
+from iac_kernel.agent.manager import SessionManager
 from iac_kernel.agent.session import SessionBusyError, SessionClosedError
 from iac_kernel.config import Settings
 from iac_kernel.events import TextDelta, ToolCallResult, UserMessage
-from iac_kernel.sessions.manager import SessionManager
 from iac_kernel.sessions.store import SessionLockedError, SessionNotFoundError
 
 

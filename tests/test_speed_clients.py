@@ -11,11 +11,10 @@ import anthropic
 import pytest
 
 from fake_anthropic import FakeAnthropicServer, StreamedMessage, text
-from iac_kernel.models import anthropic_clients
+from iac_kernel.models import anthropic as anthropic_model
 from iac_kernel.models.anthropic import AnthropicModel, create_anthropic_model
 from iac_kernel.models.base import MessageDone, ModelRequest, TextChunk
-from iac_kernel.models.registry import create_model
-from iac_kernel.models.warm import start_warm_up, warm_anthropic
+from iac_kernel.models.registry import create_model, start_warm_up, warm_anthropic
 
 
 @pytest.fixture(autouse=True)
@@ -24,7 +23,7 @@ def credentials(monkeypatch, tmp_path):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-shared")
     monkeypatch.setenv("ANTHROPIC_CONFIG_DIR", str(tmp_path / "cfg"))
-    monkeypatch.setattr(anthropic_clients, "_unbound", {})
+    monkeypatch.setattr(anthropic_model, "_unbound", {})
 
 
 async def test_sessions_share_one_client_per_configuration(monkeypatch):
@@ -51,14 +50,14 @@ def test_warm_up_builds_the_client_the_first_session_then_uses():
     thread = start_warm_up()
     assert thread is not None
     thread.join(30)
-    assert len(anthropic_clients._unbound) == 1
-    prepared = next(iter(anthropic_clients._unbound.values()))
+    assert len(anthropic_model._unbound) == 1
+    prepared = next(iter(anthropic_model._unbound.values()))
 
     async def first_session_client() -> object:
         return create_model("claude-sonnet-4-6").client
 
     assert asyncio.run(first_session_client()) is prepared
-    assert anthropic_clients._unbound == {}  # taken by that loop, never shared with another
+    assert anthropic_model._unbound == {}  # taken by that loop, never shared with another
 
 
 def test_no_warm_up_without_credentials(monkeypatch):
@@ -89,7 +88,7 @@ def test_concurrent_lookups_build_one_client():
 
         def grab() -> None:
             results.append(
-                anthropic_clients.shared_client(
+                anthropic_model.shared_client(
                     "anthropic", anthropic.AsyncAnthropic, {"max_retries": 0}
                 )
             )

@@ -12,11 +12,12 @@ import pytest
 from acp.schema import SessionNotification
 from acp.utils import serialize_params
 
-from iac_kernel.acp import transport as transport_mod
-from iac_kernel.acp.channel import ClientChannel
-from iac_kernel.acp.transport import LineTransport, after_answer
-from iac_kernel.acp.turn import TurnRelay
-from iac_kernel.acp.updates import fast_update, to_update
+from iac_kernel.acp.protocol.updates import chunk_kind, chunk_update, to_update
+from iac_kernel.acp.session.turn import TurnRelay
+from iac_kernel.acp.wire import transport as transport_mod
+from iac_kernel.acp.wire.channel import ClientChannel
+from iac_kernel.acp.wire.connection import Connection, after_answer
+from iac_kernel.acp.wire.transport import LineTransport
 from iac_kernel.events import TextDelta, ThinkingDelta, ToolCallStarted, UserMessage
 from test_acp_support import RecordingChannel
 
@@ -25,17 +26,17 @@ from test_acp_support import RecordingChannel
     "event",
     [TextDelta("Hello"), TextDelta(""), TextDelta('ünï\ncode ✓ "q"'), ThinkingDelta("hmm")],
 )
-def test_fast_update_is_what_the_sdk_models_serialize_to(event):
+def test_chunk_update_is_what_the_sdk_models_serialize_to(event):
     model = serialize_params(SessionNotification(session_id="s1", update=to_update(event)))
-    fast = {"sessionId": "s1", "update": fast_update(event)}
+    fast = {"sessionId": "s1", "update": chunk_update(chunk_kind(event), event.text)}
     assert fast == model
     # Same bytes on the wire too (key order included).
     assert json.dumps(fast) == json.dumps(model)
 
 
-def test_fast_update_only_for_deltas():
-    assert fast_update(UserMessage("hi")) is None
-    assert fast_update(ToolCallStarted("c1", "bash", "bash: ls", "execute")) is None
+def test_chunks_only_for_deltas():
+    assert chunk_kind(UserMessage("hi")) is None
+    assert chunk_kind(ToolCallStarted("c1", "bash", "bash: ls", "execute")) is None
 
 
 class Sink:
@@ -80,22 +81,31 @@ async def test_big_output_is_written_at_once(monkeypatch):
 
 
 async def test_deferred_work_follows_its_answer():
-    sink = Sink()
-    transport = LineTransport(asyncio.StreamReader(), sink)
+    sink, reader = Sink(), asyncio.StreamReader()
 
-    async def handler() -> None:
+    async def handler(method: str, params: object, is_notification: bool) -> dict:
         async def later() -> None:
-            await transport.send(_note(2))
+            await conn.send_notification("session/update", {"i": 2})
 
         after_answer(later)
-        await transport.send(_note(1))
-        await transport.send({"jsonrpc": "2.0", "id": 5, "result": {}})
+        await conn.send_notification("session/update", {"i": 1})
+        return {}
 
-    await asyncio.ensure_future(handler())
-    for _ in range(3):
+    conn = Connection(handler, LineTransport(reader, sink))
+    conn.listen()
+    reader.feed_data(b'{"jsonrpc": "2.0", "id": 5, "method": "m", "params": {}}\n')
+    for _ in range(5):
         await asyncio.sleep(0)
+    reader.feed_eof()
+    await conn.close()
     sent = [json.loads(line) for chunk in sink.writes for line in chunk.splitlines()]
     assert [m.get("params", {}).get("i", m.get("id")) for m in sent] == [1, 5, 2]
+    with pytest.raises(RuntimeError):  # only a request's handler has an answer to follow
+        after_answer(later_nothing)
+
+
+async def later_nothing() -> None:
+    return None
 
 
 async def test_a_failed_write_surfaces_on_the_next_send():
@@ -225,7 +235,7 @@ async def test_a_client_gone_during_a_replay_stops_it_without_an_error():
             raise BrokenPipeError("gone")
 
     transport = LineTransport(asyncio.StreamReader(), Broken())
-    channel = ClientChannel(None, transport)  # type: ignore[arg-type]
+    channel = ClientChannel(Connection(None, transport))  # type: ignore[arg-type]
     taken = []
 
     def updates():

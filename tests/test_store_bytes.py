@@ -10,7 +10,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from iac_kernel.sessions.store import SessionStore, dangling_tool_uses
+from iac_kernel.sessions.store import SessionStore
+from store_support import dangling_tool_uses
 from test_acp_support import RawServer, server_env
 
 ODD = os.fsdecode(b"caf\xe9.tf")  # 'caf\udce9.tf'

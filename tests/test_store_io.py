@@ -124,7 +124,7 @@ FD_SCRIPT = textwrap.dedent(
     import asyncio, os, resource, shutil, sys, uuid
     from pathlib import Path
     from iac_kernel.config import Settings
-    from iac_kernel.sessions.manager import SessionManager
+    from iac_kernel.agent.manager import SessionManager
     from iac_kernel.sessions.store import SessionStore
     cwd, root = sys.argv[1], Path(sys.argv[2])
     # 2,000 stored sessions, copied from one (creating each would fsync several times).

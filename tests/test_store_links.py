@@ -221,9 +221,9 @@ def _link_the_index(sessions: Path, cwd: Path, outside: Path, what: str) -> Path
 async def test_acp_a_linked_index_at_the_first_session_new_is_one_error_not_a_dead_server(
     tmp_path: Path, outside: Path, what: str
 ):
-    """Issue 42: initialize and session/new written at spawn (the early path answers
-    them while the SDK imports): the refused index is one JSON-RPC error, a readable
-    line, and the server goes on; with the link gone a session/new succeeds."""
+    """Issue 42: initialize and session/new written at spawn (both answered before the
+    SDK is imported): the refused index is one JSON-RPC error, a readable line, and the
+    server goes on; with the link gone a session/new succeeds."""
     from test_acp_support import RawServer, server_env
 
     sessions = tmp_path / "store"
@@ -249,29 +249,3 @@ async def test_acp_a_linked_index_at_the_first_session_new_is_one_error_not_a_de
     log = await asyncio.to_thread((tmp_path / "err.log").read_text)
     assert "Traceback" not in log, log
     assert await asyncio.to_thread(outside.read_text) == "precious\n"
-
-
-def test_the_early_session_new_leaves_a_refused_store_to_the_sdk(tmp_path, outside):
-    """The early path (while the SDK imports) never raises out of the reader: a store
-    error leaves the request to the SDK's connection, which answers it."""
-    import threading
-
-    from iac_kernel.acp.early_start import EarlyStart
-    from iac_kernel.config import Settings
-    from iac_kernel.sessions.manager import SessionManager
-
-    class CoreLoaded:
-        loaded = threading.Event()
-        on_loaded: list = []
-
-        def core_ready(self) -> bool:
-            return True
-
-    sessions = tmp_path / "store"
-    _link_the_index(sessions, tmp_path, outside, "index file")
-    manager = SessionManager(Settings(sessions_dir=str(sessions)), holder="t", origin="acp")
-    start = EarlyStart(0, 1, CoreLoaded(), lambda: manager)
-    assert start._new_session(str(tmp_path)) is None
-    assert start.sessions == [] and manager.sessions == {}
-    assert [p.suffix for p in sessions.iterdir() if p.is_file()] == []  # nothing left behind
-    assert outside.read_text() == "precious\n"

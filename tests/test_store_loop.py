@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 
 from core_support import write_script
+from iac_kernel.agent.manager import SessionManager
 from iac_kernel.config import Settings
 from iac_kernel.events import ToolCallResult
 from iac_kernel.sessions import files, records
-from iac_kernel.sessions.manager import SessionManager
-from iac_kernel.sessions.store import StoreWriteError, dangling_tool_uses
+from iac_kernel.sessions.store import StoreWriteError
+from store_support import dangling_tool_uses
 
 CALLS = [
     {"name": "read_file", "input": {"path": "a.tf"}},

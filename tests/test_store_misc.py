@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from iac_kernel.acp import runtime
+from iac_kernel.acp.attach import runtime
 from iac_kernel.tools.base import ToolContext
 from iac_kernel.tools.glob import GlobTool
 from iac_kernel.tools.grep import GrepTool

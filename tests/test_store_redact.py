@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from iac_kernel.kernel.testing import scripted_kernel
+from kernel_harness import scripted_kernel
 from test_acp_support import RawServer, server_env
 
 SECRET = "s3cr3t-deploy-value-4242"

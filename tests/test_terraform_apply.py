@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from core_support import make_loop, write_script
-from iac_kernel.acp.elicit import confirmation_target
 from iac_kernel.agent.permissions import ALLOW_ONCE, PermissionRequest
 from iac_kernel.config import Settings
 from iac_kernel.events import ToolCallResult
@@ -82,12 +81,13 @@ def test_an_approved_untouched_plan_applies(ws: Path, tmp_path: Path):
     )
     assert lines[2].startswith("Plan: 2 to add, 1 to change, 2 to destroy")
     assert lines[3].startswith("Plan file: p.tfplan (sha256 ")
-    assert lines[4].startswith("-/+ replace terraform_data.cache")  # replacements first
-    assert lines[5].startswith("- delete terraform_data.old[0]")
+    # Counts in review order, replacements first; the rows are the plan card's.
+    assert lines[4].startswith("Changes: 1 replace · 1 delete · 1 update · 1 create;")
+    assert "terraform_data.cache" not in request.reason
     assert request.review["plan"]["counts"]["delete"] == 1
     # A destroy: an ACP client with form elicitation must type the workspace's name.
     assert request.review["workspace"] == "default"
-    assert confirmation_target(request) == "default"
+    assert request.form is not None and request.form.confirms == "default"
     assert "Applied the reviewed plan p.tfplan" in results[0].output
     assert SECRET not in results[0].output and SECRET not in request.reason
 

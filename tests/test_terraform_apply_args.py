@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from iac_kernel.terraform.apply_args import resolve
+from iac_kernel.terraform.commands import resolve
 from iac_kernel.tools.danger import dangerous_reason
 from terraform_support import TERRAFORM, needs_terraform, tf, tf_env
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from apply_support import APPROVER, run_call
-from iac_kernel.guard.sandbox import unusable_reason
+from iac_kernel.guard.sandbox.bwrap import unusable_reason
 from terraform_support import (
     STAGE1,
     addresses,

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from apply_support import run_call
-from iac_kernel.guard.sandbox import unusable_reason
+from iac_kernel.guard.sandbox.bwrap import unusable_reason
 from terraform_support import (
     STAGE1,
     STAGE2,
@@ -104,14 +104,14 @@ def test_the_real_binary_copies_of_a_process_with_another_tmpdir_cannot_be_run(
     # Another kernel of the same user (another TMPDIR: an editor's `iac-kernel acp`, a
     # CI worktree) keeps execute-only copies of the real terraform; run from a sandboxed
     # call they would apply with no question and no record.
-    from iac_kernel.guard import realbin
+    from iac_kernel.guard.sandbox import reals
     from terraform_support import TERRAFORM
 
     elsewhere = tmp_path / "other-tmpdir"
     elsewhere.mkdir()
     with monkeypatch.context() as patch:
         patch.setattr(tempfile, "tempdir", str(elsewhere))
-        copy = realbin.private_copy(os.path.realpath(TERRAFORM))
+        copy = reals.private_copy(os.path.realpath(TERRAFORM))
     candidates = " ".join(sorted({str(copy), *map(str, elsewhere.rglob("terraform-*"))}))
     command = (
         f"for t in {candidates}; do $t apply -auto-approve -destroy -input=false -no-color "

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from apply_support import run_call
-from iac_kernel.guard.reviews import ExecInfo
+from iac_kernel.guard.approval.reviews import ExecInfo
+from iac_kernel.guard.tfcover.writes import resolve
 from iac_kernel.sessions.audit import describe
-from iac_kernel.terraform.binding import lineage_check, resolve_inside
+from iac_kernel.terraform.binding import lineage_check
 from iac_kernel.tools.tf_guard import review_exec
 from terraform_support import (
     addresses,
@@ -261,10 +262,10 @@ def test_symlinks_are_resolved_as_the_sandbox_sees_them(tmp_path):
     def host_path(path: str) -> str:
         return str(outer) + path[len("/tmp/x") :] if path.startswith("/tmp/x") else path
 
-    assert resolve_inside("/tmp/x/link/../real/./y", host_path) == "/tmp/x/real/y"
+    assert resolve("/tmp/x/link/../real/./y", host_path) == "/tmp/x/real/y"
     (outer / "loop").symlink_to("loop")
     with pytest.raises(OSError):
-        resolve_inside("/tmp/x/loop", host_path)
+        resolve("/tmp/x/loop", host_path)
 
 
 def test_workspace_delete_runs_in_the_folder_asked_about(two):

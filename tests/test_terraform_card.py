@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from iac_kernel.acp.permissions import request_params
-from iac_kernel.acp.updates import result_update
+from iac_kernel.acp.protocol.updates import result_update
+from iac_kernel.acp.session.permissions import request_params
 from iac_kernel.agent.permissions import PermissionRequest
 from iac_kernel.config import Settings
 from iac_kernel.events import ToolCallResult, ToolCallStarted
-from iac_kernel.kernel import plan_card, theme
-from iac_kernel.kernel.publish import Publisher
-from iac_kernel.kernel.turn import TurnView
+from iac_kernel.kernel.io.publish import Publisher
+from iac_kernel.kernel.render import plan_card, theme
+from iac_kernel.kernel.render.turn import TurnView
 from iac_kernel.terraform.plan import parse_plan
 from iac_kernel.tools.base import ToolContext
 from iac_kernel.tools.tf_plans import TerraformPlanTool

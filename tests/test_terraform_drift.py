@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from iac_kernel.config import Settings
-from iac_kernel.kernel import plan_card
+from iac_kernel.kernel.render import plan_card
 from iac_kernel.tools.base import ToolContext
 from iac_kernel.tools.tf_plans import TerraformPlanTool
 from terraform_support import needs_terraform, no_checkov_by_default  # noqa: F401

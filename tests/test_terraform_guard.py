@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from iac_kernel.guard.reviews import ExecInfo
+from iac_kernel.guard.approval.reviews import ExecInfo
 from iac_kernel.tools.tf_guard import review_exec
 from terraform_support import (
     addresses,
@@ -44,7 +44,7 @@ def test_apply_of_a_plan_file_shows_its_summary_and_runs_a_private_copy(ws: Path
     assert command == "Terraform reads: `terraform apply -input=false p.tfplan`."
     assert state.startswith("State: terraform.tfstate (workspace default; serial ")
     assert plan.startswith("Plan: 2 to add, 1 to change, 2 to destroy")
-    assert row.startswith("-/+ replace terraform_data.cache")  # replacements first
+    assert row.startswith("Changes: 1 replace · 1 delete")  # replacements first; no rows
     assert review.summary["plan"]["file"]["path"] == "p.tfplan"
     assert review.summary["workspace"] == "default"  # a typed confirmation names it
     assert review.argv[:4] == ["terraform", f"-chdir={ws}", "apply", "-input=false"]
@@ -141,15 +141,11 @@ def test_bash_apply_of_a_plan_swapped_during_the_question_is_refused(ws: Path):
 
 
 def test_bash_apply_of_a_stale_plan_fails_clearly(ws: Path):
-    import asyncio
-
     from iac_kernel.terraform.review import STALE
-    from iac_kernel.tools.tf_results import after_tool_call
 
     tf(ws, "apply", "-auto-approve", "-input=false")  # the state moves on under p.tfplan
     before = addresses(ws)
     command = "terraform apply -input=false -no-color p.tfplan"
     result, _asked = run_bash(ws, command, swap=False)
-    result = asyncio.run(after_tool_call("bash", {"command": command}, ws, result))
     assert result.is_error and result.content.startswith(STALE)
     assert addresses(ws) == before

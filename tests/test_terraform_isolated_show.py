@@ -13,9 +13,8 @@ import pytest
 
 from iac_kernel.config import Settings
 from iac_kernel.guard import confine as confine_module
-from iac_kernel.guard.sandbox import unusable_reason
-from iac_kernel.terraform.cli import TerraformError, show_json, show_json_sync
-from iac_kernel.terraform.isolated import prepared_show
+from iac_kernel.guard.sandbox.bwrap import unusable_reason
+from iac_kernel.terraform.cli import TerraformError, prepared_show, show_json, show_json_sync
 from iac_kernel.tools.base import ToolContext
 from iac_kernel.tools.tf_apply import TerraformApplyTool
 from terraform_support import TERRAFORM, evil_plan_workspace, needs_terraform, tf

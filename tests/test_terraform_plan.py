@@ -14,7 +14,6 @@ from iac_kernel.terraform.plan import ACTIONS, action_of
 from iac_kernel.tools.base import ToolContext, ToolError
 from iac_kernel.tools.bash import BashTool
 from iac_kernel.tools.tf_plans import TerraformPlanDetailTool, TerraformPlanTool
-from iac_kernel.tools.tf_results import after_tool_call
 from terraform_support import (
     SECRET,
     TERRAFORM,
@@ -81,7 +80,7 @@ async def test_detail_of_one_address(ws: Path):
     await TerraformPlanTool().run({}, ctx)
     detail = await TerraformPlanDetailTool().run({"address": "terraform_data.cache"}, ctx)
     assert "-/+ terraform_data.cache: replace" in detail.content
-    assert 'triggers_replace[0]: "small" -> "large" # forces replacement' in detail.content
+    assert 'triggers_replace[0]: "small" -> "large"  # forces replacement' in detail.content
     app = await TerraformPlanDetailTool().run({"address": "terraform_data.app"}, ctx)
     assert 'input.size: "small" -> "large"' in app.content
     missing = await TerraformPlanDetailTool().run({"address": "terraform_data.nope"}, ctx)
@@ -118,8 +117,7 @@ async def test_bad_input_is_a_clear_error(ws: Path):
 async def test_a_bash_plan_out_is_picked_up(ws: Path):
     ctx = ctx_for(ws)
     args = {"command": "terraform plan -input=false -no-color -out=bash.tfplan"}
-    result = await BashTool().run(args, ctx)
-    result = await after_tool_call("bash", args, ws, result)
+    result = await BashTool().run(args, ctx)  # the tool picks the plan up itself
     plan = result.raw_output["plan"]
     assert plan["file"]["path"] == "bash.tfplan"
     assert plan["counts"] == {k: v for k, v in counts_from_json(ws, "bash.tfplan").items()}
@@ -141,9 +139,8 @@ async def test_tofu_takes_the_same_code_path(ws: Path, tmp_path: Path, monkeypat
     args = {"command": "tofu plan -input=false -out=b.tfplan"}
     ran = await BashTool().run(args, ctx_for(ws))
     assert [os.path.basename(e["argv"][0]) for e in ran.raw_output["guarded"]] == ["tofu"]
-    picked = await after_tool_call("bash", args, ws, ran)
-    assert picked.raw_output["plan"]["program"] == "tofu"
-    assert picked.raw_output["plan"]["file"]["path"] == "b.tfplan"
+    assert ran.raw_output["plan"]["program"] == "tofu"
+    assert ran.raw_output["plan"]["file"]["path"] == "b.tfplan"
 
 
 def test_action_words():
@@ -160,7 +157,6 @@ async def test_a_plan_made_by_a_script_is_picked_up_from_the_guard_log(ws: Path)
     assert any("plan" in entry["argv"] for entry in result.raw_output.get("guarded", [])), (
         result.raw_output
     )
-    result = await after_tool_call("bash", args, ws, result)
     assert result.raw_output["plan"]["file"]["path"] == "script.tfplan"
     assert result.content.startswith("planned")
     assert "Plan: 2 to add, 1 to change, 2 to destroy" in result.content

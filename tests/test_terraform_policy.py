@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from iac_kernel.config import Settings
-from iac_kernel.kernel import plan_card
+from iac_kernel.kernel.render import plan_card
 from iac_kernel.terraform import policy
 from iac_kernel.tools.base import ToolContext
 from iac_kernel.tools.tf_apply import TerraformApplyTool
@@ -100,8 +100,7 @@ async def test_checkov_findings_are_on_the_plan_card_and_in_the_apply_question(
     assert "✗ CKV2_IACK_1" in html and "iac-plan-checks" in html
     approved = await TerraformApplyTool().review({"plan": "p.tfplan"}, ctx)
     question = approved.summary()["text"]
-    assert "Failed policy checks (checkov): 1" in question
-    assert "✗ terraform_data.firewall: CKV2_IACK_1" in question
+    assert "Failed policy checks (checkov): 1 (CKV2_IACK_1)." in question
     assert not (ws / "PWNED").exists()
 
 

@@ -68,7 +68,7 @@ def test_the_planted_value_is_in_the_workspace(ws: Path):
 
 
 def test_kernel_cells_and_store_never_show_it(ws: Path, tmp_path: Path):
-    from iac_kernel.kernel.testing import scripted_kernel
+    from kernel_harness import scripted_kernel
 
     env = {"IAC_KERNEL_HEADLESS_POLICY": "allow", "TF_CLI_CONFIG_FILE": "/dev/null"}
     kernel = scripted_kernel(tmp_path, ws, script(tmp_path / "reads.json"), env)
@@ -177,7 +177,7 @@ async def test_a_state_outside_the_workspace_is_masked(ws: Path):
     from iac_kernel.config import Settings
     from iac_kernel.tools.base import ToolContext
     from iac_kernel.tools.read_file import ReadFileTool
-    from iac_kernel.tools.tf_results import after_tool_call
+    from iac_kernel.tools.tf_masking import after_tool_call
 
     sub = ws / "sub"  # the session works in a sub-folder: the state is outside its cwd
     sub.mkdir()
@@ -185,7 +185,7 @@ async def test_a_state_outside_the_workspace_is_masked(ws: Path):
     raw = await ReadFileTool().run(read, ToolContext(cwd=sub, settings=Settings()))
     # the tool itself reads the masked copy (issue 32), by content, outside its cwd too
     assert SECRET not in raw.content and MASK in raw.content
-    shown = await after_tool_call("read_file", read, sub, raw)
+    shown = await after_tool_call(ReadFileTool(), read, sub, raw)
     assert SECRET not in shown.content and MASK in shown.content
 
 

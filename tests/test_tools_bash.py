@@ -244,6 +244,6 @@ async def test_schema_errors(tool_ctx: ToolContext, args: dict, message: str):
 
 def test_title_and_danger():
     assert tool.title({"command": "terraform plan\n-out=x"}) == "bash: terraform plan"
-    assert tool.is_dangerous({"command": "cd envs/prod && terraform apply -auto-approve"})
-    assert not tool.is_dangerous({"command": "terraform plan"})
-    assert not tool.is_dangerous({"command": 42})
+    assert tool.per_call_reason({"command": "cd envs/prod && terraform apply -auto-approve"})
+    assert tool.per_call_reason({"command": "terraform plan"}) is None
+    assert tool.per_call_reason({"command": 42}) is None

@@ -1,4 +1,5 @@
-"""Path rules, argument validation and the registry, shared by every tool."""
+"""Path rules, argument validation, the registry and what fronts show of a call (titles,
+locations, checklists, stored diffs): shared by every tool, each tool's own."""
 
 from __future__ import annotations
 
@@ -7,10 +8,30 @@ from pathlib import Path
 
 import pytest
 
-from iac_kernel.tools.base import Category, ToolContext, ToolError
-from iac_kernel.tools.paths import display_path, is_inside, resolve_path
+from iac_kernel.events import Diff, Location
+from iac_kernel.tools.agent import AgentTool
+from iac_kernel.tools.ask_user import AskUserTool
+from iac_kernel.tools.base import (
+    Category,
+    ToolContext,
+    ToolError,
+    display_path,
+    is_inside,
+    resolve_path,
+    validate_args,
+)
+from iac_kernel.tools.bash import BashTool
+from iac_kernel.tools.edit_file import EditFileTool
+from iac_kernel.tools.glob import GlobTool
+from iac_kernel.tools.grep import GrepTool
+from iac_kernel.tools.list_files import ListFilesTool
+from iac_kernel.tools.read_file import ReadFileTool
 from iac_kernel.tools.registry import build_tools
-from iac_kernel.tools.validate import validate_args
+from iac_kernel.tools.tf_apply import TerraformApplyTool
+from iac_kernel.tools.tf_plans import TerraformPlanDetailTool, TerraformPlanTool
+from iac_kernel.tools.update_plan import UpdatePlanTool
+from iac_kernel.tools.web_fetch import WebFetchTool
+from iac_kernel.tools.write_file import WriteFileTool
 
 SCHEMA = {
     "type": "object",
@@ -26,20 +47,20 @@ SCHEMA = {
 }
 
 ACP_KINDS = {
-    "read_file": ("read", Category.READ),
-    "list_files": ("read", Category.READ),
-    "glob": ("search", Category.READ),
-    "grep": ("search", Category.READ),
-    "write_file": ("edit", Category.WRITE),
-    "edit_file": ("edit", Category.WRITE),
-    "bash": ("execute", Category.EXECUTE),
-    "agent": ("execute", Category.EXECUTE),
-    "web_fetch": ("fetch", Category.READ),
-    "terraform_plan": ("execute", Category.EXECUTE),
-    "terraform_plan_detail": ("read", Category.READ),
-    "terraform_apply": ("execute", Category.EXECUTE),
-    "update_plan": ("think", Category.READ),
-    "ask_user": ("think", Category.READ),
+    ReadFileTool: ("read", Category.READ),
+    ListFilesTool: ("read", Category.READ),
+    GlobTool: ("search", Category.READ),
+    GrepTool: ("search", Category.READ),
+    WriteFileTool: ("edit", Category.WRITE),
+    EditFileTool: ("edit", Category.WRITE),
+    BashTool: ("execute", Category.EXECUTE),
+    AgentTool: ("execute", Category.EXECUTE),
+    WebFetchTool: ("fetch", Category.READ),
+    TerraformPlanTool: ("execute", Category.EXECUTE),
+    TerraformPlanDetailTool: ("read", Category.READ),
+    TerraformApplyTool: ("execute", Category.EXECUTE),
+    UpdatePlanTool: ("think", Category.READ),
+    AskUserTool: ("think", Category.READ),
 }
 
 
@@ -147,10 +168,10 @@ def test_validate_rejects_non_objects(args):
 
 def test_registry_has_every_tool_with_its_acp_kind():
     tools = build_tools()
-    names = [t.name for t in tools]
-    assert sorted(names) == sorted(ACP_KINDS)
+    assert [type(t) for t in tools] == list(ACP_KINDS)
+    assert len({t.name for t in tools}) == len(tools)
     for tool in tools:
-        assert (tool.kind, tool.category) == ACP_KINDS[tool.name], tool.name
+        assert (tool.kind, tool.category) == ACP_KINDS[type(tool)], tool.name
         assert tool.description
         schema = tool.definition()["input_schema"]
         assert schema["type"] == "object"
@@ -181,16 +202,70 @@ async def test_every_tool_with_required_fields_reports_them(tool_ctx: ToolContex
 
 
 def test_titles_paths_and_previews_never_crash_on_bad_input(tool_ctx: ToolContext):
-    searched_by_default = {"list_files", "glob", "grep"}
+    searched_by_default = (ListFilesTool, GlobTool, GrepTool)
     for tool in build_tools():
-        expected = [tool_ctx.cwd] if tool.name in searched_by_default else []
+        expected = [tool_ctx.cwd] if isinstance(tool, searched_by_default) else []
         assert tool.paths({}, tool_ctx) == expected, tool.name
         for args in ({}, {"path": 3, "command": None}, {"path": ""}):
             assert tool.title(args).startswith(tool.name)
             if args:
                 assert tool.paths(args, tool_ctx) == [], tool.name
-            assert tool.is_dangerous(args) is False
+            assert tool.gate_reason(args, tool_ctx)[0] is False
+            shown = [str(path) for path in tool.paths(args, tool_ctx)]
+            assert [loc.path for loc in tool.locations(args, tool_ctx, None)] == shown
             try:
                 tool.preview(args, tool_ctx)
             except ToolError:
                 pass
+
+
+# -- what fronts show of a call: each tool's own -----------------------------------------
+
+
+def test_tools_say_where_a_call_is_and_what_it_found(tool_ctx: ToolContext):
+    cwd = tool_ctx.cwd
+    path = str(cwd / "a.txt")
+    read = ReadFileTool()
+    assert read.locations({"path": "a.txt", "offset": 7}, tool_ctx, None) == [Location(path, 7)]
+    assert read.locations({"path": "a.txt"}, tool_ctx, None) == [Location(path, 1)]
+    edit = Diff(path, "a\nb\nc\n", "a\nB\nc\n")
+    assert EditFileTool().locations({"path": "a.txt"}, tool_ctx, edit) == [Location(path, 2)]
+    assert ListFilesTool().locations({}, tool_ctx, None) == [Location(str(cwd), None)]
+    assert Diff(path, None, "new\n").first_changed_line() == 1
+    assert Diff(path, "a\n", "a\nb\n").first_changed_line() == 2
+    output = "a.txt:3:needle\na.txt-4-context\n--\nsub/b.tf:10:needle\na.txt:3:needle again"
+    found = GrepTool().result_locations(output, cwd)
+    assert found == [Location(path, 3), Location(str(cwd / "sub" / "b.tf"), 10)]
+    assert GrepTool().result_locations("No matches found.", cwd) == []
+    assert read.result_locations(output, cwd) == []  # only grep reads places in its output
+
+
+def test_only_update_plan_sets_a_checklist_and_only_edits_have_stored_diffs():
+    steps = [{"step": "plan", "status": "in_progress"}]
+    shown = [{"step": "plan", "status": "in_progress", "priority": "medium"}]
+    assert UpdatePlanTool().checklist({"steps": steps}) == shown
+    assert UpdatePlanTool().checklist({"steps": "not a list"}) is None
+    others = [t for t in build_tools() if not isinstance(t, UpdatePlanTool)]
+    assert all(t.checklist({"steps": steps}) is None for t in others)
+    assert WriteFileTool().stored_diff({"path": "a", "content": "x"}) == Diff("a", None, "x")
+    edit = {"path": "a", "old_string": "o", "new_string": "n"}
+    assert EditFileTool().stored_diff(edit) == Diff("a", "o", "n")
+    assert ReadFileTool().stored_diff({"path": "a", "content": "x"}) is None
+    assert ReadFileTool().title({"path": "main.tf"}) == f"{ReadFileTool.name}: main.tf"
+
+
+async def test_a_tools_own_flags_decide_its_terraform_notes(tmp_path: Path, monkeypatch):
+    """A result that can show file contents says when the sensitive-value scan stopped
+    early, and a ``.tfstate`` it names makes it a state read; a listing does neither."""
+    from iac_kernel.tools import tf_masking
+    from iac_kernel.tools.base import ToolResult
+
+    monkeypatch.setattr(tf_masking, "limit_note", lambda cwd: "[scan stopped]")
+    (tmp_path / "x.tfstate").write_text("{}")
+    args = {"path": "x.tfstate"}
+    read = await tf_masking.after_tool_call(ReadFileTool(), args, tmp_path, ToolResult("{}"))
+    assert read.content.startswith("[scan stopped]\n[Terraform state/plan data: 0 ")
+    assert read.raw_output == {"terraform_state": {"masked": 0}}
+    listed = ToolResult("x.tfstate")
+    listed = await tf_masking.after_tool_call(ListFilesTool(), args, tmp_path, listed)
+    assert listed.content == "x.tfstate" and listed.raw_output is None

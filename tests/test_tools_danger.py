@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from iac_kernel.tools.danger import RULES, dangerous_reason
+from iac_kernel.tools.danger import RULES, dangerous_reason, judge
 
 DANGEROUS = [
     "terraform apply",
@@ -146,6 +146,27 @@ def test_reason_names_the_command_and_effect():
     )
 
 
-def test_every_rule_has_a_reason_and_a_program():
-    for rule in RULES:
-        assert rule.programs and rule.reason, rule
+@pytest.mark.parametrize(("programs", "rule"), RULES)
+def test_every_row_is_reached(programs, rule):
+    """No row is shadowed by the guard's rules: a command only it matches is asked, with
+    its reason."""
+    program = programs.split()[0]
+    command = " ".join([program, *rule.words, *rule.flags[:1]])
+    assert dangerous_reason(command) == f"{' '.join([program, *rule.words])}: {rule.reason}"
+
+
+def test_one_call_time_question():
+    """judge decides the gate's question: left to exec time, per call, or routine with
+    the prefixes "allow always" remembers."""
+    reviewed = frozenset({"terraform", "tofu"})
+    left = judge("terraform apply p.tfplan", reviewed)
+    assert left.at_exec and left.reason is None
+    beside = judge("terraform apply p.tfplan && rm -rf x", reviewed)
+    assert not beside.at_exec and beside.reason.startswith("rm: deletes a directory tree. ")
+    # Without a sandbox, an apply beside anything else may start terraform past the guard.
+    sourced = judge(". ./ci.env; terraform apply p.tfplan", reviewed, sandboxed=False)
+    assert not sourced.at_exec and sourced.reason.startswith("terraform apply: ")
+    routine = judge("terraform plan -out=x && terraform show x", reviewed)
+    assert routine.reason is None and not routine.at_exec
+    assert routine.prefixes == ["terraform plan", "terraform show"]
+    assert judge("echo  $HOME").prefixes == ["echo $HOME"]  # expansions: the exact text

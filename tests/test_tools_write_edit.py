@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from iac_kernel.tools import safe_write as safe_write_mod
+from iac_kernel.tools import write_file as safe_write_mod
 from iac_kernel.tools.base import ToolContext, ToolError
 from iac_kernel.tools.edit_file import EditFileTool
 from iac_kernel.tools.write_file import WriteFileTool

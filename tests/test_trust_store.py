@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from iac_kernel.guard import target
+from iac_kernel.guard.policy import target
 from iac_kernel.masking.trust_store import is_trust_store, public_path
 from iac_kernel.redact import redact, secret_values
-from iac_kernel.tools.tf_questions import mask_shown
+from iac_kernel.tools.tf_masking import mask_shown
 
 CA = "/etc/ssl/certs/corp-ca-bundle.pem"
 PEM = "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIU\n-----END CERTIFICATE-----"

@@ -27,7 +27,7 @@ PICTURES = {
     ),
     "lab-big-plan.png": (
         "tests/test_browser_big_plan.py::test_a_big_plan_question_is_readable_fast_and_complete"
-        "[jupyterlab-JupyterLab Light]"
+        "[jupyterlab]"
     ),
 }
 

@@ -1,27 +1,26 @@
-"""``session/load`` replay as ``session/update`` params, built as plain JSON.
+"""``session/load``'s history replay: the stored events as ``session/update`` params,
+built as plain JSON, sent straight onto the client's transport.
 
 :func:`replay_params` gives, for a stored history's events, exactly what
-:func:`~iac_kernel.acp.updates.replay_updates` gives once each update is serialized
+:func:`~iac_kernel.acp.protocol.updates.replay_updates` gives once each update is serialized
 (``serialize_params`` of its ``SessionNotification``, plus its extra fields; a test
 compares them), without building and dumping an SDK model per update: a long session
 replays tens of thousands of updates. Rare updates (plans, calls left unfinished,
-notices) still go through the models.
+notices) still go through the models. Stored results are masked again only with the
+values learned since they were written (:mod:`iac_kernel.masking.marks`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 from acp.schema import SessionNotification
 from acp.utils import serialize_params
 
-from iac_kernel.acp.locations import first_changed_line
-from iac_kernel.acp.plan import PlanTracker
-from iac_kernel.acp.updates import (
+from iac_kernel.acp.protocol.updates import (
     INTERRUPTED,
-    Numbering,
+    PlanTracker,
     ToolCallTracker,
     acp_kind,
     chunk_update,
@@ -30,6 +29,8 @@ from iac_kernel.acp.updates import (
     stored_message_id,
     to_update,
 )
+from iac_kernel.acp.wire.channel import ClientChannel
+from iac_kernel.agent.session import AgentSession
 from iac_kernel.events import (
     AgentEvent,
     Diff,
@@ -40,36 +41,28 @@ from iac_kernel.events import (
     ToolCallStarted,
     UserMessage,
 )
+from iac_kernel.sessions.store import collector_paused
 
 
-@dataclass
-class ReplayEnd:
-    """Where a replay stopped: the messages' numbering, and whether every call it showed
-    had ended (nothing was left for a later part of the history to finish)."""
-
-    numbering: Numbering = field(default_factory=Numbering)
-    settled: bool = False
+async def send_history(channel: ClientChannel, session: AgentSession) -> None:
+    """Replay ``session``'s stored history to ``channel``'s client (``session/load``)."""
+    with collector_paused():
+        await channel.forward_updates(replay_params(session.replay(), session.session_id))
 
 
-def replay_params(
-    events: Iterable[AgentEvent], session_id: str, end: ReplayEnd | None = None
-) -> Iterator[dict[str, Any]]:
+def replay_params(events: Iterable[AgentEvent], session_id: str) -> Iterator[dict[str, Any]]:
     """The params of each ``session/update`` that shows a stored history, in order.
 
     A tool call whose result follows its input (the usual case) is one ``tool_call`` in
     its final state: what the client holds after the ``tool_call`` and the
-    ``tool_call_update``s of :func:`~iac_kernel.acp.updates.replay_updates` (a later
+    ``tool_call_update``s of :func:`~iac_kernel.acp.protocol.updates.replay_updates` (a later
     update's fields replace an earlier one's). A call is sent as it stands, in progress,
-    before anything else comes between it and its result.
-
-    ``end``: where the numbering starts (a replay that goes on from an earlier one's
-    end), and where the replay stopped once it is done."""
-    end = end or ReplayEnd()
+    before anything else comes between it and its result."""
     tracker = ToolCallTracker()
     plans = PlanTracker()
     held: dict[str, dict[str, Any]] = {}  # calls not sent yet, in order
     ids: tuple[int, str | None] = (-1, None)
-    for event, index in numbered(events, end.numbering):
+    for event, index in numbered(events):
         tracker.see(event)
         call_id = getattr(event, "call_id", None)
         if isinstance(event, ToolCallStarted) and call_id not in held:
@@ -99,7 +92,6 @@ def replay_params(
         if plan is not None:
             yield serialize_params(SessionNotification(session_id=session_id, update=plan))
     yield from _flush(held, session_id)
-    end.settled = not tracker.open and not plans.waiting
     for closing in tracker.closing_updates(INTERRUPTED):
         yield serialize_params(SessionNotification(session_id=session_id, update=closing))
 
@@ -112,7 +104,7 @@ def _flush(held: dict[str, dict[str, Any]], session_id: str) -> Iterator[dict[st
 
 def wire_update(event: AgentEvent, message_id: str | None) -> dict[str, Any] | None:
     """The update for one replayed event in its wire form (``None``: none is shown), as
-    :func:`~iac_kernel.acp.updates.replay_updates` sends it."""
+    :func:`~iac_kernel.acp.protocol.updates.replay_updates` sends it."""
     kind = _CHUNKS.get(type(event))
     if kind is not None:
         return chunk_update(kind, event.text, message_id)  # type: ignore[attr-defined]
@@ -153,15 +145,9 @@ def _input_update(event: ToolCallInput) -> dict[str, Any]:
         "rawInput": event.input,
     }
     if event.locations:
-        line = None
-        if event.name == "read_file":
-            offset = event.input.get("offset")
-            line = offset if type(offset) is int and offset > 0 else 1
-        elif event.diff is not None:
-            line = first_changed_line(event.diff)
         update["locations"] = [
-            {"path": path} if line is None else {"path": path, "line": line}
-            for path in event.locations
+            {"path": loc.path} if loc.line is None else {"path": loc.path, "line": loc.line}
+            for loc in event.locations
         ]
     if event.diff is not None:
         update["content"] = [_diff(event.diff)]

@@ -135,7 +135,10 @@ def typed_confirmation(review: Any, danger: bool) -> Form | None:
             FormField(
                 name=CONFIRM_FIELD,
                 title="Workspace name",
-                description=f"Type {workspace} to approve; anything else rejects.",
+                # True in every front: the notebook keeps Allow disabled until the name
+                # matches; a one-shot form (an editor's, stdin) rejects a different name.
+                description=f"Type {workspace} exactly to approve; a different name never "
+                "approves this call.",
                 must_equal=workspace,
             )
         ],

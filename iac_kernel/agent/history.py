@@ -4,15 +4,15 @@ Events carry what the live turn showed: readable text (lone surrogates from unde
 bytes shown as ``\\xNN``, see :mod:`iac_kernel.textsafe`) and diffs with secrets redacted.
 Tool results are masked again with what is known now (credential shapes, secret
 environment values, the workspace's sensitive values): a record stored before a value was
-known to be sensitive is not replayed with it. A result whose mark says it was masked by
-this code with every value known now (:mod:`iac_kernel.masking.marks`) is shown as
-stored.
+known to be sensitive is not replayed with it. A result whose mark says which values this
+masking code masked it with (:mod:`iac_kernel.masking.marks`) is masked again only with
+the values learned since (none: it is shown as stored).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from iac_kernel.agent.permissions import DENIED_MESSAGE
 from iac_kernel.events import (
     AgentEvent,
     Diff,
+    Location,
     TextDelta,
     ThinkingDelta,
     ToolCallInput,
@@ -29,7 +30,13 @@ from iac_kernel.events import (
     UserMessage,
 )
 from iac_kernel.masking.marks import MarkTable
-from iac_kernel.redact import redact_diff, redactor, secret_values, value_redactor
+from iac_kernel.redact import (
+    redact_diff,
+    redactor,
+    secret_values,
+    value_redactor,
+    values_redactor,
+)
 from iac_kernel.sessions.records import result_text
 from iac_kernel.terraform.sensitive import mask_text
 from iac_kernel.terraform.workspace import sensitive_values
@@ -66,15 +73,16 @@ def replay(
     """Events that show ``messages`` as they happened: prompts, answers, thoughts, tools.
 
     With ``ctx`` (the session's cwd and settings), tool calls carry their file locations.
-    With ``marks`` (the log's), a result masked with everything known now (``known``, by
-    default read now) is not masked again.
+    With ``marks`` (the log's), a result is masked again only with the values of what is
+    known now (``known``, by default read now) that it was not masked with.
     """
-    names: dict[str, str] = {}
+    calls: dict[str, tuple[str, Tool | None, Any]] = {}  # call id -> name, tool, shown input
     known = known or Known.now(ctx.cwd if ctx is not None else None)
-    values, env = known.values, known.env
+    values, env, secrets = known.values, known.env, known.secrets()
     redact_output = redactor(env)
     redact_args = value_redactor(env)
-    clean = (marks or MarkTable()).checker(values | set(known.secrets())).clean
+    fresh_of = (marks or MarkTable()).checker(values | set(secrets)).fresh
+    remaskers: dict[frozenset[str], Callable[[str], str]] = {}
     for message in messages:
         content = message.get("content")
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
@@ -84,15 +92,23 @@ def replay(
                 if block.get("type") == "tool_result":
                     call_id = block.get("tool_use_id", "")
                     output = result_text(block.get("content"))
-                    if not clean(call_id, output):
+                    fresh = fresh_of(call_id, output)
+                    if fresh is None:
                         output = mask_text(redact_output(output), values)
+                    elif fresh:
+                        if fresh not in remaskers:
+                            remaskers[fresh] = _remasker(fresh, values, secrets)
+                        output = remaskers[fresh](output)
                     output = readable(output)
+                    name, tool, shown = calls.get(call_id, ("tool", None, {}))
+                    failed = bool(block.get("is_error"))
                     yield ToolCallResult(
                         call_id,
-                        names.get(call_id, "tool"),
-                        "failed" if block.get("is_error") else "completed",
+                        name,
+                        "failed" if failed else "completed",
                         output,
                         denied=output.startswith(DENIED_MESSAGE),
+                        checklist=tool.checklist(shown) if tool and not failed else None,
                     )
             if texts:
                 yield UserMessage(readable("\n".join(texts)))
@@ -104,47 +120,51 @@ def replay(
             elif kind == "thinking" and block.get("thinking"):
                 yield ThinkingDelta(readable(block["thinking"]))
             elif kind == "tool_use":
-                tool = tools.get(block.get("name", ""))
+                name = block.get("name", "tool")
+                tool = tools.get(name)
                 args = block.get("input") or {}
-                title = readable(_title(tool, args, block.get("name", "tool")))
+                title = readable(_title(tool, args, name))
                 tool_kind = tool.kind if tool else "other"
-                names[block["id"]] = block.get("name", "tool")
-                yield ToolCallStarted(block["id"], block.get("name", "tool"), title, tool_kind)
+                shown = readable_value(redact_args(args))
+                calls[block["id"]] = (name, tool, shown)
+                diff = _stored(tool.stored_diff, None, args) if tool else None
+                yield ToolCallStarted(block["id"], name, title, tool_kind)
                 yield ToolCallInput(
                     block["id"],
-                    block.get("name", "tool"),
+                    name,
                     title,
                     tool_kind,
-                    readable_value(redact_args(args)),
-                    locations=[readable(p) for p in _locations(tool, args, ctx)],
-                    diff=shown_diff(_stored_diff(block.get("name", ""), args)),
+                    shown,
+                    locations=_locations(tool, args, ctx, diff),
+                    diff=shown_diff(diff),
                 )
 
 
-def _locations(tool: Tool | None, args: dict[str, Any], ctx: ToolContext | None) -> list[str]:
+def _remasker(
+    fresh: frozenset[str], values: frozenset[str], secrets: dict[str, str]
+) -> Callable[[str], str]:
+    """Masks a stored result with the ``fresh`` values only: it was masked with the others
+    and of credential shapes when it was written."""
+    redact_fresh = values_redactor({v: name for v, name in secrets.items() if v in fresh})
+    fresh_values = fresh & values
+    return lambda text: mask_text(redact_fresh(text), fresh_values)
+
+
+def _locations(
+    tool: Tool | None, args: dict[str, Any], ctx: ToolContext | None, diff: Diff | None
+) -> list[Location]:
     if tool is None or ctx is None:
         return []
+    found = _stored(tool.locations, [], args, ctx, diff)
+    return [Location(readable(loc.path), loc.line) for loc in found]
+
+
+def _stored(method: Callable[..., Any], default: Any, *args: Any) -> Any:
+    """What a tool makes of a stored input: any input may be stored (a failure: none)."""
     try:
-        return [str(path) for path in tool.paths(args, ctx)]
+        return method(*args)
     except Exception:
-        return []
-
-
-def _stored_diff(name: str, args: dict[str, Any]) -> Diff | None:
-    """The change an edit call made, from its stored input alone.
-
-    The file may have changed since, so the replay shows what the call asked for: the
-    whole new content of a write, the replaced snippet of an edit.
-    """
-    path = args.get("path")
-    if not isinstance(path, str):
-        return None
-    if name == "write_file" and isinstance(args.get("content"), str):
-        return Diff(path, None, args["content"])
-    if name == "edit_file" and isinstance(args.get("new_string"), str):
-        old = args.get("old_string")
-        return Diff(path, old if isinstance(old, str) else None, args["new_string"])
-    return None
+        return default
 
 
 def shown_diff(diff: Diff | None) -> Diff | None:
@@ -157,9 +177,4 @@ def shown_diff(diff: Diff | None) -> Diff | None:
 
 
 def _title(tool: Tool | None, args: dict[str, Any], default: str) -> str:
-    if tool is None:
-        return default
-    try:
-        return tool.title(args)
-    except Exception:
-        return default
+    return _stored(tool.title, default, args) if tool is not None else default

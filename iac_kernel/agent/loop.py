@@ -9,7 +9,8 @@ valid history (every tool_use has a tool_result). Events carry redacted diffs an
 text (:func:`iac_kernel.textsafe.readable`), so every front end gets the same.
 
 How the history grows is :mod:`iac_kernel.agent.conversation`; running the tool calls
-(review, permission, the tool, masking) is :mod:`iac_kernel.agent.tool_calls`.
+(review, permission, the tool, masking) is :mod:`iac_kernel.agent.tool_calls`. The
+system prompt (:data:`SYSTEM_PROMPT`) is an infrastructure-as-code engineer's working rules.
 """
 
 from __future__ import annotations
@@ -17,13 +18,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import platform
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from iac_kernel.agent import compaction
-from iac_kernel.agent.conversation import Conversation, Persist, Transcript
+from iac_kernel.agent.conversation import (
+    KEEP_SHARE,
+    Conversation,
+    Persist,
+    Transcript,
+    context_tokens,
+    split_point,
+    summarise,
+)
 from iac_kernel.agent.permissions import AskPermission, PermissionGate
 from iac_kernel.agent.tool_calls import CANCELLED_RESULT, Call, ToolCalls
 from iac_kernel.config import Settings
@@ -58,6 +67,57 @@ log = logging.getLogger(__name__)
 
 INTERRUPTED_RESULT = "Interrupted: the session stopped before this tool call finished."
 NOT_RUN_MAX_TOKENS = "Not run: the response was cut off by the output token limit."
+
+SYSTEM_PROMPT = """\
+You are iac-kernel, an infrastructure-as-code agent working beside an infrastructure \
+engineer in a Jupyter notebook or an editor. You read and change Terraform / OpenTofu \
+code, cloud modules (AWS, GCP, Azure), Kubernetes manifests and Helm charts, and run \
+commands through your tools.
+
+How you work:
+- Read before you change: list files, grep and read the relevant modules, variables, \
+outputs, provider and backend blocks first. Cite files and line numbers.
+- Plan first, then apply exactly that plan. Check with `terraform fmt -check` and \
+`terraform validate` (or `tofu ...`), then make a saved plan with the `{plan}` \
+tool (it runs `plan -out=FILE` and gives you a summary table; `{detail}` \
+shows one address). Let the user review it, then apply that file with \
+`{apply}`. Never run `apply` without a saved plan, nor `destroy`, `import`, \
+`state rm/mv` or `force-unlock`, unless the user asked for exactly that; explain the \
+blast radius first (deletes and replaces). Each such call needs the user's approval. \
+If terraform says the saved plan is stale, plan again. Use mode `refresh-only` to check \
+for drift.
+- Values Terraform marks sensitive show as `(sensitive)`; never try to recover them.
+- Keep changes small and reviewable: one concern per edit, matching the repository's \
+style, pinned provider and module versions, tags on taggable resources, least-privilege \
+IAM, no security groups open to 0.0.0.0/0 unless the user says so.
+- Never print, copy or echo secrets: credentials, tokens, private keys, state file \
+secrets, `TF_VAR_*` values that look secret. Refer to them by name. Tool output may show \
+`[REDACTED:NAME]` in their place; leave it so.
+- Remote state is shared: do not touch state or locks unless asked; if a command is \
+interrupted, say whether a state lock may remain.
+- If a tool is denied, do not try to get around the denial; say what you would have done.
+- Answer in concise Markdown: findings first, then the exact change or command.
+"""
+
+
+def build_system_prompt(cwd: Path, extra_roots: Sequence[Path] = ()) -> str:
+    """The system prompt with the session's working directory (and the other workspace
+    roots the client added, which tools use like it) and platform."""
+    # The tools were built with the session (not at start-up): their names, from them.
+    from iac_kernel.tools.tf_apply import TerraformApplyTool
+    from iac_kernel.tools.tf_plans import TerraformPlanDetailTool, TerraformPlanTool
+
+    rules = SYSTEM_PROMPT.format(
+        plan=TerraformPlanTool.name,
+        detail=TerraformPlanDetailTool.name,
+        apply=TerraformApplyTool.name,
+    )
+    roots = "".join(f"Additional workspace directory: {root}\n" for root in extra_roots)
+    return (
+        rules
+        + f"\nWorking directory: {cwd}\n{roots}Platform: {platform.system()} "
+        + f"{platform.machine()}\n"
+    )
 
 
 class AgentLoop:
@@ -225,21 +285,19 @@ class AgentLoop:
         tools = [t.definition() for t in self.tools.values()]
         messages = self.conversation.model_messages()
         used = max(
-            compaction.context_tokens(self.system_prompt, messages, tools),
+            context_tokens(self.system_prompt, messages, tools),
             self._last_input_tokens,
         )
         if used < self.settings.compact_threshold * window:
             return
         visible = self.conversation.messages[self.conversation.keep_from :]
-        cut = compaction.split_point(visible, int(compaction.KEEP_SHARE * window))
+        cut = split_point(visible, int(KEEP_SHARE * window))
         if cut <= 0:
             return
         compaction_id = str(uuid.uuid4())
         await send(emit, CompactionStatus(compaction_id, "in_progress"))
         try:
-            summary = await compaction.summarise(
-                self.model, visible[:cut], self.conversation.summary
-            )
+            summary = await summarise(self.model, visible[:cut], self.conversation.summary)
         except ModelError as exc:
             await send(emit, CompactionStatus(compaction_id, "failed", str(exc)))
             await send(emit, ErrorNotice(f"Could not compact the context: {exc}"))
@@ -251,7 +309,7 @@ class AgentLoop:
         self.conversation.summary = summary
         self.conversation.keep_from += cut
         self._last_input_tokens = 0
-        self.persist.compaction(summary, self.conversation.keep_from)
+        self.persist.append_compaction(summary, self.conversation.keep_from)
         await send(
             emit,
             Compacted(
@@ -263,7 +321,7 @@ class AgentLoop:
         )
 
     def _offered(self, tool: Tool) -> bool:
-        return tool.name != "agent" or self.allow_subagents
+        return self.allow_subagents or not tool.runs_subagent
 
     def _context(
         self, ask: AskPermission | None, on_output: Callable[[str], None] | None = None
@@ -283,7 +341,7 @@ class AgentLoop:
         """A sub-agent: its own loop and history, the same tools, gate and user."""
         child = AgentLoop(
             model=self.model,
-            tools=[t for t in self.tools.values() if t.name != "agent"],
+            tools=[t for t in self.tools.values() if not t.runs_subagent],
             gate=self.gate,
             settings=self.settings,
             cwd=self.cwd,
@@ -325,5 +383,5 @@ class AgentLoop:
 
 def _estimated_usage(request: ModelRequest, partial_text: list[str]) -> Usage:
     """Tokens an interrupted model call used, estimated from what was sent and streamed."""
-    sent = compaction.context_tokens(request.system, request.messages, request.tools)
+    sent = context_tokens(request.system, request.messages, request.tools)
     return Usage(input_tokens=sent, output_tokens=estimate_tokens("".join(partial_text)))

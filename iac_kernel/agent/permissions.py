@@ -1,4 +1,13 @@
-"""The permission gate: decides in code (never in the prompt) whether a tool call may run."""
+"""The permission gate: decides in code (never in the prompt) whether a tool call may run,
+and whatever the call then does that needs a person: a changing command a guarded program
+execs, a sandbox reaching a host not on the ``egress_allow`` setting, a guarded run using
+a brokered credential for a cloud operation that changes something or returns a secret
+(``iam:CreateAccessKey on user/ci``, judged at the wire by the broker).
+
+The answers about hosts and operations are the session's, kept on the gate
+(``egress_hosts``, ``cloud_operations``): for a host, "Allow once" covers the rest of the
+call; for an operation, that one request; "always" the session; rejections likewise.
+"""
 
 from __future__ import annotations
 
@@ -9,14 +18,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from iac_kernel.agent.command_words import command_position
 from iac_kernel.agent.forms import Form, typed_confirmation
 from iac_kernel.config import path_list
+from iac_kernel.egress.addon_operations import SECRET
+from iac_kernel.egress.decide import GuardedRun, describe, operation_key
 from iac_kernel.events import Diff
-from iac_kernel.guard.exec_request import ExecRequest
+from iac_kernel.guard.approval.request import ExecRequest
 from iac_kernel.sessions.meta import now_iso
 from iac_kernel.textsafe import code_span, printable
-from iac_kernel.tools.base import Category, Tool, ToolContext
+from iac_kernel.tools.base import Category, Tool, ToolContext, is_inside
 
 ALLOW_ONCE = "allow_once"
 ALLOW_ALWAYS = "allow_always"
@@ -68,7 +78,7 @@ class PermissionRequest:
     #: What the user fills in (a typed confirmation, the agent's own question), for
     #: fronts that render forms; see :mod:`iac_kernel.agent.forms`.
     form: Form | None = None
-    #: An MCP server's URL elicitation (:class:`iac_kernel.agent.elicitation.UrlElicitation`):
+    #: An MCP server's URL elicitation (:class:`iac_kernel.agent.questions.UrlElicitation`):
     #: fronts that can send the user to a URL do; others decline it.
     url: Any = None
     #: Set by the gate once answered (see :func:`answered`); empty when not asked.
@@ -158,11 +168,10 @@ class PermissionGate:
     #: call id -> the record of that per-call question and its answer (for the audit
     #: record of a reviewed command it covers, see ``Review.covered_by_literal``).
     _literal_answers: dict[str, dict[str, Any]] = field(default_factory=dict)
-    #: host -> "allow" | "reject": the session's answers about sandbox network egress
-    #: (asked by :mod:`iac_kernel.agent.egress_questions`).
+    #: host -> "allow" | "reject": the session's answers about sandbox network egress.
     egress_hosts: dict[str, str] = field(default_factory=dict)
     #: ``service:operation`` -> "allow" | "reject": the session's answers about cloud
-    #: operations judged at the wire (same module).
+    #: operations judged at the wire.
     cloud_operations: dict[str, str] = field(default_factory=dict)
 
     def remembered_prefixes(self) -> list[dict[str, str]]:
@@ -194,8 +203,6 @@ class PermissionGate:
         ask: AskPermission | None,
     ) -> Decision:
         """Decide whether the call may run, asking the user when the rules say so."""
-        from iac_kernel.tools.paths import is_inside
-
         roots = [ctx.cwd, *path_list(getattr(ctx.settings, "additional_directories", ""))]
         outside = [
             p for p in tool.paths(args, ctx) if not any(is_inside(p, root) for root in roots)
@@ -365,3 +372,154 @@ class PermissionGate:
             return decision.allowed, decision.message
 
         return ask_exec
+
+    async def check_egress(
+        self, host: str, port: int, call_id: str, tool_name: str, ask: AskPermission | None
+    ) -> Decision:
+        """May a sandbox of this call reach ``host``? The session's answer, the ``bypass``
+        mode, or else the user's."""
+        if host not in self.egress_hosts and self.mode == "bypass":
+            return Decision(True)
+        request = egress_request(host, port, call_id, tool_name)
+        return await _session_answer(self.egress_hosts, host, request, ask)
+
+    async def check_operation(
+        self,
+        operation: dict[str, Any],
+        run: GuardedRun,
+        call_id: str,
+        tool_name: str,
+        ask: AskPermission | None,
+    ) -> Decision:
+        """May ``run`` use a brokered credential for ``operation``? The session's answer,
+        else the user's (in every mode: a change to real infrastructure is never approved
+        by ``bypass`` alone)."""
+        request = operation_request(operation, run, call_id, tool_name)
+        return await _session_answer(self.cloud_operations, operation_key(operation), request, ask)
+
+    def egress_asker(self, call_id: str, tool_name: str, ask: AskPermission | None) -> EgressAsker:
+        """The ``ToolContext.ask_egress`` for one tool call."""
+        return EgressAsker(self, call_id, tool_name, ask)
+
+
+@dataclass
+class EgressAsker:
+    """The ``ToolContext.ask_egress`` of one tool call: hosts (called) and cloud
+    operations (:meth:`operation`), both decided by the session's gate."""
+
+    gate: PermissionGate
+    call_id: str
+    tool_name: str
+    ask: AskPermission | None
+
+    async def __call__(self, host: str, port: int) -> tuple[bool, str]:
+        decision = await self.gate.check_egress(host, port, self.call_id, self.tool_name, self.ask)
+        return decision.allowed, decision.message
+
+    async def operation(self, operation: dict[str, Any], run: GuardedRun) -> tuple[bool, str]:
+        decision = await self.gate.check_operation(
+            operation, run, self.call_id, self.tool_name, self.ask
+        )
+        return decision.allowed, decision.message
+
+
+def egress_request(host: str, port: int, call_id: str, tool_name: str) -> PermissionRequest:
+    """The question a front shows about reaching ``host:port``."""
+    shown = code_span(printable(f"{host}:{port}"))
+    return PermissionRequest(
+        call_id=call_id,
+        tool_name=tool_name,
+        title=f"{tool_name}: network access to {printable(host)}",
+        kind="fetch",
+        input={"egress_host": host, "port": port},
+        options=list(ALL_OPTIONS),
+        reason=(
+            f"A sandboxed command wants to connect to {shown}, a host not on the "
+            "egress_allow setting (add it there to allow it in every session)."
+        ),
+        labels={
+            ALLOW_ONCE: f"Allow {host} for this command",
+            ALLOW_ALWAYS: f"Allow {host} for this session",
+            REJECT_ALWAYS: f"Reject {host} for this session",
+        },
+    )
+
+
+def operation_request(
+    operation: dict[str, Any], run: GuardedRun, call_id: str, tool_name: str
+) -> PermissionRequest:
+    """The question a front shows about one cloud operation of a guarded run."""
+    named = printable(describe(operation))
+    key = printable(operation_key(operation))
+    secret = operation.get("access") == SECRET
+    what = "returns a secret or a credential" if secret else "changes something"
+    request = f"{operation.get('method', '')} {operation.get('url', '')}".strip()
+    return PermissionRequest(
+        call_id=call_id,
+        tool_name=tool_name,
+        title=f"{tool_name}: {named}",
+        kind="execute",
+        input={
+            "cloud_operation": named,
+            "program": run.shown,
+            "request": printable(request)[:500],
+            "request_sha256": operation.get("digest"),
+        },
+        options=list(ALL_OPTIONS),
+        # A change to real infrastructure: per person, never a headless policy's.
+        danger=True,
+        reason=(
+            f"{code_span(printable(run.shown))}, which ran without asking, sends "
+            f"{code_span(named)} to {code_span(printable(str(operation.get('host'))))} with "
+            f"your brokered credentials; it {what}. Only this request is allowed once."
+        ),
+        labels={
+            ALLOW_ONCE: "Allow this request",
+            ALLOW_ALWAYS: f"Allow {key} for this session",
+            REJECT_ALWAYS: f"Reject {key} for this session",
+        },
+    )
+
+
+async def _session_answer(
+    memory: dict[str, str], key: str, request: PermissionRequest, ask: AskPermission | None
+) -> Decision:
+    """The answer ``memory`` keeps for ``key`` this session, else the user's to
+    ``request`` (kept in ``memory`` when the user says "always")."""
+    remembered = memory.get(key)
+    if remembered == "allow":
+        return Decision(True)
+    if remembered == "reject":
+        return Decision(False, "denied", f"{DENIED_MESSAGE} (rejected for this session)")
+    if ask is None:
+        return Decision(False, "denied", f"{DENIED_MESSAGE} No one is there to approve it.")
+    answer = await ask(request)
+    request.asked = answered(request, answer)
+    if answer in (ALLOW_ALWAYS, REJECT_ALWAYS):
+        memory[key] = "allow" if answer == ALLOW_ALWAYS else "reject"
+    if answer in (ALLOW_ONCE, ALLOW_ALWAYS):
+        return Decision(True)
+    return Decision(False, "denied", "Cancelled." if answer == CANCELLED else DENIED_MESSAGE)
+
+
+#: Programs that run their arguments as a command (``env X=1 terraform apply``).
+_WRAPPERS = {"env", "command", "exec", "nohup", "time", "nice", "setsid", "stdbuf", "sudo"}
+
+
+def command_position(words: list[str]) -> int:
+    """Index of the program a simple command runs: after ``NAME=value`` assignments and
+    known wrappers with their options (``echo terraform apply`` runs echo, index 0): for
+    matching an approved literal command to the argv it execs."""
+    i = 0
+    while i < len(words):
+        word = words[i]
+        name, eq, _ = word.partition("=")
+        if eq and name.isidentifier():
+            i += 1
+        elif os.path.basename(word) in _WRAPPERS:
+            i += 1
+            while i < len(words) and words[i].startswith("-"):
+                i += 1
+        else:
+            return i
+    return i

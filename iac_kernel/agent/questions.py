@@ -1,9 +1,10 @@
-"""The agent's own questions to the user (the ``ask_user`` tool), asked through the one
+"""The questions the agent and its tools' servers ask the user, through the one
 permission/question channel (``ask``), so every front gets them.
 
-A question is a :class:`~iac_kernel.agent.permissions.PermissionRequest` of kind
-:data:`QUESTION` with its :class:`~iac_kernel.agent.forms.Form` and the options
-``allow_once`` ("Answer") and ``reject_once`` ("Decline"):
+**The agent's own questions** (the ``ask_user`` tool): a
+:class:`~iac_kernel.agent.permissions.PermissionRequest` of kind :data:`QUESTION` with
+its :class:`~iac_kernel.agent.forms.Form` and the options ``allow_once`` ("Answer") and
+``reject_once`` ("Decline"):
 
 * a front that renders forms answers ``allow_once`` with the values filled in
   (``Answer.values``); they are the answer once they fit the form;
@@ -15,18 +16,33 @@ A question is a :class:`~iac_kernel.agent.permissions.PermissionRequest` of kind
   unanswered question is never taken as one;
 * ``ask`` of ``None`` (nobody there): the tool says so.
 
-The question and every label come from the model: they are shown inert (one line for
-titles, control and invisible characters escaped, :mod:`iac_kernel.textsafe`).
+**An MCP server's elicitations** (``elicitation/create`` during a tool call), answered
+with the spec's ``ElicitResult``:
+
+* **form** mode: the server's flat ``requestedSchema`` becomes a form asked as a question
+  like the agent's own (ACP clients declaring ``elicitation.form`` get
+  ``elicitation/create`` form). Only values that fit the form are accepted; an approval
+  without values (a headless policy) is a decline. A schema we cannot show (nested or
+  multi-select properties) is declined.
+* **url** mode: a request of kind :data:`URL` carrying :class:`UrlElicitation`; ACP
+  clients declaring ``elicitation.url`` get ``elicitation/create`` url (and
+  ``elicitation/complete`` when the server says it completed); other ACP clients decline.
+  It is ``danger``: no headless policy consents to open a URL for the user.
+
+The question, the server's words and every label are shown inert (one line for titles,
+control and invisible characters escaped, :mod:`iac_kernel.textsafe`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
-from iac_kernel.agent.forms import CHOICE, Form, FormField
+from iac_kernel.agent.forms import BOOLEAN, CHOICE, NUMBER, TEXT, Form, FormField
 from iac_kernel.agent.permissions import (
     ALLOW_ONCE,
     CANCELLED,
@@ -37,10 +53,12 @@ from iac_kernel.agent.permissions import (
 )
 from iac_kernel.textsafe import printable, shown_lines
 from iac_kernel.tools.ask_user import NOBODY
-from iac_kernel.tools.base import ToolResult
+from iac_kernel.tools.base import ToolResult, short
 
 #: The ``PermissionRequest.kind`` of a question.
 QUESTION = "question"
+#: The ``PermissionRequest.kind`` of a URL elicitation.
+URL = "url"
 #: The answer of a front that showed a question it cannot take values for (free-form
 #: fields without form support), once the user dismissed it.
 UNSUPPORTED = "unsupported"
@@ -64,7 +82,7 @@ UNSUPPORTED_TEXT = (
 def question_form(question: str, fields: list[dict[str, Any]]) -> Form:
     """The form of a question, its labels made inert."""
     return Form(
-        title=printable(_first_line(question, 120)),
+        title=printable(short(question, 120)),
         fields=[
             FormField(
                 name=f["name"],
@@ -85,7 +103,7 @@ def question_request(call_id: str, tool_name: str, question: str, form: Form) ->
     return PermissionRequest(
         call_id=call_id,
         tool_name=tool_name,
-        title=f"Question: {printable(_first_line(question, 80))}",
+        title=f"Question: {printable(short(question, 80))}",
         kind=QUESTION,
         input={"question": text, "fields": [f.name for f in form.fields]},
         options=[ALLOW_ONCE, REJECT_ONCE],
@@ -155,7 +173,7 @@ async def ask_question(
     )
 
 
-def asker(
+def user_asker(
     call_id: str, tool_name: str, ask: AskPermission | None
 ) -> Callable[[str, list[dict[str, Any]]], Awaitable[ToolResult]]:
     """The ``ToolContext.ask_user`` of one tool call."""
@@ -166,6 +184,145 @@ def asker(
     return ask_user
 
 
-def _first_line(text: str, width: int) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    return line if len(line) <= width else line[: width - 1] + "…"
+# -- an MCP server's elicitations ------------------------------------------------------
+
+DECLINE = {"action": "decline"}
+CANCEL = {"action": "cancel"}
+
+
+@dataclass
+class UrlElicitation:
+    """A URL an MCP server asks the user to open, as the front sends it on."""
+
+    #: Our id for it (ACP ``elicitationId``); the server's stays with the server.
+    elicitation_id: str
+    url: str
+    message: str
+    #: Set when the server says the interaction completed (``notifications/elicitation/
+    #: complete``); None when it cannot say.
+    completed: asyncio.Event | None = None
+
+
+def schema_form(title: str, schema: Any) -> Form | None:
+    """A form for an elicitation's ``requestedSchema`` (flat: strings, enums, numbers,
+    integers, booleans), or ``None`` when it asks for anything else."""
+    if not isinstance(schema, dict) or not isinstance(schema.get("properties"), dict):
+        return None
+    required = schema.get("required") if isinstance(schema.get("required"), list) else []
+    fields: list[FormField] = []
+    for name, prop in schema["properties"].items():
+        if not isinstance(name, str) or not isinstance(prop, dict):
+            return None
+        kind, choices = _kind(prop)
+        if kind is None:
+            return None
+        label = prop.get("title") if isinstance(prop.get("title"), str) else name
+        description = prop.get("description") if isinstance(prop.get("description"), str) else ""
+        default = prop.get("default")
+        fields.append(
+            FormField(
+                name=name,
+                title=printable(label),
+                kind=kind,
+                description=printable(description),
+                choices=choices,
+                required=name in required,
+                default=default if isinstance(default, str | int | float | bool) else None,
+            )
+        )
+    return Form(title=printable(title), fields=fields)
+
+
+def _kind(prop: dict[str, Any]) -> tuple[str | None, list[str]]:
+    kind = prop.get("type")
+    if kind == "string":
+        values = prop.get("enum")
+        if values is None and isinstance(prop.get("oneOf"), list):
+            values = [o.get("const") for o in prop["oneOf"] if isinstance(o, dict)]
+        if values is None:
+            return TEXT, []
+        if isinstance(values, list) and values and all(isinstance(v, str) for v in values):
+            return CHOICE, list(values)
+        return None, []
+    if kind in ("number", "integer"):
+        return NUMBER, []
+    if kind == "boolean":
+        return BOOLEAN, []
+    return None, []
+
+
+async def elicit(
+    ask: AskPermission | None,
+    call_id: str,
+    tool_name: str,
+    params: dict[str, Any],
+    completed: asyncio.Event | None = None,
+) -> dict[str, Any]:
+    """Ask the user what an MCP server's ``elicitation/create`` asks; its answer."""
+    if ask is None:
+        return DECLINE
+    message = params.get("message") if isinstance(params.get("message"), str) else ""
+    if params.get("mode") == "url":
+        return await _url(ask, call_id, tool_name, message, params, completed)
+    form = schema_form(f"{tool_name} asks", params.get("requestedSchema"))
+    if form is None or not form.fields:
+        return DECLINE
+    request = question_request(call_id, tool_name, message or form.title, form)
+    request.title = f"{tool_name} asks: {printable(short(message, 80))}"
+    answer = await ask(request)
+    request.asked = answered(request, answer)
+    if answer == CANCELLED:
+        return CANCEL
+    values = getattr(answer, "values", None)
+    if answer != ALLOW_ONCE or values is None or form.mismatch(values) is not None:
+        return DECLINE
+    return {
+        "action": "accept",
+        "content": {f.name: values[f.name] for f in form.fields if f.name in values},
+    }
+
+
+async def _url(
+    ask: AskPermission,
+    call_id: str,
+    tool_name: str,
+    message: str,
+    params: dict[str, Any],
+    completed: asyncio.Event | None,
+) -> dict[str, Any]:
+    url = params.get("url")
+    if not isinstance(url, str) or not url.startswith(("https://", "http://")):
+        return DECLINE
+    link = UrlElicitation(f"elicit-{uuid.uuid4().hex[:16]}", url, message, completed)
+    shown = printable(url)
+    request = PermissionRequest(
+        call_id=call_id,
+        tool_name=tool_name,
+        title=f"{tool_name} asks you to open {shown}",
+        kind=URL,
+        input={"url": shown, "message": shown_lines(message)},
+        options=[ALLOW_ONCE, REJECT_ONCE],
+        reason=(
+            f"{shown_lines(message)}\n\nThe MCP server asks you to open this page in your "
+            f"browser: {shown}"
+        ).strip(),
+        labels={ALLOW_ONCE: "Open the page", REJECT_ONCE: "Decline"},
+        danger=True,
+        url=link,
+    )
+    answer = await ask(request)
+    request.asked = answered(request, answer)
+    if answer == CANCELLED:
+        return CANCEL
+    return {"action": "accept"} if answer == ALLOW_ONCE else DECLINE
+
+
+def elicit_asker(
+    call_id: str, tool_name: str, ask: AskPermission | None
+) -> Callable[[dict[str, Any], asyncio.Event | None], Awaitable[dict[str, Any]]]:
+    """The ``ToolContext.elicit`` of one tool call."""
+
+    async def forward(params: dict[str, Any], completed: asyncio.Event | None) -> dict[str, Any]:
+        return await elicit(ask, call_id, tool_name, params, completed)
+
+    return forward

@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from iac_kernel.agent import history
-from iac_kernel.agent.loop import AgentLoop, Conversation
+from iac_kernel.agent.loop import AgentLoop, Conversation, build_system_prompt
 from iac_kernel.agent.permissions import AskPermission, PermissionGate
-from iac_kernel.agent.prompt import build_system_prompt
 from iac_kernel.config import MODES, Settings, path_list
 from iac_kernel.events import (
     AgentEvent,
@@ -27,13 +26,18 @@ from iac_kernel.events import (
     send,
 )
 from iac_kernel.models.base import Model, ModelError
-from iac_kernel.models.prices import RunningCost, turn_cost
-from iac_kernel.models.registry import canonical_id, create_model, default_model_id, describe
+from iac_kernel.models.providers import RunningCost, turn_cost
+from iac_kernel.models.registry import (
+    canonical_id,
+    create_model,
+    default_model_id,
+    describe,
+    switch_note,
+)
 from iac_kernel.models.scripted import ScriptError
-from iac_kernel.models.switching import switch_note
 from iac_kernel.sessions.audit import AuditLog
 from iac_kernel.sessions.store import SessionWriter, StoredSession, git_root, now_iso
-from iac_kernel.terraform.audit import masked
+from iac_kernel.terraform.review import masked
 from iac_kernel.textsafe import readable
 from iac_kernel.tools.base import Tool, ToolContext
 
@@ -51,30 +55,6 @@ class SessionBusyError(RuntimeError):
 
 class SessionClosedError(RuntimeError):
     """The session was closed; its history stays on disk."""
-
-
-class _StorePersist:
-    def __init__(self, writer: SessionWriter):
-        self.writer = writer
-
-    def message(self, message: dict[str, Any]) -> None:
-        self.writer.append_message(message)
-
-    def tool_result(
-        self,
-        block: dict[str, Any],
-        *,
-        name: str = "",
-        raw_output: Any = None,
-        full: str | None = None,
-        masked_with: frozenset[str] | None = None,
-    ) -> None:
-        self.writer.append_tool_result(
-            block, name=name, raw_output=raw_output, full=full, masked_with=masked_with
-        )
-
-    def compaction(self, summary: str, keep_from: int) -> None:
-        self.writer.append_compaction(summary, keep_from)
 
 
 Observer = Callable[[AgentEvent], None]
@@ -112,8 +92,6 @@ class AgentSession:
         self.observers: list[Observer] = []
         self._model: Model | None = None
         self._task: asyncio.Task[TurnEnded] | None = None
-        #: Called with this session once each turn has ended, its records written.
-        self.after_turn: Callable[[AgentSession], None] | None = None
         self._closed = False
         #: Notes for the next turn (what a model switch did to the history).
         self.notes: list[str] = []
@@ -213,9 +191,6 @@ class AgentSession:
         self.cwd = Path(cwd)
         self.writer.update(cwd=cwd, git_root=git_root(cwd))
 
-    def set_title(self, title: str) -> None:
-        self.writer.update(title=title)
-
     # -- turns ------------------------------------------------------------------------------
 
     async def prompt(
@@ -267,7 +242,7 @@ class AgentSession:
                 self.cwd, path_list(self.settings.additional_directories)
             ),
             conversation=self.conversation,
-            persist=_StorePersist(self.writer),
+            persist=self.writer,
             audit=self.audit,
         )
         self._task = asyncio.ensure_future(loop.run_turn(blocks, fan_out, ask))
@@ -283,8 +258,6 @@ class AgentSession:
             await fan_out(ended)
         self.usage.add(ended.usage)
         self.cost.add(self.turn_cost(ended.usage), ended.usage)
-        if self.after_turn is not None:
-            self.after_turn(self)
         return ended
 
     def turn_cost(self, usage: Usage) -> float | None:
@@ -315,24 +288,15 @@ class AgentSession:
         if self._task is not None and not self._task.done():
             await asyncio.wait([self._task])
 
-    def replay(
-        self,
-        start: int = 0,
-        known: history.Known | None = None,
-        messages: list[dict[str, Any]] | None = None,
-    ) -> list[AgentEvent]:
-        """The history (or ``messages``) from message ``start`` as events (prompts,
-        answers, thoughts, tool calls), masked with ``known`` (default: what is known now)."""
+    def replay(self) -> list[AgentEvent]:
+        """The history as events (prompts, answers, thoughts, tool calls), masked with
+        what is known now."""
         tools = {tool.name: tool for tool in self.tools}
         ctx = ToolContext(cwd=self.cwd, settings=self.settings)
-        messages = self.conversation.messages if messages is None else messages
-        shown = messages[start:] if start else messages
-        return list(history.replay(shown, tools, ctx, self.writer.marks, known))
+        return list(history.replay(self.conversation.messages, tools, ctx, self.writer.marks))
 
-    async def close(self, before_release: Callable[[AgentSession], None] | None = None) -> None:
-        """Stop any turn, release the store lock; history stays on disk.
-        ``before_release`` is run once the turn has stopped, the lock still held (in this
-        thread, without a wait: the session must not be seen gone and still locked)."""
+    async def close(self) -> None:
+        """Stop any turn, release the store lock; history stays on disk."""
         if self._closed:
             return
         self._closed = True
@@ -340,11 +304,7 @@ class AgentSession:
             await self.wait_idle()
         if self.mcp is not None:
             await self.mcp.stop()
-        try:
-            if before_release is not None:
-                before_release(self)
-        finally:
-            self.writer.close()
+        self.writer.close()
 
 
 def _title_from(text: str) -> str:

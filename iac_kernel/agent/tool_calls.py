@@ -7,38 +7,53 @@ programs through ``ctx.ask_exec``), the tool itself with its live output pumped 
 front end, then redaction and Terraform masking of the result. Each result is persisted
 (:class:`~iac_kernel.agent.conversation.Transcript`) before the front end hears of it;
 calls that cannot run any more are closed with a result instead.
+
+Live output (:class:`OutputPump`): the chunks a running tool prints
+(``ToolContext.on_output``, from the loop's thread or any other) are buffered and sent as
+one ``ToolCallOutput`` at most every :data:`OUTPUT_INTERVAL` seconds, in order; what is
+left goes out before the call's result event.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import shlex
-from collections.abc import Callable
+import threading
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from iac_kernel.agent import egress_questions, elicitation, questions
+from iac_kernel.agent import questions
 from iac_kernel.agent.conversation import Transcript
 from iac_kernel.agent.history import shown_diff
-from iac_kernel.agent.output_pump import OutputPump
 from iac_kernel.agent.permissions import AskPermission, PermissionGate, PermissionRequest
 from iac_kernel.events import (
+    OUTPUT_TAIL_CHARS,
+    AgentEvent,
     Emit,
+    Location,
     ToolCallInput,
+    ToolCallOutput,
     ToolCallResult,
     ToolCallStarted,
     send,
 )
-from iac_kernel.guard.exec_request import AskExec, ExecRequest
+from iac_kernel.guard.approval.request import AskExec, ExecRequest
 from iac_kernel.models.base import ToolUseBegin, ToolUseEnd
 from iac_kernel.redact import redact, secret_values
 from iac_kernel.redact import redact_value as _redact_value
 from iac_kernel.textsafe import code_span, printable, readable, readable_value
 from iac_kernel.tools.base import Tool, ToolContext, ToolError, ToolResult
-from iac_kernel.tools.tf_questions import mask_question, mask_shown
-from iac_kernel.tools.tf_results import after_tool_call, live_masker, mask_diff
+from iac_kernel.tools.tf_masking import (
+    after_tool_call,
+    live_masker,
+    mask_diff,
+    mask_question,
+    mask_shown,
+)
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +72,8 @@ class Call:
     name: str
     tool: Tool | None
     input: dict[str, Any] = field(default_factory=dict)
+    #: The input as front ends were shown it (secrets masked, text readable).
+    shown: dict[str, Any] = field(default_factory=dict)
     title: str = ""
     finished: bool = False
     #: Why the call cannot run (a malformed call from the model), if so.
@@ -95,12 +112,13 @@ class ToolCalls:
         call.input = event.input if isinstance(event.input, dict) else {}
         call.error = event.error
         diff = None
-        locations: list[str] = []
+        locations: list[Location] = []
         if call.tool is not None:
             call.title = _safe(lambda: call.tool.title(call.input), call.name)
             ctx = self._context(None, None)
-            locations = [str(p) for p in _safe(lambda: call.tool.paths(call.input, ctx), [])]
             diff = _safe(lambda: call.tool.preview(call.input, ctx), None)
+            locations = _safe(lambda: call.tool.locations(call.input, ctx, diff), [])
+        call.shown = readable_value(mask_shown(call.input, self.cwd, fresh=False))
         await send(
             emit,
             ToolCallInput(
@@ -108,8 +126,8 @@ class ToolCalls:
                 call.name,
                 readable(call.title),
                 _kind(call.tool),
-                readable_value(mask_shown(call.input, self.cwd, fresh=False)),
-                [readable(p) for p in locations],
+                call.shown,
+                [Location(readable(loc.path), loc.line) for loc in locations],
                 mask_diff(shown_diff(diff), self.cwd),
             ),
         )
@@ -154,10 +172,11 @@ class ToolCalls:
         if call.tool is None:
             names = ", ".join(sorted(self.tools))
             return ToolResult(UNKNOWN_TOOL.format(name=call.name, names=names), True), False
+        live = call.tool.prints_live
         pump = OutputPump(
             lambda event: send(emit, event),
             call.call_id,
-            masker=_safe(lambda: live_masker(call.name, call.input, self.cwd), None),
+            masker=_safe(lambda: live_masker(call.input, self.cwd), None) if live else None,
         )
         # Questions go out masked: exec-time ones with a fresh scan (the running call may
         # have created values), the one before the call with the values known so far.
@@ -170,11 +189,11 @@ class ToolCalls:
         ctx.ask_exec = refused_exec(
             self.gate.exec_asker(call.call_id, call.name, running_ask), refusals
         )
-        ctx.ask_egress = egress_questions.asker(self.gate, call.call_id, call.name, running_ask)
+        ctx.ask_egress = self.gate.egress_asker(call.call_id, call.name, running_ask)
         # The agent's own questions (ask_user) go out through the same channel.
-        ctx.ask_user = None if ask is None else questions.asker(call.call_id, call.name, ask)
+        ctx.ask_user = None if ask is None else questions.user_asker(call.call_id, call.name, ask)
         # An MCP server's elicitations during the call, likewise (none to ask: declined).
-        ctx.elicit = None if ask is None else elicitation.asker(call.call_id, call.name, ask)
+        ctx.elicit = None if ask is None else questions.elicit_asker(call.call_id, call.name, ask)
         ctx.audit = _call_audit(ctx.audit, call)
         try:  # e.g. terraform_apply: the saved plan's bytes and summary, bound to the approval
             ctx.review = await call.tool.review(call.input, ctx)
@@ -227,23 +246,30 @@ class ToolCalls:
         env_values = frozenset(secret_values())  # what redact() masks with
         result.content = redact(result.content)
         result.raw_output = _redact_value(result.raw_output)
+        if result.plan_rows is not None:  # a whole plan's rows: a second's work at 10,000
+            result.plan_rows = await asyncio.to_thread(_redact_value, result.plan_rows)
         result.masked_with = env_values
         # Terraform: sensitive values masked, state reads marked, plans picked up.
-        result = await after_tool_call(call.name, call.input, self.cwd, result)
+        result = await after_tool_call(call.tool, call.input, self.cwd, result)
         return result, bool(refusals)
 
     async def _finish(self, emit: Emit, call: Call, result: ToolResult, denied: bool) -> None:
         call.finished = True
+        content, tool = readable(result.content), call.tool
+        found = _safe(lambda: tool.result_locations(content, self.cwd), []) if tool else []
         await send(
             emit,
             ToolCallResult(
                 call.call_id,
                 call.name,
                 "failed" if result.is_error else "completed",
-                readable(result.content),
+                content,
                 raw_output=readable_value(result.raw_output),
+                plan_rows=readable_value(result.plan_rows),
                 diff=shown_diff(result.diff),
                 denied=denied,
+                locations=found,
+                checklist=None if tool is None or result.is_error else tool.checklist(call.shown),
             ),
         )
 
@@ -345,3 +371,100 @@ def _safe(fn: Callable[[], Any], default: Any) -> Any:
         return fn()
     except Exception:
         return default
+
+
+# -- live output -----------------------------------------------------------------------
+
+#: Seconds between two output events of one call.
+OUTPUT_INTERVAL = 0.1
+
+Send = Callable[[AgentEvent], Awaitable[None]]
+
+
+class OutputPump:
+    """Buffers one call's live output and emits it as coalesced events."""
+
+    def __init__(
+        self,
+        send: Send,
+        call_id: str,
+        *,
+        interval: float = OUTPUT_INTERVAL,
+        masker: Any = None,
+    ):
+        self.send = send
+        #: Masks Terraform's sensitive values (``feed(text) -> str``, ``flush() -> str``;
+        #: iac_kernel.terraform.sensitive.StreamMasker); it may hold text back until close.
+        self.masker = masker
+        self.call_id = call_id
+        self.interval = interval
+        self.loop = asyncio.get_running_loop()
+        self._thread = threading.get_ident()
+        self._buffer: list[str] = []
+        self._tail = ""
+        self._timer: asyncio.TimerHandle | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+        #: Everything printed (redacted), for a front end that wants it after a cancel.
+        self.printed: list[str] = []
+
+    def push(self, text: str) -> None:
+        """``ToolContext.on_output``: safe to call from any thread."""
+        if not text or self._closed:
+            return
+        if threading.get_ident() == self._thread:
+            self._push(text)
+        else:
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                self.loop.call_soon_threadsafe(self._push, text)
+
+    def _push(self, text: str) -> None:
+        if self._closed:
+            return
+        self._buffer.append(text)
+        if self._timer is None and (self._task is None or self._task.done()):
+            self._timer = self.loop.call_later(0, self._flush)
+
+    def _flush(self) -> None:
+        self._timer = None
+        if not self._buffer:
+            return
+        self._task = self.loop.create_task(self._emit_and_rest())
+
+    async def _emit_and_rest(self) -> None:
+        await self._emit()
+        if not self._closed and self._timer is None:
+            # Hold the next chunks for the interval: a chatty command is coalesced.
+            self._timer = self.loop.call_later(self.interval, self._flush)
+
+    async def _emit(self, final: bool = False) -> None:
+        if not self._buffer and not (final and self.masker is not None):
+            return
+        text = "".join(self._buffer)
+        self._buffer.clear()
+        if self.masker is None:
+            text = redact(text)
+        else:  # the masker redacts too, on text held across chunks
+            # In a thread: the masker may rescan the workspace for values the call created.
+            text = await asyncio.to_thread(self._mask, text, final)
+            if not text:
+                return
+        self.printed.append(text)
+        self._tail = (self._tail + text)[-OUTPUT_TAIL_CHARS:]
+        await self.send(ToolCallOutput(self.call_id, text, self._tail))
+
+    def _mask(self, text: str, final: bool) -> str:
+        return self.masker.feed(text) + (self.masker.flush() if final else "")
+
+    async def close(self) -> None:
+        """Send what is left (once); later chunks are dropped."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._task is not None and not self._task.done():
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._task)
+        await self._emit(final=True)

@@ -1,6 +1,6 @@
 """What a request that carries a brokered credential does: the operation, read from the
 request itself (part of the broker's mitmdump addon; stdlib and botocore only, never the
-agent's package).
+agent's package; botocore is imported on first use, so the agent imports the names too).
 
 * AWS: the service from the Signature V4 scope (its signing name; botocore's service
   models say which services sign with it), the operation from the request as each
@@ -29,6 +29,8 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote
 
 READ, CHANGE, SECRET = "read", "change", "secret"
+#: AWS's own domains (its API hosts are below them).
+AWS_DOMAINS = ("amazonaws.com", "amazonaws.com.cn", "api.aws")
 #: Operation names of reads (query, JSON and RPC protocols name their verbs).
 READ_VERBS = re.compile(
     r"^(Get|List|Describe|Head|Search|Lookup|BatchGet|Query|Scan|Select|Validate|"
@@ -103,7 +105,7 @@ def services_for(signing_name: str) -> Iterable[Any]:
 def _by_host(models: Iterable[Any], host: str) -> Iterable[Any]:
     """``models``, those whose endpoint prefix names an AWS host first (S3 Control's
     ``ACCOUNT.s3-control.REGION.amazonaws.com`` signs as ``s3`` too)."""
-    if not host.endswith((".amazonaws.com", ".amazonaws.com.cn", ".api.aws")):
+    if not host.endswith(tuple(f".{domain}" for domain in AWS_DOMAINS)):
         yield from models
         return
     labels = set(host.split("."))

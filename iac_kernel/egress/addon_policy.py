@@ -5,7 +5,7 @@ Before every connection to a server, ask the agent over its private Unix socket
 binds it before connecting) may reach ``host:port``; the agent answers with the checked
 address to connect to (pinned here, so no second resolution can change it) or a refusal.
 The name asked for is kept beside the connection (``targets``): the broker judges that,
-not the pinned address.
+not the pinned address, and asks its own questions through :meth:`EgressPolicy.ask`.
 TLS passes through untouched unless ``iac_egress_intercept`` is on (the broker's job).
 The first connection (``hello``) stays open: when the agent goes away, the proxy stops.
 """
@@ -29,7 +29,9 @@ class EgressPolicy:
         loader.add_option("iac_egress_socket", str, "", "The agent's decision socket.")
         loader.add_option("iac_egress_intercept", bool, False, "Intercept TLS (broker).")
 
-    async def _ask(self, message: dict) -> dict:
+    async def ask(self, message: dict) -> dict:
+        """The agent's answer to ``message`` (one JSON line each way; the broker's
+        questions go here too)."""
         reader, writer = await asyncio.open_unix_connection(ctx.options.iac_egress_socket)
         try:
             writer.write(json.dumps(message).encode() + b"\n")
@@ -53,7 +55,7 @@ class EgressPolicy:
         host, port = data.server.address
         peer = data.client.peername
         try:
-            answer = await self._ask({"peer": peer[1], "host": host, "port": port})
+            answer = await self.ask({"peer": peer[1], "host": host, "port": port})
         except (OSError, ValueError) as exc:
             answer = {"reason": f"the agent did not answer: {exc}"}
         if answer.get("allow") and answer.get("address"):

@@ -1,24 +1,22 @@
 """The credential broker, agent side: placeholders for sandboxes, the real values for
 the proxy.
 
-:func:`prepare` finds the brokerable credentials (:mod:`.credentials`), gives each a
-placeholder of the same shape (:mod:`.placeholders`) and writes, in the agent's private
-folder (``~/.iac-code/egress``, hidden from every sandbox, mode 0700):
+:func:`prepare` finds the brokerable credentials (:mod:`.credentials`, :mod:`.formats`),
+gives each a placeholder of the same shape and writes, in the agent's private folder
+(``~/.iac-code/egress``, hidden from every sandbox, mode 0700):
 
-* ``agents/<pid>/broker.json`` (0600; each agent process has its own folder):
-  placeholder -> real value and the hosts it belongs to, read by the proxy's addon
-  (``addon_broker.py``, loaded by ``mitmdump``);
+* ``agents/<pid>/broker.json`` (0600; each agent process has its own folder): the table
+  (:mod:`.addon_table`: placeholder -> real value and the hosts it belongs to), read by
+  the proxy's addon (``addon_broker.py``, loaded by ``mitmdump``);
 * ``agents/<pid>/placeholders/``: a copy of every brokered credential file
-  (:mod:`.stores`) with each
-  real value replaced, mounted over the real one for guarded programs; a file that cannot
-  be parsed in full (or read: not UTF-8, too large, not a regular file), or whose copy
-  still holds a real or secret-shaped value, gets an EMPTY copy instead, and the reason
-  is logged (:attr:`Brokered.refused`): it fails closed, never open. Stores guarded
-  programs do not need (``hide``) get an empty file or folder.
+  (:mod:`.stores`) with each real value replaced, mounted over the real one for guarded
+  programs; a file that cannot be parsed in full (or read: not UTF-8, too large, not a
+  regular file), or whose copy still holds a real or secret-shaped value, gets an EMPTY
+  copy instead, and the reason is logged (:attr:`Brokered.refused`): it fails closed,
+  never open. Stores guarded programs do not need (``hide``) get an empty file or folder.
 
-The result (:class:`Brokered`) gives a sandbox its environment (:meth:`Brokered.env`),
-its mounts (:meth:`Brokered.guarded_mounts`) and the proxy its options
-(:meth:`Brokered.mitmdump_args`).
+The result (:class:`Brokered`) gives a sandbox its environment (:meth:`Brokered.env`)
+and its mounts (:meth:`Brokered.guarded_mounts`), and the proxy its table.
 """
 
 from __future__ import annotations
@@ -36,16 +34,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
-from iac_kernel.egress import ca, credentials, stores
-from iac_kernel.egress.credentials import AWS_HOSTS, Context, Credential, Parsed, Unparsable
-from iac_kernel.egress.placeholders import placeholder_for
+from iac_kernel.egress import addon_table, credentials, stores
+from iac_kernel.egress.credentials import AWS_HOSTS, Credential
+from iac_kernel.egress.formats import FORMATS, Context, Format, Parsed, Unparsable, read_text
+from iac_kernel.egress.secret_check import leftover
 
 log = logging.getLogger(__name__)
 
-#: The mitmdump script of the broker.
-ADDON = Path(__file__).with_name("addon_broker.py")
-#: The option the addon reads the table from.
-TABLE_OPTION = "iac_broker_file"
+#: The broker's mitmdump scripts (beside this module), in order: the swaps, the scrub.
+ADDONS = ("addon_broker.py", "addon_scrub.py")
 #: The credential stores that get placeholder copies (where they are, the variables that
 #: move them and their formats: :data:`.stores.STORES`).
 FILES = tuple(store for store in stores.STORES if store.treat == stores.BROKER)
@@ -95,9 +92,6 @@ class Brokered:
     refused: dict[Path, str] = field(default_factory=dict)
     #: what was found and not brokered (an entry with no host: never swapped).
     notes: list[str] = field(default_factory=list)
-    #: host:port -> PEM: the CA a server that the proxy intercepts is trusted with (a
-    #: kubeconfig cluster's, which the copy drops): the proxy must verify it upstream.
-    upstream_cas: dict[str, str] = field(default_factory=dict)
     #: The home folder the stores were found in.
     home: Path | None = None
 
@@ -153,22 +147,6 @@ class Brokered:
             (brokered if swapped != value else other)[name] = swapped
         return brokered, other
 
-    def mitmdump_args(self) -> list[str]:
-        """The options that load the broker into ``mitmdump`` with our CA."""
-        return [
-            "-s",
-            str(ADDON),
-            "--set",
-            f"{TABLE_OPTION}={self.table}",
-            "--set",
-            f"confdir={self.confdir}",
-        ]
-
-    def ca_bundle(self, dest: Path) -> dict[str, str]:
-        """Make the CA if needed, write the sandbox bundle to ``dest`` (a path a sandbox
-        can read) and return the variables that make clients trust it."""
-        return ca.trust_env(ca.write_bundle(ca.ensure_ca(self.confdir), dest))
-
 
 #: The active broker and, when :func:`current` prepared it, what it was prepared from.
 _ACTIVE: list[tuple[Brokered, tuple | None]] = []
@@ -201,16 +179,8 @@ def sources(env: Mapping[str, str]) -> tuple:
     """What :func:`prepare` reads: the brokerable variables of ``env`` and those that
     move a store, the home folder, each brokered file's identity (size, change time,
     inode) and whether each hidden store exists."""
-    watched = credentials.WATCHED_VARIABLES | stores.watched_variables()
-    variables = tuple(
-        sorted(
-            (name, value)
-            for name, value in env.items()
-            if name in watched
-            or name.startswith(("TF_TOKEN_", "AWS_ENDPOINT_URL"))
-            or credentials.has_url_password(value)
-        )
-    )
+    moves = stores.watched_variables()
+    variables = [(n, v) for n, v in sorted(env.items()) if n in moves or credentials.watched(n, v)]
     home = Path(os.path.expanduser("~"))
     files: list[tuple[str, object]] = []
     for store, where in stores.located(env, home):
@@ -218,7 +188,7 @@ def sources(env: Mapping[str, str]) -> tuple:
             files += [(str(path), _identity(path)) for path, _fmt in where.files]
         elif store.treat == stores.HIDE:  # existence only: a history changes at every command
             files += [(str(p), os.path.isdir(p)) for p in where.paths if os.path.lexists(p)]
-    return (str(home), variables, tuple(files))
+    return (str(home), tuple(variables), tuple(files))
 
 
 def _identity(path: Path) -> tuple[int, int, int, int] | None:
@@ -255,13 +225,8 @@ def prepare(
             made.notes += [f"{read.path}: {note}" for note in read.parsed.notes]
     for cred in found:
         made.entries.append(_entry(cred, key, made.swaps))
-    intercepted = sorted({h for entry in made.entries for h in entry["hosts"]})
-    for read in reads:
-        for server, pem in (read.parsed.cas if read.parsed else {}).items():
-            if any(credentials.host_matches(p, server) for p in intercepted):
-                made.upstream_cas[server] = pem
-    table = {"credentials": made.entries, "upstream_cas": made.upstream_cas}
-    _write_private(made.table, json.dumps(table, indent=1))
+    intercepted = sorted({h for e in made.entries for h in e["hosts"]})
+    _write_private(made.table, json.dumps({"credentials": made.entries}, indent=1))
     _placeholder_files(made, env, home, reads, intercepted)
     _hidden_stores(made, env, home)
     for note in made.notes:
@@ -301,21 +266,13 @@ def _alive(pid: int) -> bool:
 
 
 def _entry(cred: Credential, key: bytes, swaps: dict[str, str]) -> dict:
+    """``cred``'s table entry, each real value with its placeholder (one per value)."""
     fakes = {}
     for name, real in cred.values.items():
-        fakes[name] = swaps.setdefault(real, placeholder_for(real, key, name))
-    entry = {
-        "kind": cred.kind,
-        "name": cred.name,
-        "hosts": cred.hosts,
-        "real": cred.values,
-        "placeholder": fakes,
-    }
-    if cred.body:  # form/JSON body fields the placeholder may be swapped in
-        entry["body"] = cred.body
-    if cred.issues_for:  # the tokens it is exchanged for stay with the proxy
-        entry["issues_for"] = cred.issues_for
-    return entry
+        fakes[name] = swaps.setdefault(real, addon_table.placeholder_for(real, key, name))
+    return addon_table.entry(
+        cred.kind, cred.name, cred.hosts, cred.values, fakes, cred.body, cred.issues_for
+    )
 
 
 @dataclass
@@ -324,7 +281,7 @@ class _Read:
     None and ``reason``: refused, its copy is empty)."""
 
     path: Path
-    fmt: credentials.Format
+    fmt: Format
     context: Context
     text: str | None = None
     parsed: Parsed | None = None
@@ -343,10 +300,10 @@ def _read_stores(env: Mapping[str, str], home: Path, hosts: list[str]) -> list[_
         for path, name in where.files:
             if path in reads or _system(path) or not os.path.lexists(path):
                 continue
-            fmt = credentials.FORMATS[name]
+            fmt = FORMATS[name]
             read = _Read(path, fmt, Context(list(hosts), env, path))
             read.folder = next((f for f in where.folders if f in path.parents), None)
-            read.text, read.reason = credentials.read_text(path)
+            read.text, read.reason = read_text(path)
             if read.text is not None:
                 try:
                     read.parsed = fmt.parse(read.text, read.context)
@@ -360,7 +317,7 @@ def _read_stores(env: Mapping[str, str], home: Path, hosts: list[str]) -> list[_
             if _system(path) or not os.path.lexists(path):
                 continue
             # a token file is a token, whatever else it looked like (~/.kube/token)
-            token = _Read(path, credentials.FORMATS["token-file"], read.context, text)
+            token = _Read(path, FORMATS["token-file"], read.context, text)
             token.parsed = Parsed() if text is not None else None
             token.reason = None if text is not None else "cannot be read"
             token.folder = reads[path].folder if path in reads else None
@@ -445,7 +402,7 @@ def _copy(
         return empty, read.reason or "cannot be read"
     parsed = read.parsed
     if parsed.foreign:
-        reason = credentials.leftover(read.text, reals, fakes)
+        reason = leftover(read.text, reals, fakes)
         return (None, None) if reason is None else (empty, f"not a credential file, but {reason}")
     context = dataclasses.replace(read.context, follow=False, intercepted=intercepted)
     try:
@@ -456,7 +413,7 @@ def _copy(
     for cred in again.found:
         if any(value not in fakes for value in cred.values.values()):
             return empty, f"{cred.name}: a value of its copy is no placeholder"
-    reason = credentials.leftover(text, reals, fakes, parsed.kept)
+    reason = leftover(text, reals, fakes, parsed.kept)
     return (text, None) if reason is None else (empty, reason)
 
 

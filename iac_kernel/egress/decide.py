@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from iac_kernel.egress.addon_operations import READ
 from iac_kernel.egress.policy import (
     address_refusal,
     host_allowed,
@@ -32,8 +33,6 @@ log = logging.getLogger(__name__)
 AskEgress = Callable[[str, int], Awaitable[tuple[bool, str]]]
 #: Receives one audit record (a dict) per changing or secret-returning operation judged.
 AuditSink = Callable[[dict[str, Any]], None]
-#: The access classes of an operation, as the broker's addon reports them.
-READ, CHANGE, SECRET = "read", "change", "secret"
 
 
 @dataclass

@@ -126,12 +126,6 @@ def egress_python() -> Path | None:
     return python if ready else None
 
 
-def mitmdump() -> Path | None:
-    """The environment's ``mitmdump`` program, or None when it is not installed."""
-    python = egress_python()
-    return python.parent / "mitmdump" if python is not None else None
-
-
 def installed() -> Installed | None:
     """What the installed environment runs (None: not installed)."""
     if egress_python() is None:
@@ -258,16 +252,16 @@ def ensure_environment(
         try:
             return _install_locked(root, progress, again)
         except EgressInstallError as exc:
-            _FAILED[root] = (time.monotonic(), str(exc))
-            raise
+            failure = exc
         except subprocess.TimeoutExpired:
-            message = f"installing the egress proxy took longer than {INSTALL_TIMEOUT:.0f}s"
-            _FAILED[root] = (time.monotonic(), message)
-            raise EgressInstallError(message) from None
+            took = f"installing the egress proxy took longer than {INSTALL_TIMEOUT:.0f}s"
+            failure = EgressInstallError(took)
         except OSError as exc:
-            message = f"cannot make the egress proxy environment in {root}: {exc}"
-            _FAILED[root] = (time.monotonic(), message)
-            raise EgressInstallError(message) from None
+            failure = EgressInstallError(
+                f"cannot make the egress proxy environment in {root}: {exc}"
+            )
+        _FAILED[root] = (time.monotonic(), str(failure))
+        raise failure from None
 
 
 def _install_locked(root: Path, progress: Callable[[str], None] | None, again: bool) -> Path:

@@ -28,7 +28,7 @@ from concurrent.futures import Future
 from pathlib import Path
 
 from iac_kernel.control_paths import register
-from iac_kernel.egress import broker, ca, environment, inside
+from iac_kernel.egress import addon_table, broker, ca, environment, inside
 from iac_kernel.egress.decide import (
     AskEgress,
     AuditSink,
@@ -42,11 +42,11 @@ from iac_kernel.peercred import peer_pid
 log = logging.getLogger(__name__)
 
 INSTALL_HINT = environment.INSTALL_HINT
-#: Addon scripts mitmdump loads, in order (the broker appends its own). They are copied
-#: into the proxy's private folder at each start and loaded from there (mitmdump reloads
-#: a script whose file changes: no sandbox may be able to write the file it watches),
-#: with every ``addon_*.py`` beside them (helpers they import).
-ADDONS: list[Path] = [Path(__file__).with_name("addon_policy.py")]
+#: Addon scripts mitmdump loads, in order: the policy's, then the broker's. They are
+#: copied into the proxy's private folder at each start and loaded from there (mitmdump
+#: reloads a script whose file changes: no sandbox may be able to write the file it
+#: watches), with every ``addon_*.py`` beside them (helpers they import).
+ADDONS = ("addon_policy.py", *broker.ADDONS)
 #: Extra ``--set name=value`` options for mitmdump (the broker adds its own).
 OPTIONS: dict[str, str] = {}
 #: mitmproxy's onboarding app (http://mitm.it) would answer with no policy decision.
@@ -73,12 +73,17 @@ class EgressProxy:
         #: the private folder; each call gets a link: :meth:`place_bundle`).
         self._broker: broker.Brokered | None = None
         self.bundle: Path | None = None
+        #: mitmdump's start (True once it serves): relays wait for it (:meth:`ensure`).
+        self._starting: Future[bool] | None = None
 
     # -- life cycle -------------------------------------------------------------
-    def ensure(self) -> bool:
+    def ensure(self, wait: bool = True) -> bool:
         """Start the proxy if it is not running (again when the credential broker
         changed); False (see :attr:`failure`) when it cannot run. Blocking: call it from
-        a thread."""
+        a thread. ``wait=False`` returns once the relays can be opened (the loop and the
+        CA bundle are ready) while mitmdump starts (about a second): their connections
+        wait for it, so a first sandboxed call starts meanwhile (after a failed start it
+        waits: the call then knows it has no proxy)."""
         with self._lock:
             try:  # installed on first use (one progress line in the log)
                 python = environment.ensure_environment(progress=log.warning)
@@ -86,19 +91,35 @@ class EgressProxy:
                 self._stop_process()
                 self.failure = f"{INSTALL_HINT}; {exc}"
                 return False
-            program = python.parent / "mitmdump"
             made = broker.current()
+            starting = self._starting
+            failed = starting is not None and starting.done() and not starting.result()
+            if starting is not None and not starting.done() and made is not self._broker:
+                starting.result()  # one start at a time
             running = self.process is not None and self.process.poll() is None
-            if running and self._ready.is_set() and made is self._broker:
-                return True
-            self._stop_process()
-            self._start_loop()
-            self._trust(made)
-            for _ in range(3):  # a port taken between choosing and binding: try again
-                if self._launch(program, made):
-                    self.failure = None
-                    return True
-            return False
+            busy = starting is not None and not starting.done()
+            serving = starting is not None and starting.done() and starting.result() and running
+            if not ((busy or serving) and made is self._broker):
+                self._stop_process()
+                self._start_loop()
+                self._trust(made)
+                self._broker = made
+                starting = self._starting = Future()
+                program = python.parent / "mitmdump"
+                threading.Thread(
+                    target=self._launch_all, args=(program, made, starting), daemon=True
+                ).start()
+        return starting.result() if wait or failed else True  # a known failure: tell it
+
+    def _launch_all(self, program: Path, made: broker.Brokered, done: Future[bool]) -> None:
+        for _ in range(3):  # a port taken between choosing and binding: try again
+            if self._starting is not done:
+                break  # stopped meanwhile
+            if self._launch(program, made):
+                self.failure = None
+                done.set_result(True)
+                return
+        done.set_result(False)
 
     def _trust(self, made: broker.Brokered) -> None:
         """Sandboxes trust the broker's CA: a bundle (certificates only) of this agent
@@ -147,7 +168,7 @@ class EgressProxy:
             # TLS is intercepted (with the broker's CA) only for the hosts a brokered
             # credential belongs to; the broker's addon tunnels the rest untouched.
             "iac_egress_intercept": "true",
-            broker.TABLE_OPTION: str(made.table),
+            addon_table.TABLE_OPTION: str(made.table),
             "confdir": str(made.confdir),
             **OPTIONS,
         }
@@ -177,19 +198,15 @@ class EgressProxy:
         return False
 
     def _private_addons(self) -> list[Path]:
-        """Copies of the addon scripts (and the ``addon_*.py`` beside them) in the private
-        folder, one subfolder per source folder; returns the scripts' copies."""
+        """Copies of every ``addon_*.py`` in the private folder; the scripts' copies."""
         assert self._dir is not None
-        scripts = [*ADDONS, broker.ADDON]
-        folders = list(dict.fromkeys(script.parent for script in scripts))
-        for n, source in enumerate(folders):
-            target = self._dir / "addons" / str(n)
-            target.mkdir(mode=0o700, parents=True, exist_ok=True)
-            for path in {*source.glob("addon_*.py"), *(s for s in scripts if s.parent == source)}:
-                tmp = target / f".{path.name}.tmp"
-                shutil.copyfile(path, tmp)
-                os.replace(tmp, target / path.name)
-        return [self._dir / "addons" / str(folders.index(s.parent)) / s.name for s in scripts]
+        target = self._dir / "addons"
+        target.mkdir(mode=0o700, exist_ok=True)
+        for path in Path(__file__).parent.glob("addon_*.py"):
+            tmp = target / f".{path.name}.tmp"
+            shutil.copyfile(path, tmp)
+            os.replace(tmp, target / path.name)
+        return [target / name for name in ADDONS]
 
     def _stop_process(self) -> None:
         process, self.process = self.process, None
@@ -203,6 +220,7 @@ class EgressProxy:
 
     def stop(self) -> None:
         with self._lock:
+            self._starting = None
             self._stop_process()
 
     def protected_ports(self) -> set[int]:
@@ -228,10 +246,7 @@ class EgressProxy:
                 self._ready.set()
                 await reader.read()  # held open: mitmdump stops when we go away
                 return
-            if "operation" in message:
-                decision = await self._judge(message)
-            else:
-                decision = await self._decide(message)
+            decision = await self._answer(message)
             writer.write(json.dumps(decision.wire()).encode() + b"\n")
             await writer.drain()
         except (OSError, ValueError) as exc:
@@ -239,30 +254,21 @@ class EgressProxy:
         finally:
             writer.close()
 
-    async def _decide(self, message: dict) -> Decision:
+    async def _answer(self, message: dict) -> Decision:
+        """The call's answer to the policy addon's question (may this connection reach
+        ``host:port``) or the broker's (may it use a credential for ``operation``)."""
         call = self.calls.get(int(message.get("peer", 0)))
         if call is None or call.loop is None:
             return Decision(False, reason="not a connection of a running sandboxed call")
-        host, port = str(message["host"]), int(message["port"])
-        future = asyncio.run_coroutine_threadsafe(
-            call.decide(host, port, self.protected_ports()), call.loop
-        )
-        try:
-            return await asyncio.wrap_future(future)
-        except Exception as exc:  # the call ended, its loop is gone
-            return Decision(False, reason=f"refused: {exc or type(exc).__name__}")
-
-    async def _judge(self, message: dict) -> Decision:
-        """The broker's question about one request carrying a brokered credential."""
-        call = self.calls.get(int(message.get("peer", 0)))
-        if call is None or call.loop is None:
-            return Decision(False, reason="not a connection of a running sandboxed call")
-        operation = message.get("operation")
-        if not isinstance(operation, dict):
+        if "operation" not in message:
+            host, port = str(message["host"]), int(message["port"])
+            asked = call.decide(host, port, self.protected_ports())
+        elif isinstance(message["operation"], dict):
+            asked = call.judge(message["operation"])
+        else:
             return Decision(False, reason="no operation named")
-        future = asyncio.run_coroutine_threadsafe(call.judge(operation), call.loop)
         try:
-            return await asyncio.wrap_future(future)
+            return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(asked, call.loop))
         except Exception as exc:  # the call ended, its loop is gone
             return Decision(False, reason=f"refused: {exc or type(exc).__name__}")
 
@@ -313,6 +319,9 @@ class EgressProxy:
             first = await reader.read(1)
             if not first:
                 return
+            starting = self._starting  # shielded: a relay closing never cancels the start
+            if starting is None or not await asyncio.shield(asyncio.wrap_future(starting)):
+                return  # mitmdump did not start (``failure`` says why)
             port = self.ports["socks5" if first == b"\x05" else "http"]
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             sock.bind(("127.0.0.1", 0))
@@ -412,7 +421,7 @@ async def open_route(
     its socket to that run's sandbox alone); None when the proxy cannot run
     (:func:`status_text` and ``proxy().failure`` say why)."""
     owner = proxy()
-    if not await asyncio.to_thread(owner.ensure):
+    if not await asyncio.to_thread(owner.ensure, False):
         return None
     call = EgressCall(settings, ask, asyncio.get_running_loop(), run=run, audit=audit)
     server = await asyncio.wrap_future(owner.open_relay(path, call))

@@ -2,7 +2,7 @@
 what a guarded program the guard runs gets of it.
 
 The shell of a bash call gets none of them (:func:`shell_paths`, hidden by
-:func:`iac_kernel.guard.hidden.credential_paths`). A guarded program gets each store by
+:func:`iac_kernel.guard.sandbox.hidden.credential_paths`). A guarded program gets each store by
 its :attr:`Store.treat`:
 
 * ``broker``: a placeholder copy (every real value replaced by its placeholder, swapped
@@ -15,6 +15,7 @@ its :attr:`Store.treat`:
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ class Located:
 
     #: Files and folders the shell must not see.
     paths: list[Path] = field(default_factory=list)
-    #: Brokered stores: (file, format name in :data:`credentials.FORMATS`).
+    #: Brokered stores: (file, format name in :data:`.formats.FORMATS`).
     files: list[tuple[Path, str]] = field(default_factory=list)
     #: Folders a guarded program sees as a folder holding only the copies of ``files``
     #: inside them (their caches and other files are not shown).
@@ -42,9 +43,9 @@ class Located:
 class Store:
     name: str
     treat: str
+    #: Where it is; reads every variable that moves it with ``env.get``, whatever their
+    #: values (:func:`watched_variables` finds them so).
     locate: Callable[[Env, Path], Located]
-    #: Variables that move the store or bind its hosts (a change prepares the broker again).
-    variables: tuple[str, ...] = ()
     why: str = ""
 
 
@@ -93,12 +94,12 @@ class At:
         return Located(paths, files)
 
 
-AWS_VARIABLES = ("AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE")
-
-
 def _aws(env: Env, home: Path) -> Located:
-    credentials = [home / ".aws" / "credentials", *variable_paths(env, AWS_VARIABLES[0])]
-    config = [home / ".aws" / "config", *variable_paths(env, AWS_VARIABLES[1])]
+    credentials = [
+        home / ".aws" / "credentials",
+        *variable_paths(env, "AWS_SHARED_CREDENTIALS_FILE"),
+    ]
+    config = [home / ".aws" / "config", *variable_paths(env, "AWS_CONFIG_FILE")]
     files = [(p, "aws-credentials") for p in credentials] + [(p, "aws-config") for p in config]
     return Located([home / ".aws", *credentials[1:], *config[1:]], files, [home / ".aws"])
 
@@ -147,9 +148,6 @@ def _gh(env: Env, home: Path) -> Located:
     return Located(list(folders), [(folder / "hosts.yml", "gh-hosts") for folder in folders])
 
 
-BUS_VARIABLES = ("XDG_RUNTIME_DIR", "SSH_AUTH_SOCK", "DBUS_SESSION_BUS_ADDRESS", "GNUPGHOME")
-
-
 def _session_bus(env: Env, home: Path) -> Located:
     """The session bus and keyring sockets (a secret service answers any caller), but
     not the folder holding ``SSH_AUTH_SOCK``."""
@@ -180,7 +178,7 @@ SERVICE_ACCOUNT = (
 TFRC = ".terraform.d/credentials.tfrc.json"
 
 STORES: tuple[Store, ...] = (
-    Store("AWS credentials and config", BROKER, _aws, AWS_VARIABLES),
+    Store("AWS credentials and config", BROKER, _aws),
     Store(
         "git credentials",
         BROKER,
@@ -197,13 +195,13 @@ STORES: tuple[Store, ...] = (
             fmt="terraform-cli-config",
         ),
     ),
-    Store("kubeconfig", BROKER, _kube, ("KUBECONFIG",)),
-    Store("docker config", BROKER, _docker, ("DOCKER_CONFIG",)),
-    Store("helm registry", BROKER, _helm_registry, ("HELM_CONFIG_HOME", "HELM_REGISTRY_CONFIG")),
-    Store("helm repositories", BROKER, _helm_repos, ("HELM_CONFIG_HOME", "HELM_REPOSITORY_CONFIG")),
-    Store("vault token", BROKER, At((".vault-token",), fmt="vault-token"), ("VAULT_ADDR",)),
-    Store("pulumi credentials", BROKER, _pulumi, ("PULUMI_HOME",)),
-    Store("gh hosts", BROKER, _gh, ("GH_CONFIG_DIR",)),
+    Store("kubeconfig", BROKER, _kube),
+    Store("docker config", BROKER, _docker),
+    Store("helm registry", BROKER, _helm_registry),
+    Store("helm repositories", BROKER, _helm_repos),
+    Store("vault token", BROKER, At((".vault-token",), fmt="vault-token")),
+    Store("pulumi credentials", BROKER, _pulumi),
+    Store("gh hosts", BROKER, _gh),
     Store(
         "databricks", BROKER, At((".databrickscfg",), ("DATABRICKS_CONFIG_FILE",), fmt="databricks")
     ),
@@ -257,7 +255,7 @@ STORES: tuple[Store, ...] = (
         why="kubectl in a pod authenticates with it to the API server, whose CA it pins",
     ),
     # -- hidden: nothing a guarded program needs
-    Store("session bus, keyrings and gpg", HIDE, _session_bus, BUS_VARIABLES),
+    Store("session bus, keyrings and gpg", HIDE, _session_bus),
     Store(
         "password managers",
         HIDE,
@@ -301,8 +299,23 @@ def shell_paths(env: Env, home: Path) -> list[Path]:
     return [path for _store, where in located(env, home) for path in where.paths]
 
 
+class _Asked(dict):
+    """An empty environment that notes the name of every variable looked up in it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: set[str] = set()
+
+    def get(self, name: str, default: object = None) -> object:
+        self.names.add(name)
+        return default
+
+
+@functools.cache
 def watched_variables() -> frozenset[str]:
-    """The variables that move a store or bind its hosts."""
-    names = {name for store in STORES for name in store.variables}
-    names |= {n for store in STORES if isinstance(store.locate, At) for n in store.locate.variables}
-    return frozenset(names | {"XDG_CONFIG_HOME"})
+    """The variables that move a store (a change prepares the broker again): those its
+    ``locate`` looks up."""
+    env = _Asked()
+    for store in STORES:
+        store.locate(env, Path("/nonexistent"))
+    return frozenset(env.names)

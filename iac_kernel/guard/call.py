@@ -23,14 +23,11 @@ from iac_kernel.egress import broker, inside
 from iac_kernel.egress.broker import Brokered
 from iac_kernel.egress.decide import AskEgress, GuardedRun
 from iac_kernel.egress.proxy import Route, open_route
-from iac_kernel.guard import hidden
-from iac_kernel.guard.cover import Cover
-from iac_kernel.guard.exec_request import AskExec, AuditSink
-from iac_kernel.guard.launcher import SOCKET_ENV, write_launchers
-from iac_kernel.guard.realbin import copies_dir
-from iac_kernel.guard.reals import find_real
-from iac_kernel.guard.rules import DEFAULT_PROGRAMS
-from iac_kernel.guard.sandbox import (
+from iac_kernel.guard.approval.request import AskExec, AuditSink
+from iac_kernel.guard.approval.server import ApprovalServer
+from iac_kernel.guard.policy.rules import DEFAULT_PROGRAMS
+from iac_kernel.guard.sandbox import hidden
+from iac_kernel.guard.sandbox.bwrap import (
     LAUNCHER_MOUNT,
     RUN_FOLDER,
     SANDBOX_ENV,
@@ -40,7 +37,9 @@ from iac_kernel.guard.sandbox import (
     state_dir,
     unusable_reason,
 )
-from iac_kernel.guard.server import ApprovalServer
+from iac_kernel.guard.sandbox.launcher import SOCKET_ENV, write_launchers
+from iac_kernel.guard.sandbox.reals import copies_dir, find_real
+from iac_kernel.guard.tfcover.cover import Cover
 from iac_kernel.interpreter import sandbox_python
 
 

@@ -25,11 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from iac_kernel.guard.call import launchers_and_reals, private_tmp, writable_paths
-from iac_kernel.guard.hidden import control_plane
-from iac_kernel.guard.launcher import SOCKET_ENV
-from iac_kernel.guard.realbin import copies_dir, exec_fd
-from iac_kernel.guard.sandbox import (
-    GUARD_MOUNT,
+from iac_kernel.guard.sandbox.bwrap import (
     LAUNCHER_MOUNT,
     SANDBOX_ENV,
     Layout,
@@ -37,7 +33,10 @@ from iac_kernel.guard.sandbox import (
     state_dir,
     unusable_reason,
 )
-from iac_kernel.guard.spawn import helper_command
+from iac_kernel.guard.sandbox.hidden import control_plane
+from iac_kernel.guard.sandbox.launcher import SOCKET_ENV
+from iac_kernel.guard.sandbox.reals import copies_dir, exec_fd
+from iac_kernel.guard.sandbox.spawn import helper_command
 
 
 @dataclass
@@ -47,8 +46,6 @@ class Confined:
     argv: list[str]
     env: dict[str, str]
     pass_fds: tuple[int, ...]
-    #: Where the ``share`` directory appears inside the sandbox.
-    share_inside: str = GUARD_MOUNT
     _dirs: list[Path] = field(default_factory=list)
 
     def close(self) -> None:
@@ -73,10 +70,10 @@ def confine(
 ) -> Confined | None:
     """The sandboxed command running the real ``executable`` (a host path) with
     ``args`` in ``cwd`` (see the module docstring). ``share`` is a host directory shown
-    read-only at :attr:`Confined.share_inside`; ``writable`` leaves ``cwd`` and the
-    user's ``sandbox_writable_paths`` writable; ``egress_port``: the forwarder's port of
-    a route whose relay socket is in ``share`` (else no network). None when bubblewrap
-    is unusable."""
+    read-only at the guard folder's place (``GUARD_MOUNT``); ``writable`` leaves ``cwd``
+    and the user's ``sandbox_writable_paths`` writable; ``egress_port``: the forwarder's
+    port of a route whose relay socket is in ``share`` (else no network). None when
+    bubblewrap is unusable."""
     bwrap = bwrap_path()
     if bwrap is None or unusable_reason() is not None:
         return None
@@ -114,4 +111,4 @@ def confine(
     inner = {k: v for k, v in env.items() if k != SOCKET_ENV}
     inner["PATH"] = f"{LAUNCHER_MOUNT}{os.pathsep}{path}"
     inner.update(SANDBOX_ENV)
-    return Confined(argv, inner, (fd,), GUARD_MOUNT, dirs)
+    return Confined(argv, inner, (fd,), dirs)

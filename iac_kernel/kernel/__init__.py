@@ -1,9 +1,10 @@
 """The Jupyter kernel front end: cells are prompts to one agent session per kernel.
 
-Modules: ``kernel`` (the IPython-based kernel), ``app`` (launch), ``install`` (kernelspec),
-``publish`` (IOPub sends pinned to one request), ``display`` (the streamed answer),
-``cards`` (tool-call cards), ``permission_ui`` (buttons, policy, stdin), ``magics``,
-``completion`` (complete, is_complete, inspect), ``state`` (the kernel's sessions),
-``turn`` (agent events to cell output), ``session_info`` (status-bar metadata),
-``testing`` (a jupyter_client harness for tests).
+On top: ``kernel`` (the IPython-based kernel: cells, turns, requests served during a
+turn), ``app`` (kernelspec, install, launch), ``completion`` (complete, inspect, history).
+Below them, each importing only those after it: ``magics`` (cell parsing, the magic
+table), ``session`` (the kernel's sessions and running turns, the status comm, editors on
+the same session), ``ask`` (permission questions: buttons, forms, stdin, policy),
+``render`` (a turn's output: text, tool and plan cards, footer), ``io`` (a cell's
+channels, paths as shown).
 """

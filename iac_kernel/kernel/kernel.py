@@ -1,74 +1,82 @@
 """``IacKernel``: a Jupyter kernel whose cells are prompts to an agent session.
 
 It subclasses ipykernel's ``IPythonKernel`` only for the comm manager and the widget
-plumbing ipywidgets needs; cell text is never run as Python (nor are user expressions,
-and the debugger is switched off).
-
-Cells. The cell's magic lines (see :mod:`iac_kernel.kernel.magics`) run first; the rest
-of the text is the prompt of one ``session/prompt`` turn of the kernel's session (see
-:mod:`iac_kernel.kernel.state`). The turn's output: one Markdown display streamed in
-place (:mod:`~iac_kernel.kernel.display`), a card per tool call
-(:mod:`~iac_kernel.kernel.cards`), permission buttons or policy notes
-(:mod:`~iac_kernel.kernel.permission_ui`), and notes for how the turn ended. Silent
+plumbing ipywidgets needs; cell text is never run as Python. A cell's magic lines run
+first (:mod:`~iac_kernel.kernel.magics`); the rest of its text is the prompt of one turn
+of the kernel's session (:mod:`~iac_kernel.kernel.session.state`), rendered by
+:mod:`~iac_kernel.kernel.render` and asking through :mod:`~iac_kernel.kernel.ask`. Silent
 execute requests (frontend housekeeping) run magics without output and never a turn.
 
-Re-running a cell (the same ``cellId`` in the request metadata) sends its prompt as a
-new turn appended to the session; the earlier turn stays in the history and the model
-sees both. The cell says so. Nothing is rewritten: ``%new`` or ``%fork`` give a clean
-slate.
+Re-running a cell (the same ``cellId`` in the request metadata) sends its prompt as a new
+turn appended to the session, and the cell says so; ``%new`` or ``%fork`` give a clean
+slate. SIGINT cancels the running turns (:mod:`~iac_kernel.kernel.session.state`). A
+bad magic, a locked session or an internal failure answers with an ``error`` reply and
+one readable line, never a Python traceback; a turn that produced nothing but a model
+error (e.g. no API key) replies ``error`` too, so unattended runs fail loudly.
 
-Interrupt. SIGINT cancels the running turns and the cell ends with an ``error`` reply;
-the kernel stays alive (see :mod:`~iac_kernel.kernel.running`).
+All output of a cell is sent with that cell's parent header, fixed when it starts (see
+:mod:`~iac_kernel.kernel.io.publish`).
 
-Errors. A bad magic, a missing setting, a locked session or an internal failure answers
-with an ``error`` reply and one readable line (short ``ename``, the message), never a
-Python traceback. A turn that produced nothing but a model error (e.g. no API key)
-shows the error on stderr and replies ``error`` with it, so unattended runs fail loudly.
-
-All output of a cell is sent with that cell's parent header, fixed when it starts: a
-widget click processed while the cell runs changes ipykernel's notion of "the current
-parent", and output sent through it would land in the wrong cell.
+The kernel always answers. ipykernel runs one shell message at a time (an
+``asyncio.Lock``), and a turn is one long execute_request, so a second client's
+``kernel_info_request`` (a page reload, a console) would wait until the turn ends. While
+the lock is held, :data:`CONCURRENT_REQUESTS` and execute requests whose cell is made only
+of ``%permissions`` and ``%output ID`` lines (look at and answer the waiting question,
+read a call's output) are dispatched at once instead, as ipykernel does for comm
+messages. Such a request gets its reply and an ``idle`` status with its own parent
+(JupyterLab waits for both), then a ``busy`` status with the running cell's parent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import os
+import re
 import signal
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 from ipykernel.ipkernel import IPythonKernel
 from traitlets import List
 
+from iac_kernel import __version__
+from iac_kernel.agent.loop import CANCELLED_RESULT
+from iac_kernel.agent.permissions import DENIED_MESSAGE
 from iac_kernel.agent.session import SessionBusyError, SessionClosedError
 from iac_kernel.config import Settings
 from iac_kernel.events import TurnEnded, Usage
-from iac_kernel.guard.sandbox import reduced_notice
-from iac_kernel.kernel import footer, parameters, paths
-from iac_kernel.kernel.call_displays import CallDisplays
-from iac_kernel.kernel.cards import CARD_MIME, ToolCard
-from iac_kernel.kernel.cell_history import CellHistory
-from iac_kernel.kernel.cell_history import page as help_page
-from iac_kernel.kernel.channels import input_request, iopub_envelope, iopub_sender
-from iac_kernel.kernel.console import ConsoleMixin
-from iac_kernel.kernel.display import DELTA_MIME
-from iac_kernel.kernel.editor_turns import summary_markdown, summary_plain
-from iac_kernel.kernel.endpoint_hookup import EditorLink
-from iac_kernel.kernel.kernel_info import KernelInfoMixin
-from iac_kernel.kernel.logs import route_to_original_stderr
-from iac_kernel.kernel.magics import MagicError, Magics, split_cell
-from iac_kernel.kernel.permission_ui import DISPLAY_ID_KEY, PermissionUI
-from iac_kernel.kernel.publish import Publisher, error_content
-from iac_kernel.kernel.questions import PendingQuestions
-from iac_kernel.kernel.running import RunningTurn, RunningTurns
-from iac_kernel.kernel.session_info import ending_metadata
-from iac_kernel.kernel.session_info import metadata as session_metadata
-from iac_kernel.kernel.state import KernelState, SessionError
-from iac_kernel.kernel.status import StatusChannel
-from iac_kernel.kernel.turn import TurnView
-from iac_kernel.kernel.wire import use_compact_json
+from iac_kernel.guard.sandbox.bwrap import reduced_notice
+from iac_kernel.kernel import completion
+from iac_kernel.kernel.ask.permission_ui import DISPLAY_ID_KEY, PermissionUI
+from iac_kernel.kernel.ask.questions import PendingQuestions
+from iac_kernel.kernel.completion import CellHistory
+from iac_kernel.kernel.completion import page as help_page
+from iac_kernel.kernel.io import paths
+from iac_kernel.kernel.io.publish import (
+    Publisher,
+    error_content,
+    input_request,
+    iopub_envelope,
+    iopub_sender,
+)
+from iac_kernel.kernel.magics.cell import (
+    parameters_block,
+    parameters_markdown,
+    parameters_of,
+    split_cell,
+)
+from iac_kernel.kernel.magics.commands import MagicError, Magics
+from iac_kernel.kernel.render import footer
+from iac_kernel.kernel.render.cards import CARD_MIME, ToolCard
+from iac_kernel.kernel.render.display import DELTA_MIME
+from iac_kernel.kernel.render.turn import CallDisplays, TurnView
+from iac_kernel.kernel.session.editors import EditorLink, summary_markdown, summary_plain
+from iac_kernel.kernel.session.state import KernelState, RunningTurn, RunningTurns, SessionError
+from iac_kernel.kernel.session.status import StatusChannel, ending_metadata, kernel_session_info
+from iac_kernel.kernel.session.status import metadata as session_metadata
 
 CANCELLED_NOTE = (
     "The turn was interrupted. What the agent said and did until then is kept in the "
@@ -79,15 +87,103 @@ RERUN_NOTE = (
     "history (`%new` or `%fork` for a clean slate)._"
 )
 
+CONCURRENT_REQUESTS = frozenset(
+    {
+        "kernel_info_request",
+        "complete_request",
+        "inspect_request",
+        "is_complete_request",
+        "history_request",
+        "comm_info_request",
+        "connect_request",
+    }
+)
+CONSOLE_LINE = re.compile(r"^\s*(%permissions\s*|%output\s+\S+\s*)$")
 
-class IacKernel(KernelInfoMixin, ConsoleMixin, IPythonKernel):
+
+#: Set while a request is served during a turn (see :meth:`IacKernel._abort_queues`).
+_SERVING_NOW: contextvars.ContextVar[bool] = contextvars.ContextVar("iac_serving", default=False)
+
+
+def console_cell(code: str) -> bool:
+    """True for a cell of ``%permissions`` / ``%output ID`` lines only."""
+    lines = [line for line in code.splitlines() if line.strip()]
+    return bool(lines) and all(CONSOLE_LINE.match(line) for line in lines)
+
+
+def _tool_results(messages: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Every tool result block of the history, in order."""
+    for message in messages:
+        content = message.get("content")
+        if message.get("role") == "user" and isinstance(content, list):
+            yield from (
+                b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"
+            )
+
+
+def _result_text(block: dict[str, Any]) -> str:
+    value = block.get("content")
+    if isinstance(value, list):
+        return "".join(b.get("text", "") for b in value if isinstance(b, dict))
+    return str(value if value is not None else "")
+
+
+def tool_output(messages: list[dict[str, Any]], call_id: str) -> str | None:
+    """The whole result the model got for ``call_id``, from the session's history."""
+    found = [b for b in _tool_results(messages) if b.get("tool_use_id") == call_id]
+    return _result_text(found[-1]) if found else None
+
+
+def history_outcome(state: Any, call_id: str, session_id: str) -> str | None:
+    """``done``/``failed``/``denied``/``not_run`` for a call in a stored session's history,
+    or ``None`` when the session or the call is not there."""
+    if not re.fullmatch(r"[A-Za-z0-9-]{1,64}", session_id):
+        return None  # not a session id: never a path into the store
+    session = state.current
+    try:
+        if session is not None and session.session_id == session_id:
+            messages = session.conversation.messages
+        else:
+            messages = state.manager.store.read(session_id).messages
+    except Exception:  # unknown, unreadable or malformed id: nobody knows
+        return None
+    for block in _tool_results(messages):
+        if block.get("tool_use_id") == call_id:
+            if _result_text(block).startswith(DENIED_MESSAGE):
+                return "denied"
+            return "failed" if block.get("is_error") else "done"
+    asked = any(
+        block.get("type") == "tool_use" and block.get("id") == call_id
+        for message in messages
+        if isinstance(message.get("content"), list)
+        for block in message["content"]
+        if isinstance(block, dict)
+    )
+    return "not_run" if asked else None
+
+
+class IacKernel(IPythonKernel):
     """The iac-kernel Jupyter kernel."""
 
     help_links = List([]).tag(config=True)
+    implementation = "iac-kernel"
+    implementation_version = __version__
+    language_info = {
+        "name": "markdown",
+        "version": "1.0",
+        "mimetype": "text/markdown",
+        "file_extension": ".md",
+        "pygments_lexer": "markdown",
+        "codemirror_mode": "markdown",
+        "nbconvert_exporter": "markdown",
+    }
+    banner = (
+        f"iac-kernel {__version__}: an infrastructure-as-code agent. Each cell is a prompt; "
+        "%help lists the magics."
+    )
 
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
-        use_compact_json(self.session)  # about 30 bytes less per message (kernel/wire.py)
         self._count = 0
         #: Bad IAC_KERNEL_* variables (defaults used): the first cell and every ``%config``
         #: listing show them on stderr.
@@ -105,9 +201,9 @@ class IacKernel(KernelInfoMixin, ConsoleMixin, IPythonKernel):
         paths.set_base(os.getcwd())  # displayed paths: relative to the notebook's folder
         self.magics = Magics(self.state)
         self.magics.full_output = self.full_output
-        self.magics.pending = self._pending_bundles
         #: Permission questions waiting for a click, from any cell or client.
         self.questions = PendingQuestions()
+        self.magics.pending = self.questions.bundles
         #: Every tool card shown by this kernel (for %output and the status comm).
         self.tool_cards: dict[str, ToolCard] = {}
         self.status = StatusChannel(
@@ -123,11 +219,142 @@ class IacKernel(KernelInfoMixin, ConsoleMixin, IPythonKernel):
         self._cells_run: set[tuple[str, str]] = set()
         self.editor_link = EditorLink(self.state, self.running.runs)
 
+    @property
+    def kernel_info(self) -> dict[str, Any]:
+        info = dict(super().kernel_info)
+        # The status bar's model, mode and session from the start (see session/status.py).
+        try:
+            info["iac_kernel"] = self.session_info()
+        except Exception:  # kernel_info must always answer
+            self.log.exception("session info failed")
+        # Python debugging makes no sense for prompts.
+        info["supported_features"] = [
+            f for f in info.get("supported_features", []) if f != "debugger"
+        ]
+        return info
+
+    @property
+    def execution_count(self) -> int:  # type: ignore[override]
+        # IPythonKernel reads the IPython shell's counter, which never moves here.
+        return getattr(self, "_count", 0)
+
+    @execution_count.setter
+    def execution_count(self, value: int) -> None:
+        self._count = value
+
+    # -- the status bar, %output, concurrent requests ----------------------------------------
+
+    def session_info(self) -> dict[str, Any]:
+        """What the status bar shows (see :mod:`~iac_kernel.kernel.session.status`)."""
+        return kernel_session_info(
+            self.state, self.questions, self.running.snapshot(), self.last_turn
+        )
+
+    def call_outcome(self, call_id: str, session_id: str) -> dict[str, Any]:
+        """What became of a call whose card a notebook saved while it asked: this kernel's
+        card when it has one, else what the session's history says: ``done``, ``failed``,
+        ``denied``, or ``not_run`` (asked, never answered); ``None`` when nobody knows."""
+        card = self.tool_cards.get(call_id)
+        if card is not None and card.status != "awaiting_permission":
+            return {"card": card.payload(), "outcome": card.status}
+        if any(q.request.call_id == call_id for q in self.questions.questions.values()):
+            return {"card": None, "outcome": "awaiting_permission"}
+        return {"card": None, "outcome": history_outcome(self.state, call_id, session_id)}
+
+    def full_output(self, call_id: str) -> tuple[str | None, str | None]:
+        """Everything a tool call returned, from the session's history; for an interrupted
+        call, what it printed before the interrupt."""
+        call_id = call_id.strip()
+        card = self.tool_cards.get(call_id)
+        session = self.state.current
+        found = None
+        if session is not None and not session.closed:
+            found = tool_output(session.conversation.messages, call_id)
+        if card is not None and card.live and (found is None or found == CANCELLED_RESULT):
+            return card.output if card.output is not None else card.live, None
+        if found is not None:
+            return found, None
+        if card is not None and card.output is not None:
+            return card.output, None
+        return None, f"no tool call {call_id!r} in this session (ids are on the cards)"
+
+    async def shell_main(self, subshell_id: str | None, msg: Any) -> None:  # type: ignore[override]
+        lock = getattr(self, "_main_asyncio_lock", None)
+        if subshell_id is None and lock is not None and lock.locked() and self.session:
+            if self._answer_now(msg):
+                await self._dispatch_now(msg)
+                return
+        await super().shell_main(subshell_id, msg)
+
+    def _answer_now(self, msg: Any) -> bool:
+        try:
+            _idents, frames = self.session.feed_identities(msg, copy=False)
+            parsed = self.session.deserialize(frames, content=False, copy=False)
+        except Exception:
+            return False
+        msg_type = parsed["header"].get("msg_type")
+        if msg_type in CONCURRENT_REQUESTS:
+            return True
+        if msg_type != "execute_request":
+            return False
+        try:
+            content = self.session.unpack(parsed["content"])
+        except Exception:
+            return False
+        return isinstance(content, dict) and console_cell(str(content.get("code", "")))
+
+    def _abort_queues(self, subshell_id: str | None = None) -> None:
+        """A failing console cell (``%output no-such-id``) served during a turn must not
+        abort the cells queued behind the turn, as a failing cell with ``stop_on_error``
+        does."""
+        if _SERVING_NOW.get():
+            return
+        super()._abort_queues(subshell_id)
+
+    async def _dispatch_now(self, msg: Any) -> None:
+        running_parent = self.get_parent("shell")
+        running_ident = self._get_shell_context_var(self._shell_parent_ident)
+        token = _SERVING_NOW.set(True)
+        try:
+            await self.dispatch_shell(msg, subshell_id=None, concurrent=True)
+            request = self.get_parent("shell")
+            if request is not running_parent:
+                self._publish_status("idle", "shell", parent=request)
+        finally:
+            _SERVING_NOW.reset(token)
+            self.set_parent(running_ident, running_parent, channel="shell")
+            if running_parent:
+                self._publish_status("busy", "shell", parent=running_parent)
+
+    # -- requests besides execute ------------------------------------------------------------
+
+    async def do_history(self, hist_access_type: str, output: bool, raw: bool, **kw: Any) -> Any:  # type: ignore[override]
+        return self.cell_history.reply(hist_access_type, output, raw, **kw)
+
+    async def do_complete(self, code: str, cursor_pos: int | None) -> dict[str, Any]:  # type: ignore[override]
+        return completion.complete(code, cursor_pos, self.state)
+
+    async def do_is_complete(self, code: str) -> dict[str, Any]:  # type: ignore[override]
+        return completion.is_complete(code)
+
+    async def do_inspect(  # type: ignore[override]
+        self, code: str, cursor_pos: int | None, detail_level: int = 0, omit_sections: Any = ()
+    ) -> dict[str, Any]:
+        return completion.inspect(code, cursor_pos)
+
+    async def do_debug_request(self, msg: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "type": "response",
+            "request_seq": msg.get("seq"),
+            "success": False,
+            "command": msg.get("command"),
+            "message": "iac-kernel cells are prompts; there is no debugger",
+        }
+
     # -- signals -------------------------------------------------------------------------------
 
     def start(self) -> None:
         super().start()
-        route_to_original_stderr()
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, self._on_sigint)
         loop = getattr(self.io_loop, "asyncio_loop", None)
@@ -170,10 +397,9 @@ class IacKernel(KernelInfoMixin, ConsoleMixin, IPythonKernel):
             content = await self._execute(code, silent, allow_stdin, cell_id, out, parent, ident)
         except MagicError as exc:
             content = self._fail(out, silent, exc.ename, str(exc))
-        except SessionError as exc:
-            content = self._fail(out, silent, "SessionError", str(exc))
         except Exception as exc:  # never a traceback wall, never a dead kernel
-            self.log.exception("cell failed")
+            if not isinstance(exc, SessionError):
+                self.log.exception("cell failed")
             content = self._fail(out, silent, type(exc).__name__, str(exc) or "internal error")
         content["execution_count"] = self.execution_count
         if content["status"] == "ok":
@@ -233,12 +459,12 @@ class IacKernel(KernelInfoMixin, ConsoleMixin, IPythonKernel):
                     out.display(extra, display_id, metadata={DISPLAY_ID_KEY: display_id})
         if magics:
             self.status.push()  # %mode, %model, %new… change what the status bar shows
-        values = parameters.parse(prompt) if prompt else None
+        values = parameters_of(prompt) if prompt else None
         if values is not None:  # a runbook's parameters cell: no model call
             self.state.parameters.update(values)
             self.state.parameters_unsent = True
             if not silent:
-                out.markdown(parameters.markdown(values))
+                out.markdown(parameters_markdown(values))
             return {"status": "ok"}
         if not prompt or silent:
             return {"status": "ok"}
@@ -311,10 +537,9 @@ class IacKernel(KernelInfoMixin, ConsoleMixin, IPythonKernel):
         )
         self.running.add(running)
         self.status.push()
-        view.start()
         try:
             if self.state.parameters_unsent:  # the runbook's parameters, read with this prompt
-                prompt = f"{prompt}\n\n{parameters.block(self.state.parameters)}"
+                prompt = f"{prompt}\n\n{parameters_block(self.state.parameters)}"
                 self.state.parameters_unsent = False
             ended = await session.prompt([{"type": "text", "text": prompt}], view.emit, ui.ask)
             self.last_turn = (session.session_id, ended.usage)

@@ -19,9 +19,10 @@ when something new is known. Each stored result therefore carries a *mark*::
 * ``tag``: HMAC of the version, the set id and the result's stored text: a text changed
   since it was masked (a log edited by hand) no longer matches.
 
-At load (:class:`Checker`) a result keeps its stored text only when its tag matches and
-every value known now has its fingerprint in the result's set; anything else (no mark,
-another key, a missing key, another version, an edited text) is masked again in full.
+At load (:class:`Checker`) a result whose tag matches is masked again only with the
+values known now whose fingerprints are not in its set (learned since it was written;
+none: it is shown as stored). Anything else (no mark, another key, a missing key,
+another version, an edited text or set) is masked again in full.
 """
 
 from __future__ import annotations
@@ -117,7 +118,8 @@ class MarkTable:
 
 
 class Checker:
-    """Which stored results need masking again, given what is known now."""
+    """Which values each stored result must be masked with again, given what is known
+    now."""
 
     def __init__(
         self,
@@ -129,25 +131,33 @@ class Checker:
         self._key = key
         self._marks = marks
         self._sets = sets
-        self._now = set(fingerprints(key, values)) if key is not None else set()
-        self._covers: dict[str, bool] = {}
+        #: Every value known now, by its fingerprint.
+        self._now = {fingerprint(key, v): v for v in values} if key is not None else {}
+        self._since: dict[str, frozenset[str] | None] = {}
 
-    def clean(self, call_id: str, text: str) -> bool:
-        """True when ``text``, stored as ``call_id``'s result, was masked with every value
-        known now by this masking code and has not changed since."""
+    def fresh(self, call_id: str, text: str) -> frozenset[str] | None:
+        """The values known now that ``text``, stored as ``call_id``'s result, was not
+        masked with (empty: it is shown as stored). ``None``: it must be masked again in
+        full (no mark, another key or masking code, its text or set changed since)."""
         found = self._marks.get(call_id)
         if self._key is None or not isinstance(found, dict) or found.get("v") != version():
-            return False
+            return None
         sid = found.get("set")
-        if not isinstance(sid, str) or not self._covered(sid):
-            return False
-        return hmac.compare_digest(str(found.get("tag", "")), _tag(self._key, version(), sid, text))
+        fresh = self._learned_since(sid) if isinstance(sid, str) else None
+        if fresh is None:
+            return None
+        tag = _tag(self._key, version(), sid, text)  # type: ignore[arg-type]
+        return fresh if hmac.compare_digest(str(found.get("tag", "")), tag) else None
 
-    def _covered(self, sid: str) -> bool:
-        if sid not in self._covers:
+    def _learned_since(self, sid: str) -> frozenset[str] | None:
+        """The values known now that set ``sid`` lacks (``None``: no such set)."""
+        if sid not in self._since:
             known = self._sets.get(sid)
             ok = isinstance(known, list) and all(isinstance(k, str) for k in known)
             # The set must be what its id says (a set record edited by hand is not).
-            ok = ok and hmac.compare_digest(set_id(self._key, known), sid)  # type: ignore[arg-type]
-            self._covers[sid] = bool(ok) and self._now <= set(known)
-        return self._covers[sid]
+            if ok and hmac.compare_digest(set_id(self._key, known), sid):  # type: ignore[arg-type]
+                had = set(known)  # type: ignore[arg-type]
+                self._since[sid] = frozenset(v for fp, v in self._now.items() if fp not in had)
+            else:
+                self._since[sid] = None
+        return self._since[sid]

@@ -8,7 +8,10 @@
   ones) and 1.x line (the earlier ones) behind one connection interface;
 * :mod:`~iac_kernel.mcp.tool`: each server tool as an ordinary
   :class:`~iac_kernel.tools.base.Tool` named ``mcp__<server>__<tool>``;
-* :mod:`~iac_kernel.mcp.manager`: a session's servers, started with it and stopped with it.
+* :mod:`~iac_kernel.mcp.manager`: a session's servers, started with it and stopped with it;
+* :mod:`~iac_kernel.mcp.trust`: a project ``.mcp.json`` starts only once the user trusted
+  its exact content (and what its servers run);
+* :mod:`~iac_kernel.mcp.commands`: ``%mcp`` / ``/mcp``.
 
 This package sits beside ``tools/``: it never imports ``agent/``, ``kernel/`` or ``acp/``.
 """

@@ -51,7 +51,7 @@ STOP_TIMEOUT = 5.0
 MAX_COMPLETIONS = 64
 #: The error a server answers a call with until the user completes URL elicitations.
 URL_ELICITATION_REQUIRED = -32042
-#: ``ToolContext.elicit``: ``(params, completed) -> result`` (agent/elicitation.py).
+#: ``ToolContext.elicit``: ``(params, completed) -> result`` (agent/questions.py).
 Elicit = Callable[[dict[str, Any], asyncio.Event | None], Awaitable[dict[str, Any]]]
 STDERR_TAIL = 400
 

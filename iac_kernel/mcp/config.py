@@ -146,21 +146,6 @@ def acp_server_name(name: Any) -> Any:
 _NAME_RUN = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
-def from_project_file(folder: str | Path) -> list[ServerSpec]:
-    """Specs from ``.mcp.json`` in ``folder`` (none when there is no file).
-
-    Raises McpConfigError for a file that is not valid JSON or not in the format.
-    """
-    path = Path(folder) / PROJECT_FILE
-    if not path.is_file():
-        return []
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise McpConfigError(f"{path}: not readable ({exc})") from None
-    return from_project_bytes(data, folder)
-
-
 def from_project_bytes(raw: bytes, folder: str | Path) -> list[ServerSpec]:
     """Specs from the bytes of the ``.mcp.json`` in ``folder`` (as read once, so the
     specs are those of exactly the content the user trusted)."""

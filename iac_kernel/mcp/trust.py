@@ -14,6 +14,13 @@ The trust covers what the servers run, not only the file that names it: every fi
 the folder that a server executes (its command, and its arguments and env values that name
 a file or folder inside the folder, ``-m module`` included) is hashed with the file's
 bytes, so a bash call that rewrites ``srv.py`` makes the file untrusted again.
+
+A notebook session starts its project file's servers when it becomes current
+(:func:`follow_session`, a kernel state listener), in the background (the session's next
+turn waits for them), and only when the user trusted the file's exact content. A new or
+changed file starts nothing: the next turn and ``%mcp`` say how to review and trust it
+(``%mcp trust``). A malformed file is a problem the next turn reports, not an error that
+stops the kernel.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from iac_kernel.mcp.config import PROJECT_FILE, McpConfigError, ServerSpec, from_project_bytes
+from iac_kernel.mcp.manager import McpManager
 
 STORE_NAME = "mcp-trust.json"
 #: At most this many files of a folder a server runs are hashed (more: never trusted).
@@ -196,3 +204,25 @@ def show_servers(project: ProjectFile) -> list[str]:
     for rel, sha in project.covered:
         lines.append(f"- runs the folder's `{rel}` (sha256 {sha[:SHORT]}): covered by this trust")
     return lines
+
+
+def follow_session(session: Any) -> None:
+    """Start the trusted ``.mcp.json`` servers of a session that has no MCP manager yet."""
+    if session is None or getattr(session, "closed", True) or session.mcp is not None:
+        return
+    manager = McpManager(session.tools)
+    session.mcp = manager
+    project = read_project(session.cwd)
+    if project is None:
+        return
+    try:
+        specs = project.specs()
+    except McpConfigError as exc:
+        manager.problems.append(f"MCP servers not started: {exc}")
+        return
+    if not specs:
+        return
+    if not is_trusted(project, store_path(session)):
+        manager.problems.append(untrusted_notice(project))
+        return
+    manager.start_soon(specs)

@@ -8,14 +8,18 @@ The stream always ends with exactly one :class:`MessageDone` unless it raises
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from iac_kernel.events import Usage
+if TYPE_CHECKING:
+    from iac_kernel.events import Usage
 
 #: Default of the ``model_first_byte_timeout`` setting (the SDKs' own is 600 s).
 FIRST_BYTE_TIMEOUT = 90.0
+#: A rough count where no tokenizer is at hand (the scripted model, compaction).
+CHARS_PER_TOKEN = 4
 
 
 @dataclass
@@ -93,3 +97,29 @@ class Model(Protocol):
     context_window: int
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]: ...
+
+
+def content_text(content: Any) -> str:
+    """A message's or tool result's content as plain text (its text blocks, one a line)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"
+        )
+    return ""
+
+
+def json_object(raw: str) -> dict[str, Any] | None:
+    """A tool input a model streamed: the JSON object (``{}`` for nothing), else None."""
+    try:
+        parsed = json.loads(raw) if raw.strip() else {}
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def estimate_tokens(value: Any) -> int:
+    """About how many tokens ``value`` (text, or anything JSON) takes."""
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return max(1, len(text) // CHARS_PER_TOKEN)

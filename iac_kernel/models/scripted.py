@@ -1,61 +1,10 @@
 """The offline scripted model: replays a script of assistant turns.
 
-It stands in for Claude where no API key is set (notebooks, demos, tests). Only the
-model's words are scripted; the tools it calls run for real.
-
-A script is a JSON file::
-
-    {"name": "review",
-     "exchanges": [
-       {"match": "open security groups",          # regex on the user's prompt
-        "turns": [                                 # one entry per model call of that turn
-          {"thinking": "...", "text": "...",
-           "tool_use": [{"name": "grep", "input": {"pattern": "0.0.0.0/0"}}]},
-          {"text": "Two groups are open to the world: ..."}
-        ]}],
-     "fallback": "What to say when no exchange matches."}
-
-A turn may instead give ``content`` (Messages API blocks). Optional per turn:
-``stop_reason`` (default ``tool_use`` when it calls tools, else ``end_turn``), ``usage``
-({"input_tokens", "output_tokens", "cache_read_tokens"}; estimated when absent),
-``delay`` (seconds between streamed chunks), ``error`` (raise a model error instead
-of answering) and ``trace`` (a file that gets one line per streamed text chunk, when it
-was yielded on the ``time.monotonic()`` clock and the characters streamed so far: how
-``bench/bench_iopub.py`` times the model's pace as it really was).
-
-Optional ``vars`` make a script follow values given in the prompts (notebook parameters
-injected by papermill, say)::
-
-    "vars": {"environment": {"pattern": "environment\\s*=\\s*\"?([\\w.-]+)",
-                             "default": "prod"}}
-
-A variable's value is the pattern's first group in the latest user message that matches
-it: a prompt or a tool result, so a script can also pick up a value a tool printed (a
-lock id from ``terraform plan``), as a model reading the output would. Without a match it
-is ``default``. ``{{environment}}`` in a turn's strings (text, thinking, tool inputs) is
-replaced by it. The tools still run for real, on that value.
-
-Which turn plays is derived from the conversation, so the model keeps no state: the
-exchange is the first whose ``match`` finds the latest prompt (else the exchange at the
-prompt's position among prompts, when that exchange has no ``match``), and the turn is the
-number of assistant messages since that prompt.
-
-A script can branch on how the previous turn's tool calls ended, so the offline demo
-answers a rejection as a rejection (never "Applied." after a Reject). In place of a turn,
-give ``{"on": {"done": ..., "failed": ..., "denied": ..., "else": ...}}``::
-
-    "turns": [
-      {"text": "Unlocking:", "tool_use": [{"name": "bash", "input": {"command": "..."}}]},
-      {"on": {"done": {"text": "The lock is released."},
-              "denied": {"text": "You rejected it, so the lock is still held."},
-              "failed": {"text": "The unlock failed; the output is on the card."}}}
-    ]
-
-``denied`` means the user or a rule refused a call (its result starts with "Permission
-denied"), ``failed`` an error result, ``done`` anything else; with several calls the worst
-wins. A branch value is one turn (played in the branch's place; the exchange goes on after
-it) or a list of turns (replacing the rest of the exchange). A missing outcome plays
-``else``, or a one-line "ended as OUTCOME" answer. Details in :mod:`script_flow`.
+It stands in for a real model where no credentials are set (notebooks, demos, tests).
+Only the model's words are scripted; the tools it calls run for real. The format
+(exchanges matched on the prompt, turns, ``vars``, branches on how the last tool calls
+ended) is described in notebooks/README.md, "Writing a script". Which turn plays is
+derived from the conversation, so the model keeps no state.
 """
 
 from __future__ import annotations
@@ -71,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from iac_kernel.events import Usage
-from iac_kernel.models import script_flow
 from iac_kernel.models.base import (
+    CHARS_PER_TOKEN,
     MessageDone,
     ModelError,
     ModelEvent,
@@ -81,10 +30,11 @@ from iac_kernel.models.base import (
     ThinkingChunk,
     ToolUseBegin,
     ToolUseEnd,
+    content_text,
+    estimate_tokens,
 )
 
 SCRIPTED_MODEL_ID = "scripted"
-CHARS_PER_TOKEN = 4
 _CHUNK = re.compile(r"\S+\s*|\s+")
 
 
@@ -125,10 +75,7 @@ class Script:
         for i, exchange in enumerate(exchanges):
             if not isinstance(exchange, dict) or not isinstance(exchange.get("turns"), list):
                 raise ScriptError(f"script {source}: exchange {i} needs a 'turns' list")
-            try:
-                script_flow.check_turns(exchange["turns"], f"script {source}: exchange {i}")
-            except script_flow.BranchError as exc:
-                raise ScriptError(str(exc)) from None
+            _check_turns(exchange["turns"], f"script {source}: exchange {i}")
             match = exchange.get("match")
             try:
                 patterns.append(re.compile(match, re.IGNORECASE | re.DOTALL) if match else None)
@@ -197,18 +144,6 @@ def latest_text(message: dict[str, Any]) -> str:
         return content
     texts = [b.get("text", "") for b in content if b.get("type") == "text" and b.get("text")]
     return texts[-1] if texts else ""
-
-
-def message_text(message: dict[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    return "\n".join(block.get("text", "") for block in content if block.get("type") == "text")
-
-
-def estimate_tokens(value: Any) -> int:
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
-    return max(1, len(text) // CHARS_PER_TOKEN)
 
 
 class ScriptedModel:
@@ -286,7 +221,7 @@ class ScriptedModel:
                 exchange = self.script.exchanges[position]
         if exchange is None:
             return {"text": self.script.fallback} if turn_index == 0 else {"text": ""}
-        turn = script_flow.pick(exchange["turns"], messages, last)
+        turn = _pick(exchange["turns"], messages, last)
         if turn is None:
             return {"text": ""}
         if not self.script.variables:
@@ -317,15 +252,13 @@ def _user_text(message: dict[str, Any]) -> str:
     content = message.get("content")
     if isinstance(content, str):
         return content
-    parts = []
-    for block in content:
-        if block.get("type") == "text":
-            parts.append(block.get("text", ""))
-        elif block.get("type") == "tool_result":
-            inner = block.get("content", "")
-            if isinstance(inner, list):
-                inner = "\n".join(b.get("text", "") for b in inner if b.get("type") == "text")
-            parts.append(str(inner))
+    parts = [
+        content_text(block.get("content"))
+        if block.get("type") == "tool_result"
+        else block.get("text", "")
+        for block in content
+        if block.get("type") in ("text", "tool_result")
+    ]
     return "\n".join(parts)
 
 
@@ -354,7 +287,7 @@ def _turn_content(turn: dict[str, Any], salt: int) -> list[dict[str, Any]]:
 
 def _summary(request: ModelRequest) -> str:
     """A deterministic summary for compaction calls: the prompts and tools seen so far."""
-    transcript = message_text(request.messages[-1]) if request.messages else ""
+    transcript = content_text(request.messages[-1].get("content")) if request.messages else ""
     earlier = re.search(r"^The user asked: (.*)$", transcript, re.MULTILINE)
     prompts = earlier.group(1).split("; ") if earlier else []
     prompts += re.findall(r"^USER: (.*)$", transcript, re.MULTILINE)
@@ -367,3 +300,105 @@ def _summary(request: ModelRequest) -> str:
     if tools:
         lines.append("Tools used: " + ", ".join(tools))
     return "\n".join(lines)
+
+
+# --- branches on the outcome of the last tool calls ------------------------------------------
+
+OUTCOMES = ("done", "failed", "denied")
+BRANCH_KEYS = (*OUTCOMES, "else")
+#: Prefixes of the tool result the permission gate gives a refused call (agent/permissions.py):
+#: a plain rejection or a rule, and a rejection with the user's note.
+DENIED_PREFIXES = ("Permission denied", "Rejected by the user")
+
+
+def _check_turns(turns: Any, where: str) -> None:
+    """Validate a turns list, branches included; raises :class:`ScriptError`."""
+    if not isinstance(turns, list):
+        raise ScriptError(f"{where}: 'turns' must be a list")
+    for i, turn in enumerate(turns):
+        if not isinstance(turn, dict):
+            raise ScriptError(f"{where}: turn {i} must be an object")
+        if "on" not in turn:
+            continue
+        branches = turn["on"]
+        if not isinstance(branches, dict) or not branches:
+            raise ScriptError(f"{where}: turn {i}: 'on' must be a non-empty object")
+        unknown = sorted(set(branches) - set(BRANCH_KEYS))
+        if unknown:
+            raise ScriptError(
+                f"{where}: turn {i}: unknown outcome {unknown[0]!r} in 'on' "
+                f"(use {', '.join(BRANCH_KEYS)})"
+            )
+        for key, branch in branches.items():
+            inner = f"{where}: turn {i} on {key}"
+            if isinstance(branch, list):
+                _check_turns(branch, inner)
+            elif isinstance(branch, dict):
+                _check_turns([branch], inner)
+            else:
+                raise ScriptError(f"{inner}: must be a turn object or a list of turns")
+
+
+def _outcome_of(message: dict[str, Any] | None) -> str:
+    """The worst outcome among a user message's tool results (``done`` without any)."""
+    if message is None or not isinstance(message.get("content"), list):
+        return "done"
+    worst = "done"
+    for block in message["content"]:
+        if block.get("type") != "tool_result":
+            continue
+        if content_text(block.get("content")).lstrip().startswith(DENIED_PREFIXES):
+            return "denied"
+        if block.get("is_error"):
+            worst = "failed"
+    return worst
+
+
+def _results_after(messages: list[dict[str, Any]], index: int) -> dict[str, Any] | None:
+    """The user message answering the assistant message at ``index`` (its tool results)."""
+    for message in messages[index + 1 :]:
+        if message.get("role") == "user":
+            return message
+        if message.get("role") == "assistant":
+            return None
+    return None
+
+
+def _take_branch(
+    entry: dict[str, Any], outcome: str, rest: list[dict[str, Any]]
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Resolve a branch entry: the turn to play now and the turns that follow it."""
+    while "on" in entry:
+        branches = entry["on"]
+        branch = branches.get(outcome, branches.get("else"))
+        if branch is None:
+            return {"text": f"The tool call ended as **{outcome}**; stopping here."}, []
+        if isinstance(branch, list):
+            if not branch:
+                return {"text": ""}, []
+            entry, rest = branch[0], list(branch[1:])
+        else:
+            entry = branch
+    return entry, rest
+
+
+def _pick(turns: list[dict[str, Any]], messages: list[dict[str, Any]], prompt: int) -> Any:
+    """The turn to play after ``messages`` whose latest prompt is at index ``prompt``.
+
+    Returns ``None`` when the exchange has no turn left.
+    """
+    assistants = [
+        i for i in range(prompt + 1, len(messages)) if messages[i].get("role") == "assistant"
+    ]
+    queue = list(turns)
+    for step in range(len(assistants) + 1):
+        if not queue:
+            return None
+        entry, queue = queue[0], queue[1:]
+        if "on" in entry:
+            previous = assistants[step - 1] if step > 0 else None
+            results = _results_after(messages, previous) if previous is not None else None
+            entry, queue = _take_branch(entry, _outcome_of(results), queue)
+        if step == len(assistants):
+            return entry
+    return None

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from iac_kernel.models.providers import DETECT_ORDER, PROVIDERS, active_provider
+from iac_kernel.models.providers import DETECT_ORDER, PROVIDER_ENV, PROVIDERS, active_provider
 
 NAME = "IaC Agent"
 DESCRIPTION = (
@@ -38,15 +38,13 @@ def credentials_notice(env: Mapping[str, str] | None = None) -> str | None:
             return None
     except ValueError as exc:  # a misspelt IAC_KERNEL_PROVIDER: say so
         return f"**{NAME}**: {exc}. Fix it where JupyterLab starts, then restart JupyterLab."
-    keys = ", ".join(
-        f"`{PROVIDERS[name].key_env}` ({PROVIDERS[name].title})"
-        for name in ("anthropic", *DETECT_ORDER)
-    )
+    detected = [PROVIDERS[name] for name in DETECT_ORDER]
+    keys = ", ".join(f"`{p.key_env}` ({p.title})" for p in detected if p.key_env)
+    switches = " / ".join(f"`{p.switch_env}=1`" for p in detected if p.switch_env)
     return (
         f"**{NAME}**: no model credentials are set, so the offline scripted model answers "
         "(its words are replayed from a script; tools still run for real). To use a real "
         f"model, set one of {keys} in the environment JupyterLab starts in; or "
-        "`CLAUDE_CODE_USE_BEDROCK=1` / `CLAUDE_CODE_USE_VERTEX=1` with that cloud's "
-        "credentials; or `IAC_KERNEL_PROVIDER=ollama` for a local model. Then restart "
-        "JupyterLab."
+        f"{switches} with that cloud's credentials; or `{PROVIDER_ENV}=ollama` for a local "
+        "model. Then restart JupyterLab."
     )

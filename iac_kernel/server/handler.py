@@ -5,7 +5,7 @@ the user (token in the ``Authorization`` header, or the login cookie; under Jupy
 the hub's OAuth and its ``access:servers`` scopes), ``WebSocketMixin`` checks the
 ``Origin`` as for kernel websockets and keeps the connection alive with pings, and the
 server's authorizer must allow ``execute`` on :data:`AUTH_RESOURCE`, and the peer must not
-be a process of a bash call's sandbox (:mod:`iac_kernel.guard.peers`). A request that
+be a process of a bash call's sandbox (:mod:`iac_kernel.guard.sandbox.processes`). A request that
 fails any of these is refused (403) before the upgrade.
 
 The bearer is taken from the ``Authorization`` header only: Jupyter itself also accepts
@@ -24,9 +24,14 @@ from jupyter_server.base.websocket import WebSocketMixin
 from tornado import web
 from tornado.websocket import WebSocketHandler
 
-from iac_kernel.acp.remote import TOKEN_PARAMS
-from iac_kernel.acp.resume import CONNECTION_HEADER, NORMAL_CLOSE, RECEIVED_HEADER, parse_count
-from iac_kernel.guard import peers
+from iac_kernel.acp.remote.resume import (
+    CONNECTION_HEADER,
+    NORMAL_CLOSE,
+    RECEIVED_HEADER,
+    parse_count,
+)
+from iac_kernel.acp.remote.target import TOKEN_PARAMS
+from iac_kernel.guard.sandbox import processes
 from iac_kernel.server import sse
 from iac_kernel.server.link import Link, Links
 
@@ -172,10 +177,10 @@ class AcpSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
         await stream.ended
 
     def _from_a_sandbox(self) -> bool:
-        """The peer is a process of a bash call's sandbox (guard/peers.py)."""
+        """The peer is a process of a bash call's sandbox (guard/sandbox/processes.py)."""
         stream = getattr(self.request.connection, "stream", None)
         sock = getattr(stream, "socket", None)
-        return sock is not None and peers.from_a_sandbox(sock)
+        return sock is not None and processes.from_a_sandbox(sock)
 
     def open(self, *args: Any, **kwargs: Any) -> None:
         super().open(*args, **kwargs)
@@ -186,7 +191,7 @@ class AcpSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
 
     async def _serve(self, link: Link) -> None:
         """The link's ACP server (it outlives this socket when the link is resumed)."""
-        from iac_kernel.acp.endpoint import load_server
+        from iac_kernel.acp.serve.endpoint import load_server
 
         manager = self._manager()
         claims = manager.connection()

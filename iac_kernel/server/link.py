@@ -3,7 +3,7 @@
 A :class:`Link` is what one ACP client sees as its connection: one agent, the turns it
 started, the questions it was asked. It is served on one WebSocket at a time. A
 resumable link (its client sent ``Acp-Received`` with the upgrade, see
-:mod:`iac_kernel.acp.resume`) keeps its frames numbered in an outbox; when its socket
+:mod:`iac_kernel.acp.remote.resume`) keeps its frames numbered in an outbox; when its socket
 drops it waits :attr:`Links.window` seconds for the client to come back with its
 cursor, and meanwhile its turns go on and its questions stay open. A link whose socket
 closes cleanly (code 1000), or that is not resumable, ends at once: its turns are
@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from iac_kernel.acp.resume import (
+from iac_kernel.acp.remote.resume import (
     ACK_EVERY,
     MAX_OUTBOX_BYTES,
     NORMAL_CLOSE,

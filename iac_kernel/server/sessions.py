@@ -8,17 +8,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Callable
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-from iac_kernel.acp.keep import keep_replay
+from iac_kernel.agent.manager import SessionManager
 from iac_kernel.agent.session import AgentSession
 from iac_kernel.config import Settings
-from iac_kernel.sessions.manager import SessionManager
 from iac_kernel.sessions.store import SessionNotFoundError
-from iac_kernel.sessions.writer import SessionWriter
 
 log = logging.getLogger(__name__)
 
@@ -45,10 +42,8 @@ class RootedManager(SessionManager):
             raise ValueError(f"cwd {cwd!r} is outside the Jupyter server's root_dir")
         return _claim(super().new(cwd, **meta))
 
-    def load(
-        self, session_id: str, on_lock: Callable[[SessionWriter], None] | None = None
-    ) -> AgentSession:
-        return _claim(super().load(session_id, on_lock))
+    def load(self, session_id: str) -> AgentSession:
+        return _claim(super().load(session_id))
 
     def fork(self, session_id: str) -> AgentSession:
         return _claim(super().fork(session_id))
@@ -92,4 +87,4 @@ def make_manager(root_dir: str) -> RootedManager:
     for line in problems:
         log.warning("setting ignored: %s", line)
     holder = f"jupyter server (pid {os.getpid()})"
-    return RootedManager(settings, root_dir, holder=holder, origin="acp", on_settled=keep_replay)
+    return RootedManager(settings, root_dir, holder=holder, origin="acp")

@@ -25,7 +25,7 @@ import asyncio
 import json
 from typing import Any
 
-from iac_kernel.acp.resume import ack_count
+from iac_kernel.acp.remote.resume import ack_count
 
 EVENT_STREAM = "text/event-stream"
 #: Milliseconds an EventSource waits before reconnecting.

@@ -1,4 +1,4 @@
-"""Client frames as the reader that :func:`iac_kernel.acp.server.serve` takes: one
+"""Client frames as the reader that :func:`iac_kernel.acp.serve.server.serve` takes: one
 JSON-RPC message per text frame (or POST body), one per line on the reader.
 
 Incoming frames are fed to an ``asyncio.StreamReader`` with a newline after each; a
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
-from iac_kernel.acp.transport import READ_LIMIT
+from iac_kernel.acp.wire.transport import READ_LIMIT
 
 _NEWLINES = bytes.maketrans(b"\r\n", b"  ")
 

@@ -3,7 +3,7 @@ session store, whatever its outcome (applied, failed, rejected, refused, cancell
 
 ``<store root>/audit.jsonl``, one JSON record a line, append-only, 0600 in the store's
 0700 folder, never followed through a symbolic link. Records are masked before they get
-here (see :mod:`iac_kernel.terraform.audit`); this module only stores and lists them.
+here (see :mod:`iac_kernel.terraform.review`); this module only stores and lists them.
 Any process using the store (kernel, ``iac-kernel acp``) appends to the same file; a
 record is written by one ``write`` under an exclusive lock, so records never interleave.
 """

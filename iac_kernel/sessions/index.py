@@ -52,15 +52,9 @@ class FolderIndex:
         self.dir = root / "index"
         self._cache: dict[str, _Cached] = {}
         self._dir_made = False
-        self._paths: dict[str, Path] = {}
 
     def path(self, cwd: str) -> Path:
-        path = self._paths.get(cwd)
-        if path is None:
-            if len(self._paths) > 4096:
-                self._paths.clear()
-            path = self._paths[cwd] = self.dir / f"{folder_key(cwd)}.jsonl"
-        return path
+        return self.dir / f"{folder_key(cwd)}.jsonl"
 
     @property
     def ready(self) -> bool:

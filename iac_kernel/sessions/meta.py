@@ -107,16 +107,3 @@ class StoredSession:
     keep_from: int = 0
     #: What load repaired, in words (empty when nothing was wrong).
     repairs: list[str] = field(default_factory=list)
-
-
-@dataclass
-class ToolOutput:
-    """What one tool call returned, as stored (redacted)."""
-
-    call_id: str
-    name: str
-    content: str
-    is_error: bool
-    #: The full text when the tool gave more than it showed the model, else ``content``.
-    full: str
-    raw_output: Any = None

@@ -33,12 +33,11 @@ Record = dict[str, Any]
 
 @dataclass
 class LogScan:
-    """A parsed log: the good records, their byte spans, and what was unreadable."""
+    """A parsed log: the good records, and what was unreadable."""
 
     records: list[Record] = field(default_factory=list)
     bad_lines: int = 0
-    #: Byte size of the file read, and whether its last line lacked a newline.
-    size: int = 0
+    #: Whether the last unreadable line lacked a newline (a crash mid-write).
     torn_tail: bool = False
 
 
@@ -47,10 +46,8 @@ def scan(data: bytes | Iterable[bytes]) -> LogScan:
     big log is never held whole); a line that is not a whole JSON object is counted as
     bad."""
     lines = data.splitlines(keepends=True) if isinstance(data, bytes) else data
-    result = LogScan(size=len(data) if isinstance(data, bytes) else 0)
+    result = LogScan()
     for raw in lines:
-        if not isinstance(data, bytes):
-            result.size += len(raw)
         complete = raw.endswith(b"\n")
         record = None
         if complete:
@@ -251,27 +248,6 @@ def _keep_compactions(old: list[Record], new: list[Record]) -> list[Record]:
             record = {**record, "keep_from": new_keep}
         fixed.append(record)
     return fixed
-
-
-def dangling_tool_uses(messages: list[dict[str, Any]]) -> list[str]:
-    """Ids of tool_use blocks anywhere in ``messages`` with no tool_result in the user
-    message right after their response (what the Messages API would reject)."""
-    missing: list[str] = []
-    for index, message in enumerate(messages):
-        if message.get("role") != "assistant":
-            continue
-        ids = [b["id"] for b in _blocks(message) if b.get("type") == "tool_use" and "id" in b]
-        if not ids:
-            continue
-        answered: set[str] = set()
-        for later in messages[index + 1 :]:
-            if later.get("role") != "user":
-                break
-            answered |= {
-                b.get("tool_use_id") for b in _blocks(later) if b.get("type") == "tool_result"
-            }
-        missing += [i for i in ids if i not in answered]
-    return missing
 
 
 def repair_notes(scan: LogScan, notes: list[str]) -> list[str]:

@@ -1,5 +1,5 @@
 """Append-only JSONL session store: private files, locks without held descriptors, crash
-repair, and a listing index.
+repair, a listing index, and each session's one writer.
 
 Layout under the store root (``~/.iac-code/sessions`` by default; folders 0700, files
 0600 whatever the umask)::
@@ -8,7 +8,7 @@ Layout under the store root (``~/.iac-code/sessions`` by default; folders 0700, 
     <id>.json    metadata, rewritten atomically when a field other than the counters changes
     <id>.lock    who writes the session (see :mod:`iac_kernel.sessions.locks`)
     index/       per-folder listing index, kept current on every write (see ``index.py``)
-    mask.key     the key of the masking marks' fingerprints (see ``mask_key.py``)
+    mask.key     the key of the masking marks' fingerprints (see :func:`install_key`)
 
 Every record is appended whole or not at all (a failed write is truncated back) and
 fsynced: each message when it completes, each tool result the moment its call finishes.
@@ -22,33 +22,32 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gc
 import json
 import logging
 import os
+import secrets
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from iac_kernel.masking import marks
 from iac_kernel.masking.marks import MarkTable
 from iac_kernel.sessions import files, locks, records
 from iac_kernel.sessions.files import StoreOpenError, StoreWriteError
 from iac_kernel.sessions.index import FolderIndex
-from iac_kernel.sessions.mask_key import read_key
 from iac_kernel.sessions.meta import (
     SessionLockedError,
     SessionMeta,
     SessionNotFoundError,
     StoredSession,
-    ToolOutput,
     git_root,
     is_valid_session_id,
     now_iso,
 )
-from iac_kernel.sessions.records import INTERRUPTED_RESULT, dangling_tool_uses
-from iac_kernel.sessions.replay_cache import ReplayCache
-from iac_kernel.sessions.writer import SessionWriter
+from iac_kernel.sessions.records import INTERRUPTED_RESULT
 from iac_kernel.textsafe import json_line
 
 __all__ = [
@@ -61,14 +60,63 @@ __all__ = [
     "StoreOpenError",
     "StoreWriteError",
     "StoredSession",
-    "ToolOutput",
-    "dangling_tool_uses",
     "git_root",
     "is_valid_session_id",
     "now_iso",
 ]
 
 log = logging.getLogger(__name__)
+
+#: The store's masking key (``mask.key``): the per-install random key of the keyed
+#: fingerprints that say which values a stored result was masked with
+#: (:mod:`iac_kernel.masking.marks`). 0600, never through a link, hidden from every
+#: sandbox with the store. Without it every stored result is masked again at load; a new
+#: one is made at the next write.
+KEY_NAME = "mask.key"
+
+
+def read_key(root: Path) -> bytes | None:
+    """The store's masking key, or ``None`` when there is none (or it is not one)."""
+    try:
+        key = bytes.fromhex(files.read(root / KEY_NAME).decode("ascii").strip())
+    except (OSError, ValueError):
+        return None
+    return key if len(key) == 32 else None
+
+
+def install_key(root: Path) -> bytes:
+    """The key, made first if there is none (two processes making one: the first wins)."""
+    key = read_key(root)
+    if key is not None:
+        return key
+    files.private_dir(root)
+    made = secrets.token_bytes(32)
+    try:
+        files.create_file(root / KEY_NAME, made.hex().encode() + b"\n")
+    except FileExistsError:
+        with contextlib.suppress(OSError):  # another process's (or a bad one: replaced)
+            key = read_key(root)
+        if key is not None:
+            return key
+        files.replace(root / KEY_NAME, made.hex().encode() + b"\n")
+    return made
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for a bulk read (as it was, after it).
+
+    Reading a long session builds hundreds of thousands of containers at once; each of
+    the collector's full passes walks every one of them again: about half again the time
+    of a 50 MB ``session/load`` (``bench/acp_load.py``). Reference counting still frees
+    everything without a cycle meanwhile."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class SessionStore:
@@ -146,15 +194,9 @@ class SessionStore:
         with contextlib.suppress(OSError, ValueError, SessionNotFoundError):
             cwd = json.loads(files.read(self.path(session_id, ".json")))["cwd"]
             self.index.drop(cwd, session_id)
-        self.replay_cache(session_id).drop()
         for suffix in (".json", ".jsonl", ".lock"):
             with contextlib.suppress(OSError):
                 self.path(session_id, suffix).unlink()
-
-    def replay_cache(self, session_id: str) -> ReplayCache:
-        """The session's cached ``session/load`` replay (:mod:`.replay_cache`)."""
-        self.path(session_id, "")  # a malformed id: SessionNotFoundError
-        return ReplayCache(self.root, session_id)
 
     def read_meta(self, session_id: str) -> SessionMeta:
         path = self.path(session_id, ".json")
@@ -234,42 +276,16 @@ class SessionStore:
         fixed, notes = records.normalize(scan.records, now_iso())
         return _stored(meta, fixed, records.repair_notes(scan, notes))
 
-    def messages_after(self, session_id: str, start: int, end: int) -> list[Any] | None:
-        """The messages of the log's bytes from ``start`` to ``end``, written after a
-        point where nothing was pending; ``None`` when they cannot be read alone (a
-        result that continues the message before, a line that is not whole, anything a
-        load would repair)."""
-        fd = files.open_fd(self.path(session_id, ".jsonl"), os.O_RDONLY)
-        try:
-            data = os.pread(fd, end - start, start)
-        finally:
-            os.close(fd)
-        scan = records.scan(data)
-        kinds = [r.get("type") for r in scan.records if r.get("type") != "mask_set"]
-        if scan.bad_lines or len(data) != end - start or not kinds or kinds[0] == "tool_result":
-            return None
-        fixed, notes = records.normalize(scan.records, now_iso())
-        return None if notes else records.assemble(fixed).messages
-
     def load(self, writer: SessionWriter) -> StoredSession:
         """Read the writer's session and persist repairs of what a crash left behind."""
         scan = self._scan(writer.session_id)
         stamp = now_iso()
         fixed, notes = records.normalize(scan.records, stamp)
         repairs = records.repair_notes(scan, notes)
-        writer.log_size = scan.size
         if repairs:
             note = {"type": "repaired", "ts": stamp, "notes": repairs}
             data = b"".join(json_line(r) for r in [*fixed, note])
-            log_path = self.path(writer.session_id, ".jsonl")
-            cache = self.replay_cache(writer.session_id)
-            kept = cache.still_kept(log_path, data)  # what was repaired came after them
-            if kept is None:
-                cache.drop()
-            files.replace(log_path, data)
-            if kept is not None:
-                cache.follow(kept, log_path)
-            writer.log_size = len(data)
+            files.replace(self.path(writer.session_id, ".jsonl"), data)
             log.warning("session %s repaired: %s", writer.session_id, "; ".join(repairs))
         session = _stored(writer.meta, fixed, repairs)
         writer.sync_counts(fixed, len(session.messages))
@@ -297,27 +313,6 @@ class SessionStore:
             self.remove(meta.session_id)
             raise
         return meta
-
-    def tool_output(self, session_id: str, call_id: str) -> ToolOutput | None:
-        """The stored output of one tool call (the latest record of it), or ``None``."""
-        found = None
-        for record in self._scan(session_id).records:
-            if record.get("type") == "tool_result" and isinstance(record.get("block"), dict):
-                block, name = record["block"], str(record.get("name", ""))
-                if block.get("tool_use_id") == call_id:
-                    found = (block, name, record.get("full"), record.get("raw_output"))
-            elif record.get("type") in ("message", "repair"):
-                content = (record.get("message") or {}).get("content")
-                for block in content if isinstance(content, list) else []:
-                    if isinstance(block, dict) and block.get("tool_use_id") == call_id:
-                        found = (block, "", None, None)
-        if found is None:
-            return None
-        block, name, full, raw = found
-        text = records.result_text(block.get("content"))
-        return ToolOutput(
-            call_id, name, text, bool(block.get("is_error")), full or text, raw_output=raw
-        )
 
 
 @contextlib.contextmanager
@@ -351,3 +346,133 @@ def _stored(meta: SessionMeta, recs: list[dict[str, Any]], repairs: list[str]) -
         keep_from=assembled.keep_from,
         repairs=repairs,
     )
+
+
+class SessionWriter:
+    """The one writer of a session: appends records and keeps its metadata current.
+
+    It holds no file descriptor between calls. The in-memory counters change only after
+    a record is on disk.
+    """
+
+    def __init__(self, store: SessionStore, meta: SessionMeta, token: str):
+        self.store = store
+        self.session_id = meta.session_id
+        self.meta = meta
+        self._token = token
+        self._closed = False
+        self._log = store.path(meta.session_id, ".jsonl")
+        self._in_results = False
+        #: The counters changed since ``<id>.json`` was written (it is rewritten on close).
+        self._dirty = False
+        #: The marks of the log's results and the sets they name (set by the store's
+        #: load; kept current by every write): what a replay checks.
+        self.marks = MarkTable()
+
+    def _append(self, record: dict[str, Any]) -> None:
+        if self._closed:
+            raise RuntimeError(f"session {self.session_id} is closed")
+        files.append(self._log, json_line(record))
+
+    def append_message(self, message: dict[str, Any], *, kind: str = "message", **extra: Any):
+        stamp = now_iso()
+        self._append({"type": kind, "ts": stamp, "message": message, **extra})
+        self._in_results = False
+        self.meta.message_count += 1
+        self.touch(stamp)
+
+    def append_tool_result(
+        self,
+        block: dict[str, Any],
+        *,
+        name: str = "",
+        raw_output: Any = None,
+        full: str | None = None,
+        masked_with: Iterable[str] | None = None,
+    ) -> None:
+        """One finished call's result; consecutive results form one user message.
+
+        ``masked_with``: the known values its text was masked with; the record then
+        carries its mark (:mod:`iac_kernel.masking.marks`), after the ``mask_set``
+        record of those values' fingerprints if this log has none yet."""
+        stamp = now_iso()
+        record: dict[str, Any] = {"type": "tool_result", "ts": stamp, "name": name}
+        record["block"] = block
+        if raw_output is not None:
+            record["raw_output"] = raw_output
+        if full is not None and full != block.get("content"):
+            record["full"] = full
+        mark = self._mark(block, masked_with, stamp)
+        if mark is not None:
+            record["mask"] = mark
+        self._append(record)
+        if mark is not None:
+            self.marks.marks[block["tool_use_id"]] = mark
+        if not self._in_results:
+            self.meta.message_count += 1
+        self._in_results = True
+        self.touch(stamp)
+
+    def _mark(
+        self, block: dict[str, Any], masked_with: Iterable[str] | None, stamp: str
+    ) -> dict[str, str] | None:
+        if masked_with is None or not isinstance(block.get("tool_use_id"), str):
+            return None
+        try:
+            key = self.marks.key = install_key(self.store.root)
+        except OSError as exc:  # no mark: a load masks this result again
+            log.warning("session %s: no masking key: %s", self.session_id, exc)
+            return None
+        mark, known = marks.mark(key, masked_with, records.result_text(block.get("content")))
+        if mark["set"] not in self.marks.sets:
+            record = {"type": "mask_set", "ts": stamp, "id": mark["set"], "known": known}
+            self._append(record)
+            self.marks.sets[mark["set"]] = known
+        return mark
+
+    def append_compaction(self, summary: str, keep_from: int) -> None:
+        self._append(
+            {"type": "compaction", "ts": now_iso(), "summary": summary, "keep_from": keep_from}
+        )
+        self.touch()
+
+    def sync_counts(self, recs: list[dict[str, Any]], message_count: int) -> None:
+        """Set the counters from the loaded log (called by :meth:`SessionStore.load`)."""
+        last = next((r for r in reversed(recs) if r.get("type") != "repaired"), None)
+        self._in_results = bool(last and last.get("type") == "tool_result")
+        self.meta.message_count = message_count
+
+    def update(self, **fields: Any) -> None:
+        old_cwd = self.meta.cwd
+        for key, value in fields.items():
+            setattr(self.meta, key, value)
+        self.meta.updated_at = now_iso()
+        self.store.write_meta(self.meta, old_cwd)
+        self._dirty = False
+
+    def touch(self, stamp: str | None = None) -> None:
+        """New ``updated_at`` and counters, in the listing index only (no rewrite)."""
+        self.meta.updated_at = stamp or now_iso()
+        self._dirty = True
+        meta = self.meta
+        try:
+            self.store.index.bump(meta.cwd, meta.session_id, meta.updated_at, meta.message_count)
+        except OSError as exc:  # the index is a cache; the log already has the record
+            log.warning("session %s: listing index not updated: %s", self.session_id, exc)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._dirty:
+            try:
+                path = self.store.path(self.session_id, ".json")
+                files.replace(path, json_line(asdict(self.meta)))
+            except OSError as exc:
+                log.warning("session %s: metadata not saved on close: %s", self.session_id, exc)
+        with contextlib.suppress(OSError):
+            locks.release(self.store.path(self.session_id, ".lock"), self._token)

@@ -10,7 +10,7 @@ or may hold one inline (``pg``'s ``conn_str``, ``consul``'s ``http_auth``
 setting in a nested block (``assume_role``, ``assume_role_with_web_identity``,
 ``exec``) is matched by its own name. A setting that only names a file holding a secret
 (``client_certificate_path``, ``shared_credentials_file``) is not a secret: masking a
-path hides nothing; :data:`SECRET_FILE_SETTINGS` lists them. Backends removed in
+path hides nothing. Backends removed in
 Terraform 1.3 and never in OpenTofu (``artifactory``, ``etcd``, ``etcdv3``, ``manta``,
 ``swift``, the ``azure`` name) are kept: an old ``.terraform`` folder still names them.
 
@@ -88,22 +88,6 @@ SECRET_SETTINGS: dict[str, frozenset[str]] = {
     "swift": frozenset({"password", "token", "application_credential_secret", "key"}),
 }
 
-#: Settings naming a file that holds a secret (the file is sensitive, the path is not).
-SECRET_FILE_SETTINGS: dict[str, frozenset[str]] = {
-    "s3": frozenset(
-        {"shared_credentials_file", "shared_credentials_files", "web_identity_token_file"}
-    ),
-    "azurerm": frozenset(
-        {"client_certificate_path", "client_secret_file_path", "oidc_token_file_path"}
-    ),
-    "consul": frozenset({"key_file"}),
-    "cos": frozenset({"shared_credentials_dir"}),
-    "kubernetes": frozenset({"config_path", "config_paths"}),
-    "oss": frozenset({"shared_credentials_file"}),
-    "oci": frozenset({"private_key_path"}),
-    "etcdv3": frozenset({"key_path"}),
-}
-
 #: OpenTofu's encryption key providers (v1.7; external and the external method v1.10,
 #: azure_vault v1.11). ``chain`` (pbkdf2), ``a``/``b`` (xor) and a method's ``keys``
 #: are references to another key provider's output.
@@ -172,13 +156,13 @@ def terraform_block_values(doc: Any) -> list[str]:
     """The secret values a configuration file's ``terraform`` blocks give (python-hcl2's
     shape or JSON syntax): ``backend`` and ``cloud`` settings, and ``encryption``."""
     found: list[str] = []
-    for block in _bodies(doc.get("terraform") if isinstance(doc, dict) else None):
-        for backends in _bodies(block.get("backend")):
+    for block in bodies(doc.get("terraform") if isinstance(doc, dict) else None):
+        for backends in bodies(block.get("backend")):
             for kind, body in backends.items():
                 found += secret_values(body, kind)
-        for cloud in _bodies(block.get("cloud")):
+        for cloud in bodies(block.get("cloud")):
             found += secret_values(cloud, "cloud")
-        for encryption in _bodies(block.get("encryption")):
+        for encryption in bodies(block.get("encryption")):
             found += encryption_values(encryption)
     return found
 
@@ -191,10 +175,10 @@ def encryption_values(config: Any) -> list[str]:
     if not isinstance(config, dict):
         return found
     for field, table in (("key_provider", KEY_PROVIDER_SECRETS), ("method", METHOD_SECRETS)):
-        for by_type in _bodies(config.get(field)):
+        for by_type in bodies(config.get(field)):
             for kind, named in by_type.items():
                 known = table.get(kind)
-                for body in _bodies(named):
+                for body in bodies(named):
                     for instance in body.values():
                         found += _walk(instance, lambda n, k=known: _secret_in(n, k))
     return found
@@ -206,8 +190,9 @@ def _secret_in(name: str, known: frozenset[str] | None) -> bool:
     return bool(_SECRET_NAME.search(name.lower()))
 
 
-def _bodies(value: Any) -> list[dict[str, Any]]:
-    """A block's bodies: python-hcl2 gives a list of dicts, JSON syntax one dict."""
+def bodies(value: Any) -> list[dict[str, Any]]:
+    """A block's bodies: python-hcl2 gives a list of dicts, JSON syntax one dict (the
+    ``variable`` / ``terraform`` / ``backend`` blocks of a configuration too)."""
     if isinstance(value, dict):
         return [value]
     if isinstance(value, list):

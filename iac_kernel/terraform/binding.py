@@ -3,31 +3,30 @@
 A question names a folder, a workspace and a state; terraform finds them at run time
 through inputs the call can change while the question waits: a symlinked ``-chdir``
 folder, ``.terraform/environment``, ``TF_DATA_DIR``, the CLI config and the var files.
-:func:`bind` reads them at question time; the command then runs with them given
-explicitly (:meth:`Binding.argv`, :meth:`Binding.env`: ``-chdir=<resolved folder>``,
-``TF_WORKSPACE=<selected>``, ``TF_DATA_DIR=<absolute>``, ``TF_CLI_CONFIG_FILE=<private
-copy>``), and :meth:`Binding.changed`, run right before the exec, refuses a run whose
-folder, data folder, backend settings, var files or state lineage changed meanwhile.
-
-Paths are handled as the sandbox sees them (``host_path`` maps one to the host): a
-symlink's target is read in the sandbox's view (:func:`resolve_inside`).
+:func:`bind` reads them at question time (paths as the sandbox sees them); the command
+then runs with them given explicitly (:meth:`Binding.argv`, :meth:`Binding.env`), and
+:meth:`Binding.changed`, run right before the exec, refuses a run whose folder, data
+folder, backend settings, var files or state lineage changed meanwhile. The state is
+marked by its lineage and serial (:func:`state_mark`) before the question and after
+the run (:func:`lineage_check`), for the audit record.
 """
 
 from __future__ import annotations
 
-import errno
 import hashlib
+import json
 import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from iac_kernel.guard.held import identity
-from iac_kernel.terraform.apply_args import flag_values
-from iac_kernel.terraform.audit import state_mark
+from iac_kernel.guard.tfcover.held import identity
+from iac_kernel.guard.tfcover.writes import HostPath, resolve, selected_workspace, workspace_state
+from iac_kernel.terraform.commands import flag_values
 
 #: Subcommands whose question is bound (the rest read, or are asked for no target).
 BOUND = {
@@ -43,37 +42,8 @@ BOUND = {
 }
 AUTO_VAR_FILES = ("terraform.tfvars", "terraform.tfvars.json", "*.auto.tfvars")
 AUTO_VAR_FILES += ("*.auto.tfvars.json",)
-MAX_HOPS = 40
-HostPath = Callable[[str], str]
-
-
-def resolve_inside(path: str, host_path: HostPath = os.path.normpath) -> str:
-    """``path`` (absolute, as the sandbox sees it) with every symlink resolved the way
-    the sandbox would: targets are read through ``host_path``; a missing rest is kept."""
-    parts = [p for p in path.split("/") if p]
-    done, hops = "/", 0
-    while parts:
-        part = parts.pop(0)
-        if part == ".":
-            continue
-        if part == "..":
-            done = os.path.dirname(done)
-            continue
-        candidate = os.path.join(done, part)
-        try:
-            info = os.lstat(host_path(candidate))
-        except FileNotFoundError:
-            return os.path.join(candidate, *parts)
-        if not stat.S_ISLNK(info.st_mode):
-            done = candidate
-            continue
-        hops += 1
-        if hops > MAX_HOPS:
-            raise OSError(errno.ELOOP, "too many symbolic links", path)
-        target = os.readlink(host_path(candidate))
-        done = "/" if target.startswith("/") else done
-        parts = [p for p in target.split("/") if p] + parts
-    return done
+#: The largest state file read for its lineage and serial.
+MAX_STATE_BYTES = 256 * 1024 * 1024
 
 
 def _digest(host: str) -> str | None:
@@ -106,7 +76,10 @@ class Binding:
     pin_workspace: bool
     #: What ``TF_CLI_CONFIG_FILE`` is set to (a private copy), or None: left as it was.
     cli_config: str | None
-    #: Host path -> digest of what must not change (var files, backend settings, ...).
+    #: Host paths watched (backend settings, the CLI config, ...) and ``-var-file`` names.
+    watched: list[str] = field(default_factory=list)
+    var_files: list[str] = field(default_factory=list)
+    #: Host path -> digest of what must not change (watched files and var files).
     files: dict[str, str | None] = field(default_factory=dict)
     idents: dict[str, tuple[int, int] | None] = field(default_factory=dict)
     #: The command's environment, and its ``-state`` (a host path), if any.
@@ -117,7 +90,6 @@ class Binding:
     host_path: HostPath = os.path.normpath
     #: The folder as the command names it (absolute, symlinks not resolved).
     named: str = ""
-    _recheck: Callable[[], dict[str, str | None]] | None = None
 
     @property
     def through_link(self) -> bool:
@@ -141,30 +113,40 @@ class Binding:
             out["TF_CLI_CONFIG_FILE"] = self.cli_config
         return out
 
-    def host_env(self, env: Mapping[str, str]) -> dict[str, str]:
-        """:meth:`env` with host paths: where the guard reads the state."""
-        out = self.env(env)
-        out["TF_DATA_DIR"] = str(self.host_data_dir)
-        return out
-
     def state_now(self, state_flag: str | None = None) -> dict:
-        """The state's mark now (``-state-out``: ``state_flag``)."""
-        flag = state_flag or self.state_flag
-        return state_mark(self.host_workdir, self.host_env(self.base_env), flag)
+        """The state's mark now (``-state-out``: ``state_flag``), read on the host."""
+        env = {**self.env(self.base_env), "TF_DATA_DIR": str(self.host_data_dir)}
+        return state_mark(self.host_workdir, env, state_flag or self.state_flag)
 
     def shown(self) -> str:
         return f"Runs in: {self.workdir} (workspace {self.workspace})."
 
+    def scan(self) -> tuple[dict[str, str | None], dict[str, tuple[int, int] | None]]:
+        """(host path -> digest, name -> identity) of what must not change, now."""
+        host = self.host_path
+        files = {p: _digest(p) for p in self.watched}
+        for name in self.var_files:
+            path = host(name if os.path.isabs(name) else os.path.join(self.workdir, name))
+            files[path] = _digest(path)
+        for pattern in AUTO_VAR_FILES:
+            for found in sorted(self.host_workdir.glob(pattern)):
+                files[str(found)] = _digest(str(found))
+        idents = {
+            "folder": identity(str(self.host_workdir), follow_symlinks=True),
+            "data folder": identity(str(self.host_data_dir), follow_symlinks=True),
+        }
+        return files, idents
+
     def changed(self) -> str | None:
         """Why the run is refused (what changed since the question), or None."""
-        now = _scan(self)
+        files, idents = self.scan()
         for name, ident in self.idents.items():
-            if now["idents"].get(name) != ident:
+            if idents.get(name) != ident:
                 return self._refusal(f"the {name} is not the folder the question named")
         for path, digest in self.files.items():
-            if now["files"].get(path) != digest:
+            if files.get(path) != digest:
                 return self._refusal(f"{path} changed")
-        extra = set(now["files"]) - set(self.files)
+        extra = set(files) - set(self.files)
         if extra:
             return self._refusal(f"{sorted(extra)[0]} appeared")
         lineage = self.state.get("lineage")
@@ -197,12 +179,12 @@ def bind(
     ``words``: its arguments, the environment's included, for ``-var-file``)."""
     start = os.path.join(cwd, chdir) if chdir else cwd
     named = os.path.abspath(start)
-    workdir = resolve_inside(named, host_path)
+    workdir = resolve(named, host_path)
     data = env.get("TF_DATA_DIR") or ".terraform"
-    data_dir = resolve_inside(os.path.join(workdir, data), host_path)
+    data_dir = resolve(os.path.join(workdir, data), host_path)
     workspace_cmd = subcommand == "workspace"
     host_data = host_path(data_dir)
-    selected = env.get("TF_WORKSPACE") or _read_environment(host_data) or "default"
+    selected = selected_workspace(host_data, env)
     cli_config, config_src = _cli_config(cwd, env, host_path, private_dir, sandbox_private_dir)
     binding = Binding(
         program,
@@ -219,45 +201,15 @@ def bind(
         host_path=host_path,
         named=named,
     )
-    watched = [os.path.join(host_data, "terraform.tfstate")]  # the backend's settings
+    binding.watched = [os.path.join(host_data, "terraform.tfstate")]  # backend settings
     if workspace_cmd:
-        watched.append(os.path.join(host_data, "environment"))
+        binding.watched.append(os.path.join(host_data, "environment"))
     if config_src:
-        watched.append(config_src)
-    named = flag_values(words, "var-file")
-
-    def scan() -> dict[str, dict]:
-        files = {p: _digest(p) for p in watched}
-        for name in named:
-            inside = name if os.path.isabs(name) else os.path.join(workdir, name)
-            files[host_path(inside)] = _digest(host_path(inside))
-        for pattern in AUTO_VAR_FILES:
-            for path in sorted(Path(host_path(workdir)).glob(pattern)):
-                files[str(path)] = _digest(str(path))
-        idents = {
-            "folder": identity(host_path(workdir), follow_symlinks=True),
-            "data folder": identity(host_data, follow_symlinks=True),
-        }
-        return {"files": files, "idents": idents}
-
-    binding._recheck = scan
-    first = scan()
-    binding.files, binding.idents = first["files"], first["idents"]
+        binding.watched.append(config_src)
+    binding.var_files = flag_values(words, "var-file")
+    binding.files, binding.idents = binding.scan()
     binding.state = binding.state_now()
     return binding
-
-
-def _scan(binding: Binding) -> dict[str, dict]:
-    assert binding._recheck is not None
-    return binding._recheck()
-
-
-def _read_environment(host_data: str) -> str:
-    try:
-        with open(os.path.join(host_data, "environment"), encoding="utf-8") as fh:
-            return fh.read(4096).strip()
-    except (OSError, UnicodeDecodeError):
-        return ""
 
 
 def _cli_config(
@@ -277,7 +229,7 @@ def _cli_config(
         inside = os.path.join(env["HOME"], ".terraformrc")
     else:
         return None, None
-    inside = resolve_inside(inside, host_path)
+    inside = resolve(inside, host_path)
     source = host_path(inside)
     try:
         regular = stat.S_ISREG(os.stat(source).st_mode)
@@ -302,3 +254,47 @@ def lineage_check(before: Mapping, after: dict) -> dict:
     if expected and after.get("path") is not None and after.get("lineage") != expected:
         out["lineage_mismatch"] = {"expected": expected, "found": after.get("lineage")}
     return out
+
+
+def state_mark(workdir: Path, env: Mapping[str, str], state_flag: str | None = None) -> dict:
+    """``{"path", "lineage", "serial", "workspace"}`` of the local state an apply in
+    ``workdir`` reads and writes, now (no state yet: lineage and serial None; a remote
+    backend's: path None and a note)."""
+    data_dir = str(workdir / (env.get("TF_DATA_DIR") or ".terraform"))
+    mark: dict[str, Any] = {"workspace": selected_workspace(data_dir, env)}
+    found = state_flag or workspace_state(data_dir, env)
+    if found is None:
+        return {**mark, "path": None, "note": "remote backend: its state was not read"}
+    path = workdir / found
+    mark["path"] = _shown(path, workdir)
+    try:
+        if path.stat().st_size > MAX_STATE_BYTES:
+            return {**mark, "note": "state too large to read"}
+        doc = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return {**mark, "lineage": None, "serial": None}
+    except (OSError, ValueError) as exc:
+        return {**mark, "note": f"unreadable: {type(exc).__name__}"}
+    if not isinstance(doc, dict):
+        return {**mark, "note": "not a state file"}
+    return {**mark, "lineage": doc.get("lineage"), "serial": doc.get("serial")}
+
+
+def state_line(mark: Mapping[str, Any]) -> str:
+    """The state an apply will read and write, for its question."""
+    where = f"workspace {mark.get('workspace') or 'default'}"
+    if mark.get("path") is None:
+        return f"State: a remote backend's ({where}), not read here."
+    if mark.get("note"):
+        return f"State: {mark['path']} ({where}; {mark['note']})."
+    if mark.get("serial") is None:
+        return f"State: {mark['path']} ({where}; no state yet)."
+    lineage = str(mark.get("lineage") or "")[:8]
+    return f"State: {mark['path']} ({where}; serial {mark['serial']}, lineage {lineage})."
+
+
+def _shown(path: Path, workdir: Path) -> str:
+    try:
+        return str(path.relative_to(workdir))
+    except ValueError:
+        return str(path)

@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from iac_kernel.terraform import backends
+from iac_kernel.terraform.backends import bodies
+from iac_kernel.terraform.commands import flag_values
 from iac_kernel.terraform.sensitive import keep, leaves
 
 log = logging.getLogger(__name__)
@@ -42,27 +44,27 @@ def unquote(value: Any) -> Any:
     return value
 
 
-def _blocks(doc: Any, kind: str) -> list[dict[str, Any]]:
-    """``variable`` / ``terraform`` blocks in python-hcl2's shape (a list of dicts) or in
-    JSON syntax (one dict)."""
-    found = doc.get(kind) if isinstance(doc, dict) else None
-    if isinstance(found, dict):
-        return [found]
-    return [b for b in found or [] if isinstance(b, dict)]
+def parse_text(text: str, json_syntax: bool = False) -> Any:
+    """HCL (python-hcl2's shape, quotes taken off) or JSON syntax, or None when it is
+    neither (skipped, not fatal: terraform refuses it too)."""
+    try:
+        if json_syntax:
+            return json.loads(text)
+        import hcl2
+
+        return unquote(hcl2.loads(text))
+    except Exception:
+        log.debug("cannot parse %r", text[:80])
+        return None
 
 
 def parse(path: Path) -> Any:
     """A ``.tf`` / ``.tf.json`` / ``.tfvars`` / ``.tfvars.json`` file, or None."""
     try:
         text = path.read_text(errors="replace")
-        if path.name.endswith(".json"):
-            return json.loads(text)
-        import hcl2
-
-        return unquote(hcl2.loads(text))
-    except Exception:  # a file we cannot parse is skipped, not fatal
-        log.debug("cannot parse %s", path)
+    except OSError:
         return None
+    return parse_text(text, path.name.endswith(".json"))
 
 
 def given_leaves(text: str) -> list[str]:
@@ -70,13 +72,9 @@ def given_leaves(text: str) -> list[str]:
     itself, and for an HCL value (a list, map or object variable: ``["a", "b"]``) each of
     its elements, which terraform prints one by one."""
     found = [text]
-    if text.lstrip().startswith(("[", "{")):
-        try:
-            import hcl2
-
-            found += leaves(unquote(hcl2.loads(f"v = {text}\n")).get("v"))
-        except Exception:  # terraform rejects it too (and prints the text, found above)
-            log.debug("a given value is no HCL")
+    if text.lstrip().startswith(("[", "{")):  # not HCL: terraform prints the text, found
+        doc = parse_text(f"v = {text}\n")
+        found += leaves(doc.get("v")) if isinstance(doc, dict) else []
     return found
 
 
@@ -92,7 +90,7 @@ def declared(doc: Any) -> tuple[set[str], list[str]]:
     """Names of the variables ``doc`` declares sensitive, and their defaults' leaves."""
     names: set[str] = set()
     found: list[str] = []
-    for block in _blocks(doc, "variable"):
+    for block in bodies(doc.get("variable") if isinstance(doc, dict) else None):
         for name, body in block.items():
             if isinstance(body, list) and body:  # JSON syntax allows a list of bodies
                 body = body[0]
@@ -105,8 +103,8 @@ def declared(doc: Any) -> tuple[set[str], list[str]]:
 def backend_paths(doc: Any, directory: Path) -> list[Path]:
     """State files a ``backend "local"`` block of ``doc`` names."""
     paths: list[Path] = []
-    for block in _blocks(doc, "terraform"):
-        for backend in _blocks(block, "backend"):
+    for block in bodies(doc.get("terraform") if isinstance(doc, dict) else None):
+        for backend in bodies(block.get("backend")):
             for kind, body in backend.items():
                 if isinstance(body, list) and body:
                     body = body[0]
@@ -167,18 +165,12 @@ def config_values(
 def exec_given_secrets(words: list[str], env: Mapping[str, str]) -> list[str]:
     """Secrets a terraform/tofu command line gives outside any file: ``-backend-config``
     ``KEY=VALUE`` words setting a backend's secret setting, and ``TF_ENCRYPTION``'s."""
-    configs = [w for i, w in enumerate(words) if i and words[i - 1] in _BACKEND_CONFIG]
-    configs += [w.partition("=")[2] for w in words if w.startswith(_BACKEND_CONFIG_EQ)]
     found: list[str] = []
-    for config in configs:
+    for config in flag_values(words, "backend-config"):
         name, eq, value = config.partition("=")
         if eq and backends.is_secret_setting(name.strip().strip('"')):
             found += given_leaves(value)
     return found + encryption_env_values(env)
-
-
-_BACKEND_CONFIG = ("-backend-config", "--backend-config")
-_BACKEND_CONFIG_EQ = ("-backend-config=", "--backend-config=")
 
 
 def encryption_env_values(env: Mapping[str, str]) -> list[str]:
@@ -187,13 +179,4 @@ def encryption_env_values(env: Mapping[str, str]) -> list[str]:
     text = env.get("TF_ENCRYPTION", "")
     if not text.strip():
         return []
-    try:
-        if text.lstrip().startswith("{"):
-            doc = json.loads(text)
-        else:
-            import hcl2
-
-            doc = unquote(hcl2.loads(text))
-    except Exception:  # not HCL: tofu refuses it too
-        return []
-    return backends.encryption_values(doc)
+    return backends.encryption_values(parse_text(text, text.lstrip().startswith("{")))

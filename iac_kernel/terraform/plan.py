@@ -1,38 +1,33 @@
 """A plan as data: ``terraform show -json PLANFILE`` reduced to what a reviewer reads.
 
 Counts by action, and per resource address its action, the reason, the paths that force
-a replacement and the attribute-level changes; output changes; drift (``resource_drift``:
-changes made outside Terraform); errors. Values Terraform marks sensitive
-(``before_sensitive`` / ``after_sensitive``) are replaced with :data:`SENSITIVE` here, by
-path; :mod:`.sensitive` masks them again by value wherever else they appear.
+a replacement and the attribute-level changes (``before`` and ``after`` flattened to leaf
+paths: ``tags.env``, ``ingress[0].cidr_blocks[1]``); output changes; drift
+(``resource_drift``: changes made outside Terraform); errors. Values Terraform marks
+sensitive (``before_sensitive`` / ``after_sensitive``) are replaced with
+:data:`SENSITIVE` here, by path; :mod:`.sensitive` masks them again by value wherever
+else they appear.
+
+Review order (:attr:`Plan.changed`): replacements and deletes first (they destroy data),
+then updates, then creates; inside an action, by module and resource type, then by
+address in natural order (``old[2]`` before ``old[10]``). :meth:`Plan.to_dict` fits the
+plan to a byte budget (long values clipped, changes counted by action and type, lists
+shrunk); :mod:`.summary` shows it as text and as the card's rows.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from iac_kernel.terraform.plan_attrs import (
-    MAX_CHANGES,
-    SENSITIVE,
-    UNKNOWN,
-    AttributeChange,
-    attribute_changes,
-)
-from iac_kernel.terraform.plan_fit import clipped, fit, groups_of
-from iac_kernel.terraform.plan_rows import (
-    compact_rows,
-    in_review_order,
-    remember,
-)
 from iac_kernel.terraform.sensitive import mask_value, values_from_show
 
-__all__ = ["MAX_CHANGES", "SENSITIVE", "UNKNOWN", "AttributeChange", "attribute_changes"]
-
-#: Terraform's actions (counts are kept in this order; review order: .plan_rows).
+#: Terraform's actions (counts are kept in this order).
 ACTIONS = ("delete", "replace", "create", "update", "read", "forget", "no-op")
 #: Rows of changing resources in :meth:`Plan.to_dict` (cards, ``_meta``, the store).
 ROWS_SHOWN = 500
@@ -54,6 +49,29 @@ REASONS = {
     "read_because_dependency_pending": "a dependency has pending changes",
     "read_because_check_nested": "read by a check block",
 }
+SENSITIVE = "(sensitive)"
+UNKNOWN = "(known after apply)"
+#: Attribute changes kept per resource (a huge resource keeps the first ones).
+MAX_CHANGES = 200
+_MAX_DEPTH = 12
+MAX_GROUPS = 200
+#: Longest attribute value in :meth:`Plan.to_dict` (the whole one: terraform_plan_detail).
+CLIP_CHARS = 1000
+#: Review order of actions: what destroys data first.
+REVIEW_ORDER = ("replace", "delete", "update", "create", "read", "forget")
+_DIGITS = re.compile(r"(\d+)")
+
+
+@dataclass
+class AttributeChange:
+    """One attribute path that changes: ``tags.env``, ``ingress[0].cidr_blocks[1]``."""
+
+    path: str
+    before: Any = None
+    after: Any = None
+    sensitive: bool = False
+    unknown: bool = False
+    forces_replace: bool = False
 
 
 @dataclass
@@ -139,57 +157,40 @@ class Plan:
             self._order = (*key, in_review_order(self.resources))
         return list(self._order[2])
 
-    def rows(self) -> dict[str, Any]:
-        """Every changing row in the compact form of :func:`.plan_rows.compact_rows`; with
-        a plan file, ``key`` (its sha256) asks for a row's diff that did not fit
-        (:func:`.plan_rows.row_diff`)."""
-        changed = self.changed
-        rows = compact_rows(changed, {id(r): reason_text(r) for r in self.resources})
-        if self.file is not None:
-            remember(self.file.sha256, changed)
-            rows["key"] = self.file.sha256
-        return rows
-
     def resource(self, address: str) -> ResourceChange | None:
         for item in (*self.resources, *self.drift):
             if item.address == address:
                 return item
         return None
 
-    def to_dict(self, max_rows: int | None = ROWS_SHOWN) -> dict[str, Any]:
-        """The plan as data for cards, ``_meta`` and the store. With ``max_rows`` (the
-        default) it stays under :data:`DICT_BYTES` whatever the plan's size: the changing
-        resources (replacements and deletes first) up to ``max_rows``, fewer if their attribute
-        changes are large, with ``groups`` (counts by action and type) for all of them and
-        ``rows_total`` / ``truncated``; the rest is one ``terraform_plan_detail`` away.
-        ``max_rows=None`` keeps every resource, no-ops included."""
-        changed = self.changed if max_rows is not None else []
-        rows = self.resources if max_rows is None else changed[:max_rows]
-        drift = self.drift if max_rows is None else self.drift[:max_rows]
+    def to_dict(self, max_rows: int = ROWS_SHOWN) -> dict[str, Any]:
+        """The plan as data for cards, ``_meta`` and the store, under :data:`DICT_BYTES`
+        whatever the plan's size: the changing resources (replacements and deletes first)
+        up to ``max_rows``, fewer if their attribute changes are large, with ``groups``
+        (counts by action and type) for all of them and ``rows_total`` / ``truncated``;
+        the rest is one ``terraform_plan_detail`` away."""
+        changed = self.changed
         data: dict[str, Any] = {
             "file": asdict(self.file) if self.file is not None else None,
             "program": self.program,
             "version": self.version,
             "refresh_only": self.refresh_only,
             "counts": dict(self.counts),
-            "resources": [_resource_dict(r, max_rows is not None) for r in rows],
-            "outputs": [asdict(o) for o in self.outputs[: max_rows or None]],
-            "drift": [_resource_dict(r, max_rows is not None) for r in drift],
+            "resources": [_resource_dict(r) for r in changed[:max_rows]],
+            "outputs": [asdict(o) for o in self.outputs[:max_rows]],
+            "drift": [_resource_dict(r) for r in self.drift[:max_rows]],
             "errored": self.errored,
             "applyable": self.applyable,
-            "errors": list(self.errors[:20] if max_rows else self.errors),
-            "checks": list(self.checks[: max_rows or None]),
+            "errors": self.errors[:20],
+            "checks": self.checks[:max_rows],
             "checks_note": self.checks_note,
+            "summary": summary_line(self),
+            "groups": groups_of(changed),
+            "rows_total": len(changed),
+            "drift_total": len(self.drift),
         }
         if self.file is not None:
-            data["file"]["short_hash"] = self.file.short_hash
-            data["file"]["time"] = self.file.time
-        data["summary"] = summary_line(self)
-        if max_rows is None:
-            return data
-        data["groups"] = groups_of(changed)
-        data["rows_total"] = len(changed)
-        data["drift_total"] = len(self.drift)
+            data["file"].update(short_hash=self.file.short_hash, time=self.file.time)
         fit(data, DICT_BYTES)
         data["truncated"] = (
             len(data["resources"]) < data["rows_total"]
@@ -199,42 +200,16 @@ class Plan:
         )
         return data
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Plan:
-        file = data.get("file")
-        return cls(
-            file=PlanFile(**{k: file[k] for k in ("path", "sha256", "size", "mtime")})
-            if file
-            else None,
-            program=data.get("program", "terraform"),
-            version=data.get("version", ""),
-            refresh_only=bool(data.get("refresh_only")),
-            counts=dict(data.get("counts") or {}),
-            resources=[_resource_from(r) for r in data.get("resources") or []],
-            outputs=[OutputChange(**o) for o in data.get("outputs") or []],
-            drift=[_resource_from(r) for r in data.get("drift") or []],
-            errored=bool(data.get("errored")),
-            applyable=bool(data.get("applyable", True)),
-            errors=list(data.get("errors") or []),
-            checks=list(data.get("checks") or []),
-            checks_note=data.get("checks_note", ""),
-        )
 
-
-def _resource_dict(resource: ResourceChange, clip: bool = True) -> dict[str, Any]:
-    shown = asdict(resource)
-    shown["why"] = reason_text(resource)  # the reason in words, for renderers
-    if clip:
-        for change in shown["changes"]:
-            change["before"] = clipped(change["before"])
-            change["after"] = clipped(change["after"])
+def _resource_dict(resource: ResourceChange) -> dict[str, Any]:
+    """One row as data (``why``: the reason in words, for renderers), values clipped to
+    :data:`CLIP_CHARS`."""
+    shown = dict(vars(resource), replace_paths=list(resource.replace_paths))
+    shown["changes"] = [
+        dict(vars(c), before=clipped(c.before), after=clipped(c.after)) for c in resource.changes
+    ]
+    shown["why"] = reason_text(resource)
     return shown
-
-
-def _resource_from(data: dict[str, Any]) -> ResourceChange:
-    changes = [AttributeChange(**c) for c in data.get("changes") or []]
-    fields = {k: v for k, v in data.items() if k not in ("why", "changes_total")}
-    return ResourceChange(**{**fields, "changes": changes})
 
 
 def reason_text(resource: ResourceChange) -> str:
@@ -367,3 +342,134 @@ def _path_text(steps: list[Any]) -> str:
         else:
             text += f".{step}" if text else str(step)
     return text
+
+
+def attribute_changes(change: dict[str, Any], replace_paths: set[str]) -> list[AttributeChange]:
+    """The leaf attributes whose value differs between ``before`` and ``after``."""
+    before: dict[str, tuple[Any, bool, bool]] = {}
+    after: dict[str, tuple[Any, bool, bool]] = {}
+    _flatten(change.get("before"), change.get("before_sensitive"), None, before)
+    _flatten(change.get("after"), change.get("after_sensitive"), change.get("after_unknown"), after)
+    out: list[AttributeChange] = []
+    absent = (None, False, False)
+    for path in sorted(before.keys() | after.keys()):
+        old, old_sensitive, _ = before.get(path, absent)
+        new, new_sensitive, unknown = after.get(path, absent)
+        if old == new and not unknown and old_sensitive == new_sensitive:
+            continue
+        forces = any(path == p or path.startswith((p + ".", p + "[")) for p in replace_paths)
+        out.append(
+            AttributeChange(
+                path,
+                SENSITIVE if old_sensitive and old is not None else old,
+                UNKNOWN if unknown else (SENSITIVE if new_sensitive else new),
+                old_sensitive or new_sensitive,
+                unknown,
+                forces,
+            )
+        )
+        if len(out) >= MAX_CHANGES:
+            break
+    return out
+
+
+def _flatten(
+    value: Any,
+    sensitive: Any,
+    unknown: Any,
+    leaves: dict[str, tuple[Any, bool, bool]],
+    prefix: str = "",
+    depth: int = 0,
+) -> None:
+    """Put ``path -> (value, sensitive, unknown)`` in ``leaves`` for every leaf of ``value``."""
+    if value is None and unknown and isinstance(unknown, dict):
+        value = {}  # a block that does not exist yet but has unknown members
+    if sensitive is True or unknown is True or depth >= _MAX_DEPTH:
+        leaves[prefix or "(value)"] = (value, sensitive is True, unknown is True)
+    elif isinstance(value, dict) and (value or (unknown and isinstance(unknown, dict))):
+        masks = sensitive if isinstance(sensitive, dict) else {}
+        unknowns = unknown if isinstance(unknown, dict) else {}
+        for key in (value.keys() | unknowns.keys()) if unknowns else value:
+            path = f"{prefix}.{key}" if prefix else str(key)
+            _flatten(value.get(key), masks.get(key), unknowns.get(key), leaves, path, depth + 1)
+    elif isinstance(value, list) and value:
+        masks = sensitive if isinstance(sensitive, list) else []
+        unknowns = unknown if isinstance(unknown, list) else []
+        for index, item in enumerate(value):
+            mask = masks[index] if index < len(masks) else None
+            more = unknowns[index] if index < len(unknowns) else None
+            _flatten(item, mask, more, leaves, f"{prefix}[{index}]", depth + 1)
+    else:
+        leaves[prefix or "(value)"] = (value, False, False)
+
+
+def natural_key(text: str) -> tuple[Any, ...]:
+    """A sort key where runs of digits compare as numbers: ``r[2]`` before ``r[10]``."""
+    parts = _DIGITS.split(text)
+    # Strings at even positions, numbers at odd ones: tuples always compare like with like.
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(parts))
+
+
+def action_rank(action: str) -> int:
+    return REVIEW_ORDER.index(action) if action in REVIEW_ORDER else len(REVIEW_ORDER)
+
+
+def module_of(address: str, type_: str = "", mode: str = "managed") -> str:
+    """The module part of an address (``module.a[3].module.b``; ``""`` for the root)."""
+    if not type_:  # the last ``module.NAME[KEY]`` step, without the resource's own part
+        found = list(re.finditer(r"module\.[^.\[]+(\[[^\]]*\])?", address))
+        return address[: found[-1].end()] if found else ""
+    own = ("data." if mode == "data" else "") + f"{type_}."
+    at = address.rfind(own)
+    return address[:at].rstrip(".") if at > 0 else ""
+
+
+def review_key(action: str, address: str, type_: str = "", mode: str = "managed") -> tuple:
+    """Sort key of one row: action, module, type, address (natural order)."""
+    module = module_of(address, type_, mode)
+    return (action_rank(action), natural_key(module), type_, natural_key(address))
+
+
+def in_review_order(resources: list[ResourceChange]) -> list[ResourceChange]:
+    """Changing resources (no-ops left out) in review order (see the module docstring)."""
+    moving = [r for r in resources if r.action != "no-op"]
+    return sorted(moving, key=lambda r: review_key(r.action, r.address, r.type, r.mode))
+
+
+def clipped(value: Any) -> Any:
+    """A value cut to :data:`CLIP_CHARS` (as its JSON text when it is not a string)."""
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    if len(text) <= CLIP_CHARS:
+        return value
+    return text[: CLIP_CHARS - 1] + "…"
+
+
+def groups_of(resources: list[ResourceChange]) -> list[dict[str, Any]]:
+    """Counts by action and resource type, in review order (replacements, deletes first)."""
+    counts: dict[tuple[str, str], int] = {}
+    for resource in resources:
+        key = (resource.action, resource.type)
+        counts[key] = counts.get(key, 0) + 1
+    keys = sorted(counts, key=lambda k: (action_rank(k[0]), k[1]))
+    return [{"action": a, "type": t, "count": counts[(a, t)]} for a, t in keys[:MAX_GROUPS]]
+
+
+def fit(data: dict[str, Any], budget: int) -> None:
+    """Shrink ``data``'s lists until its JSON fits ``budget``: attribute changes per row
+    first (32, 8, 2, none), then the longest list by halves. A dozen encodings at most."""
+    encoder = json.JSONEncoder(ensure_ascii=False, default=str)
+    cap = 32
+    while len(encoder.encode(data)) > budget:
+        rows = [r for key in ("resources", "drift") for r in data[key] if len(r["changes"]) > cap]
+        if rows:
+            for row in rows:
+                row.setdefault("changes_total", len(row["changes"]))
+                row["changes"] = row["changes"][:cap]
+            cap //= 4
+            continue
+        longest = max(("resources", "drift", "outputs", "checks"), key=lambda k: len(data[k]))
+        if not data[longest]:
+            return
+        data[longest] = data[longest][: len(data[longest]) // 2]

@@ -1,34 +1,36 @@
 """Apply exactly the reviewed plan: an approval bound to the plan file's bytes.
 
 :func:`review_plan_file` reads the plan file once, keeps those bytes as a private copy
-(a directory only this user can read), and summarises the copy (``show -json`` of the
-copy, so the question shows exactly what will be applied). After the approval,
-:meth:`ApprovedPlan.recheck` refuses when the original file no longer has the approved
-hash, and the apply runs the private copy, so a file swapped at any moment is never what
-gets applied.
+and summarises the copy (``show -json`` of it: the question shows exactly what will be
+applied). After the approval, :meth:`ApprovedPlan.recheck` refuses when the original
+file no longer has the approved hash, and the apply runs the private copy, so a file
+swapped at any moment is never what gets applied.
 
-:data:`NO_PLAN_WARNING` is the question text for an apply with no saved plan,
-:func:`counts_line` the first line of one with a plan (destroys first), and
-:func:`stale_message` turns terraform's "Saved plan is stale" into a clear failure.
+An apply's audit record (``docs/audit.md``) holds what was reviewed (:func:`plan_fields`)
+and the state's mark before and after (:func:`.binding.state_mark`), masked
+(:func:`masked`) before it is stored: environment secrets, ``-var`` values
+(:func:`var_scrubber`) and every sensitive value the workspace holds.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from iac_kernel.redact import redact_value
 from iac_kernel.terraform import policy
-from iac_kernel.terraform.audit import plan_fields
 from iac_kernel.terraform.cli import TerraformError, program_name, show_json_sync
-from iac_kernel.terraform.plan import Plan, PlanFile, parse_plan
-from iac_kernel.terraform.sensitive import values_from_show
-from iac_kernel.terraform.summary import question_text
+from iac_kernel.terraform.plan import Plan, PlanFile, parse_plan, summary_line
+from iac_kernel.terraform.sensitive import MASK, keep, mask_value, values_from_show
+from iac_kernel.terraform.summary import card_rows, question_text
+from iac_kernel.terraform.workspace import sensitive_values
 
 NO_PLAN_WARNING = (
     "⚠️ No reviewed plan backs this apply: {program} will compute a new plan and apply it "
@@ -44,10 +46,6 @@ STALE = (
     "a state change ran in between). Terraform applied nothing. Make a new plan, review "
     "it, and apply that one."
 )
-
-
-def sha256_file(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 @dataclass
@@ -77,7 +75,7 @@ class ApprovedPlan:
     def recheck(self) -> str | None:
         """None while the original still has the approved bytes; else the refusal."""
         try:
-            now = sha256_file(self.original)
+            now = hashlib.sha256(self.original.read_bytes()).hexdigest()
         except OSError:
             now = "(missing)"
         if now == self.sha256:
@@ -96,7 +94,7 @@ class ApprovedPlan:
             "kind": "terraform_apply",
             "text": self.question(),
             "plan": self.plan.to_dict(),
-            "rows": self.plan.rows(),
+            "rows": card_rows(self.plan),
         }
         state = self.audit_base.get("state_before")
         if isinstance(state, dict) and state.get("workspace"):
@@ -105,15 +103,6 @@ class ApprovedPlan:
 
     def cleanup(self) -> None:
         shutil.rmtree(self.copy.parent, ignore_errors=True)
-
-
-def private_dir(base: Path | None = None) -> Path:
-    """A fresh directory only this user can enter (under ``base`` when given)."""
-    if base is not None:
-        base.mkdir(parents=True, exist_ok=True)
-    path = Path(tempfile.mkdtemp(prefix="approved-plan-", dir=str(base) if base else None))
-    os.chmod(path, 0o700)
-    return path
 
 
 def review_plan_file(
@@ -126,7 +115,9 @@ def review_plan_file(
 ) -> ApprovedPlan:
     """Copy the plan's bytes privately and summarise the copy (see the module docstring)."""
     data = plan_file.read_bytes()
-    directory = private_dir(copy_dir)
+    if copy_dir is not None:
+        copy_dir.mkdir(parents=True, exist_ok=True)
+    directory = Path(tempfile.mkdtemp(prefix="approved-plan-", dir=copy_dir))  # 0700
     if copy_dir is not None:
         os.chmod(directory, 0o755)  # the sandbox user must read it (the dir is read-only there)
     copy = directory / "approved.tfplan"
@@ -159,3 +150,66 @@ def counts_line(plan: Plan, shown: str) -> str:
 def stale_message(output: str) -> str | None:
     """:data:`STALE` when terraform refused a stale saved plan."""
     return STALE if "Saved plan is stale" in output else None
+
+
+def plan_fields(plan: Plan) -> dict[str, Any]:
+    """The reviewed plan: file, hash, summary, counts (destroys first), policy results."""
+    return {
+        "plan_file": plan.file.path if plan.file else None,
+        "plan_sha256": plan.file.sha256 if plan.file else None,
+        "summary": summary_line(plan),
+        "counts": {k: plan.counts.get(k, 0) for k in ("delete", "replace", "update", "create")},
+        "policy": {
+            "failed": [{k: c.get(k) for k in ("address", "check_id", "name")} for c in plan.checks],
+            "note": plan.checks_note or "",
+        },
+    }
+
+
+def var_scrubber(assignments: Iterable[str]) -> Callable[[Any], Any] | None:
+    """What removes the values of ``-var NAME=VALUE`` from a record: ``NAME=(sensitive)``
+    in command lines (quoted or not), the bare value wherever it is long enough to mask.
+    A value expanded at exec time (``-var "pw=$(cat f)"``) is in no file the workspace
+    scan reads, and a variable given on the command line may be a secret whatever its
+    declaration says."""
+    swaps: dict[str, str] = {}
+    values: set[str] = set()
+    for assignment in assignments:
+        name, eq, value = assignment.partition("=")
+        if not eq or not value:
+            continue
+        values.add(value)
+        for prefix in ("", "-var=", "--var="):
+            shown = f"{prefix}{name}={MASK}"
+            swaps[shlex.quote(prefix + assignment)] = shown
+            swaps[prefix + assignment] = shown
+    if not swaps:
+        return None
+    order = sorted(swaps, key=len, reverse=True)
+    kept = keep(values)
+
+    def text(value: str) -> str:
+        for form in order:
+            value = value.replace(form, swaps[form])
+        return value
+
+    def scrub(record: Any) -> Any:
+        return mask_value(_strings(record, text), kept)
+
+    return scrub
+
+
+def _strings(value: Any, fn: Callable[[str], str]) -> Any:
+    if isinstance(value, str):
+        return fn(value)
+    if isinstance(value, dict):
+        return {k: _strings(v, fn) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_strings(v, fn) for v in value]
+    return value
+
+
+def masked(record: dict[str, Any], cwd: Path, extra: set[str] | None = None) -> dict[str, Any]:
+    """``record`` with environment secrets and the workspace's sensitive values masked."""
+    values = set(sensitive_values(cwd)) | (extra or set())
+    return mask_value(redact_value(record), values)

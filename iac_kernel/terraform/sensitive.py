@@ -22,7 +22,6 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from iac_kernel.masking.encodings import forms
 from iac_kernel.masking.shapes import open_block
 from iac_kernel.masking.values import ValueMasker
 
@@ -111,11 +110,7 @@ def values_from_state(state: dict[str, Any]) -> set[str]:
 def values_from_show(doc: dict[str, Any]) -> set[str]:
     """``show -json`` of a plan file or of the state."""
     found: list[str] = []
-    for item in doc.get("resource_changes") or []:
-        change = item.get("change") or {}
-        found += masked_leaves(change.get("before"), change.get("before_sensitive"))
-        found += masked_leaves(change.get("after"), change.get("after_sensitive"))
-    for item in doc.get("resource_drift") or []:
+    for item in [*(doc.get("resource_changes") or []), *(doc.get("resource_drift") or [])]:
         change = item.get("change") or {}
         found += masked_leaves(change.get("before"), change.get("before_sensitive"))
         found += masked_leaves(change.get("after"), change.get("after_sensitive"))
@@ -209,11 +204,6 @@ def _json_documents(text: str) -> Iterator[Any]:
                 continue
 
 
-def variants(value: str) -> set[str]:
-    """The ways a value prints (:func:`iac_kernel.masking.encodings.forms`)."""
-    return forms(value)
-
-
 @functools.lru_cache(maxsize=32)
 def _masker(values: frozenset[str]) -> ValueMasker:
     return ValueMasker(values, MASK)
@@ -256,9 +246,11 @@ class StreamMasker:
 
     ``refresh`` (if given) returns the values known *now*; it is asked before each chunk
     is released, so a value a running call creates (a state it writes) is masked in the
-    call's own live output. With ``hold_all`` nothing is released until :meth:`flush`,
-    which also masks the values of any Terraform JSON the whole text holds (a remote
-    ``state pull``).
+    call's own live output. While ``ready`` (if given) says ``refresh`` would have to wait
+    (a scan runs), text is held (:attr:`holding`) and :meth:`feed` returns at once: the
+    program is not kept waiting on a full pipe. With ``hold_all`` nothing is released
+    until :meth:`flush`, which also masks the values of any Terraform JSON the whole text
+    holds (a remote ``state pull``).
     """
 
     def __init__(
@@ -269,6 +261,7 @@ class StreamMasker:
         refresh: Callable[[], Iterable[str]] | None = None,
         redact: Callable[[str], str] | None = None,
         redact_hold: int = 0,
+        ready: Callable[[], bool] | None = None,
     ):
         #: Secrets by environment and shape (:func:`iac_kernel.redact.redact`), applied to
         #: the held text too, so a secret cut across two chunks is still whole here.
@@ -278,6 +271,8 @@ class StreamMasker:
         #: call's final result (perhaps cut to its head and tail) masks them too.
         self.on_found = on_found
         self.refresh = refresh
+        self.ready = ready
+        self.holding = False
         self.values: frozenset[str] = frozenset(values)
         self.hold_all = hold_all
         self.pending = ""
@@ -289,6 +284,10 @@ class StreamMasker:
 
     def feed(self, chunk: str) -> str:
         if self.hold_all:
+            self.pending += chunk
+            return ""
+        self.holding = self.ready is not None and not self.ready()
+        if self.holding:
             self.pending += chunk
             return ""
         masker = self._current()

@@ -1,24 +1,20 @@
-"""Terraform's files recognised by their content, never by their name, and masked copies.
+"""Terraform's files recognised by their content, never by their name, and masked.
 
-* a saved plan: a zip archive with terraform's members (``tfplan``, or ``tfstate`` with
-  ``tfconfig/``); its sensitive values are those of its embedded states and any the
-  caller knows (a ``show -json`` of it, values given at exec time);
-* a state: JSON with ``version``, ``serial`` and ``lineage`` (``terraform.tfstate``, its
-  backups, ``errored.tfstate``, ``state pull > x.json``); gzip-compressed too;
-* the backend cache ``terraform init`` writes (``.terraform/terraform.tfstate``): JSON
-  with ``backend.type`` and ``backend.config``, whose secret settings
-  (:mod:`.backends`) are masked;
+* a saved plan: a zip with terraform's members (``tfplan``, or ``tfstate`` with
+  ``tfconfig/``); its values are its embedded states' and any the caller knows;
+* a state: JSON with ``version``, ``serial`` and ``lineage`` (backups, ``errored.tfstate``,
+  ``state pull > x.json``), gzip-compressed too;
+* the backend cache ``init`` writes: JSON with ``backend.type`` and ``backend.config``
+  (its secret settings: :mod:`.backends`);
 * other terraform JSON documents (``show -json``, ``output -json`` saved to a file);
-* HCL attribute files: var files giving values to variables declared sensitive, and
-  backend configuration files (``*.tfbackend``, ``-backend-config=FILE``) setting a
-  backend's secret settings, and configuration files whose ``terraform`` block gives a
-  backend's, ``cloud``'s or OpenTofu ``encryption``'s secret settings.
+* HCL attribute files: var files giving values to variables declared sensitive, backend
+  configuration files (``*.tfbackend``), configuration files whose ``terraform`` block
+  sets a backend's, ``cloud``'s or OpenTofu ``encryption``'s secret settings.
 
-:func:`masked` returns the masked bytes of such a file when it holds something
-sensitive, else None (a plan or state without sensitive values is shown whole). Text is
-masked with :data:`.sensitive.MASK` in every form a value prints in; binary plan members
-(``tfplan`` is protobuf and msgpack) have each value overwritten with as many ``*``, so
-the archive stays well-formed.
+:func:`masked` returns a file's masked bytes when it holds something sensitive, else
+None (:class:`.workspace.MaskedFiles` writes the copies). Text is masked with
+:data:`.sensitive.MASK` in every form a value prints in; binary plan members (protobuf,
+msgpack) have each value overwritten with as many ``*``, so the archive stays whole.
 """
 
 from __future__ import annotations
@@ -31,9 +27,9 @@ import zipfile
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from iac_kernel.terraform import backends
+from iac_kernel.terraform.config_scan import parse_text
 from iac_kernel.terraform.sensitive import (
     keep,
     leaves,
@@ -200,7 +196,7 @@ def _hcl(data: bytes, names: frozenset[str]) -> Found | None:
     wanted = keys & (names | backends.ALL_SECRET_SETTINGS)
     if not wanted and not _TERRAFORM_BLOCK.search(text):
         return None
-    doc = _parse_hcl(text)
+    doc = parse_text(text)
     if not isinstance(doc, dict):
         return None
     given = [leaf for name in names & doc.keys() for leaf in leaves(doc[name])]
@@ -209,14 +205,3 @@ def _hcl(data: bytes, names: frozenset[str]) -> Found | None:
     found = backends.backend_config_values(doc) + backends.terraform_block_values(doc)
     values = keep(found)
     return Found("backend-config", frozenset(values)) if values else None
-
-
-def _parse_hcl(text: str) -> Any:
-    from iac_kernel.terraform.config_scan import unquote
-
-    try:
-        import hcl2
-
-        return unquote(hcl2.loads(text))
-    except Exception:  # not HCL: not a var file
-        return None

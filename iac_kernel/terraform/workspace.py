@@ -7,21 +7,29 @@ backends name (``backend "local" { path }``, ``.terraform/terraform.tfstate``), 
 terraform or tofu is installed), and the configuration (:mod:`.config_scan`). A scan that
 reaches :data:`MAX_ENTRIES` or :data:`MAX_DEPTH` says so (:func:`limit_note`). Tools that
 already hold a plan's ``show -json`` register its values with :func:`remember`.
+
+:class:`MaskedFiles` writes masked copies of the workspace's terraform files
+(:mod:`.tffiles`) on demand: the shell of a bash call sees each copy bind-mounted
+read-only over its original, and the file tools read the copy instead of the original
+(only guarded terraform/tofu read the real file). Each file's verdict is cached by its
+inode, size and times and by the sensitive values and names known, so a scan re-reads
+only what changed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import threading
 import time
-import zipfile
 from pathlib import Path
 from typing import Any
 
-from iac_kernel.terraform import config_scan
-from iac_kernel.terraform.cli import TerraformError, find_program, show_json_sync
+from iac_kernel.guard.tfcover.held import MAX_DEPTH, MAX_ENTRIES, walk
+from iac_kernel.terraform import config_scan, tffiles
+from iac_kernel.terraform.cli import TerraformError, find_program, is_plan_file, show_json_sync
 from iac_kernel.terraform.sensitive import keep, values_from_show, values_from_state
 
 log = logging.getLogger(__name__)
@@ -39,24 +47,14 @@ SKIP_DIRS = {
     ".mypy_cache",
     ".ruff_cache",
 }
-#: The scan stops here and says so (:meth:`WorkspaceIndex.limit_note`), never silently.
-MAX_ENTRIES = 500_000
-MAX_DEPTH = 64
+#: Larger files are not read as plans.
 MAX_PLAN_BYTES = 64 * 1024 * 1024
 #: A folder changed less than this long ago is listed again on every scan.
 RACY_SECONDS = 2.0
-
-
-def is_plan_file(path: Path) -> bool:
-    """True for a Terraform / OpenTofu saved plan (a zip with a ``tfplan`` member)."""
-    try:
-        with path.open("rb") as fh:
-            if fh.read(4) != b"PK\x03\x04":
-                return False
-        with zipfile.ZipFile(path) as archive:
-            return "tfplan" in archive.namelist()
-    except (OSError, zipfile.BadZipFile):
-        return False
+#: Inside ``.terraform``: plugins and module sources, no state (it is entered for its
+#: backend cache only).
+SKIP_IN_DATA_DIR = {"providers", "modules"}
+_Key = tuple[int, int, int, int, int]
 
 
 def _plan_candidate(name: str) -> bool:
@@ -65,21 +63,14 @@ def _plan_candidate(name: str) -> bool:
 
 
 def plan_file_values(path: Path) -> set[str]:
-    """A plan file's sensitive values: its embedded prior state, then ``show -json``."""
-    found: set[str] = set()
+    """A plan file's sensitive values: its embedded states', then ``show -json``'s."""
     try:
-        with zipfile.ZipFile(path) as archive:
-            for member in ("tfstate", "tfstate-prev"):
-                if member in archive.namelist():
-                    found |= values_from_state(json.loads(archive.read(member) or b"{}"))
-    except (OSError, zipfile.BadZipFile, json.JSONDecodeError, ValueError):
-        pass
-    try:
-        program = find_program()
-    except TerraformError:
-        return found
+        found = set(getattr(tffiles.recognise(path.read_bytes()), "values", ()))
+    except OSError:
+        return set()
     try:  # sandboxed: ``show`` starts the workspace's provider plugins
-        found |= values_from_show(show_json_sync(program, path, path.parent))
+        doc = show_json_sync(find_program(), path, path.parent, keep=True)
+        found |= values_from_show(doc)
     except TerraformError as exc:
         log.debug("show -json of %s failed: %s", path, exc)
     return found
@@ -334,3 +325,89 @@ def limit_note(cwd: Path) -> str:
 def sensitive_names(cwd: Path) -> frozenset[str]:
     """Variables the workspace's configuration declares sensitive (as of the last scan)."""
     return index_for(cwd).names
+
+
+class MaskedFiles:
+    """Masked copies written to ``out_dir`` (a folder only the agent reads)."""
+
+    def __init__(self, out_dir: Path):
+        self.out_dir = out_dir
+        self._cache: dict[Path, tuple[_Key, Path | None]] = {}
+        self._lock = threading.Lock()
+
+    def copy_for(self, path: Path, cwd: Path) -> Path | None:
+        """The masked copy to show instead of ``path`` (None: show the file itself)."""
+        known = sensitive_values(cwd)
+        return self._copy(Path(os.path.realpath(path)), cwd, known, sensitive_names(cwd))
+
+    def mounts(self, cwd: Path, under: Path | None = None) -> list[tuple[Path, Path]]:
+        """``(copy, original)`` for every sensitive terraform file under ``under``
+        (default: ``cwd``), masked with what is known of the workspace at ``cwd``."""
+        root = Path(os.path.realpath(cwd))
+        known = sensitive_values(root)
+        names = sensitive_names(root)
+        found: list[tuple[Path, Path]] = []
+        for path in _files(Path(os.path.realpath(under)) if under is not None else root):
+            copy = self._copy(path, root, known, names)
+            if copy is not None:
+                found.append((copy, path))
+        return found
+
+    def _copy(
+        self, path: Path, cwd: Path, known: frozenset[str], names: frozenset[str]
+    ) -> Path | None:
+        try:
+            st = path.stat()
+        except OSError:
+            return None
+        if not path.is_file() or st.st_size > tffiles.MAX_BYTES:
+            return None
+        key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, hash((known, names)))
+        with self._lock:
+            cached = self._cache.get(path)
+        if cached is not None and cached[0] == key and (cached[1] is None or cached[1].exists()):
+            return cached[1]
+        copy = self._make(path, cwd, known, names)
+        with self._lock:
+            self._cache[path] = (key, copy)
+        return copy
+
+    def _make(
+        self, path: Path, cwd: Path, known: frozenset[str], names: frozenset[str]
+    ) -> Path | None:
+        try:
+            with path.open("rb") as fh:
+                head = fh.read(64)
+                if not tffiles.may_be(head, fh.seek(0, os.SEEK_END)):
+                    return None  # most files: 64 bytes read, no more
+                fh.seek(0)
+                data = fh.read()
+        except OSError:
+            return None
+        found = tffiles.recognise(data, names)
+        if found is None:
+            return None
+        if found.values:  # a renamed state's values are masked everywhere from now on
+            remember(cwd, f"file:{path}", set(found.values))
+        out = tffiles.masked(data, names, known)
+        if out is None:
+            return None
+        self.out_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        copy = self.out_dir / hashlib.sha256(out).hexdigest()
+        if not copy.exists():
+            tmp = copy.with_suffix(f".{os.getpid()}.{threading.get_ident()}")
+            tmp.write_bytes(out)
+            os.chmod(tmp, 0o444)
+            os.replace(tmp, copy)
+        return copy
+
+
+def _files(root: Path) -> list[Path]:
+    """Regular files under ``root`` (symlinks not followed), within the scan limits."""
+
+    def enter(folder: str, name: str) -> bool:
+        if os.path.basename(folder) == ".terraform" and name in SKIP_IN_DATA_DIR:
+            return False
+        return name == ".terraform" or name not in SKIP_DIRS
+
+    return [Path(e.path) for e in walk([str(root)], enter) if e.is_file(follow_symlinks=False)]

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError, ToolResult
-from iac_kernel.tools.paths import short
-from iac_kernel.tools.validate import check
+from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError, ToolResult, short
 
 
 class AgentTool(Tool):
@@ -35,12 +33,13 @@ class AgentTool(Tool):
     }
     kind = "execute"
     category = Category.EXECUTE
+    runs_subagent = True
 
     def title(self, args: dict[str, Any]) -> str:
-        return f"agent: {short(args.get('description') or args.get('prompt', ''), 60)}"
+        return f"{self.name}: {short(args.get('description') or args.get('prompt', ''), 60)}"
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        args = check(self, args)
+        args = self.check(args)
         if ctx.run_subagent is None:
             raise ToolError("sub-agents are not available in this session")
         try:

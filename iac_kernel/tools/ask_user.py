@@ -12,9 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any, NoReturn
 
-from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError, ToolResult
-from iac_kernel.tools.paths import short
-from iac_kernel.tools.validate import check
+from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError, ToolResult, short
 
 MAX_FIELDS = 8
 MAX_CHOICES = 20
@@ -78,10 +76,10 @@ class AskUserTool(Tool):
 
     def title(self, args: dict[str, Any]) -> str:
         question = args.get("question") if isinstance(args, dict) else None
-        return f"ask_user: {short(question, 60)}" if isinstance(question, str) else self.name
+        return f"{self.name}: {short(question, 60)}" if isinstance(question, str) else self.name
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        args = check(self, args)
+        args = self.check(args)
         fields = question_fields(args)
         if ctx.ask_user is None:
             return ToolResult(NOBODY, raw_output={"answered": False, "why": "nobody"})
@@ -159,4 +157,4 @@ def _choices(value: Any, what: str) -> list[str]:
 
 
 def _bad(problem: str) -> NoReturn:
-    raise ToolError(f"Invalid input for ask_user: {problem}.")
+    raise ToolError(f"Invalid input for {AskUserTool.name}: {problem}.")

@@ -13,20 +13,11 @@ from typing import Any
 
 from iac_kernel.egress import environment
 from iac_kernel.egress.proxy import proxy
-from iac_kernel.guard import callers
 from iac_kernel.guard.call import GuardedCall, SandboxRequired, guarded_programs
-from iac_kernel.guard.sandbox import unusable_reason
-from iac_kernel.tools import tf_files
+from iac_kernel.guard.sandbox import processes
+from iac_kernel.guard.sandbox.bwrap import unusable_reason
 from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError, ToolResult
-from iac_kernel.tools.danger import (
-    REVIEWED_PROGRAMS,
-    after_assignments,
-    command_prefixes,
-    dangerous_reason,
-    left_to_exec,
-    literal_commands,
-)
-from iac_kernel.tools.paths import short
+from iac_kernel.tools.danger import REVIEWED_PROGRAMS, Question, judge, literal_commands
 from iac_kernel.tools.procgroup import (
     group_alive,
     kill_group,
@@ -34,7 +25,8 @@ from iac_kernel.tools.procgroup import (
     stop_leftovers,
     wait_exit,
 )
-from iac_kernel.tools.validate import check
+from iac_kernel.tools.tf_masking import mounts
+from iac_kernel.tools.tf_plans import pick_up_plans
 
 #: The longest ``timeout`` a call may ask for (a long ``terraform apply``), unless the
 #: bash_timeout setting is longer still.
@@ -98,15 +90,10 @@ class OutputCapture:
         )
 
 
-def exec_reviewed(settings: Any, sandboxed_only: bool = True) -> frozenset[str]:
-    """Programs whose apply/destroy the guard reviews and asks at exec time (one
-    question, with the plan): the text check leaves them to it. Without a working sandbox
-    a program can be started past the guard (a script calling it by path), so the text
-    check asks too, unless the whole command is applies by bare name (``sandboxed_only``
-    False): bash then finds the launcher first on PATH."""
-    if sandboxed_only and unusable_reason() is not None:
-        return frozenset()
-    return frozenset(guarded_programs(settings)) & frozenset(REVIEWED_PROGRAMS)
+def exec_reviewed(settings: Any) -> frozenset[str]:
+    """Guarded programs whose apply/destroy the guard reviews and asks at exec time (one
+    question, with the plan): the call-time question leaves them to it."""
+    return frozenset(guarded_programs(settings)) & REVIEWED_PROGRAMS
 
 
 def _require_dir(path: object) -> None:
@@ -157,66 +144,48 @@ class BashTool(Tool):
     }
     kind = "execute"
     category = Category.EXECUTE
+    subject = "command"
+    prints_live = shows_contents = True
 
-    def title(self, args: dict[str, Any]) -> str:
-        return f"bash: {short(args.get('command', ''))}"
-
-    def gate_reason(self, args: dict[str, Any], ctx: ToolContext) -> tuple[bool, str | None]:
-        if self.asked_at_exec(args, ctx):
-            return False, None
-        reason = self.per_call_reason(args, exec_reviewed(ctx.settings))
-        return reason is not None, reason
-
-    def per_call_reason(
-        self, args: dict[str, Any], exec_reviewed: frozenset[str] = frozenset()
-    ) -> str | None:
-        """Why the call is asked per call; ``exec_reviewed``: programs left to the
-        exec-time question (see :func:`exec_reviewed`)."""
-        if not isinstance(args, dict):
-            return None
+    def question(self, args: dict[str, Any], ctx: ToolContext | None = None) -> Question:
+        """The gate's question about this call, decided in one place
+        (:func:`~iac_kernel.tools.danger.judge`)."""
+        command = args.get("command") if isinstance(args, dict) else None
+        if not isinstance(command, str):
+            return Question()
         if args.get("sandbox") is False:
-            return (
+            return Question(
                 "This command runs OUTSIDE the sandbox: it can write anywhere and its "
                 "processes can outlive the call; approve this call."
             )
-        command = args.get("command")
-        left = exec_reviewed
-        reason = dangerous_reason(command, left) if isinstance(command, str) else None
-        if reason is None:
-            return None
-        return f"{reason}. This command changes real infrastructure or data; approve each call."
+        if ctx is None:
+            return judge(command)
+        return judge(command, exec_reviewed(ctx.settings), unusable_reason() is None)
+
+    def gate_reason(self, args: dict[str, Any], ctx: ToolContext) -> tuple[bool, str | None]:
+        reason = self.question(args, ctx).reason
+        return reason is not None, reason
+
+    def per_call_reason(self, args: dict[str, Any]) -> str | None:
+        """Why the call is asked per call (without the session's settings), or None."""
+        return self.question(args).reason
 
     def asked_at_exec(self, args: dict[str, Any], ctx: ToolContext) -> bool:
-        command = args.get("command") if isinstance(args, dict) else None
-        if not isinstance(command, str) or args.get("sandbox") is False:
-            return False
-        reviewed = exec_reviewed(ctx.settings, sandboxed_only=False)
-        commands = [after_assignments(words) for words in literal_commands(command)]
-        return (
-            bool(commands)
-            and all(words and left_to_exec(words[0], words, reviewed) for words in commands)
-            and dangerous_reason(command, reviewed) is None
-        )
+        return self.question(args, ctx).at_exec
 
     remembers_prefixes = True
 
     def command_prefixes(
         self, args: dict[str, Any], ctx: ToolContext | None = None
     ) -> list[str] | None:
-        command = args.get("command") if isinstance(args, dict) else None
-        if not isinstance(command, str) or args.get("sandbox") is False:
-            return None
-        left = exec_reviewed(ctx.settings) if ctx is not None else frozenset()
-        # No clear program + subcommand (expansions, nested shells, runners): "always"
-        # remembers this exact command text only.
-        return command_prefixes(command, left) or [" ".join(command.split())]
+        return self.question(args, ctx).prefixes
 
     def literal_commands(self, args: dict[str, Any]) -> list[list[str]]:
         command = args.get("command") if isinstance(args, dict) else None
         return literal_commands(command) if isinstance(command, str) else []
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        args = check(self, args)
+        args = self.check(args)
         settings = ctx.settings
         max_timeout = max(MAX_TIMEOUT, float(settings.bash_timeout))
         timeout = min(float(args.get("timeout", settings.bash_timeout)), max_timeout)
@@ -236,13 +205,13 @@ class BashTool(Tool):
             ctx.ask_exec,
             sandbox=args.get("sandbox", True) is not False,
             audit=ctx.audit,
-            overlays=tf_files.mounts,
+            overlays=mounts,
             ask_egress=ctx.ask_egress,
         )
         try:
             await guard.__aenter__()
         except SandboxRequired as exc:
-            raise ToolError(f"bash is refused: {exc}") from None
+            raise ToolError(f"{self.name} is refused: {exc}") from None
         try:
             result = await self._run(args["command"], ctx, guard, timeout)
         finally:
@@ -259,6 +228,7 @@ class BashTool(Tool):
                 result.raw_output["network"] = why
         if guard.server.log:
             result.raw_output["guarded"] = guard.server.log
+        await pick_up_plans(args["command"], ctx.cwd, result)  # a card for each plan saved
         return result
 
     async def _run(
@@ -292,12 +262,12 @@ class BashTool(Tool):
             raise ToolError(f"cannot run the command: {exc.filename} is not installed") from None
         except OSError as exc:
             raise ToolError(f"cannot run the command: {exc.strerror or exc}") from None
-        # The endpoint refuses this call's processes (guard/callers.py).
-        callers.started(proc.pid)
+        # The endpoint refuses this call's processes (guard/sandbox/processes.py).
+        processes.started(proc.pid)
         try:
             return await self._wait(proc, capture, ctx, guard, limit, grace)
         finally:
-            callers.ended(proc.pid)
+            processes.ended(proc.pid)
 
     async def _wait(
         self,

@@ -1,8 +1,17 @@
-"""Which shell commands are dangerous: they change or destroy real infrastructure or data.
+"""The bash tool's call-time question: what the permission gate asks before a command runs.
 
-A dangerous command always needs its own approval (no "allow always"). The check errs
-on the side of asking: a command that merely mentions ``terraform destroy`` as words
-(``echo terraform destroy``) is flagged too.
+One function decides (:func:`judge`). A command is asked per call (no "allow always")
+when its text shows it changing or destroying real infrastructure or data; an apply of
+a program whose exec-time guard asks with its plan is left to that question (one
+question, with the plan); anything else gets the routine question, whose "allow always"
+remembers each simple command's program and subcommand.
+
+The text is judged by the guard's own per-program rules (:func:`~iac_kernel.guard.policy.rules.
+classify`, the table the exec-time guard judges the exact argv by) for the programs it
+guards, and by :data:`RULES` for what those rules do not judge. The check errs on the
+side of asking: nested shells, ``$(...)`` and runners (``ssh``, ``eval``) are read too,
+and a command that merely mentions ``terraform destroy`` as words (``echo terraform
+destroy``) is asked.
 """
 
 from __future__ import annotations
@@ -13,78 +22,30 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from iac_kernel.guard.rules import DEFAULT_PROGRAMS, classify
-from iac_kernel.guard.ruleset import has_words, positionals
-from iac_kernel.terraform.apply_args import resolve
-from iac_kernel.terraform.commands import split_argv
+from iac_kernel.guard.policy.grammar import Rule, matches, rule
+from iac_kernel.guard.policy.rules import DEFAULT_PROGRAMS, classify
+from iac_kernel.terraform.commands import resolve, split_argv
 
-#: Programs the text check also judges with the exec-time rules of the guard.
+#: Programs the text check judges with the exec-time rules of the guard.
 GUARD_TABLE_PROGRAMS = frozenset(DEFAULT_PROGRAMS) | {"oc"}
 #: Programs whose apply/destroy the guard reviews at exec time (``tools/tf_guard.py``).
-REVIEWED_PROGRAMS = ("terraform", "tofu")
+REVIEWED_PROGRAMS = frozenset({"terraform", "tofu"})
 
-
-@dataclass(frozen=True)
-class Rule:
-    """A command is dangerous when a program in ``programs`` runs with ``words`` and ``flags``.
-
-    ``words`` must appear as consecutive non-option arguments (fnmatch patterns allowed),
-    anywhere after the program, so global options (``terraform -chdir=x apply``,
-    ``kubectl -n ns delete``) do not hide them. ``flags`` means at least one of these
-    options is present (``-r`` also matches clusters such as ``-rf``).
-    """
-
-    programs: tuple[str, ...]
-    words: tuple[str, ...] = ()
-    flags: tuple[str, ...] = ()
-    reason: str = ""
-
-
-_TF = ("terraform", "tofu", "terragrunt")
-_K8S = ("kubectl", "oc")
-
-#: The one table of dangerous commands.
-RULES: tuple[Rule, ...] = (
-    Rule(_TF, ("apply",), reason="applies infrastructure changes"),
-    Rule(_TF, ("destroy",), reason="destroys infrastructure"),
-    Rule(_TF, ("import",), reason="writes to the Terraform state"),
-    Rule(_TF, ("state", "rm"), reason="removes resources from the state"),
-    Rule(_TF, ("state", "mv"), reason="moves resources in the state"),
-    Rule(_TF, ("state", "push"), reason="overwrites the remote state"),
-    Rule(_TF, ("state", "replace-provider"), reason="rewrites providers in the state"),
-    Rule(_TF, ("force-unlock",), reason="breaks a state lock"),
-    Rule(_TF, ("taint",), reason="forces resources to be replaced"),
-    Rule(_TF, ("workspace", "delete"), reason="deletes a workspace"),
-    Rule(("terragrunt",), ("apply-all",), reason="applies infrastructure changes"),
-    Rule(("terragrunt",), ("destroy-all",), reason="destroys infrastructure"),
-    Rule(("pulumi",), ("up",), reason="applies infrastructure changes"),
-    Rule(("pulumi",), ("destroy",), reason="destroys infrastructure"),
-    Rule(("cdk", "cdktf"), ("deploy",), reason="applies infrastructure changes"),
-    Rule(("cdk", "cdktf"), ("destroy",), reason="destroys infrastructure"),
-    Rule(("make", "just"), ("apply",), reason="likely applies infrastructure changes"),
-    Rule(("make", "just"), ("destroy",), reason="likely destroys infrastructure"),
-    Rule(_K8S, ("delete",), reason="deletes Kubernetes resources"),
-    Rule(_K8S, ("drain",), reason="evicts every pod from a node"),
-    Rule(("helm",), ("uninstall",), reason="removes a Helm release"),
-    Rule(("helm",), ("delete",), reason="removes a Helm release"),
-    Rule(("aws",), ("delete-*",), reason="deletes AWS resources"),
-    Rule(("aws",), ("terminate-*",), reason="terminates AWS resources"),
-    Rule(("aws",), ("deregister-*",), reason="deregisters AWS resources"),
-    Rule(("aws",), ("s3", "rm"), reason="deletes S3 objects"),
-    Rule(("aws",), ("s3", "rb"), reason="deletes an S3 bucket"),
-    Rule(("gcloud", "az"), ("delete",), reason="deletes cloud resources"),
-    Rule(("rm",), flags=("-r", "-R", "--recursive"), reason="deletes a directory tree"),
-    Rule(("find",), flags=("-delete",), reason="deletes files"),
-    Rule(
-        ("git",),
-        ("push",),
-        flags=("-f", "--force", "--force-with-lease", "--delete", "--mirror"),
-        reason="rewrites or deletes remote history",
-    ),
-    Rule(("git",), ("reset",), flags=("--hard",), reason="discards local changes"),
-    Rule(("git",), ("clean",), flags=("-f", "--force"), reason="deletes untracked files"),
-    Rule(("dd",), ("of=/dev/*",), reason="overwrites a device"),
-    Rule(("mkfs", "mkfs.*"), reason="formats a filesystem"),
+#: What the guard's rules do not judge: programs it does not run, and what git destroys
+#: locally (its rules judge what git does to remotes). Program name patterns and a rule:
+#: its words are consecutive non-option arguments anywhere after the program (global
+#: options do not hide them), and one of its flags is present (``-r`` also in ``-rf``).
+RULES: tuple[tuple[str, Rule], ...] = (
+    ("rm", rule("", "deletes a directory tree", "-r -R --recursive")),
+    ("find", rule("", "deletes files", "-delete")),
+    ("git", rule("reset", "discards local changes", "--hard")),
+    ("git", rule("clean", "deletes untracked files", "-f --force")),
+    ("dd", rule("of=/dev/*", "overwrites a device")),
+    ("mkfs mkfs.*", rule("", "formats a filesystem")),
+    ("cdk cdktf", rule("deploy", "applies infrastructure changes")),
+    ("cdk cdktf", rule("destroy", "destroys infrastructure")),
+    ("make just", rule("apply", "likely applies infrastructure changes")),
+    ("make just", rule("destroy", "likely destroys infrastructure")),
 )
 
 _MAX_DEPTH = 4
@@ -92,33 +53,78 @@ _SHELLS = {"bash", "sh", "zsh", "dash", "ksh", "su"}
 #: The whole rest of the command line is itself a command for these.
 _RUNNERS = {"eval", "ssh", "watch"}
 _SCRIPT_FLAG = re.compile(r"^-[a-zA-Z]*c$")
+#: Text that can make a bare ``terraform`` run something else than the launcher on PATH.
+_REROUTE = re.compile(r"PATH|\bhash\b")
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+#: Programs whose arguments are themselves commands or code: no "allow always" prefix.
+_NO_PREFIX = (
+    _SHELLS
+    | _RUNNERS
+    | set(
+        "exec env sudo doas xargs nohup setsid timeout time nice ionice stdbuf command "
+        "builtin source . find parallel busybox fish tcsh csh script unshare chroot flock "
+        "strace expect".split()
+    )
+)
+_PREFIX_WORD = re.compile(r"^[A-Za-z][A-Za-z0-9_.:-]*$")
+_PER_CALL = "This command changes real infrastructure or data; approve each call."
+
+
+@dataclass(frozen=True)
+class Question:
+    """What the gate asks about one bash command before it runs."""
+
+    #: Why it is asked per call, with no "allow always" (None: it is not).
+    reason: str | None = None
+    #: Everything it runs is an apply asked at exec time with its plan: no question now.
+    at_exec: bool = False
+    #: What "Allow always" remembers (and "reject always" looks up): each simple
+    #: command's program and subcommand, else the exact text. None: nothing.
+    prefixes: list[str] | None = None
+
+
+def judge(command: str, reviewed: frozenset[str] = frozenset(), sandboxed: bool = True) -> Question:
+    """The gate's question about ``command``: the one call-time decision.
+
+    ``reviewed``: guarded programs of :data:`REVIEWED_PROGRAMS` whose apply the guard asks
+    at exec time with its plan. Without a sandbox (``sandboxed`` False) a program can be
+    started past the guard (a script calling it by path), so such an apply is left to it
+    only when the whole command is applies by bare name: bash then finds the launcher
+    first on PATH."""
+    left = reviewed if sandboxed else frozenset()
+    prefixes = command_prefixes(command, left) or [" ".join(command.split())]
+    commands = [_after_assignments(words) for words in literal_commands(command)]
+    if (
+        commands
+        and all(words and _left_to_exec(words[0], words, reviewed) for words in commands)
+        and dangerous_reason(command, reviewed) is None
+    ):
+        return Question(at_exec=True, prefixes=prefixes)
+    reason = dangerous_reason(command, left)
+    return Question(f"{reason}. {_PER_CALL}" if reason else None, prefixes=prefixes)
 
 
 def dangerous_reason(command: str, exec_reviewed: frozenset[str] = frozenset()) -> str | None:
     """Why ``command`` is dangerous (``terraform destroy: destroys infrastructure``), or None.
 
-    ``exec_reviewed``: programs (of :data:`REVIEWED_PROGRAMS`) whose apply and destroy the
-    exec-time guard reviews and asks with the plan; they are left to it (one question)."""
+    ``exec_reviewed``: programs whose apply the exec-time guard asks with the plan; their
+    applies by bare name are left to it."""
     if _REROUTE.search(command):
         exec_reviewed = frozenset()  # the name may not reach the guard's launcher
     return _check(command, 0, exec_reviewed)
 
 
-#: Text that can make a bare ``terraform`` run something else than the launcher on PATH.
-_REROUTE = re.compile(r"PATH|\bhash\b")
-
-
-def left_to_exec(token: str, words: list[str], exec_reviewed: frozenset[str]) -> bool:
-    """True for an apply/destroy (or ``test``) of a reviewed program called by its bare
-    name (through PATH, so through the guard's launcher): asked once, at exec time, with
-    its plan (:mod:`iac_kernel.tools.tf_guard`)."""
+def _left_to_exec(token: str, words: list[str], exec_reviewed: frozenset[str]) -> bool:
+    """An apply/destroy (or ``test``) of a reviewed program called by its bare name
+    (through PATH, so through the guard's launcher): asked once, at exec time, with its
+    plan (:mod:`iac_kernel.tools.tf_guard`)."""
     if "/" in token or os.path.basename(token) not in exec_reviewed:
         return False
     command = split_argv(words)
     return resolve(words, {}) is not None or (command is not None and command.subcommand == "test")
 
 
-def after_assignments(words: list[str]) -> list[str]:
+def _after_assignments(words: list[str]) -> list[str]:
     """A simple command's words from its program on (``TF_LOG=1 terraform apply`` ->
     ``terraform apply``): the shell gives the assignments to the program's environment,
     where the exec-time guard reads them."""
@@ -126,9 +132,6 @@ def after_assignments(words: list[str]) -> list[str]:
     while i < len(words) and _ASSIGNMENT.match(words[i]):
         i += 1
     return words[i:]
-
-
-_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 
 def _check(command: str, depth: int, exec_reviewed: frozenset[str]) -> str | None:
@@ -142,7 +145,7 @@ def _check(command: str, depth: int, exec_reviewed: frozenset[str]) -> str | Non
                 if reason:
                     return reason
             program = os.path.basename(token)
-            if left_to_exec(token, segment[i:], exec_reviewed):
+            if _left_to_exec(token, segment[i:], exec_reviewed):
                 continue  # asked once, at exec time, with its plan
             if program in GUARD_TABLE_PROGRAMS:
                 verdict = classify(program, segment[i:])
@@ -150,12 +153,11 @@ def _check(command: str, depth: int, exec_reviewed: frozenset[str]) -> str | Non
                 # gcloud is slow`) is not worth a question.
                 if verdict.changing and not verdict.by_default:
                     return verdict.reason
-            for rule in RULES:
-                if any(fnmatch.fnmatchcase(program, p) for p in rule.programs) and _matches(
-                    rule, segment[i + 1 :]
+            for programs, row in RULES:
+                if any(fnmatch.fnmatchcase(program, p) for p in programs.split()) and matches(
+                    row, segment[i + 1 :]
                 ):
-                    shown = " ".join([program, *rule.words]).strip()
-                    return f"{shown}: {rule.reason}"
+                    return f"{' '.join([program, *row.words])}: {row.reason}"
     return None
 
 
@@ -172,24 +174,6 @@ def _nested_script(segment: list[str], i: int) -> str | None:
     if any(b in _RUNNERS for b in before) and " " in token:
         return token
     return None
-
-
-def _matches(rule: Rule, args: list[str]) -> bool:
-    if rule.words and not has_words(rule.words, positionals(args)):
-        return False
-    return not rule.flags or any(_has_flag(args, flag) for flag in rule.flags)
-
-
-def _has_flag(args: list[str], flag: str) -> bool:
-    short_letter = flag[1] if len(flag) == 2 and flag[0] == "-" and flag[1] != "-" else None
-    for arg in args:
-        if arg == "--":
-            return False
-        if arg == flag or (flag.startswith("--") and arg.startswith(flag + "=")):
-            return True
-        if short_letter and re.fullmatch(r"-[a-zA-Z]+", arg) and short_letter in arg[1:]:
-            return True
-    return False
 
 
 def _segments(command: str) -> list[list[str]]:
@@ -220,44 +204,6 @@ def _segments(command: str) -> list[list[str]]:
     return [s for s in segments if s]
 
 
-#: Programs whose arguments are themselves commands or code: no "allow always" prefix.
-_NO_PREFIX = (
-    _SHELLS
-    | _RUNNERS
-    | {
-        "exec",
-        "env",
-        "sudo",
-        "doas",
-        "xargs",
-        "nohup",
-        "setsid",
-        "timeout",
-        "time",
-        "nice",
-        "ionice",
-        "stdbuf",
-        "command",
-        "builtin",
-        "source",
-        ".",
-        "find",
-        "parallel",
-        "busybox",
-        "fish",
-        "tcsh",
-        "csh",
-        "script",
-        "unshare",
-        "chroot",
-        "flock",
-        "strace",
-        "expect",
-    }
-)
-_PREFIX_WORD = re.compile(r"^[A-Za-z][A-Za-z0-9_.:-]*$")
-
-
 def _has_expansions(command: str) -> bool:
     return any(c in command for c in "$`\\") or "<(" in command or ">(" in command
 
@@ -274,15 +220,15 @@ def command_prefixes(command: str, exec_reviewed: frozenset[str] = frozenset()) 
     """What "Allow always" remembers for ``command``: the program and its subcommand of
     each simple command (``terraform plan -out=x && terraform show`` ->
     ``["terraform plan", "terraform show"]``). None when the command has expansions,
-    nested shells or interpreters running code, or variable assignments: then no
-    "always" answer is offered. Applies left to the exec-time question
-    (:func:`left_to_exec`) are no part of it: they are asked each time, with their plan."""
+    nested shells or interpreters running code, or variable assignments. Applies left
+    to the exec-time question are no part of it: they are asked each time, with their
+    plan."""
     if not command.strip() or _has_expansions(command):
         return None
     prefixes: list[str] = []
     for segment in _segments(command):
         program = segment[0]
-        if left_to_exec(program, segment, exec_reviewed):
+        if _left_to_exec(program, segment, exec_reviewed):
             continue
         if "=" in program or os.path.basename(program) in _NO_PREFIX:
             return None

@@ -6,11 +6,14 @@ from pathlib import Path
 from typing import Any
 
 from iac_kernel.events import Diff
-from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError, ToolResult
-from iac_kernel.tools.paths import resolve_path, short, tool_paths
-from iac_kernel.tools.safe_write import remember_target
-from iac_kernel.tools.validate import check
-from iac_kernel.tools.write_file import _expected, read_text_if_exists, write_or_raise
+from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError, ToolResult, resolve_path
+from iac_kernel.tools.write_file import (
+    WriteFileTool,
+    previewed,
+    read_text_if_exists,
+    remember_target,
+    write_or_raise,
+)
 
 
 def apply_edit(text: str, old: str, new: str, replace_all: bool, shown: str) -> tuple[str, int]:
@@ -68,33 +71,34 @@ class EditFileTool(Tool):
     }
     kind = "edit"
     category = Category.WRITE
+    subject = path_arg = "path"
 
-    def title(self, args: dict[str, Any]) -> str:
-        return f"edit_file: {short(args.get('path', ''))}"
-
-    def paths(self, args: dict[str, Any], ctx: ToolContext) -> list[Path]:
-        return tool_paths(ctx, args)
+    def stored_diff(self, args: dict[str, Any]) -> Diff | None:
+        path, old, new = args.get("path"), args.get("old_string"), args.get("new_string")
+        if not isinstance(path, str) or not isinstance(new, str):
+            return None
+        return Diff(path, old if isinstance(old, str) else None, new)
 
     def preview(self, args: dict[str, Any], ctx: ToolContext) -> Diff:
         return self._plan(args, ctx)[0]
 
     def _plan(self, args: dict[str, Any], ctx: ToolContext) -> tuple[Diff, int]:
-        args = check(self, args)
+        args = self.check(args)
         shown = args["path"]
         path = resolve_path(ctx, shown)
         old_text = read_text_if_exists(path, shown, strict=True, cwd=Path(ctx.cwd))
         remember_target(path, ctx.cwd)
         if old_text is None:
-            raise ToolError(f"file not found: {shown} (use write_file to create a file)")
+            raise ToolError(f"file not found: {shown} (use {WriteFileTool.name} to create a file)")
         if "\x00" in old_text:
-            raise ToolError(f"{shown} is a binary file; edit_file only edits text")
+            raise ToolError(f"{shown} is a binary file; {self.name} only edits text")
         new_text, count = apply_edit(
             old_text, args["old_string"], args["new_string"], args["replace_all"], shown
         )
         return Diff(path=str(path), old_text=old_text, new_text=new_text), count
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        expected = _expected(self, args, ctx)
+        expected = previewed(self, args, ctx)
         diff, count = self._plan(args, ctx)
         write_or_raise(Path(diff.path), args["path"], diff.new_text, ctx.cwd, expected)
         noun = "occurrence" if count == 1 else "occurrences"

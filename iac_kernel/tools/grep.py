@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import re
 from pathlib import Path
 from typing import Any
 
-from iac_kernel.tools.base import ToolContext, ToolError, ToolResult
+from iac_kernel.events import Location
+from iac_kernel.tools.base import ToolContext, ToolError, ToolResult, prefix_for, resolve_path
 from iac_kernel.tools.glob import compile_glob, matching_files
-from iac_kernel.tools.paths import prefix_for, resolve_path
 from iac_kernel.tools.rg import SearchTool, run_rg, search_root
-from iac_kernel.tools.tf_files import rg_masking
-from iac_kernel.tools.validate import check
+from iac_kernel.tools.tf_masking import rg_masking
 
 OUTPUT_MODES = ("content", "files_with_matches", "count")
 MAX_CONTEXT = 20
@@ -20,6 +21,9 @@ MAX_CONTEXT = 20
 MAX_LINE_CHARS = 500
 #: A glob with '/' is expanded to a file list; more files than this is refused.
 MAX_GLOB_FILES = 5000
+#: Matches an editor is pointed at (``path:line`` of the content output), at most.
+MAX_LOCATIONS = 20
+_MATCH_LINE = re.compile(r"^(?P<path>[^\n]+?):(?P<line>\d+):")
 
 
 class GrepTool(SearchTool):
@@ -60,8 +64,25 @@ class GrepTool(SearchTool):
         "additionalProperties": False,
     }
 
+    def result_locations(self, output: str, cwd: Path) -> list[Location]:
+        """``path:line`` matches of the content output, absolute, in order, no repeats."""
+        found: list[Location] = []
+        for text in output.splitlines():
+            match = _MATCH_LINE.match(text)
+            if match is None:
+                continue
+            path = os.path.normpath(os.path.join(str(cwd), match.group("path")))
+            location = Location(path, int(match.group("line")))
+            if location not in found:
+                found.append(location)
+                if len(found) >= MAX_LOCATIONS:
+                    break
+        return found
+
+    shows_contents = True
+
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        args = check(self, args)
+        args = self.check(args)
         shown = args.get("path", ".")
         target = resolve_path(ctx, shown)
         if not target.exists():

@@ -6,9 +6,16 @@ import os
 from pathlib import Path
 from typing import Any
 
-from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError, ToolResult
-from iac_kernel.tools.paths import SKIP_DIRS, prefix_for, resolve_path, short, tool_paths
-from iac_kernel.tools.validate import check
+from iac_kernel.tools.base import (
+    SKIP_DIRS,
+    Category,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolResult,
+    prefix_for,
+    resolve_path,
+)
 
 DEFAULT_DEPTH = 2
 MAX_DEPTH = 10
@@ -44,15 +51,11 @@ class ListFilesTool(Tool):
     }
     kind = "read"
     category = Category.READ
-
-    def title(self, args: dict[str, Any]) -> str:
-        return f"list_files: {short(args.get('path') or '.')}"
-
-    def paths(self, args: dict[str, Any], ctx: ToolContext) -> list[Path]:
-        return tool_paths(ctx, args, default=".")
+    subject = path_arg = "path"
+    path_default = "."
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        args = check(self, args)
+        args = self.check(args)
         root = resolve_path(ctx, args["path"])
         depth = args.get("depth", DEFAULT_DEPTH)
         try:

@@ -12,7 +12,7 @@ import contextlib
 import os
 import signal
 
-from iac_kernel.guard.procs import group_members, signal_group
+from iac_kernel.guard.sandbox.processes import group_members, signal_group
 
 _POLL = 0.05
 

@@ -6,10 +6,10 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError, ToolResult
-from iac_kernel.tools.paths import resolve_path, short, tool_paths
-from iac_kernel.tools.tf_files import readable
-from iac_kernel.tools.validate import check
+from iac_kernel.events import Diff, Location
+from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError, ToolResult, resolve_path
+from iac_kernel.tools.list_files import ListFilesTool
+from iac_kernel.tools.tf_masking import readable
 
 #: Lines returned when no ``limit`` is given (and the most one call returns).
 DEFAULT_LINE_LIMIT = 2000
@@ -30,7 +30,7 @@ class ReadFileTool(Tool):
         "Read a text file. Lines come back numbered like `cat -n` (number, tab, text). "
         f"At most {DEFAULT_LINE_LIMIT} lines per call; use offset (1-based first line) and "
         "limit to page through long files. Relative paths are taken from the working "
-        "directory. Binary files are refused; use list_files for directories."
+        f"directory. Binary files are refused; use {ListFilesTool.name} for directories."
     )
     input_schema = {
         "type": "object",
@@ -52,15 +52,19 @@ class ReadFileTool(Tool):
     }
     kind = "read"
     category = Category.READ
+    subject = path_arg = "path"
+    shows_contents = True
 
-    def title(self, args: dict[str, Any]) -> str:
-        return f"read_file: {short(args.get('path', ''))}"
-
-    def paths(self, args: dict[str, Any], ctx: ToolContext) -> list[Path]:
-        return tool_paths(ctx, args)
+    def locations(
+        self, args: dict[str, Any], ctx: ToolContext, diff: Diff | None
+    ) -> list[Location]:
+        """The file, at the first line read."""
+        offset = args.get("offset") if isinstance(args, dict) else None
+        line = offset if type(offset) is int and offset > 0 else 1
+        return [Location(str(path), line) for path in self.paths(args, ctx)]
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        args = check(self, args)
+        args = self.check(args)
         path = resolve_path(ctx, args["path"])
         offset = args.get("offset", 1)
         limit = min(args.get("limit", DEFAULT_LINE_LIMIT), DEFAULT_LINE_LIMIT)
@@ -75,7 +79,7 @@ class ReadFileTool(Tool):
         except FileNotFoundError:
             raise ToolError(f"file not found: {args['path']}") from None
         except IsADirectoryError:
-            raise ToolError(f"{args['path']} is a directory; use list_files to see it") from None
+            raise ToolError(f"{args['path']} is a directory; use {ListFilesTool.name}") from None
         except PermissionError:
             raise ToolError(f"permission denied: {args['path']}") from None
         except OSError as exc:
@@ -95,14 +99,14 @@ def _read(path: Path, shown: str, offset: int, limit: int, byte_cap: int) -> Too
     total = 0
     with path.open("rb") as fh:
         if looks_binary(fh.read(SNIFF_BYTES)):
-            raise ToolError(f"{shown} is a binary file; read_file only reads text")
+            raise ToolError(f"{shown} is a binary file; {ReadFileTool.name} only reads text")
         fh.seek(0)
         for number, raw in enumerate(fh, start=1):
             total = number
             if number < offset or stop_reason:
                 continue
             if looks_binary(raw):
-                raise ToolError(f"{shown} is a binary file; read_file only reads text")
+                raise ToolError(f"{shown} is a binary file; {ReadFileTool.name} only reads text")
             text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
             if len(text) > MAX_LINE_CHARS:
                 text = text[:MAX_LINE_CHARS] + f"… [line cut at {MAX_LINE_CHARS} characters]"

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError
-from iac_kernel.tools.paths import SKIP_DIRS, short, tool_paths
+from iac_kernel.tools.base import SKIP_DIRS, Category, Tool, ToolError, short
 
 
 class SearchTool(Tool):
@@ -21,13 +20,12 @@ class SearchTool(Tool):
 
     kind = "search"
     category = Category.READ
+    path_arg = "path"
+    path_default = "."
 
     def title(self, args: dict[str, Any]) -> str:
         where = f" in {short(args['path'])}" if args.get("path") else ""
         return f"{self.name}: {short(args.get('pattern', ''))}{where}"
-
-    def paths(self, args: dict[str, Any], ctx: ToolContext) -> list[Path]:
-        return tool_paths(ctx, args, default=".")
 
 
 #: A search that runs longer than this is stopped (a runaway search over a huge tree).

@@ -18,28 +18,39 @@ from iac_kernel.egress import inside
 from iac_kernel.egress.decide import GuardedRun
 from iac_kernel.egress.proxy import open_route
 from iac_kernel.guard.confine import confine
-from iac_kernel.guard.sandbox import GUARD_MOUNT, unusable_reason
+from iac_kernel.guard.sandbox.bwrap import GUARD_MOUNT, unusable_reason
 from iac_kernel.terraform import cli
 from iac_kernel.terraform.binding import bind, lineage_check
 from iac_kernel.terraform.review import ApprovedPlan, review_plan_file, stale_message
 from iac_kernel.terraform.sensitive import mask_text
 from iac_kernel.terraform.workspace import is_plan_file, remember, sensitive_values
-from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError, ToolResult
-from iac_kernel.tools.paths import resolve_path, short
-from iac_kernel.tools.tf_plans import DIR_SCHEMA, PROGRAM_SCHEMA, shown_path, workdir_of
-from iac_kernel.tools.validate import check
+from iac_kernel.tools.base import (
+    Category,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolResult,
+    resolve_path,
+    shown_path,
+)
+from iac_kernel.tools.tf_plans import (
+    DIR_SCHEMA,
+    PROGRAM_SCHEMA,
+    TerraformPlanTool,
+    workdir_of,
+)
 
 APPLY_TIMEOUT = 3600.0
 NO_REVIEW = (
     "Not applied: no reviewed plan backs this call (the plan file could not be read before "
-    "the question: {why}). Make a plan with terraform_plan and apply that file."
+    "the question: {why}). Make a plan with " + TerraformPlanTool.name + " and apply that file."
 )
 
 
 class TerraformApplyTool(Tool):
     name = "terraform_apply"
     description = (
-        "Apply a saved plan file (made by terraform_plan or `terraform plan -out=FILE`) "
+        f"Apply a saved plan file (made by {TerraformPlanTool.name} or `terraform plan -out=FILE`) "
         "after the user reviewed it. The user is asked each time, with the plan's summary; "
         "exactly the reviewed bytes are applied, and a plan file changed after the question "
         "is refused. A stale plan (the state changed since) fails: plan again."
@@ -56,13 +67,12 @@ class TerraformApplyTool(Tool):
     }
     kind = "execute"
     category = Category.EXECUTE
+    subject = "plan"
+    shows_contents = True
 
-    def title(self, args: dict[str, Any]) -> str:
-        return f"terraform_apply: {short(args.get('plan', ''))}"
-
-    def is_dangerous(self, args: dict[str, Any]) -> bool:
+    def gate_reason(self, args: dict[str, Any], ctx: ToolContext) -> tuple[bool, str | None]:
         plan = args.get("plan") if isinstance(args, dict) else None
-        return isinstance(plan, str) and bool(plan.strip())
+        return isinstance(plan, str) and bool(plan.strip()), None  # every apply, per call
 
     def paths(self, args: dict[str, Any], ctx: ToolContext) -> list[Path]:
         plan = args.get("plan") if isinstance(args, dict) else None
@@ -73,7 +83,7 @@ class TerraformApplyTool(Tool):
 
     async def review(self, args: dict[str, Any], ctx: ToolContext) -> ApprovedPlan | None:
         """Read and summarise the plan before the question (see the module docstring)."""
-        args = check(self, args)
+        args = self.check(args)
         workdir = workdir_of(args, ctx)
         path = workdir / args["plan"]
         if not path.is_file() or not is_plan_file(path):
@@ -106,7 +116,7 @@ class TerraformApplyTool(Tool):
         return {"kind": "terraform_apply", "form": "tool", "plan_file": plan}
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        args = check(self, args)
+        args = self.check(args)
         approved = getattr(ctx, "review", None)
         if not isinstance(approved, ApprovedPlan):
             why = getattr(ctx, "review_error", None) or "no review was made"

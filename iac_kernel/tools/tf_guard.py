@@ -1,9 +1,9 @@
 """The guard's exec-time review of ``terraform|tofu apply|destroy`` (commands run through
 bash, scripts included): the one question such a command gets.
 
-Registered with :mod:`iac_kernel.guard.reviews` when the tools are built. The review
+Registered with :mod:`iac_kernel.guard.approval.reviews` when the tools are built. The review
 reads the exact argv and environment the program would get, replays how terraform
-builds its arguments (:mod:`iac_kernel.terraform.apply_args`: ``TF_CLI_ARGS`` and
+builds its arguments (:mod:`iac_kernel.terraform.commands`: ``TF_CLI_ARGS`` and
 ``TF_CLI_ARGS_apply``, ``--``, Go flag spellings), and then:
 
 * a command line terraform would reject, or a saved plan file that is not there (yet),
@@ -37,16 +37,20 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from iac_kernel.guard import reviews
-from iac_kernel.guard.reviews import ExecInfo, Review
+from iac_kernel.guard.approval import reviews
+from iac_kernel.guard.approval.reviews import ExecInfo, Review
 from iac_kernel.masking.shapes import HOLD
 from iac_kernel.redact import redact
 from iac_kernel.terraform import cli, config_scan
-from iac_kernel.terraform.apply_args import ApplyLine, resolve, var_assignments
-from iac_kernel.terraform.audit import plan_fields, state_line, state_mark, var_scrubber
-from iac_kernel.terraform.binding import BOUND, Binding, bind, lineage_check
-from iac_kernel.terraform.commands import split_argv
-from iac_kernel.terraform.review import counts_line, review_plan_file
+from iac_kernel.terraform.binding import BOUND, Binding, bind, lineage_check, state_line, state_mark
+from iac_kernel.terraform.commands import ApplyLine, resolve, split_argv, var_assignments
+from iac_kernel.terraform.review import (
+    NO_PLAN_WARNING,
+    counts_line,
+    plan_fields,
+    review_plan_file,
+    var_scrubber,
+)
 from iac_kernel.terraform.sensitive import StreamMasker, keep
 from iac_kernel.terraform.summary import question_text
 from iac_kernel.terraform.workspace import (
@@ -56,8 +60,8 @@ from iac_kernel.terraform.workspace import (
     sensitive_names,
     sensitive_values,
 )
-from iac_kernel.textsafe import printable
-from iac_kernel.tools.tf_question import env_lines, flags, flags_text, reads, shown_path
+from iac_kernel.textsafe import code_span, printable
+from iac_kernel.tools.base import shown_path
 
 PROGRAMS = ("terraform", "tofu")
 #: The var files terraform reads by itself in its working directory.
@@ -322,6 +326,67 @@ def _review(info: ExecInfo, line: ApplyLine) -> Review:
     )
 
 
+# -- the question's text for an apply with no saved plan -------------------------------
+
+
+def flags(line: ApplyLine) -> dict[str, Any]:
+    return {
+        "destroy": line.destroy,
+        "auto_approve": line.auto_approve,
+        "refresh_only": line.refresh_only,
+        "targets": line.option("target"),
+        "replace": line.option("replace"),
+    }
+
+
+def flags_text(line: ApplyLine, workdir: Path, cwd: Path) -> str:
+    """The question for an apply with no saved plan: what the flags will do."""
+    where = (
+        printable(shown_path(workdir, cwd)) if workdir.resolve() != cwd.resolve() else "this folder"
+    )
+    program = line.program
+    if line.destroy:
+        lines = [
+            f"⚠️ DESTROY: destroys every resource in the state of {where}; no reviewed "
+            "plan backs it."
+        ]
+    elif line.refresh_only:
+        lines = [
+            "Refresh only: writes the real infrastructure's attributes into the state; "
+            "changes no resource. No reviewed plan backs it."
+        ]
+        if line.subcommand == "refresh":
+            lines[0] += (
+                f" `{program} refresh` is `{program} apply -refresh-only -auto-approve`: "
+                "it writes the state without asking."
+            )
+    else:
+        lines = [NO_PLAN_WARNING.format(program=program)]
+    targets = line.option("target")
+    if targets:
+        lines.append(f"-target: only {printable(', '.join(targets))} (and what they depend on).")
+    replace = line.option("replace") if line.subcommand != "refresh" else []
+    if replace:
+        lines.append(f"-replace: destroys and re-creates {printable(', '.join(replace))}.")
+    if line.subcommand != "refresh":  # its first line says it does not ask
+        lines.append(
+            "-auto-approve: terraform applies without showing its plan or asking again."
+            if line.auto_approve
+            else 'No -auto-approve: terraform shows its plan and waits for "yes" on its input.'
+        )
+    lines.append(f"Terraform reads: {reads(line)}.")
+    return "\n".join(lines + env_lines(line))
+
+
+def reads(line: ApplyLine) -> str:
+    """The effective command line for a question: one line, as it reads."""
+    return code_span(printable(line.shown()))
+
+
+def env_lines(line: ApplyLine) -> list[str]:
+    return [f"From the environment: {name}={value!r}." for name, value in line.env_args.items()]
+
+
 #: Subcommands that print one JSON document or values: held whole, so the values of a
 #: remote state they print (never on disk) are masked too.
 HELD = {"show", "output", "state", "console"}
@@ -337,38 +402,52 @@ def output_masker(info: ExecInfo) -> Callable[[], StreamMasker] | None:
     workdir = _workdir(info, command.chdir if command else None)
     hold = command is not None and command.subcommand in HELD
     env = dict(info.env)
-    last = [0.0]
-    scans: list[Future[frozenset[str]]] = []
-    lock = threading.Lock()
-
-    def start() -> Future[frozenset[str]]:
-        # The first scan runs beside the program's start (it may show a plan file the
-        # workspace holds), not before it: the maskers wait for it before releasing
-        # anything (StreamMasker asks ``refresh`` before each release).
-        with lock:
-            if not scans:
-                scans.append(Future())
-                threading.Thread(target=_scan_into, args=(scans[0], workdir), daemon=True).start()
-            return scans[0]
-
-    def refresh() -> frozenset[str]:
-        values = start().result()  # raises as the scan did: nothing is released then
-        if time.monotonic() - last[0] < REFRESH_SECONDS:
-            return values
-        last[0] = time.monotonic()
-        return values | sensitive_values(workdir)
+    scans = _Scans(workdir)
 
     def make() -> StreamMasker:
-        start()
         return StreamMasker(
             (),
             hold_all=hold,
-            refresh=refresh,
+            refresh=scans.values,
+            ready=scans.ready,
             redact=lambda text: redact(text, env),
             redact_hold=HOLD,
         )
 
     return make
+
+
+class _Scans:
+    """The workspace scans behind one exec's output maskers, in the background: the
+    first beside the program's start (it may show a plan file the workspace holds),
+    another when output comes :data:`REFRESH_SECONDS` after the last began. Nothing is
+    released before a scan is done (the maskers hold their text meanwhile)."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.lock = threading.Lock()
+        self.started = time.monotonic()
+        self.latest = self._start()
+
+    def _start(self) -> Future[frozenset[str]]:
+        self.started = time.monotonic()
+        future: Future[frozenset[str]] = Future()
+        threading.Thread(target=_scan_into, args=(future, self.workdir), daemon=True).start()
+        return future
+
+    def ready(self) -> bool:
+        """Whether the latest scan is done (a new one begins when it is old enough)."""
+        with self.lock:
+            if self.latest.done() and time.monotonic() - self.started >= REFRESH_SECONDS:
+                self.latest = self._start()
+            return self.latest.done()
+
+    def values(self) -> frozenset[str]:
+        """The latest scan's values, waiting for it (raises as it did: nothing is
+        released then)."""
+        with self.lock:
+            latest = self.latest
+        return latest.result()
 
 
 def _scan_into(result: Future[frozenset[str]], workdir: Path) -> None:

@@ -1,27 +1,42 @@
-"""terraform_plan and terraform_plan_detail: plans as data for the model.
+"""Plans as data for the model: the terraform_plan and terraform_plan_detail tools, and
+the plans a bash call saved.
 
 ``terraform_plan`` runs ``terraform|tofu plan -out=FILE`` in the workspace, reads
 ``show -json FILE`` and returns the compact summary table (the structured plan rides in
-``raw_output["plan"]`` for the plan card). ``terraform_plan_detail`` gives one address's
-attribute changes from the latest plan (or a named plan file).
+``raw_output["plan"]``, and every row in ``plan_rows`` for the plan card).
+``terraform_plan_detail`` gives one address's
+attribute changes from the latest plan (or a named plan file). A bash call that ran
+``plan -out=FILE`` (itself, or through a script the guard saw) gets the same summary
+appended and the same plan card (:func:`pick_up_plans`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import shlex
 from pathlib import Path
 from typing import Any
 
 from iac_kernel.guard.call import GuardedCall, SandboxRequired
 from iac_kernel.terraform import cli, policy
+from iac_kernel.terraform.commands import PlanTarget, plan_outputs, split_argv
 from iac_kernel.terraform.plan import Plan, PlanFile, parse_plan
+from iac_kernel.terraform.review import stale_message
 from iac_kernel.terraform.sensitive import mask_text, values_from_show
-from iac_kernel.terraform.summary import detail_text, model_text
+from iac_kernel.terraform.summary import card_rows, detail_text, model_text
 from iac_kernel.terraform.workspace import is_plan_file, remember, remember_plan_file
 from iac_kernel.textsafe import code_span, printable
-from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError, ToolResult
-from iac_kernel.tools.paths import resolve_path
-from iac_kernel.tools.validate import check
+from iac_kernel.tools.base import (
+    Category,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolResult,
+    resolve_path,
+    shown_path,
+)
 
 #: (workspace root, plan path) -> the last plan read from that file.
 _PLANS: dict[tuple[str, str], Plan] = {}
@@ -46,13 +61,6 @@ def latest_plan_path(cwd: Path) -> Path | None:
     return Path(latest) if latest else None
 
 
-def shown_path(path: Path, cwd: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(Path(cwd).resolve()))
-    except ValueError:
-        return str(path)
-
-
 def workdir_of(args: dict[str, Any], ctx: ToolContext) -> Path:
     workdir = resolve_path(ctx, args["dir"]) if args.get("dir") else ctx.cwd
     if not workdir.is_dir():
@@ -75,6 +83,45 @@ async def read_plan(
     remember_plan_file(cwd, path, values)
     record_plan(cwd, path, plan)
     return plan, values
+
+
+async def pick_up_plans(command: str, cwd: Path, result: ToolResult) -> None:
+    """What follows a bash call: the summary and plan card of each plan file it saved
+    (named on its command line, or of any terraform/tofu ``plan`` the guard saw run), and
+    "saved plan is stale" as a clear failure."""
+    with contextlib.suppress(Exception):
+        for target in _plan_targets(command, cwd, result.raw_output):
+            if not target.path.is_file():
+                continue
+            executable = cli.find_program(target.program)
+            plan, _ = await read_plan(
+                executable, target.path, target.workdir, cwd, target.refresh_only
+            )
+            result.content = f"{result.content}\n\n{model_text(plan)}"
+            raw = result.raw_output if isinstance(result.raw_output, dict) else {}
+            result.raw_output = {**raw, "plan": plan.to_dict()}
+            result.plan_rows = card_rows(plan)
+    stale = stale_message(result.content)
+    if stale:
+        result.content = f"{stale}\n\n{result.content}"
+        result.is_error = True
+
+
+def _plan_targets(command: str, cwd: Path, raw_output: Any) -> list[PlanTarget]:
+    """Plan files the command line names, and those of every terraform/tofu the guard saw
+    run (a plan made by a script or ``make`` too), once each."""
+    targets = plan_outputs(command, cwd)
+    guarded = raw_output.get("guarded") if isinstance(raw_output, dict) else None
+    for entry in guarded if isinstance(guarded, list) else []:
+        tf = split_argv(list(entry.get("argv") or [])) if isinstance(entry, dict) else None
+        if tf is not None and tf.subcommand == "plan":
+            targets += plan_outputs(
+                shlex.join([tf.program, *entry["argv"][1:]]), Path(str(entry.get("cwd") or cwd))
+            )
+    unique: dict[Path, PlanTarget] = {}
+    for target in targets:
+        unique.setdefault(target.path, target)
+    return list(unique.values())
 
 
 PROGRAM_SCHEMA = {
@@ -114,12 +161,13 @@ class TerraformPlanTool(Tool):
     }
     kind = "execute"
     category = Category.EXECUTE
+    shows_contents = True
 
     def title(self, args: dict[str, Any]) -> str:
         mode = args.get("mode") if isinstance(args, dict) else None
         where = args.get("dir") if isinstance(args, dict) else None
         return (
-            "terraform_plan"
+            self.name
             + (f" {mode}" if mode and mode != "normal" else "")
             + (f": {where}" if where else "")
         )
@@ -145,7 +193,7 @@ class TerraformPlanTool(Tool):
         )
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        args = check(self, args)
+        args = self.check(args)
         try:
             executable = cli.find_program(args.get("program"), {**ctx.env} or None)
         except cli.TerraformError as exc:
@@ -164,7 +212,8 @@ class TerraformPlanTool(Tool):
         argv += [f"-var={k}={_var(v)}" for k, v in (args.get("vars") or {}).items()]
         argv += [f"-target={t}" for t in args.get("targets") or []]
         try:
-            done = await guarded_run(argv, ctx, PLAN_TIMEOUT)
+            with cli.show_when_written(executable, out, workdir):  # beside terraform's end
+                done = await guarded_run(argv, ctx, PLAN_TIMEOUT)
         except (cli.TerraformError, SandboxRequired) as exc:
             raise ToolError(str(exc)) from None
         if done.returncode != 0:
@@ -184,7 +233,8 @@ class TerraformPlanTool(Tool):
         except cli.TerraformError as exc:
             raise ToolError(str(exc)) from None
         text = mask_text(model_text(plan), values)
-        return ToolResult(text, raw_output={"plan": plan.to_dict(), "exit_code": 0})
+        raw = {"plan": plan.to_dict(), "exit_code": 0}
+        return ToolResult(text, raw_output=raw, plan_rows=card_rows(plan))
 
 
 def _named_paths(args: Any, ctx: ToolContext, key: str) -> list[Path]:
@@ -215,8 +265,6 @@ async def guarded_run(argv: list[str], ctx: ToolContext, seconds: float) -> cli.
 
 
 def _var(value: Any) -> str:
-    import json
-
     return value if isinstance(value, str) else json.dumps(value)
 
 
@@ -241,18 +289,18 @@ class TerraformPlanDetailTool(Tool):
     kind = "read"
     category = Category.READ
 
-    def title(self, args: dict[str, Any]) -> str:
-        return f"terraform_plan_detail: {args.get('address', '')}"
+    subject = "address"
+    shows_contents = True
 
     def paths(self, args: dict[str, Any], ctx: ToolContext) -> list[Path]:
         return _named_paths(args, ctx, "plan")
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        args = check(self, args)
+        args = self.check(args)
         workdir = workdir_of(args, ctx)
         path = (workdir / args["plan"]) if args.get("plan") else latest_plan_path(ctx.cwd)
         if path is None:
-            raise ToolError("no plan yet in this session: make one with terraform_plan")
+            raise ToolError(f"no plan yet in this session: make one with {TerraformPlanTool.name}")
         if not path.is_file() or not is_plan_file(path):
             raise ToolError(f"not a saved plan file: {shown_path(path, ctx.cwd)}")
         plan = _PLANS.get((_real(ctx.cwd), _real(path)))

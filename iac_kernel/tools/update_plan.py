@@ -1,7 +1,7 @@
 """update_plan: the model's own checklist for a multi-step task, shown to the user.
 
 The tool changes nothing: it records the steps the model states, with their status, and
-front ends show them (ACP clients as ``plan`` updates, :mod:`iac_kernel.acp.plan`). The
+front ends show them (ACP clients as ``plan`` updates, :mod:`iac_kernel.acp.protocol.updates`). The
 plan is only ever what the model sent; the agent never makes one up.
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError, ToolResult
-from iac_kernel.tools.validate import check
 
 STATUSES = ("pending", "in_progress", "completed")
 PRIORITIES = ("high", "medium", "low")
@@ -58,14 +57,17 @@ class UpdatePlanTool(Tool):
     def title(self, args: dict[str, Any]) -> str:
         steps = args.get("steps") if isinstance(args, dict) else None
         count = len(steps) if isinstance(steps, list) else 0
-        return f"update_plan: {count} step{'s' if count != 1 else ''}"
+        return f"{self.name}: {count} step{'s' if count != 1 else ''}"
+
+    def checklist(self, args: Any) -> list[dict[str, str]] | None:
+        return plan_steps(args) or None
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        args = check(self, args)
+        args = self.check(args)
         steps = plan_steps(args)
         if not steps or len(steps) > MAX_STEPS:
             raise ToolError(
-                f"Invalid input for update_plan: 'steps' must be 1 to {MAX_STEPS} objects, "
+                f"Invalid input for {self.name}: 'steps' must be 1 to {MAX_STEPS} objects, "
                 "each with a non-empty 'step', a 'status' (pending, in_progress, completed) "
                 "and optionally a 'priority' (high, medium, low)"
             )

@@ -11,8 +11,6 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
 
 from iac_kernel.tools.base import Category, Tool, ToolContext, ToolError, ToolResult
-from iac_kernel.tools.paths import short
-from iac_kernel.tools.validate import check
 
 if TYPE_CHECKING:  # httpx is imported when a fetch runs: it costs ~0.1 s at start-up
     import httpx
@@ -232,14 +230,12 @@ class WebFetchTool(Tool):
     }
     kind = "fetch"
     category = Category.READ
-
-    def title(self, args: dict[str, Any]) -> str:
-        return f"web_fetch: {short(args.get('url', ''))}"
+    subject = "url"
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         import httpx
 
-        args = check(self, args)
+        args = self.check(args)
         settings = ctx.settings
         cap = int(settings.web_fetch_max_bytes)
         cap = min(args.get("max_bytes", cap), cap)

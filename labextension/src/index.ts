@@ -1,8 +1,19 @@
 /**
  * App plugin: follows the agent activity of every iac-kernel notebook and console
- * (IOPub messages plus the kernel's status comm, `tracking.ts`), shows it in the status
- * bar (JupyterLab) and the page title, serves the cards' hooks (`cardhooks.ts`), and adds
- * a command that goes to the question waiting for an answer (`gotopending.ts`).
+ * (IOPub messages plus the kernel's status comm, `channel/tracking.ts`), shows it in the
+ * status bar (JupyterLab) and the page title, serves the cards' hooks
+ * (`channel/cardhooks.ts`), and adds a command that goes to the question waiting for an
+ * answer (`channel/gotopending.ts`). The renderers are the other entry point (`mime.ts`).
+ *
+ * The parts, each a folder, import only those below them:
+ *
+ *   channel/    the kernel channel: the status comm, following a widget's kernel, turns
+ *               started before a reload, cards saved mid-question, the cards' hooks
+ *   status/     live session activity, the status bar item, page title, turn footer
+ *   plan/       the plan card: review list, filters, each row's diff on demand
+ *   cards/      the tool card (payload, DOM, output, diff) and the streamed text
+ *   questions/  questions and their forms: model, form view, answer dialog, keys
+ *   dom.ts, json.ts   the element helper and Copy buttons; readers of untrusted JSON
  */
 
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
@@ -11,13 +22,13 @@ import { INotebookTracker } from '@jupyterlab/notebook';
 import { IStatusBar } from '@jupyterlab/statusbar';
 import { Widget } from '@lumino/widgets';
 
-import { ITracked, hasSession, isAgentKernel } from './agentwidget';
-import { setCardHooks } from './cardhooks';
-import { GOTO_PENDING, addGoToPending, goToPending } from './gotopending';
-import { installQuestionKeys } from './keys';
-import { AgentStatusItem } from './statusitem';
-import { watchTitle } from './title';
-import { track } from './tracking';
+import { setCardHooks } from './channel/cardhooks';
+import { GOTO_PENDING, addGoToPending, goToPending } from './channel/gotopending';
+import { track } from './channel/tracking';
+import { ITracked, hasSession, isAgentKernel } from './channel/widgets';
+import { installQuestionKeys } from './questions/keys';
+import { AgentStatusItem } from './status/statusitem';
+import { watchTitle } from './status/title';
 
 const plugin: JupyterFrontEndPlugin<void> = {
   id: '@iac-kernel/jupyterlab:activity',

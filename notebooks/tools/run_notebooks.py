@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from iac_kernel.models.credentials import CREDENTIAL_ENV as CREDENTIALS
+from iac_kernel.models.providers import CREDENTIAL_ENV as CREDENTIALS
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent
 #: Terraform runbooks (06, 07): no checkov run, no CLI config file warning.

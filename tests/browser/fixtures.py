@@ -1,26 +1,57 @@
-"""Fixtures of the browser tests: one headless Chromium per test module, a fresh page
-(its own context) per test, and a folder for the test's screenshots (under its own
-temporary folder, never the checkout). A module may override ``page`` (e.g. to grant
-permissions)."""
+"""Fixtures of the browser tests: one headless Chromium and one Jupyter server per front
+end for the whole test process (a pytest-xdist worker has its own), a folder of its own
+on that server for each test (``jupyter``), a fresh page (its own context) per test, and
+a folder for the test's screenshots (under its own temporary folder, never the checkout).
+A module may override ``page`` (e.g. to grant permissions)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from browser.jupyter import Folder, Servers
 from browser.lab import chromium, lab_page
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser() -> Iterator[object]:
     with chromium() as browser:
         yield browser
 
 
+@pytest.fixture(scope="session")
+def jupyter_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
+    servers = Servers(tmp_path_factory.mktemp("jupyter"))
+    try:
+        yield servers
+    finally:
+        servers.close()
+
+
 @pytest.fixture
-def page(browser) -> Iterator[object]:
+def jupyter(jupyter_servers: Servers, tmp_path: Path) -> Iterator[Callable[..., Folder]]:
+    """``jupyter(app, env)``: this test's own folder on the shared ``app`` server
+    (``jupyterlab`` or ``notebook``), its kernels started with ``env``; named after the
+    test unless ``name`` says otherwise (a picture shows it). Their kernels are shut down
+    when the test ends, after its page closed (``page`` asks for this fixture)."""
+    folders: list[Folder] = []
+
+    def open_folder(app: str, env: dict[str, str] | None = None, name: str = "") -> Folder:
+        folder = jupyter_servers.folder(app, name or tmp_path.name)
+        if env:
+            folder.kernel_env(env)
+        folders.append(folder)
+        return folder
+
+    yield open_folder
+    for folder in folders:
+        folder.shut_down_kernels()
+
+
+@pytest.fixture
+def page(browser, jupyter) -> Iterator[object]:
     with lab_page(browser) as page:
         yield page
 

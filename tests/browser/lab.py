@@ -54,6 +54,28 @@ def lab_page(browser) -> Iterator[object]:
         context.close()
 
 
+#: Resolves once the element and everything in it kept their size and place for five
+#: frames in a row (the layout settled, e.g. after a resize).
+STILL = """node => new Promise(resolve => {
+  let last = '', still = 0;
+  const tick = () => {
+    const now = [node, ...node.querySelectorAll('*')].map(n => {
+      const r = n.getBoundingClientRect();
+      return [r.left, r.top, r.width, r.height].join();
+    }).join(';');
+    still = now === last ? still + 1 : 0;
+    last = now;
+    if (still >= 5) resolve(); else requestAnimationFrame(tick);
+  };
+  requestAnimationFrame(tick);
+})"""
+
+
+def wait_still(locator) -> None:
+    """Wait until the element of ``locator`` and its contents stop moving."""
+    locator.evaluate(STILL)
+
+
 def our_errors(page) -> list[str]:
     """Uncaught page errors thrown from this extension's bundle (Notebook 7 itself logs one
     unrelated settings error on load, with or without the extension)."""

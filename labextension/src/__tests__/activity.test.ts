@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { SessionActivity, answerOrder, parseQuestions } from '../activity';
-import { SESSION_MIME, TOOLCALL_MIME } from '../payload';
+import { SessionActivity } from '../status/activity';
+import { answerOrder, parseQuestions } from '../questions/model';
+import { SESSION_MIME, TOOLCALL_MIME } from '../cards/payload';
 
 function display(callId: string, status: string, parent = 'exec-1', type = 'display_data') {
   return {

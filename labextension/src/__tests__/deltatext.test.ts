@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { DeltaText, parseDelta } from '../deltatext';
+import { DeltaText, parseDelta } from '../cards/deltatext';
 
 test('deltas at the end are appended; offsets count code points', () => {
   const text = new DeltaText();

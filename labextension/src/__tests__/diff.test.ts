@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { diffLines, hunkHeader, splitLines, toHunks } from '../diff';
+import { diffLines, hunkHeader, splitLines, toHunks } from '../cards/diff';
 
 /** Rebuild both sides from the ops: every diff must reproduce its inputs. */
 function sides(oldText: string | null, newText: string): { before: string[]; after: string[] } {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { footerLine, parseFooter } from '../footermodel';
+import { footerLine, parseFooter } from '../status/footermodel';
 
 test('a footer payload reads back, with bad counts as 0', () => {
   const footer = parseFooter({

@@ -1,25 +1,16 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { parseQuestions } from '../activity';
-import { formProblem, initialValue, parseForm, readValue } from '../formmodel';
-import { parseToolCall } from '../payload';
-
-const confirmation = {
-  title: 'Typed confirmation',
-  fields: [
-    {
-      name: 'workspace',
-      title: 'Workspace name',
-      kind: 'text',
-      description: 'Type prod to approve; anything else rejects.',
-      choices: [],
-      required: true,
-      default: null,
-      mustEqual: 'prod'
-    }
-  ]
-};
+import { parseToolCall } from '../cards/payload';
+import {
+  blockedNote,
+  formProblem,
+  initialValue,
+  parseForm,
+  parseQuestions,
+  readValue
+} from '../questions/model';
+import { CARDS, CONFIRMATION } from './fixtures';
 
 const question = {
   title: 'Which way?',
@@ -32,7 +23,7 @@ const question = {
 };
 
 test('a typed confirmation approves only with the exact name', () => {
-  const form = parseForm(confirmation)!;
+  const form = parseForm(CONFIRMATION)!;
   assert.equal(form.fields[0].mustEqual, 'prod');
   const values = { workspace: initialValue(form.fields[0]) };
   assert.equal(values.workspace, '');
@@ -41,6 +32,19 @@ test('a typed confirmation approves only with the exact name', () => {
     assert.equal(formProblem(form, { workspace: readValue(form.fields[0], typed) }), 'the typed workspace name did not match');
   }
   assert.equal(formProblem(form, { workspace: readValue(form.fields[0], ' prod ') }), null);
+});
+
+test('a typed confirmation says Allow stays disabled until the exact name, never that it rejects', () => {
+  const form = parseForm(CONFIRMATION)!;
+  const locked = 'Allow once stays disabled until you type prod exactly.';
+  for (const typed of ['', 'pro', 'Prod', 'production']) {
+    assert.equal(blockedNote(form, { workspace: readValue(form.fields[0], typed) }, 'Allow once'), locked);
+  }
+  assert.equal(blockedNote(form, { workspace: 'prod' }, 'Allow once'), null);
+  assert.doesNotMatch(form.fields[0].description, /rejects/);
+  // Other fields name their own problem.
+  const other = parseForm(question)!;
+  assert.equal(blockedNote(other, { region: null, count: 2 }, 'Answer'), 'Region is required');
 });
 
 test('every field kind is read and checked as the kernel does', () => {
@@ -79,21 +83,8 @@ test('an unreadable form is no form', () => {
 });
 
 test('the card and the pending questions carry the form', () => {
-  const parsed = parseToolCall({
-    version: 1,
-    callId: 'c1',
-    name: 'bash',
-    title: 'terraform apply',
-    kind: 'execute',
-    status: 'awaiting_permission',
-    input: {},
-    output: null,
-    outputTruncated: false,
-    diff: null,
-    locations: [],
-    sessionId: 's',
-    question: { id: 'q1', state: 'pending', danger: true, reason: 'r', options: ['reject_once', 'allow_once'], answer: null, form: confirmation, labels: { allow_once: 'Allow once', x: 3 }, kind: 'execute' }
-  });
+  const card = CARDS.confirmation;
+  const parsed = parseToolCall({ ...card, question: { ...card.question, labels: { allow_once: 'Allow once', x: 3 } } });
   assert.ok(parsed.ok);
   if (parsed.ok) {
     assert.equal(parsed.value.question?.form?.fields[0].mustEqual, 'prod');

@@ -1,29 +1,16 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import {
-  countLines,
-  formatCount,
-  formatElapsed,
-  hiddenNote,
-  parseSessionInfo,
-  parseToolCall
-} from '../payload';
+import { countLines, formatCount, formatElapsed, hiddenNote } from '../cards/format';
+import { parseSessionInfo, parseToolCall } from '../cards/payload';
+import type { ToolCallPayload } from '../schema';
+import { CARDS } from './fixtures';
 
-const base = {
-  version: 1,
-  callId: 'toolu_9',
-  name: 'bash',
-  title: 'bash: seq 1 4939',
-  kind: 'execute',
-  status: 'done',
-  input: { command: 'seq 1 4939' },
-  output: '1\n…\n4939\n',
-  outputTruncated: true,
-  diff: null,
-  locations: [],
-  sessionId: 's'
-};
+/** The cut output without the kernel's note, count and range: each test adds what it reads. */
+const base: Partial<ToolCallPayload> = { ...CARDS.cutOutput };
+delete base.outputNote;
+delete base.outputLines;
+delete base.hidden;
 
 function parsed(extra: Record<string, unknown>) {
   const result = parseToolCall({ ...base, ...extra });

@@ -1,22 +1,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { formatTokens, parseSessionInfo, parseToolCall, parseUsage } from '../payload';
+import { formatTokens } from '../cards/format';
+import { parseSessionInfo, parseToolCall, parseUsage } from '../cards/payload';
+import { CARDS } from './fixtures';
 
-const card = {
-  version: 1,
-  callId: 'toolu_1',
-  name: 'write_file',
-  title: 'Write main.tf',
-  kind: 'edit',
-  status: 'awaiting_permission',
-  input: { path: 'main.tf', content: 'x' },
-  output: null,
-  outputTruncated: false,
-  diff: { path: '/w/main.tf', oldText: null, newText: 'x\n' },
-  locations: ['/w/main.tf'],
-  sessionId: 'sess-1'
-};
+const card = CARDS.edit;
 
 test('a well-formed card parses without warnings', () => {
   const parsed = parseToolCall(card);

@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { changeLine, moreNote, parsePlan } from '../planmodel';
-import { rowsOf } from '../planrows';
+import { changeLine, moreNote, parsePlan, rowsOf } from '../plan/model';
 
 const plan = {
   summary: 'Plan: 2 to add, 1 to change, 2 to destroy (1 replaced).',

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { naturalCompare } from '../planmodel';
-import { entriesOf, filterRows, moduleOf, rowsOf, rowsText } from '../planrows';
+import { naturalCompare } from '../plan/model';
+import { countsOf, entriesOf, filterRows, moduleOf, rowsOf, rowsText } from '../plan/model';
 
 const plan = {
   summary: 'Plan: 3 to add, 1 to change, 4 to destroy (1 replaced).',
@@ -88,5 +88,35 @@ test('filter by action and search by address; copy is one line per row', () => {
   assert.equal(
     rowsText(filterRows(rows, new Set(['replace']), '')),
     'replace\tterraform_data.cache'
+  );
+});
+
+test('a 10,000-row compact payload: every row, a filter per action, search over all', () => {
+  const n = 10_000;
+  const ranks = (i: number) => (i % 250 === 7 ? 0 : i % 8 === 3 ? 1 : i % 10 === 5 ? 2 : 3);
+  const order = [...Array(n).keys()].sort((a, b) => ranks(a) - ranks(b) || a - b);
+  const compact = {
+    v: 1,
+    actions: ['replace', 'delete', 'update', 'create'],
+    groups: [['', 'terraform_data', 'terraform_data.']],
+    whys: [''],
+    action: order.map(ranks),
+    group: order.map(() => 0),
+    name: order.map(i => `r[${i}]`),
+    why: order.map(() => 0),
+    diff: order.map(() => null)
+  };
+  const rows = rowsOf({ summary: '', resources: [] }, compact);
+  assert.equal(rows.length, n);
+  assert.deepEqual(
+    countsOf(rows).map(([action]) => action),
+    ['replace', 'delete', 'update', 'create']
+  );
+  const creates = filterRows(rows, new Set(['create']), '');
+  assert.ok(creates.length > 7000 && creates.every(r => r.action === 'create'));
+  const last = rows[rows.length - 1].address;
+  assert.deepEqual(
+    filterRows(rows, new Set(['create']), last).map(r => r.address),
+    [last]
   );
 });

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { ForeignTurns, IMessage, IOutputList } from '../reroute';
+import { ForeignTurns, IMessage, IOutputList } from '../channel/reroute';
 
 class Outputs implements IOutputList {
   items: Record<string, any>[] = [];
@@ -105,7 +105,7 @@ test('a saved card is found by its call id; junk info is ignored', () => {
 });
 
 test('a card saved mid-question says so and what became of the call', async () => {
-  const { staleCard, SAVED_ASKING } = await import('../stale');
+  const { staleCard, SAVED_ASKING } = await import('../cards/stale');
   const card = { callId: 'c', status: 'awaiting_permission', live: true, question: { id: 'q', state: 'pending', danger: true } };
   const denied = staleCard(card, 'denied');
   assert.equal(denied.status, 'denied');
@@ -119,7 +119,7 @@ test('a card saved mid-question says so and what became of the call', async () =
 });
 
 test('keys a, r and digits pick the matching button', async () => {
-  const { buttonForKey } = await import('../keys');
+  const { buttonForKey } = await import('../questions/keys');
   const labels = ['Reject once', 'Allow once', 'Always allow `terraform plan` …'];
   assert.equal(buttonForKey('a', labels), 1);
   assert.equal(buttonForKey('r', labels), 0);
@@ -144,7 +144,7 @@ test('a foreign turn marks its cell running, then gives it its execution count',
 });
 
 test('a settled saved card gets HTML and plain forms that say so, escaped', async () => {
-  const { staleCard, staleFallback } = await import('../stale');
+  const { staleCard, staleFallback } = await import('../cards/stale');
   const card = { callId: 'c', title: 'bash: <b>apply</b>', status: 'awaiting_permission', question: { state: 'pending' } };
   const forms = staleFallback(staleCard(card, 'denied'));
   assert.match(forms['text/plain'], /^\[denied\] bash: <b>apply<\/b>\nSaved while this question waited/);

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { markedTitle } from '../title';
+import { markedTitle } from '../status/title';
 
 test('the page title says how many questions wait, once', () => {
   assert.equal(markedTitle('agent.ipynb - JupyterLab', 2), '(2 waiting) agent.ipynb - JupyterLab');

@@ -1,0 +1,1 @@
+"""Permission questions in the notebook: their words, buttons, forms, stdin, policy."""

@@ -1,0 +1,1 @@
+"""A turn's cell output: streamed text, tool cards, plan cards, checklist, footer."""

@@ -1,0 +1,1 @@
+"""The kernel's sessions and running turns, the status comm, editors on the same session."""

@@ -1,0 +1,141 @@
+/**
+ * The status bar item: the current notebook's agent model, mode, session
+ * tokens, and tool calls waiting for permission (click to jump to them).
+ */
+
+import { Signal } from '@lumino/signaling';
+import { Widget } from '@lumino/widgets';
+
+import { formatTokens } from '../cards/format';
+import { SessionActivity } from './activity';
+
+/** The agent's state from the kernel's own info: a question waits, a turn runs, or idle. */
+export function agentState(activity: SessionActivity): 'waiting' | 'running' | 'idle' | 'unknown' {
+  if (activity.pendingCount > 0) {
+    return 'waiting';
+  }
+  if (activity.busy === true || activity.running.length > 0) {
+    return 'running';
+  }
+  return activity.busy === false ? 'idle' : 'unknown';
+}
+
+export const STATE_LABELS: Record<string, string> = {
+  waiting: 'waiting for you',
+  running: 'running',
+  idle: 'idle',
+  unknown: ''
+};
+
+function span(className: string, text: string): HTMLSpanElement {
+  const node = document.createElement('span');
+  node.className = className;
+  node.textContent = text;
+  return node;
+}
+
+/** A mode name safe in a class name ("read_only" -> "read_only", odd input -> "other"). */
+function modeClass(mode: string): string {
+  return /^[a-z_]+$/.test(mode) ? mode : 'other';
+}
+
+export class AgentStatusItem extends Widget {
+  /** Fired when the item should appear or disappear. */
+  readonly activeStateChanged = new Signal<this, void>(this);
+
+  constructor(private _onActivate: () => void) {
+    super();
+    this.addClass('iac-status-item');
+    this.node.setAttribute('role', 'button');
+    this.node.tabIndex = 0;
+    this.node.addEventListener('click', () => this._onActivate());
+    this.node.addEventListener('keydown', event => {
+      if (event.key === 'Enter' || event.key === ' ') {
+        event.preventDefault();
+        this._onActivate();
+      }
+    });
+  }
+
+  /** Whether the status bar should show the item. */
+  get active(): boolean {
+    return this._active;
+  }
+
+  /**
+   * Show activity (null: no iac-kernel notebook is current). isAgentKernel
+   * shows the item before the first payload arrives.
+   */
+  render(activity: SessionActivity | null, isAgentKernel: boolean): void {
+    const active = activity !== null && (activity.seen || isAgentKernel);
+    if (active !== this._active) {
+      this._active = active;
+      this.activeStateChanged.emit();
+    }
+    this.node.replaceChildren();
+    if (!activity || !active) {
+      return;
+    }
+    const info = activity.session;
+    const pending = activity.pendingCount;
+    const running = activity.running.length;
+    this.node.classList.toggle('iac-status-has-pending', pending > 0);
+    this.node.dataset.mode = info?.mode ?? '';
+    const state = agentState(activity);
+    this.node.dataset.state = state;
+    if (STATE_LABELS[state]) {
+      this.node.appendChild(span(`iac-status-state iac-state-${state}`, STATE_LABELS[state]));
+    }
+    if (pending > 0) {
+      this.node.appendChild(
+        span('iac-status-pending', `⚠ ${pending} awaiting permission`)
+      );
+    }
+    this.node.appendChild(span('iac-status-model', info?.model ?? 'iac-kernel'));
+    if (info?.mode) {
+      const mode = span(`iac-status-mode iac-mode-${modeClass(info.mode)}`, info.mode);
+      if (info.mode === 'bypass') {
+        mode.title = 'bypass: edits and commands run without asking (per-call questions still ask)';
+      } else if (info.mode === 'read_only') {
+        mode.title = 'read_only: only reading tools run; edits and commands are refused';
+      }
+      this.node.appendChild(mode);
+    }
+    if (info?.usage) {
+      this.node.appendChild(
+        span('iac-status-tokens', `${formatTokens(info.usage.totalTokens)} tokens`)
+      );
+    }
+    if (running > 0) {
+      this.node.appendChild(span('iac-status-running', `${running} tool${running > 1 ? 's' : ''}`));
+    }
+    const lines = [
+      `Agent session: ${activity.sessionId || 'not started yet'}`,
+      info?.title ? `Title: ${info.title}` : '',
+      info?.cwd ? `Directory: ${info.cwd}` : '',
+      info?.model ? `Model: ${info.model}` : '',
+      info?.mode ? `Permission mode: ${info.mode}` : '',
+      info?.usage
+        ? `Tokens (session): ${info.usage.inputTokens} in, ${info.usage.outputTokens} out, ` +
+          `${info.usage.cacheReadTokens} cache read, ${info.usage.cacheWriteTokens} cache write`
+        : '',
+      info?.turnUsage ? `Tokens (last turn): ${info.turnUsage.totalTokens}` : '',
+      `Tool calls since kernel start: ${activity.callCount}`,
+      pending > 0 ? 'Click to go to the permission request.' : ''
+    ];
+    this.node.setAttribute(
+      'aria-label',
+      [
+        `Agent ${STATE_LABELS[state] || 'status'}`,
+        pending > 0 ? `${pending} awaiting permission` : '',
+        info?.model ?? '',
+        info?.mode ?? ''
+      ]
+        .filter(Boolean)
+        .join(', ')
+    );
+    this.node.title = lines.filter(Boolean).join('\n');
+  }
+
+  private _active = false;
+}
