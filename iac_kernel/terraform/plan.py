@@ -290,10 +290,11 @@ def parse_plan(
     return plan
 
 
-def _mask_by_value(plan: Plan, values: set[str]) -> None:
+def _mask_by_value(plan: Plan, values: set[str] | frozenset[str]) -> None:
     """Sensitive values that reappear unmarked (terraform_data ``output``) are masked too."""
     if not values:
         return
+    values = frozenset(values)
     for resource in (*plan.resources, *plan.drift):
         for change in resource.changes:
             masked_before = mask_value(change.before, values)

@@ -1,8 +1,8 @@
-"""Fixtures of the browser tests: one headless Chromium and one Jupyter server per front
-end for the whole test process (a pytest-xdist worker has its own), a folder of its own
-on that server for each test (``jupyter``), a fresh page (its own context) per test, and
-a folder for the test's screenshots (under its own temporary folder, never the checkout).
-A module may override ``page`` (e.g. to grant permissions)."""
+"""Fixtures of the browser tests: one Jupyter server per front end for the whole test
+process (a pytest-xdist worker has its own) with a folder of its own on it for each test
+(``jupyter``), one headless Chromium per test module, a fresh page (its own context) per
+test, and a folder for the test's screenshots (under its own temporary folder, never the
+checkout). A module may override ``page`` (e.g. to grant permissions)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,10 @@ from browser.jupyter import Folder, Servers
 from browser.lab import chromium, lab_page
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
+    """Per module, not per session: while Playwright's sync API runs, the thread has a
+    running event loop, and the asyncio tests of other modules could not start theirs."""
     with chromium() as browser:
         yield browser
 

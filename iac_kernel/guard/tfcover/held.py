@@ -75,14 +75,13 @@ def prepare(
         os.close(parent)
     if not stat.S_ISREG(st.st_mode):
         return "not a regular file"
-    placeholder = _placeholder(folder, shown)
-    own = os.stat(placeholder)
+    placeholder, own = _placeholder(folder, shown)
     return Held(
         inside,
         host,
         placeholder,
         (st.st_dev, st.st_ino),
-        (own.st_dev, own.st_ino),
+        own,
         made=(st.st_ino, st.st_size, st.st_mtime_ns) if created else None,
         content=content,
         folders=made,
@@ -148,10 +147,8 @@ def prepare_link(inside: str, host: str, shown: bytes, folder: Path) -> Held | s
         return f"cannot be read: {exc.strerror or exc}"
     if not stat.S_ISLNK(st.st_mode):
         return "not the symlink it was"
-    placeholder = _placeholder(folder, shown)
-    own = os.stat(placeholder)
-    ids = (st.st_dev, st.st_ino), (own.st_dev, own.st_ino)
-    return Held(inside, host, placeholder, *ids, link=True)
+    placeholder, own = _placeholder(folder, shown)
+    return Held(inside, host, placeholder, (st.st_dev, st.st_ino), own, link=True)
 
 
 def put_back(helds: list[Held]) -> None:
@@ -246,12 +243,13 @@ def remove_folders(root: str, folders: list[str]) -> None:
                 os.close(parent)
 
 
-def _placeholder(folder: Path, content: bytes) -> str:
+def _placeholder(folder: Path, content: bytes) -> tuple[str, tuple[int, int]]:
     """A new read-only file holding ``content`` in ``folder`` (one per held file: its
-    identity says which mount is whose)."""
+    identity says which mount is whose), and its ``(dev, ino)``."""
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd, path = tempfile.mkstemp(prefix="held-", dir=folder)
     with os.fdopen(fd, "wb") as fh:
         fh.write(content)
+        st = os.fstat(fh.fileno())
     os.chmod(path, 0o444)
-    return path
+    return path, (st.st_dev, st.st_ino)
