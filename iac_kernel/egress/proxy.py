@@ -175,7 +175,7 @@ class EgressProxy:
         for key, value in options.items():
             args += ["--set", f"{key}={value}"]
         self._ready.clear()
-        self.process = subprocess.Popen(
+        self.process = process = subprocess.Popen(
             args,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -188,8 +188,10 @@ class EgressProxy:
         while time.monotonic() < deadline:
             if self._ready.wait(0.05):
                 return True
-            if self.process.poll() is not None:
-                err = (self.process.stderr.read() if self.process.stderr else b"").decode()
+            if self.process is not process:  # stopped meanwhile (:meth:`stop`)
+                return False
+            if process.poll() is not None:
+                err = (process.stderr.read() if process.stderr else b"").decode()
                 lines = err.strip().splitlines() or ["exited"]
                 self.failure = f"the egress proxy did not start: {lines[-1]}"
                 return False
