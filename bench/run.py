@@ -23,6 +23,10 @@ not a test: nothing is asserted, the targets are printed beside the ratios.
 * egress: added latency per request and per MB through a sandbox's egress proxy against
   a direct connection, and the operation gate's added latency per request carrying a
   brokered credential against the same relay without one (``bench/egress.py``).
+* team: issue 43's change control on SQLite and PostgreSQL: an apply under a matched,
+  approved rule against the same apply without rules; audit records per second with 20
+  writers, checked; a pending record to its row in the approvals panel's API
+  (``bench/team.py``).
 """
 
 from __future__ import annotations
@@ -147,6 +151,12 @@ def acpload(runs: int) -> None:
     bench.report(bench.run(max(1, runs // 2)))
 
 
+def team(runs: int) -> None:
+    import team as bench
+
+    bench.report(bench.run(runs))
+
+
 def egress(runs: int) -> None:
     import egress as bench
 
@@ -164,6 +174,7 @@ PARTS = {
     "load": load,
     "acpload": acpload,
     "egress": egress,
+    "team": team,
 }
 
 

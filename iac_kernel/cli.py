@@ -108,18 +108,22 @@ environment:
 
 
 AUDIT_HELP = """\
-Every terraform/tofu apply or destroy the agent ran or was asked to run (the
-terraform_apply tool, or bash, scripts included) leaves one record in the session
-store: the plan file's sha256 and summary, the question's exact text, the answer and
-who gave it (notebook, editor via the kernel endpoint, ACP client, headless policy)
-with the OS user and the time, policy results, terraform's exit status and the
-state's lineage and serial before and after. Rejected and refused applies too.
-Secrets are masked before a record is written. See docs/audit.md.
-"iac-kernel audit verify" checks the hash chain of the team store's audit trail and
-names the first record altered or removed (docs/approvals.md).
+Every change the agent ran or was asked to run leaves one record in the team store's
+audit trail: terraform/tofu applies and destroys (the terraform_apply tool, or bash,
+scripts included) with the plan file's sha256 and summary, the question's exact text,
+the answer and who gave it, policy results, terraform's exit status and the state's
+lineage and serial before and after; every other changing command of a guarded program
+(terraform import and state changes, kubectl, helm, cloud CLIs, git pushes); cloud
+operations judged at the wire; approval steps. Rejected and refused ones too. Secrets
+are masked before a record is written. See docs/audit.md.
+"iac-kernel audit verify" checks the trail's hash chain and names the first record
+altered or removed (docs/approvals.md).
 
 environment:
-  IAC_KERNEL_SESSIONS_DIR  the session store (default ~/.iac-code/sessions)"""
+  IAC_KERNEL_TEAM_STORE    the team store's SQLAlchemy URL (default: SQLite in the
+                           session store, ~/.iac-code/sessions/team.sqlite)
+  IAC_KERNEL_SESSIONS_DIR  the session store (default ~/.iac-code/sessions), whose
+                           older audit.jsonl is imported into the trail once"""
 
 
 EGRESS_HELP = """\
@@ -197,11 +201,11 @@ def build_parser() -> argparse.ArgumentParser:
     audit = _subparser(
         sub,
         "audit",
-        "list the audit records of applies (plan, approval, exit, state)",
+        "list the audit trail's records (applies, changing commands, approvals)",
         AUDIT_HELP,
     )
     audit.add_argument(
-        "--cwd", metavar="DIR", help="only applies of sessions in DIR or below it (default: all)"
+        "--cwd", metavar="DIR", help="only records of sessions in DIR or below it (default: all)"
     )
     audit.add_argument("--json", action="store_true", help="one JSON record a line")
     audit.add_argument(
@@ -234,10 +238,17 @@ def _audit(cwd: str | None, as_json: bool) -> int:
     import json
 
     from iac_kernel.config import Settings
-    from iac_kernel.sessions.audit import AuditLog, describe
+    from iac_kernel.sessions.audit import AuditLog, describe, in_folder
+    from iac_kernel.team.audit import trail
+    from iac_kernel.team.store import TeamStoreError
 
     settings = Settings.from_env(problems=[])
-    records = AuditLog(settings.sessions_dir).records(cwd)
+    try:  # the older audit.jsonl's records are imported first
+        entries = trail(AuditLog(settings.sessions_dir)).entries()
+    except TeamStoreError as exc:
+        print(f"iac-kernel audit: {exc}", file=sys.stderr)
+        return 2
+    records = [e.public() for e in entries if cwd is None or in_folder(e.record, cwd)]
     for record in records:
         if as_json:
             print(json.dumps(record, ensure_ascii=False))

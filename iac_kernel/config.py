@@ -58,9 +58,11 @@ OTHER_ENV: dict[str, tuple[str, ...] | None] = {
     "IAC_KERNEL_APPROVAL_RULES": None,  # the admin's rules file (TOML)
     "IAC_KERNEL_TEAM_STORE": None,  # the store's SQLAlchemy URL
     "IAC_KERNEL_APPROVAL_TTL": NUMBER,  # seconds an approval lives (default 24 h)
+    "IAC_KERNEL_APPROVAL_WEBHOOK": None,  # Slack-compatible webhook URL (team/webhook.py)
+    "IAC_KERNEL_APPROVAL_PANEL": None,  # the Lab URL the webhook's link opens
 }
 #: The agent's own variables that hold a secret (masked and hidden like any credential).
-SECRET_ENV = frozenset({"IAC_KERNEL_REMOTE_TOKEN"})
+SECRET_ENV = frozenset({"IAC_KERNEL_REMOTE_TOKEN", "IAC_KERNEL_APPROVAL_WEBHOOK"})
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +122,9 @@ class Settings:
     egress_allow_private: str = ""
     #: Programs whose changing commands need a per-call approval at exec time.
     guarded_programs: str = "terraform,tofu,terragrunt,kubectl,helm,aws,gcloud,gsutil,az,pulumi,git"
+    #: ``terraform_apply`` given a pull request applies before the merge when the forge
+    #: says it can be merged (off: only a merged request is applied).
+    pr_apply_before_merge: bool = False
 
     @classmethod
     def from_env(

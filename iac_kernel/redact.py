@@ -19,7 +19,7 @@ from iac_kernel.masking.values import ValueMasker
 _DiffLike = TypeVar("_DiffLike", bound=Any)
 
 SECRET_NAME = re.compile(
-    r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|PRIVATE|AUTH|SESSION_ID|CERT)",
+    r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|PRIVATE|AUTH|SESSION_ID|CERT|WEBHOOK)",
     re.IGNORECASE,
 )
 #: Shorter values are too likely to occur by chance ("1", "true") to be worth replacing.

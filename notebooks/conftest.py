@@ -127,9 +127,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A notebook's cells run in their order, one notebook after another, whatever order
     the tests run in: pytest-randomly (``-p randomly``, as CI runs) shuffles items within
     a module, and nbval's cells belong to none, so they would be interleaved across
-    notebooks. The notebooks keep the shuffled order among themselves. Under pytest-xdist
-    (``--dist loadgroup``) a notebook's cells are one group, so one worker's kernel runs
-    them all (before xdist reads the marks: ``tryfirst``)."""
+    notebooks. The notebooks keep the shuffled order among themselves."""
     from nbval.plugin import IPyNbCell
 
     cells = [item for item in items if isinstance(item, IPyNbCell)]
@@ -139,7 +137,5 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rest = [item for item in items if not isinstance(item, IPyNbCell)]
     at = sum(1 for item in items[:first] if not isinstance(item, IPyNbCell))
     notebooks = list(dict.fromkeys(cell.parent for cell in cells))
-    for cell in cells:
-        cell.add_marker(pytest.mark.xdist_group(cell.parent.nodeid))
     cells.sort(key=lambda cell: (notebooks.index(cell.parent), cell.cell_num))
     items[:] = rest[:at] + cells + rest[at:]

@@ -15,7 +15,7 @@ from iac_kernel.agent.manager import SessionManager
 from iac_kernel.agent.permissions import Answer, PermissionRequest
 from iac_kernel.config import Settings
 from iac_kernel.events import ToolCallResult
-from iac_kernel.sessions.audit import AuditLog
+from iac_kernel.sessions.audit import AuditLog, in_folder
 
 APPROVER = "test front end"
 
@@ -74,8 +74,23 @@ def run_call(
             await manager.close_all()
 
     asyncio.run(go())
-    run.records = AuditLog(settings.sessions_dir).records(str(ws))
+    run.records = [r for r in trail_records(settings.sessions_dir) if in_folder(r, str(ws))]
     return run
+
+
+def trail_records(sessions_dir: Path) -> list[dict[str, Any]]:
+    """Every record of the audit trail (the team store beside this session store)."""
+    from iac_kernel.team.audit import trail
+
+    return [entry.public() for entry in trail(AuditLog(sessions_dir)).entries()]
+
+
+def trail_bytes(sessions_dir: Path) -> bytes:
+    """The audit trail as its records read and as its files hold it (the team store's
+    SQLite file, and the older audit.jsonl if any)."""
+    files = [sessions_dir / "team.sqlite", sessions_dir / "audit.jsonl"]
+    data = json.dumps(trail_records(sessions_dir), ensure_ascii=False).encode()
+    return data + b"".join(p.read_bytes() for p in files if p.exists())
 
 
 def store_bytes(settings_dir: Path) -> bytes:

@@ -18,10 +18,11 @@ pytest_plugins = ["gc_before_report", "browser.fixtures"]
 
 @pytest.fixture(autouse=True)
 def isolated_store(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
-    """Point the session store at a fresh directory and drop real credentials."""
+    """Point the session store at a fresh directory; drop real credentials and a
+    developer's own telemetry endpoint (tests that export start their receiver)."""
     store = tmp_path_factory.mktemp("sessions")
     monkeypatch.setenv("IAC_KERNEL_SESSIONS_DIR", str(store))
-    for name in CREDENTIAL_ENV:
+    for name in (*CREDENTIAL_ENV, *(n for n in os.environ if n.startswith("OTEL_"))):
         monkeypatch.delenv(name, raising=False)
     return store
 

@@ -220,44 +220,45 @@ def agent_proxy(
     saved = dict(proxy_module.OPTIONS)
     proxy_module.OPTIONS.update(options or {})
     previous = broker.active()  # a module's world, whose relay outlives this one
-    broker.activate(made)
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    folder = Path(tempfile.mkdtemp(prefix="relay-"))
-    socket_path = folder / "egress.sock"
-    settings = SimpleNamespace(egress_allow="", egress_allow_private="127.0.0.0/8")
+    with broker.activated(made):
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(target=loop.run_forever, daemon=True)
+        thread.start()
+        folder = Path(tempfile.mkdtemp(prefix="relay-"))
+        socket_path = folder / "egress.sock"
+        settings = SimpleNamespace(egress_allow="", egress_allow_private="127.0.0.0/8")
 
-    async def splice(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_unix_connection(str(socket_path))
+        async def splice(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            up_reader, up_writer = await asyncio.open_unix_connection(str(socket_path))
 
-        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
-            with contextlib.suppress(OSError):
-                while data := await src.read(65536):
-                    dst.write(data)
-                    await dst.drain()
-            dst.close()
+            async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+                with contextlib.suppress(OSError):
+                    while data := await src.read(65536):
+                        dst.write(data)
+                        await dst.drain()
+                dst.close()
 
-        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+            await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
 
-    async def start() -> tuple[object, asyncio.base_events.Server]:
-        route = await proxy_module.open_route(socket_path, settings, answers or Answers(), run=run)
-        assert route is not None, proxy_module.proxy().failure
-        return route, await asyncio.start_server(splice, "127.0.0.1", 0)
+        async def start() -> tuple[object, asyncio.base_events.Server]:
+            route = await proxy_module.open_route(
+                socket_path, settings, answers or Answers(), run=run
+            )
+            assert route is not None, proxy_module.proxy().failure
+            return route, await asyncio.start_server(splice, "127.0.0.1", 0)
 
-    try:
-        route, server = asyncio.run_coroutine_threadsafe(start(), loop).result(120)
         try:
-            yield server.sockets[0].getsockname()[1]
+            route, server = asyncio.run_coroutine_threadsafe(start(), loop).result(120)
+            try:
+                yield server.sockets[0].getsockname()[1]
+            finally:
+                loop.call_soon_threadsafe(server.close)  # the loop's object: closed on its thread
+                asyncio.run_coroutine_threadsafe(route.close(), loop).result(30)  # type: ignore[attr-defined]
         finally:
-            server.close()
-            asyncio.run_coroutine_threadsafe(route.close(), loop).result(30)  # type: ignore[attr-defined]
-    finally:
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        proxy_module.OPTIONS.clear()
-        proxy_module.OPTIONS.update(saved)
-        broker.activate(previous)
-        if previous is not None:  # the proxy runs with that world's table again
-            proxy_module.proxy().ensure()
-        shutil.rmtree(folder, ignore_errors=True)
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(10)
+            proxy_module.OPTIONS.clear()
+            proxy_module.OPTIONS.update(saved)
+            shutil.rmtree(folder, ignore_errors=True)
+    if previous is not None:  # the proxy runs with that world's table again
+        proxy_module.proxy().ensure()

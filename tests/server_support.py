@@ -164,6 +164,7 @@ def server_env(root: Path, run_dir: Path, script: Path, **extra: str) -> dict[st
     """The server's environment: its own store, runtime dir and Jupyter dirs, the
     scripted model; the kernels it starts inherit it."""
     keep = ("PATH", "LANG", "LC_ALL", "USER", "LOGNAME", "SHELL", "TMPDIR")
+    keep += ("IAC_KERNEL_EGRESS_ENV",)  # the machine's egress proxy, not one per fake home
     env = {k: v for k, v in os.environ.items() if k in keep}
     home = root / "home"
     home.mkdir(exist_ok=True)

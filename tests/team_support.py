@@ -149,6 +149,16 @@ class Cluster:
 @pytest.fixture(scope="session")
 def pg_cluster() -> Iterator[Cluster]:
     """A throwaway PostgreSQL cluster on a Unix socket (no TCP), trust authentication."""
+    cluster = start_cluster()
+    try:
+        yield cluster
+    finally:
+        stop_cluster(cluster)
+
+
+def start_cluster(parent: str | None = None) -> Cluster:
+    """Start a throwaway cluster in a new folder under ``parent`` (default: the temporary
+    folder), with the owner, users' and member roles made; skips without PostgreSQL."""
     binary = initdb()
     if binary is None:
         pytest.skip("PostgreSQL's initdb is not installed (Debian: apt-get install postgresql)")
@@ -156,7 +166,7 @@ def pg_cluster() -> Iterator[Cluster]:
     if os.geteuid() == 0:
         ensure_user(PG_USER)
         user = PG_USER
-    root = Path(tempfile.mkdtemp(prefix="iac-pg-"))
+    root = Path(tempfile.mkdtemp(prefix="iac-pg-", dir=parent))
     os.chmod(root, 0o755)  # other OS users reach the socket inside
     socket = root / "sock"
     socket.mkdir()
@@ -214,14 +224,24 @@ def pg_cluster() -> Iterator[Cluster]:
             f"CREATE ROLE {OWNER_ROLE} LOGIN CREATEROLE; CREATE ROLE {USERS_ROLE} NOLOGIN; "
             f"CREATE ROLE {MEMBER_ROLE} LOGIN IN ROLE {USERS_ROLE}"
         )
-        yield cluster
-    finally:
-        subprocess.run(
-            as_user(user, [str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]),
-            capture_output=True,
-            timeout=120,
-        )
-        shutil.rmtree(root, ignore_errors=True)
+    except BaseException:
+        stop_cluster(cluster)
+        raise
+    return cluster
+
+
+def stop_cluster(cluster: Cluster) -> None:
+    """Stop ``cluster`` at once and remove its folder."""
+    bindir = initdb().parent
+    data = cluster.root / "data"
+    subprocess.run(
+        as_user(
+            cluster.os_user, [str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"]
+        ),
+        capture_output=True,
+        timeout=120,
+    )
+    shutil.rmtree(cluster.root, ignore_errors=True)
 
 
 def pg_database(cluster: Cluster) -> tuple[str, str]:

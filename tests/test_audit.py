@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from apply_support import APPROVER, run_call
+from apply_support import APPROVER, run_call, trail_bytes
 from iac_kernel.cli import main
 from iac_kernel.kernel.magics.commands import Magics
 from iac_kernel.sessions.audit import AuditLog, describe
@@ -70,7 +70,7 @@ def test_a_bash_apply_approved_leaves_a_full_record(ws: Path, isolated_store: Pa
     assert record["state_before"]["serial"] == before
     assert record["state_after"]["serial"] == serial(ws) > before
     assert record["state_after"]["lineage"] == record["state_before"]["lineage"]
-    assert (isolated_store / "audit.jsonl").stat().st_mode & 0o777 == 0o600
+    assert (isolated_store / "team.sqlite").stat().st_mode & 0o777 == 0o600
 
 
 def test_a_bash_apply_rejected_is_recorded_without_running(ws: Path):
@@ -113,7 +113,7 @@ def test_no_secret_reaches_the_audit_log(ws: Path, isolated_store: Path):
     command = ". ./ci.env; terraform apply -auto-approve -input=false -no-color"
     run = run_call(ws, "bash", {"command": command}, answer("allow_once"))
     assert run.records and SECRET not in run.exec_questions[0].reason  # masked by shape too
-    data = (isolated_store / "audit.jsonl").read_text()
+    data = trail_bytes(isolated_store).decode(errors="replace")
     assert SECRET not in data and "db_password=" in data
 
 
@@ -257,7 +257,7 @@ def test_terraform_test_is_asked_as_what_it_does_and_recorded(
         assert record["outcome"] == "applied" and record["exit"] == 0
     else:
         assert record["outcome"] == "rejected" and record["exit"] is None
-    data = (isolated_store / "audit.jsonl").read_text()
+    data = trail_bytes(isolated_store).decode(errors="replace")
     assert "Test-Token-Value-7731" not in data and "token=(sensitive)" in data
     lines = "\n".join(describe(record))
     assert "terraform test -no-color" in lines

@@ -3,13 +3,13 @@ and an audit record naming that client (real terraform, real guard)."""
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 from acp import text_block
 from acp.schema import Implementation
 
+from apply_support import trail_records
 from core_support import write_script
 from terraform_support import (
     addresses,
@@ -46,7 +46,6 @@ async def test_an_acp_client_approves_a_bash_apply_once_and_is_recorded(
     meta = question["tool_call"].field_meta["iac_kernel"]
     assert "Apply of the saved plan p.tfplan: 2 to destroy" in meta["reason"]
     assert "terraform_data.new[0]" in addresses(ws)
-    (line,) = (isolated_store / "audit.jsonl").read_text().splitlines()
-    record = json.loads(line)
+    (record,) = trail_records(isolated_store)
     assert record["approver"] == "ACP client (test-editor)"
     assert record["origin"] == "acp" and record["outcome"] == "applied"

@@ -16,7 +16,7 @@ from iac_kernel.sessions.store import SessionStore
 from store_support import dangling_tool_uses
 from test_acp_support import RawServer, server_env
 
-KILLS = 20
+KILLS = 10
 CALLS = 5
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from apply_support import run_call
+from apply_support import run_call, trail_bytes
 from iac_kernel.guard.sandbox.bwrap import unusable_reason
 from terraform_support import (
     STAGE1,
@@ -128,11 +128,10 @@ SECRET_VAR = "Expanded-Secret-4471"
 
 
 def audit_bytes() -> bytes:
-    """The audit log of this test's session store."""
+    """The audit trail of this test's session store."""
     from iac_kernel.config import Settings
 
-    path = Path(Settings.from_env().sessions_dir) / "audit.jsonl"
-    return path.read_bytes() if path.exists() else b""
+    return trail_bytes(Path(Settings.from_env().sessions_dir))
 
 
 @pytest.mark.parametrize(

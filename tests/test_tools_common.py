@@ -25,6 +25,7 @@ from iac_kernel.tools.edit_file import EditFileTool
 from iac_kernel.tools.glob import GlobTool
 from iac_kernel.tools.grep import GrepTool
 from iac_kernel.tools.list_files import ListFilesTool
+from iac_kernel.tools.pull_request import PullRequestTool
 from iac_kernel.tools.read_file import ReadFileTool
 from iac_kernel.tools.registry import build_tools
 from iac_kernel.tools.tf_apply import TerraformApplyTool
@@ -61,6 +62,7 @@ ACP_KINDS = {
     TerraformApplyTool: ("execute", Category.EXECUTE),
     UpdatePlanTool: ("think", Category.READ),
     AskUserTool: ("think", Category.READ),
+    PullRequestTool: ("execute", Category.EXECUTE),
 }
 
 

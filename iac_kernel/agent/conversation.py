@@ -17,6 +17,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from iac_kernel import telemetry
 from iac_kernel.models.base import MessageDone, Model, ModelRequest, TextChunk
 from iac_kernel.models.scripted import estimate_tokens
 from iac_kernel.textsafe import readable_value
@@ -224,7 +225,7 @@ async def summarise(model: Model, messages: list[dict[str, Any]], previous: str 
         purpose="compaction",
     )
     parts: list[str] = []
-    async for event in model.stream(request):
+    async for event in telemetry.model_call(model, request, model.stream(request)):
         if isinstance(event, TextChunk):
             parts.append(event.text)
         elif isinstance(event, MessageDone):

@@ -24,6 +24,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from iac_kernel import telemetry
+from iac_kernel.agent import history
 from iac_kernel.agent.conversation import (
     KEEP_SHARE,
     Conversation,
@@ -62,6 +64,7 @@ from iac_kernel.models.base import (
 from iac_kernel.models.scripted import estimate_tokens
 from iac_kernel.redact import redact
 from iac_kernel.tools.base import Tool, ToolContext, ToolResult
+from iac_kernel.tools.pull_request import session_changes
 
 log = logging.getLogger(__name__)
 
@@ -163,6 +166,15 @@ class AgentLoop:
         self, prompt: list[dict[str, Any]], emit: Emit, ask: AskPermission | None
     ) -> TurnEnded:
         """Run one user turn to its end. Cancelling the task ends the turn as ``cancelled``."""
+        session_id = getattr(self.persist, "session_id", None)
+        with telemetry.turn(self.model, prompt, session_id) as span:
+            ended = await self._run_turn(prompt, emit, ask)
+            span.ended(ended.stop_reason, ended.usage)
+        return ended
+
+    async def _run_turn(
+        self, prompt: list[dict[str, Any]], emit: Emit, ask: AskPermission | None
+    ) -> TurnEnded:
         usage = Usage()
         self._close_dangling()
         self._transcript.append({"role": "user", "content": prompt})
@@ -231,7 +243,9 @@ class AgentLoop:
 
             self.model.on_retry = on_retry
         try:
-            async for event in self.model.stream(request):
+            async for event in telemetry.model_call(
+                self.model, request, self.model.stream(request)
+            ):
                 if isinstance(event, TextChunk):
                     partial_text.append(event.text)
                     await send(emit, TextDelta(event.text))
@@ -335,7 +349,17 @@ class AgentLoop:
             run_subagent=run_subagent if self.allow_subagents else None,
             on_output=on_output,
             audit=self.audit,
+            session_changes=lambda: session_changes(
+                self.conversation.messages, self.tools, self.cwd
+            ),
+            session_events=self._replayed,
         )
+
+    def _replayed(self) -> list[AgentEvent]:
+        """The session so far as a replay shows it (masked with what is known now)."""
+        ctx = ToolContext(cwd=self.cwd, settings=self.settings)
+        marks = getattr(self.persist, "marks", None)
+        return list(history.replay(self.conversation.messages, self.tools, ctx, marks))
 
     async def run_subagent(self, prompt: str, ask: AskPermission | None) -> str:
         """A sub-agent: its own loop and history, the same tools, gate and user."""

@@ -300,8 +300,8 @@ class PermissionGate:
             and not exec_request.retargeted
             and self._take_literal(call_id, exec_request)
         ):
-            if review is not None:  # its audit record: the question that approved it
-                exec_request.asked.update(self._literal_answers.get(call_id, {}))
+            # Its audit record: the question that approved it.
+            exec_request.asked.update(self._literal_answers.get(call_id, {}))
             return Decision(True)  # the user approved exactly this command a moment ago
         head = os.path.basename(exec_request.argv[0])  # `git-receive-pack` keeps its name
         shown = head if head.startswith(exec_request.program + "-") else exec_request.program

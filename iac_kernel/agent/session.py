@@ -266,7 +266,9 @@ class AgentSession:
         return turn_cost(*describe(self.model_id), usage)
 
     def audit(self, record: dict[str, Any]) -> None:
-        """Store one apply's audit record (masked) in the session store's audit log."""
+        """Add one change's record (masked) to the team store's audit trail."""
+        from iac_kernel.team.audit import trail  # SQLAlchemy: loaded by the first record
+
         full = {
             "session_id": self.session_id,
             "cwd": str(self.cwd),
@@ -274,7 +276,10 @@ class AgentSession:
             "recorded_at": now_iso(),
             **record,
         }
-        AuditLog(self.writer.store.root).append(masked(full, self.cwd))
+        problem = trail(AuditLog(self.writer.store.root)).append(masked(full, self.cwd))
+        if problem:  # kept meanwhile; said once, at the next turn
+            log.warning("%s", problem)
+            self.notes.append(problem)
 
     def cancel(self) -> bool:
         """Cancel the running turn (it then ends ``cancelled``); False if none runs."""

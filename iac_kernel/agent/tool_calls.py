@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from iac_kernel import telemetry
 from iac_kernel.agent import questions
 from iac_kernel.agent.conversation import Transcript
 from iac_kernel.agent.history import shown_diff
@@ -151,7 +152,9 @@ class ToolCalls:
                     emit, calls, ToolUseEnd(block["id"], block["name"], block.get("input", {}))
                 )
             try:
-                result, denied = await self._run_one(emit, call, ask)
+                with telemetry.tool_call(call.name, call.call_id, call.shown) as span:
+                    result, denied = await self._run_one(emit, call, ask)
+                    span.result(result.content, result.is_error, denied)
             except asyncio.CancelledError:
                 for rest in tool_uses[index:]:
                     other = calls.get(rest["id"]) or Call(rest["id"], rest["name"], None)
@@ -223,10 +226,12 @@ class ToolCalls:
         decision = await self.gate.check(call.tool, call.input, ctx, request, ask)
         if decision.outcome == "cancelled":
             await _audit_review(ctx, request, "cancelled", None)
+            await _audit_unrun_change(ctx, call, request, "cancelled")
             raise asyncio.CancelledError
         if not decision.allowed:
             outcome = "rejected" if request.asked else "refused"
             await _audit_review(ctx, request, outcome, ToolResult(decision.message, True))
+            await _audit_unrun_change(ctx, call, request, outcome)
             return ToolResult(decision.message, is_error=True), True
         result = None
         try:
@@ -349,6 +354,23 @@ async def _audit_review(
     await asyncio.to_thread(ctx.audit, record)
 
 
+async def _audit_unrun_change(
+    ctx: ToolContext, call: Call, request: PermissionRequest, outcome: str
+) -> None:
+    """The audit record of a call its tool calls a change (the gate's per-call question,
+    e.g. bash's ``kubectl delete``) that never ran, when no review records it: once
+    allowed, what it runs is recorded where it runs (the guard, the wire)."""
+    if ctx.audit is None or callable(getattr(ctx.review, "audit_record", None)):
+        return
+    changing, reason = _safe(lambda: call.tool.gate_reason(call.input, ctx), (False, None))
+    if not changing:
+        return
+    shown = request.input.get("command") if isinstance(request.input, dict) else None
+    record = {"kind": "command", "form": "call", "command": shown or request.title}
+    record = {**record, "reason": reason, **request.asked, "outcome": outcome, "exit": None}
+    await asyncio.to_thread(ctx.audit, record)
+
+
 def _masking(ask: AskPermission | None, cwd: Path, fresh: bool) -> AskPermission | None:
     """``ask`` showing every question masked with the values known when it goes out
     (with ``fresh``, after a new scan: a value the running call just created included)."""
@@ -356,7 +378,8 @@ def _masking(ask: AskPermission | None, cwd: Path, fresh: bool) -> AskPermission
         return None
 
     async def masked_ask(request: PermissionRequest) -> str:
-        return await ask(await asyncio.to_thread(mask_question, request, cwd, fresh))
+        shown = await asyncio.to_thread(mask_question, request, cwd, fresh)
+        return await telemetry.question(shown, ask(shown))
 
     return masked_ask
 

@@ -22,6 +22,7 @@ and its mounts (:meth:`Brokered.guarded_mounts`), and the proxy its table.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
 import json
 import logging
@@ -29,7 +30,7 @@ import os
 import secrets
 import shutil
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
@@ -156,6 +157,18 @@ _PREPARING = threading.Lock()
 def activate(made: Brokered | None) -> None:
     """Make ``made`` the broker of every guarded call from now on (None: no broker)."""
     _ACTIVE[:] = [(made, None)] if made is not None else []
+
+
+@contextlib.contextmanager
+def activated(made: Brokered | None) -> Iterator[Brokered | None]:
+    """``made`` active for the block; afterwards what was active before, as it was (one
+    that :func:`current` prepared is prepared again when its sources change)."""
+    saved = list(_ACTIVE)
+    activate(made)
+    try:
+        yield made
+    finally:
+        _ACTIVE[:] = saved
 
 
 def active() -> Brokered | None:

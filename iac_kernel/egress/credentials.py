@@ -30,8 +30,6 @@ GITHUB_HOSTS = ("github.com", "*.github.com", "*.githubusercontent.com")
 TOKEN_VARIABLES: dict[str, tuple[str, ...]] = {
     "GITHUB_TOKEN": GITHUB_HOSTS,
     "GH_TOKEN": GITHUB_HOSTS,
-    "GITLAB_TOKEN": ("gitlab.com",),
-    "GITLAB_PRIVATE_TOKEN": ("gitlab.com",),
     "GOOGLE_OAUTH_ACCESS_TOKEN": ("*.googleapis.com",),
     "CLOUDSDK_AUTH_ACCESS_TOKEN": ("*.googleapis.com",),
     "DIGITALOCEAN_TOKEN": ("api.digitalocean.com",),
@@ -48,6 +46,11 @@ ADDRESS_TOKENS: dict[str, tuple[str, str | None]] = {
     "PULUMI_ACCESS_TOKEN": ("PULUMI_BACKEND_URL", "https://api.pulumi.com"),
     "TFE_TOKEN": ("TFE_HOSTNAME", "https://app.terraform.io"),
     "DATABRICKS_TOKEN": ("DATABRICKS_HOST", None),
+    # gh's and glab's own pairs: an Enterprise token to GH_HOST, GitLab's to GITLAB_HOST.
+    "GH_ENTERPRISE_TOKEN": ("GH_HOST", None),
+    "GITHUB_ENTERPRISE_TOKEN": ("GH_HOST", None),
+    "GITLAB_TOKEN": ("GITLAB_HOST", "https://gitlab.com"),
+    "GITLAB_PRIVATE_TOKEN": ("GITLAB_HOST", "https://gitlab.com"),
 }
 #: Variable prefixes :func:`from_env` reads: terraform's host tokens, AWS endpoints.
 TF_TOKEN, AWS_ENDPOINT = "TF_TOKEN_", "AWS_ENDPOINT_URL"

@@ -105,17 +105,17 @@ class EgressCall:
         if access == READ:
             return Decision(True)
         if self.run.approved:
-            self._record(operation, "allowed", "approved with the command")
+            await self._record(operation, "allowed", "approved with the command")
             return Decision(True)
         ask = getattr(self.ask, "operation", None)
         if ask is None:
             allowed, message = False, "no one is there to approve it"
         else:
             allowed, message = await ask(operation, self.run)
-        self._record(operation, "allowed" if allowed else "rejected", message)
+        await self._record(operation, "allowed" if allowed else "rejected", message)
         return Decision(allowed, reason="" if allowed else f"{describe(operation)}: {message}")
 
-    def _record(self, operation: dict[str, Any], outcome: str, message: str) -> None:
+    async def _record(self, operation: dict[str, Any], outcome: str, message: str) -> None:
         if self.audit is None or self.run is None:
             return
         entry = {
@@ -130,8 +130,8 @@ class EgressCall:
         }
         if message:
             entry["message"] = message
-        try:
-            self.audit(entry)
+        try:  # off the loop: the store's transaction (a few ms) waits on the disk or server
+            await asyncio.to_thread(self.audit, entry)
         except Exception:  # the record's trouble must not change the decision
             log.exception("could not write the audit record of a cloud operation")
 

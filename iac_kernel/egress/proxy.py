@@ -130,8 +130,13 @@ class EgressProxy:
     def place_bundle(self, folder: Path) -> None:
         """Link this proxy's CA bundle into ``folder`` (a call's folder, read-only in its
         sandbox), where the trust variables name it (:func:`_trust_env`)."""
-        if self.bundle is not None:
-            ca.link_bundle(self.bundle, folder / ca.BUNDLE_NAME)
+        if self.bundle is None:
+            return
+        if not self.bundle.exists() and self._broker is not None:
+            # Its temporary folder was cleaned away under a long-lived process: write it again.
+            self.bundle.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self._trust(self._broker)
+        ca.link_bundle(self.bundle, folder / ca.BUNDLE_NAME)
 
     def _start_loop(self) -> None:
         if self._loop is not None:
@@ -297,6 +302,8 @@ class EgressProxy:
             connections.add(task)
             try:
                 await self._relay(reader, writer, call)
+            except asyncio.CancelledError:
+                pass  # closed with its relay; a cancelled handler is logged as an error (3.11)
             finally:
                 connections.discard(task)
 

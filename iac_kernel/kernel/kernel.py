@@ -442,8 +442,11 @@ class IacKernel(IPythonKernel):
         if paged is not None:
             return {"status": "ok", "payload": [paged]}
         magics, prompt = split_cell(code)
+        asked: list[str] = []  # prompts magics send (%pr), before the cell's own text
         for call in magics:
             result = await self.magics.run(call)
+            if result.prompt:
+                asked.append(result.prompt)
             if silent:
                 continue
             if call.name == "config" and not call.args:
@@ -459,6 +462,8 @@ class IacKernel(IPythonKernel):
                     out.display(extra, display_id, metadata={DISPLAY_ID_KEY: display_id})
         if magics:
             self.status.push()  # %mode, %model, %new… change what the status bar shows
+        if asked:
+            prompt = "\n\n".join([*asked, prompt] if prompt else asked)
         values = parameters_of(prompt) if prompt else None
         if values is not None:  # a runbook's parameters cell: no model call
             self.state.parameters.update(values)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Bool, Float
 
-from iac_kernel.server import link
+from iac_kernel.server import approvals, link
 from iac_kernel.server.handler import AcpSocket
 from iac_kernel.server.sessions import RootedManager, make_manager
 
@@ -26,6 +26,8 @@ class IacKernelServer(ExtensionApp):
     )
     _session_manager: RootedManager | None = None
     _links: link.Links | None = None
+    #: The team's approval records (the approvals panel's API), opened on first use.
+    _approvals: approvals.Book | None = None
 
     resume_window = Float(
         link.WINDOW,
@@ -53,6 +55,8 @@ class IacKernelServer(ExtensionApp):
             "allow_bypass": lambda: self.allow_remote_bypass,
         }
         self.handlers.append((rf"/{PATH}", AcpSocket, options))
+        self._approvals = approvals.Book()
+        self.handlers.extend(approvals.handlers(self._approvals))
 
     async def stop_extension(self) -> None:
         """End the connections, then close the sessions this server opened (histories
@@ -61,3 +65,5 @@ class IacKernelServer(ExtensionApp):
             await self._links.end_all()
         if self._session_manager is not None:
             await self._session_manager.close_all()
+        if self._approvals is not None:
+            self._approvals.close()

@@ -1,11 +1,11 @@
-"""The audit log of infrastructure changes: one record per apply (tool or bash), in the
-session store, whatever its outcome (applied, failed, rejected, refused, cancelled).
+"""The older, per-user audit log (``<store root>/audit.jsonl``), and how a record reads.
 
-``<store root>/audit.jsonl``, one JSON record a line, append-only, 0600 in the store's
-0700 folder, never followed through a symbolic link. Records are masked before they get
-here (see :mod:`iac_kernel.terraform.review`); this module only stores and lists them.
-Any process using the store (kernel, ``iac-kernel acp``) appends to the same file; a
-record is written by one ``write`` under an exclusive lock, so records never interleave.
+The audit trail lives in the team store (:mod:`iac_kernel.team.audit`), which imports
+this file's records once and writes here only while the store cannot be reached, so that
+no record is lost. The file: one JSON record a line, append-only, 0600 in the store's
+0700 folder, never followed through a symbolic link; a record is written by one ``write``
+under an exclusive lock, so records of several processes never interleave. Records are
+masked before they get here (see :mod:`iac_kernel.terraform.review`).
 """
 
 from __future__ import annotations
@@ -57,12 +57,13 @@ class AuditLog:
                 record = json.loads(line)
             except ValueError:
                 continue  # a torn last line after a crash
-            if isinstance(record, dict) and (cwd is None or _under(record, cwd)):
+            if isinstance(record, dict) and (cwd is None or in_folder(record, cwd)):
                 out.append(record)
         return out
 
 
-def _under(record: dict[str, Any], cwd: str) -> bool:
+def in_folder(record: dict[str, Any], cwd: str) -> bool:
+    """The record is of a session in ``cwd`` or below it, or of a command run there."""
     base = os.path.realpath(cwd)
     for key in ("cwd", "workdir"):
         value = record.get(key)
@@ -79,15 +80,35 @@ def describe(record: dict[str, Any]) -> list[str]:
     if record.get("exit") is not None:
         outcome += f" (exit {record['exit']})"
     when = record.get("recorded_at") or record.get("answered_at") or "?"
+    by = f"  by {record['actor']}" if record.get("actor") else ""
+    message = [f"  {line[:200]}" for line in str(record.get("message") or "").splitlines()[:1]]
+    session = f"  session {record.get('session_id', '?')} in {record.get('cwd', '?')}"
     if record.get("kind") == "cloud_operation":  # judged at the wire (egress/decide.py)
-        message = str(record.get("message") or "").splitlines()
         return [
-            f"{when}  {outcome}  {record.get('operation', '?')}  [cloud operation]",
+            f"{when}  {outcome}  {record.get('operation', '?')}  [cloud operation]{by}",
             f"  sent by `{record.get('command', '?')}` to {record.get('host', '?')}, "
             f"request sha256 {str(record.get('request_sha256', '?'))[:12]}",
-            *[f"  {line[:200]}" for line in message[:1]],
-            f"  session {record.get('session_id', '?')} in {record.get('cwd', '?')}",
+            *message,
+            session,
         ]
+    if record.get("kind") == "approval":  # a step of an approval record (team/approvals.py)
+        return [
+            f"{when}  {record.get('step', '?')}  approval {record.get('approval_id', '?')}{by}",
+            *[
+                f"  {k} {record[k]}"
+                for k in ("summary", "rule", "plan_sha256", "note")
+                if record.get(k)
+            ],
+        ]
+    if record.get("kind") == "command":  # a changing command the guard saw (guard/approval)
+        target = ", ".join(f"{k} {v}" for k, v in (record.get("target") or {}).items())
+        lines = [f"{when}  {outcome}  {record.get('command', '?')}  [{record.get('form', '?')}]"]
+        lines.append(f"  {record.get('reason') or 'a changing command'}{by}")
+        if target:
+            lines.append(f"  target: {target}")
+        if record.get("answer"):
+            lines.append(f"  answer {record['answer']} by {record.get('approver', '?')}")
+        return [*lines, *message, f"{session} (ran in {record.get('workdir', '?')})"]
     command = record.get("command") or f"{record.get('tool', '?')} {record.get('plan_file', '')}"
     lines = [f"{when}  {outcome}  {command}  [{record.get('form', '?')}]"]
     plan = record.get("plan_file")

@@ -28,6 +28,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from iac_kernel import telemetry
 from iac_kernel.team.audit import append_in, canonical
 from iac_kernel.team.rules import Requirement, wanted_text
 from iac_kernel.team.store import Identity, TeamStore, approvals, iso, now, votes
@@ -79,6 +80,8 @@ class Approval:
     decided_at: float | None
     spent_at: float | None
     votes: tuple[Vote, ...] = ()
+    #: The plan card the requester saw (its JSON payload), for the approver's view.
+    card: dict[str, Any] | None = None
 
     @property
     def approvals(self) -> tuple[Vote, ...]:
@@ -102,6 +105,23 @@ class Approval:
             return self.status
         count, groups = self.missing()
         return "waiting for " + wanted_text(max(count, *groups.values(), 0), groups)
+
+    def ended_text(self) -> str:
+        """What became of the record, after its id: ``was rejected by bob: not during
+        the freeze``, ``expired at ...``; for a live one ``is waiting for 1 approval``."""
+        if self.status in LIVE:
+            return f"is {self.waiting_text()}"
+        if self.status == "rejected":
+            rejection = next((v for v in self.votes if v.decision == "reject"), None)
+            who = f" by {rejection.approver}" if rejection else ""
+            return f"was rejected{who}" + (f": {self.note}" if self.note else "")
+        if self.status == "expired":
+            return f"expired at {iso(self.expires_at)} before enough people approved it"
+        if self.status == "spent":
+            return f"was already spent by an apply at {iso(self.spent_at)}"
+        if self.status == "cancelled":
+            return "was cancelled " + (f"({self.note})" if self.note else "by its requester")
+        return f"is {self.status}"
 
     def public(self) -> dict[str, Any]:
         """The record as JSON (``iac-kernel approvals list --json``)."""
@@ -177,6 +197,7 @@ class Approvals:
         binding: Mapping[str, Any],
         summary: str,
         requirement: Requirement,
+        card: Mapping[str, Any] | None = None,
     ) -> Approval:
         """The live record of ``requester`` for this plan and binding, or a new pending one."""
         if requirement.blocked:
@@ -213,6 +234,7 @@ class Approvals:
                             live_key=live_key,
                             workspace=str(fixed.get("workspace") or "")[:255],
                             summary=summary,
+                            card=canonical(dict(card)) if card is not None else None,
                             rule="; ".join(requirement.rules),
                             required=requirement.approvers,
                             groups=canonical(dict(requirement.groups)),
@@ -447,6 +469,7 @@ class Approvals:
             expires_at=row.expires_at,
             decided_at=row.decided_at,
             spent_at=row.spent_at,
+            card=json.loads(row.card) if row.card else None,
             votes=tuple(
                 Vote(v.approver, v.decision, frozenset(json.loads(v.approver_groups)), v.note, v.at)
                 for v in cast
@@ -459,3 +482,4 @@ class Approvals:
         record = {"kind": "approval", "step": step, "approval_id": record_id}
         record.update({k: v for k, v in extra.items() if v is not None})
         append_in(conn, record, who.name if who else "(expiry)")
+        telemetry.approval(conn, step, record_id, who.name if who else None)

@@ -10,21 +10,43 @@ names the first record altered or removed. On PostgreSQL the users' role cannot 
 or delete audit rows at all (see :data:`iac_kernel.team.store.GRANTS`).
 
 Records are masked by their writers before they get here, as for ``audit.jsonl``.
+
+A process writes and reads through a :class:`Trail` (:func:`trail`): the store opened once,
+the older per-user ``audit.jsonl`` imported into it once, and that file as the fallback
+while the store cannot be reached, so that no record is lost (imported when it is back).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import threading
+import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from iac_kernel.team.store import Identity, TeamStore, audit, audit_head, now
+from iac_kernel import telemetry
+from iac_kernel.team.reach import STORE_ENV
+from iac_kernel.team.store import (
+    Identity,
+    TeamStore,
+    TeamStoreError,
+    audit,
+    audit_head,
+    iso,
+    now,
+    open_store,
+    os_identity,
+    process_identity,
+    store_url,
+)
 
 GENESIS = "0" * 64
 #: Rows read at a time by :func:`verify`.
@@ -41,6 +63,13 @@ class AuditEntry:
     actor: str
     record: dict[str, Any]
     sha256: str
+
+    def public(self) -> dict[str, Any]:
+        """The record as listings show it: its own fields, with its place in the trail
+        (``seq``), who appended it (``actor``) and when (``recorded_at`` when it has none)."""
+        shown = {**self.record, "seq": self.seq, "actor": self.actor}
+        shown.setdefault("recorded_at", iso(self.recorded_at))
+        return shown
 
 
 @dataclass(frozen=True)
@@ -100,7 +129,8 @@ def append_in(
         )
     )
     conn.execute(audit_head.update().where(audit_head.c.id == 1).values(seq=seq, sha256=digest))
-    return AuditEntry(seq, recorded_at, kind, actor, record, digest)
+    entry = AuditEntry(seq, recorded_at, kind, actor, record, digest)
+    return telemetry.audited(conn, entry, imported=import_key is not None)
 
 
 def _lock(conn: Connection) -> None:
@@ -187,3 +217,125 @@ def import_records(store: TeamStore, records: Iterable[dict[str, Any]], actor: I
                 append_in(conn, record, actor.name, import_key=key)
                 added += 1
     return added
+
+
+class LegacyLog(Protocol):
+    """The older per-user ``<session store>/audit.jsonl``
+    (:class:`iac_kernel.sessions.audit.AuditLog`): read to import, written only while the
+    team store cannot be reached."""
+
+    root: Path
+    path: Path
+
+    def records(self) -> list[dict[str, Any]]: ...
+
+    def append(self, record: dict[str, Any]) -> None: ...
+
+
+#: Seconds a process keeps records in the legacy file after the store failed, before it
+#: tries the store again (an unreachable server must not slow every tool call).
+RETRY_AFTER = 30.0
+
+
+class Trail:
+    """One process's way to the audit trail: the store of ``IAC_KERNEL_TEAM_STORE`` (else
+    SQLite in ``legacy``'s session store), opened once, with ``legacy``'s records imported
+    before the first record is added or read, and ``legacy`` as the fallback."""
+
+    def __init__(self, legacy: LegacyLog, actor: Identity | None = None) -> None:
+        self.legacy = legacy
+        self.actor = actor or _actor()
+        #: The one-line reason the store cannot be used now (None: it can).
+        self.problem: str | None = None
+        self._store: TeamStore | None = None
+        #: The legacy file's size and time when it was last imported.
+        self._imported: tuple[int, int] | None = None
+        self._failed_at: float | None = None
+        self._lock = threading.Lock()
+
+    def store(self) -> TeamStore:
+        """The store, with the legacy file's records in it (imported whenever the file
+        changed since: a process that could not reach the store kept some there);
+        :class:`TeamStoreError` if unusable."""
+        with self._lock:
+            if self._store is None:
+                self._store = open_store(store_url(sessions_dir=self.legacy.root))
+            mark = _mark(self.legacy.path)
+            if mark != self._imported:
+                if mark is not None:
+                    import_records(self._store, self.legacy.records(), self.actor)
+                self._imported = mark
+            return self._store
+
+    def append(self, record: dict[str, Any]) -> str | None:
+        """Add ``record`` to the trail; while the store cannot be used, keep it in the
+        legacy file. Returns the one line to tell the user when the store has just
+        become unusable (None otherwise: stored, or already said)."""
+        failed_at = self._failed_at
+        if failed_at is not None and time.monotonic() - failed_at < RETRY_AFTER:
+            self.legacy.append(record)
+            return None
+        try:
+            append(self.store(), record, self.actor)
+        except TeamStoreError as exc:
+            self.legacy.append(record)  # imported when the store is back (the file changed)
+            self._failed_at = time.monotonic()
+            said = self.problem is not None
+            self.problem = (
+                f"audit trail: {exc}; records are kept in {self.legacy.path} meanwhile "
+                "and added to the store when it is back"
+            )
+            return None if said else self.problem
+        self._failed_at = self.problem = None
+        return None
+
+    def entries(self) -> list[AuditEntry]:
+        """Every record, oldest first (:class:`TeamStoreError` if the store is unusable)."""
+        return entries(self.store())
+
+    def close(self) -> None:
+        with self._lock:
+            if self._store is not None:
+                self._store.close()
+                self._store = None
+
+
+def _mark(path: Path) -> tuple[int, int] | None:
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_size, found.st_mtime_ns
+
+
+_TRAILS: dict[tuple[str, str], Trail] = {}
+_TRAILS_LOCK = threading.Lock()
+
+
+def trail(legacy: LegacyLog) -> Trail:
+    """This process's :class:`Trail` for the store the environment names now and the
+    session store of ``legacy`` (one per pair: the store stays open)."""
+    key = (os.environ.get(STORE_ENV, "").strip(), str(legacy.root))
+    with _TRAILS_LOCK:
+        found = _TRAILS.get(key)
+        if found is None:
+            found = _TRAILS[key] = Trail(legacy)
+        return found
+
+
+def close_trails() -> None:
+    """Close every store :func:`trail` opened and forget them (tests; a process's end)."""
+    with _TRAILS_LOCK:
+        found = list(_TRAILS.values())
+        _TRAILS.clear()
+    for each in found:
+        each.close()
+
+
+def _actor() -> Identity:
+    """Who this process's records are by: :func:`process_identity`, else (a hub that
+    cannot be asked now) the OS user, which a record may still name truthfully."""
+    try:
+        return process_identity()
+    except TeamStoreError:
+        return os_identity()

@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _approvals(args: argparse.Namespace) -> int:
     from iac_kernel.team.approvals import LIVE, Approvals
-    from iac_kernel.team.store import open_store, os_identity
+    from iac_kernel.team.store import open_store, process_identity
 
     store = open_store()
     try:
@@ -106,7 +106,7 @@ def _approvals(args: argparse.Namespace) -> int:
             if not records and not args.json:
                 print("No approval records" + ("." if args.all else " waiting."), file=sys.stderr)
             return 0
-        me = os_identity()
+        me = process_identity()
         if args.action == "show":
             record = book.get(args.id)
         elif args.action == "approve":

@@ -16,30 +16,29 @@ about (``SELECT ... FOR UPDATE``). Schema changes are Alembic migrations shipped
 
 from __future__ import annotations
 
+import functools
 import grp
+import json
 import os
 import pwd
 import re
 import time
+import urllib.request
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy.engine import URL, Connection, Engine
 
-from iac_kernel.config import Settings
+from iac_kernel.team.reach import DEFAULT_FILE as DEFAULT_FILE
+from iac_kernel.team.reach import STORE_ENV as STORE_ENV
+from iac_kernel.team.reach import default_file, make_sqlite_file
 
-#: The store's URL (an environment variable: a session never changes it).
-STORE_ENV = "IAC_KERNEL_TEAM_STORE"
-#: The default SQLite file, in the session store's folder.
-DEFAULT_FILE = "team.sqlite"
+if TYPE_CHECKING:
+    from alembic.config import Config
 #: Alembic's version table (named so the schema can share a database with others).
 VERSION_TABLE = "iac_alembic_version"
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -68,6 +67,7 @@ approvals = sa.Table(
     sa.Column("live_key", sa.String(64), unique=True),
     sa.Column("workspace", sa.String(255), nullable=False),
     sa.Column("summary", sa.Text, nullable=False),
+    sa.Column("card", sa.Text),
     sa.Column("rule", sa.Text, nullable=False),
     sa.Column("required", sa.Integer, nullable=False),
     sa.Column("groups", sa.Text, nullable=False),
@@ -141,12 +141,45 @@ def os_identity() -> Identity:
     return Identity(entry.pw_name, "os", frozenset(names))
 
 
-def store_url(env: Mapping[str, str] | None = None) -> URL:
-    """The store's URL: ``IAC_KERNEL_TEAM_STORE``, else SQLite in the session store."""
+#: Where JupyterHub tells a single-user server (and the kernels it starts) its API and
+#: the server's own token: the token authenticates its owner to the hub.
+HUB_API_ENV, HUB_TOKEN_ENV = "JUPYTERHUB_API_URL", "JUPYTERHUB_API_TOKEN"
+
+
+@functools.cache
+def process_identity() -> Identity:
+    """Who runs this process: under JupyterHub the hub user that the server's token
+    belongs to (asked of the hub: a ``JUPYTERHUB_USER`` anyone can set names no one),
+    else :func:`os_identity`. Hub users sharing one OS account are told apart this way;
+    a hub that cannot be asked is an error, never a fallback to the shared account."""
+    api, token = os.environ.get(HUB_API_ENV), os.environ.get(HUB_TOKEN_ENV)
+    if not (api and token):
+        return os_identity()
+    request = urllib.request.Request(
+        api.rstrip("/") + "/user", headers={"Authorization": f"token {token}"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            model = json.load(answer)
+    except (OSError, ValueError) as exc:
+        raise TeamStoreError(f"could not ask JupyterHub who this is ({api}): {exc}") from None
+    name = model.get("name") if isinstance(model, dict) else None
+    if not isinstance(name, str) or not name:
+        raise TeamStoreError(f"JupyterHub ({api}) did not say whose token this server holds")
+    groups = model.get("groups")
+    names = frozenset(str(g) for g in groups) if isinstance(groups, list) else frozenset()
+    return Identity(name, "jupyterhub", names)
+
+
+def store_url(
+    env: Mapping[str, str] | None = None, sessions_dir: str | os.PathLike[str] | None = None
+) -> URL:
+    """The store's URL: ``IAC_KERNEL_TEAM_STORE``, else SQLite in the session store
+    (``sessions_dir``, default the settings')."""
     env = os.environ if env is None else env
     raw = env.get(STORE_ENV, "").strip()
     if not raw:
-        return URL.create("sqlite", database=str(Settings().sessions_dir / DEFAULT_FILE))
+        return URL.create("sqlite", database=str(default_file(sessions_dir)))
     return parse_url(raw, STORE_ENV)
 
 
@@ -251,7 +284,9 @@ def _engine(url: URL) -> Engine:
             raise TeamStoreError(f"team store {shown(url)}: {_first_line(exc)}") from None
     if url.database and url.database != ":memory:":
         _sqlite_file(Path(url.database))
-    engine = sa.create_engine(url, connect_args={"timeout": 60})
+    # No pool: a connection is cheap to open, and a pooled one would keep the file open
+    # in every process that ever wrote a record.
+    engine = sa.create_engine(url, connect_args={"timeout": 60}, poolclass=sa.pool.NullPool)
     sa.event.listen(engine, "connect", _sqlite_connect)
     sa.event.listen(engine, "begin", _sqlite_begin)
     return engine
@@ -265,14 +300,8 @@ def _sqlite_file(path: Path) -> None:
     """Make the file 0600 (its folder 0700 when new); refuse a symbolic link."""
     if path.is_symlink():
         raise TeamStoreError(f"team store {path} is a symbolic link; refused")
-    if path.exists():
-        return
     try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        os.close(fd)
-    except FileExistsError:
-        pass
+        make_sqlite_file(path)
     except OSError as exc:
         raise TeamStoreError(f"team store {path}: cannot be made ({exc.strerror})") from None
 
@@ -287,23 +316,35 @@ def _sqlite_begin(conn: Connection) -> None:
     conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
+# Alembic is imported where it is used: most processes only append and read.
+
+
 def _current_revision(conn: Connection) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
     context = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
     return context.get_current_revision()
 
 
 def _config() -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     config.attributes["version_table"] = VERSION_TABLE
     return config
 
 
+@functools.cache
 def _head() -> str | None:
+    from alembic.script import ScriptDirectory
+
     return ScriptDirectory.from_config(_config()).get_current_head()
 
 
 def _upgrade(engine: Engine) -> None:
+    from alembic import command
+
     config = _config()
     with engine.begin() as conn:
         config.attributes["connection"] = conn

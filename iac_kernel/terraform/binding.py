@@ -8,7 +8,9 @@ then runs with them given explicitly (:meth:`Binding.argv`, :meth:`Binding.env`)
 :meth:`Binding.changed`, run right before the exec, refuses a run whose folder, data
 folder, backend settings, var files or state lineage changed meanwhile. The state is
 marked by its lineage and serial (:func:`state_mark`) before the question and after
-the run (:func:`lineage_check`), for the audit record.
+the run (:func:`lineage_check`), for the audit record. :meth:`Binding.approval_inputs`
+names the same inputs for a team's approval record (``team/approvals.py``), so an
+approval given for one plan in one folder, workspace and state is spent on nothing else.
 """
 
 from __future__ import annotations
@@ -90,6 +92,9 @@ class Binding:
     host_path: HostPath = os.path.normpath
     #: The folder as the command names it (absolute, symlinks not resolved).
     named: str = ""
+    #: The CLI config read at question time: the file as the sandbox names it, and its
+    #: digest then (``None``: no such file; ``"other"``: not a regular file, /dev/null).
+    cli_config_file: dict[str, str | None] = field(default_factory=dict)
 
     @property
     def through_link(self) -> bool:
@@ -120,6 +125,28 @@ class Binding:
 
     def shown(self) -> str:
         return f"Runs in: {self.workdir} (workspace {self.workspace})."
+
+    def approval_inputs(self) -> dict[str, Any]:
+        """The inputs an approval record is bound to besides the plan's hash (each of
+        ``team.approvals.BINDING_KEYS``), as fixed at question time: the same in every
+        process that reviews the same plan in the same place, so a later apply finds the
+        record, and different when any of them differs."""
+        # Here, not at the top: the team store's modules bring SQLAlchemy and Alembic,
+        # which every start of the agent would otherwise import.
+        from iac_kernel.team.approvals import BINDING_KEYS
+
+        var_files = {
+            path: digest for path, digest in sorted(self.files.items()) if path not in self.watched
+        }
+        inputs = {
+            "folder": str(self.host_workdir),
+            "workspace": self.workspace,
+            "data_dir": str(self.host_data_dir),
+            "cli_config": dict(self.cli_config_file) or None,
+            "var_files": var_files,
+            "lineage": self.state.get("lineage"),
+        }
+        return {key: inputs[key] for key in BINDING_KEYS}
 
     def scan(self) -> tuple[dict[str, str | None], dict[str, tuple[int, int] | None]]:
         """(host path -> digest, name -> identity) of what must not change, now."""
@@ -185,7 +212,9 @@ def bind(
     workspace_cmd = subcommand == "workspace"
     host_data = host_path(data_dir)
     selected = selected_workspace(host_data, env)
-    cli_config, config_src = _cli_config(cwd, env, host_path, private_dir, sandbox_private_dir)
+    cli_config, config_src, config_file = _cli_config(
+        cwd, env, host_path, private_dir, sandbox_private_dir
+    )
     binding = Binding(
         program,
         subcommand,
@@ -200,6 +229,7 @@ def bind(
         state_flag=state_flag,
         host_path=host_path,
         named=named,
+        cli_config_file=config_file,
     )
     binding.watched = [os.path.join(host_data, "terraform.tfstate")]  # backend settings
     if workspace_cmd:
@@ -218,17 +248,17 @@ def _cli_config(
     host_path: HostPath,
     private_dir: Path | None,
     sandbox_private_dir: str | None,
-) -> tuple[str | None, str | None]:
-    """(what ``TF_CLI_CONFIG_FILE`` is set to, the host file it was read from). A
-    regular file is copied privately; without a private folder, or for the default
-    ``~/.terraformrc``, the source is watched instead."""
+) -> tuple[str | None, str | None, dict[str, str | None]]:
+    """(what ``TF_CLI_CONFIG_FILE`` is set to, the host file it was read from, that
+    file's name and digest). A regular file is copied privately; without a private
+    folder, or for the default ``~/.terraformrc``, the source is watched instead."""
     given = env.get("TF_CLI_CONFIG_FILE")
     if given:
         inside = given if os.path.isabs(given) else os.path.join(cwd, given)
     elif env.get("HOME"):
         inside = os.path.join(env["HOME"], ".terraformrc")
     else:
-        return None, None
+        return None, None, {}
     inside = resolve(inside, host_path)
     source = host_path(inside)
     try:
@@ -236,14 +266,15 @@ def _cli_config(
     except OSError:
         regular = False
     if not regular:  # /dev/null, or no such file: watched (it must not appear)
-        return (inside if given else None), source
+        return (inside if given else None), source, {"path": inside, "sha256": _digest(source)}
     if private_dir is None or sandbox_private_dir is None:
-        return inside, source
+        return inside, source, {"path": inside, "sha256": _digest(source)}
     fd, copy = tempfile.mkstemp(prefix="cli-", suffix=".tfrc", dir=private_dir)
     with os.fdopen(fd, "wb") as out, open(source, "rb") as src:
         shutil.copyfileobj(src, out)
     os.chmod(copy, 0o444)
-    return os.path.join(sandbox_private_dir, os.path.relpath(copy, private_dir)), None
+    fixed = {"path": inside, "sha256": _digest(copy)}  # what the command will read
+    return os.path.join(sandbox_private_dir, os.path.relpath(copy, private_dir)), None, fixed
 
 
 def lineage_check(before: Mapping, after: dict) -> dict:

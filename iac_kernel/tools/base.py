@@ -85,6 +85,10 @@ class ToolContext:
     elicit: Callable[[dict[str, Any], asyncio.Event | None], Awaitable[dict[str, Any]]] | None = (
         None
     )
+    #: The files this session's tool calls changed, and its history as masked replay
+    #: events (``pull_request`` proposes them); supplied by the agent loop. None: unknown.
+    session_changes: Callable[[], list[Path]] | None = None
+    session_events: Callable[[], list[Any]] | None = None
 
 
 class Tool:

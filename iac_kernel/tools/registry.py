@@ -11,6 +11,7 @@ from iac_kernel.tools.edit_file import EditFileTool
 from iac_kernel.tools.glob import GlobTool
 from iac_kernel.tools.grep import GrepTool
 from iac_kernel.tools.list_files import ListFilesTool
+from iac_kernel.tools.pull_request import PullRequestTool
 from iac_kernel.tools.read_file import ReadFileTool
 from iac_kernel.tools.tf_apply import TerraformApplyTool
 from iac_kernel.tools.tf_plans import TerraformPlanDetailTool, TerraformPlanTool
@@ -33,6 +34,7 @@ TOOL_CLASSES: tuple[type[Tool], ...] = (
     TerraformApplyTool,
     UpdatePlanTool,
     AskUserTool,
+    PullRequestTool,
 )
 
 

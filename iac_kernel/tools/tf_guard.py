@@ -16,6 +16,15 @@ builds its arguments (:mod:`iac_kernel.terraform.commands`: ``TF_CLI_ARGS`` and
 * without one, the question says so and what the flags will do (destroy, auto-approve,
   targets, replacements, refresh-only).
 
+A team's approval rules (docs/approvals.md) go through the same gate as the
+``terraform_apply`` tool's (:mod:`iac_kernel.terraform.gate`): a saved plan a rule holds
+back is, once the user allowed it, bound to an approval record (the plan's hash and the
+binding's inputs); the exec waits (``Review.hold``, saying what it waits for on the
+command's stderr) until other people approved it, and the approval is spent right before
+terraform starts on the approved copy. An apply without a saved plan cannot be bound: it
+is refused where a rule could hold back a change of its workspace. A rules file that
+cannot be used refuses every apply. Without rules nothing of this happens.
+
 Each review asks for an audit record (``Review.audit``) with the state's lineage and
 serial before and after.
 
@@ -41,7 +50,7 @@ from iac_kernel.guard.approval import reviews
 from iac_kernel.guard.approval.reviews import ExecInfo, Review
 from iac_kernel.masking.shapes import HOLD
 from iac_kernel.redact import redact
-from iac_kernel.terraform import cli, config_scan
+from iac_kernel.terraform import cli, config_scan, gate
 from iac_kernel.terraform.binding import BOUND, Binding, bind, lineage_check, state_line, state_mark
 from iac_kernel.terraform.commands import ApplyLine, resolve, split_argv, var_assignments
 from iac_kernel.terraform.review import (
@@ -51,7 +60,7 @@ from iac_kernel.terraform.review import (
     review_plan_file,
     var_scrubber,
 )
-from iac_kernel.terraform.sensitive import StreamMasker, keep
+from iac_kernel.terraform.sensitive import StreamMasker, keep, mask_value
 from iac_kernel.terraform.summary import question_text
 from iac_kernel.terraform.workspace import (
     is_plan_file,
@@ -62,6 +71,7 @@ from iac_kernel.terraform.workspace import (
 )
 from iac_kernel.textsafe import code_span, printable
 from iac_kernel.tools.base import shown_path
+from iac_kernel.tools.tf_masking import mask_shown
 
 PROGRAMS = ("terraform", "tofu")
 #: The var files terraform reads by itself in its working directory.
@@ -140,6 +150,8 @@ def _bound_review(info: ExecInfo) -> Review | None:
         # A question about the literal command covers it unless a symlink makes its
         # folder other than the one its text names: then it is asked with the folder.
         covered_by_literal=not binding.through_link,
+        # The guard's record of the command (no review record here): no -var value.
+        scrub=var_scrubber(var_assignments([*info.argv, *_env_words(cli_args)])),
     )
 
 
@@ -274,6 +286,16 @@ def _review(info: ExecInfo, line: ApplyLine) -> Review:
 
     where = printable(binding.shown())
     if line.plan is None:
+        unbound = gate.unbound_refusal(
+            line.program,
+            binding.host_workdir,
+            binding.workspace,
+            destroy=line.destroy,
+            refresh_only=line.refresh_only,
+        )
+        if unbound:
+            audit.update(plan_file=None, summary="no saved plan", flags=flags(line))
+            return Review(refuse=unbound, audit=audit)
         text = flags_text(line, binding.host_workdir, cwd)
         text += f"\n{printable(state_line(binding.state))}\n{where}"
         summary = {"kind": audit["kind"], "text": text, "plan": None, "flags": flags(line)}
@@ -300,6 +322,11 @@ def _review(info: ExecInfo, line: ApplyLine) -> Review:
         executable, plan_file, workdir, shown, copy_dir=Path(info.private_dir)
     )
     remember(cwd, f"plan:{plan_file.resolve()}:{approved.sha256}", approved.sensitive)
+    approved.binding = binding
+    requirement = gate.requirement_of(approved.plan, binding)
+    if requirement.blocked:
+        audit.update(plan_file=shown)
+        return Review(refuse=f"Refused: {gate.blocked_text(requirement)}", audit=audit)
     inside = os.path.join(
         info.sandbox_private_dir, os.path.relpath(approved.copy, Path(info.private_dir))
     )
@@ -311,19 +338,53 @@ def _review(info: ExecInfo, line: ApplyLine) -> Review:
             f"Ignored with a saved plan: {', '.join(ignored)} (terraform applies the plan "
             "as saved)."
         )
-    text = "\n".join([*head, question_text(approved.plan), where])
+    needs = [gate.needs_text(requirement)] if requirement.needed else []
+    text = "\n".join([*head, question_text(approved.plan), where, *needs])
     summary = {**approved.summary(), "text": text}
     summary["workspace"] = audit["state_before"].get("workspace")
     audit.update(plan_fields(approved.plan))
+    held = None
+    if requirement.needed:
+        summary["approval"] = gate.card_fields(requirement)
+        card = mask_value(mask_shown(summary, cwd), approved.sensitive)  # as the question shows it
+        held = _Held(gate.Gate(approved, requirement, card), audit)
+
+    def recheck() -> str | None:
+        problem = approved.recheck() or binding.changed()
+        return problem or (held.spend() if held is not None else None)
+
     return Review(
         text=text,
         summary=summary,
         argv=dataclasses.replace(line, chdir=binding.workdir).run_argv(inside),
         env=binding.env({k: v for k, v in info.env.items() if k not in line.env_names()}),
-        recheck=lambda: approved.recheck() or binding.changed(),
+        recheck=recheck,
         audit=audit,
         after=after,
+        hold=held.wait if held is not None else None,
     )
+
+
+class _Held:
+    """A bash apply's way through the team's gate: the wait (``Review.hold``, after the
+    user allowed it), then the spend in the recheck right before the exec."""
+
+    def __init__(self, held: gate.Gate, audit: dict[str, Any]) -> None:
+        self.gate = held
+        self.audit = audit
+        self.say: gate.Say | None = None
+
+    async def wait(self, say: gate.Say) -> str | None:
+        self.say = say
+        return await self.gate.wait(say)
+
+    def spend(self) -> str | None:
+        problem = self.gate.spend()
+        if problem is None:
+            self.audit["approval"] = self.gate.audit()
+            if self.say is not None:
+                self.say(self.gate.applying_text())
+        return problem
 
 
 # -- the question's text for an apply with no saved plan -------------------------------

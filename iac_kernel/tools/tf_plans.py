@@ -8,17 +8,26 @@ the plans a bash call saved.
 attribute changes from the latest plan (or a named plan file). A bash call that ran
 ``plan -out=FILE`` (itself, or through a script the guard saw) gets the same summary
 appended and the same plan card (:func:`pick_up_plans`).
+
+Given ``pull_request``, ``terraform_plan`` plans a request's head instead (issue 44, item
+3): the head is checked out in a scratch worktree (:func:`iac_kernel.forge.review.checkout`,
+git through the guard), ``init`` and ``plan -out`` run there through the guard as always,
+and the plan is posted to the request as a comment carrying its hash, so that
+``terraform_apply`` of that plan file with the same ``pull_request`` is bound to it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shlex
 from pathlib import Path
 from typing import Any
 
+from iac_kernel.forge import review as pull_requests
+from iac_kernel.forge.remote import ForgeError
 from iac_kernel.guard.call import GuardedCall, SandboxRequired
 from iac_kernel.terraform import cli, policy
 from iac_kernel.terraform.commands import PlanTarget, plan_outputs, split_argv
@@ -143,7 +152,9 @@ class TerraformPlanTool(Tool):
         "replaces first, output changes, drift, failed policy checks). The user sees a plan "
         "card. Use mode `refresh-only` to check for drift. Apply the saved file with "
         "terraform_apply after the user reviewed it; ask terraform_plan_detail for one "
-        "address's attribute changes."
+        "address's attribute changes. With pull_request, plans that pull/merge request's "
+        "head (checked out in a scratch worktree) and posts the plan to it as a comment; "
+        "terraform_apply with the same pull_request then applies that plan once reviewed."
     )
     input_schema = {
         "type": "object",
@@ -155,6 +166,11 @@ class TerraformPlanTool(Tool):
             "vars": {"type": "object", "description": "Variable values: {name: value}."},
             "targets": {"type": "array", "items": {"type": "string"}},
             "program": PROGRAM_SCHEMA,
+            "pull_request": {
+                **pull_requests.PULL_REQUEST_SCHEMA,
+                "description": "Plan this pull/merge request's head instead of the folder "
+                "(its number or address) and post the plan to it as a comment.",
+            },
         },
         "required": [],
         "additionalProperties": False,
@@ -185,6 +201,15 @@ class TerraformPlanTool(Tool):
         command = f"{program or 'terraform'} plan -out={name}" + (f" -{mode}" if mode else "")
         where = args.get("dir") if isinstance(args.get("dir"), str) and args["dir"] else None
         place = f"in {code_span(printable(where))}" if where else "in this folder"
+        ref = args.get("pull_request")
+        if ref is not None:
+            return (
+                f"It fetches the head of pull request {code_span(printable(str(ref)))} into a "
+                "scratch worktree (in the repository's git folder), runs terraform init and "
+                f"{code_span(printable(command))} {place} of it in the sandbox (the request's "
+                "code runs there like any command), and posts the plan to the request as a "
+                "comment. It changes no infrastructure."
+            )
         return (
             f"It runs {code_span(printable(command))} {place}: terraform and the workspace's "
             "provider plugins read the state and query the real resources through the "
@@ -194,6 +219,72 @@ class TerraformPlanTool(Tool):
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         args = self.check(args)
+        if args.get("pull_request") is not None:
+            return await self._plan_pull_request(args, ctx)
+        result, _plan, _values = await self._plan(args, ctx)
+        return result
+
+    async def _plan_pull_request(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        """Plan a request's head in its scratch worktree and post the plan to it."""
+        try:
+            executable = cli.find_program(args.get("program"), {**ctx.env} or None)
+            made = await pull_requests.checkout(
+                args["pull_request"], workdir_of(args, ctx), pull_requests.Where.of(ctx)
+            )
+        except (cli.TerraformError, ForgeError) as exc:
+            raise ToolError(str(exc)) from None
+        # Everything below runs in the worktree, as the same guarded calls as ever.
+        inner = dataclasses.replace(ctx, cwd=made.root)
+        program = cli.program_name(executable)
+        init = [program, *_chdir(made.folder, made.root), "init", "-input=false", "-no-color"]
+        try:
+            done = await guarded_run(init, inner, PLAN_TIMEOUT)
+        except SandboxRequired as exc:
+            raise ToolError(str(exc)) from None
+        if done.returncode != 0:
+            tail = done.output[-OUTPUT_TAIL:]
+            raise ToolError(
+                f"{program} init of {made.pull.name} failed ({done.returncode}):\n{tail}"
+            )
+        result, plan, values = await self._plan({**args, "dir": str(made.folder)}, inner)
+        if plan is None or plan.file is None:
+            return result
+        text = pull_requests.plan_comment(made, plan, values)
+        try:
+            posted = await made.pull.comment(text)
+        except ForgeError as exc:
+            result.content += f"\n\nThe plan could not be posted to {made.pull.name}: {exc}"
+            result.is_error = True
+            return result
+        apply_args = {
+            "plan": plan.file.path,
+            "dir": str(made.folder),
+            "pull_request": made.pull.number,
+        }
+        result.content = (
+            f"Planned {made.pull.name} at {made.facts.head[:12]} in {made.folder} and posted "
+            f"the plan (sha256 {plan.file.sha256[:12]}) to it: {posted}\n"
+            f"Once it is approved and merged, apply exactly this plan with terraform_apply "
+            f"{json.dumps(apply_args)}.\n\n{result.content}"
+        )
+        raw = result.raw_output if isinstance(result.raw_output, dict) else {}
+        result.raw_output = {
+            **raw,
+            "pull_request": {
+                "number": made.pull.number,
+                "head": made.facts.head,
+                "comment": posted,
+                "plan_file": str(made.folder / plan.file.path),
+                "plan_sha256": plan.file.sha256,
+            },
+        }
+        return result
+
+    async def _plan(
+        self, args: dict[str, Any], ctx: ToolContext
+    ) -> tuple[ToolResult, Plan | None, set[str]]:
+        """``plan -out`` in the call's folder: the result, and the plan read with its
+        sensitive values (None: it failed)."""
         try:
             executable = cli.find_program(args.get("program"), {**ctx.env} or None)
         except cli.TerraformError as exc:
@@ -221,11 +312,12 @@ class TerraformPlanTool(Tool):
             if not plan.errors:
                 plan.errors = [cli.first_error(done.output)]
             tail = done.output[-OUTPUT_TAIL:]
-            return ToolResult(
+            failed = ToolResult(
                 f"{model_text(plan)}\n\n{program} plan exited {done.returncode}:\n{tail}",
                 is_error=True,
                 raw_output={"plan": plan.to_dict(), "exit_code": done.returncode},
             )
+            return failed, None, set()
         try:
             plan, values = await read_plan(
                 executable, out, workdir, ctx.cwd, mode == "refresh-only"
@@ -234,7 +326,7 @@ class TerraformPlanTool(Tool):
             raise ToolError(str(exc)) from None
         text = mask_text(model_text(plan), values)
         raw = {"plan": plan.to_dict(), "exit_code": 0}
-        return ToolResult(text, raw_output=raw, plan_rows=card_rows(plan))
+        return ToolResult(text, raw_output=raw, plan_rows=card_rows(plan)), plan, values
 
 
 def _named_paths(args: Any, ctx: ToolContext, key: str) -> list[Path]:

@@ -13,6 +13,7 @@
  *   plan/       the plan card: review list, filters, each row's diff on demand
  *   cards/      the tool card (payload, DOM, output, diff) and the streamed text
  *   questions/  questions and their forms: model, form view, answer dialog, keys
+ *   approvals/  the approver's side: the team's pending approvals (its own plugin)
  *   dom.ts, json.ts   the element helper and Copy buttons; readers of untrusted JSON
  */
 
@@ -22,6 +23,7 @@ import { INotebookTracker } from '@jupyterlab/notebook';
 import { IStatusBar } from '@jupyterlab/statusbar';
 import { Widget } from '@lumino/widgets';
 
+import { approvalsPlugin } from './approvals/plugin';
 import { setCardHooks } from './channel/cardhooks';
 import { GOTO_PENDING, addGoToPending, goToPending } from './channel/gotopending';
 import { track } from './channel/tracking';
@@ -120,4 +122,4 @@ const plugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default plugin;
+export default [plugin, approvalsPlugin];

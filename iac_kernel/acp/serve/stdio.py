@@ -33,6 +33,7 @@ from iac_kernel.models.registry import start_warm_up
 
 if TYPE_CHECKING:
     from iac_kernel.agent.manager import SessionManager
+    from iac_kernel.config import Settings
 
 log = logging.getLogger(__name__)
 
@@ -66,14 +67,21 @@ def make_manager() -> SessionManager:
     """The session manager of this process, with settings from the environment (made
     with the agent, after the ``initialize`` answer: importing it is most of start-up)."""
     from iac_kernel.agent.manager import SessionManager
+
+    holder = f"iac-kernel acp (pid {os.getpid()})"
+    return SessionManager(_settings(), holder=holder, origin="acp")
+
+
+def _settings() -> Settings:
+    """Settings from the environment; each bad variable logged as one line naming it
+    (its default is used)."""
     from iac_kernel.config import Settings
 
     problems: list[str] = []
     settings = Settings.from_env(problems=problems)
-    for line in problems:  # one line each, naming the variable; the defaults are used
+    for line in problems:
         log.warning("setting ignored: %s", line)
-    holder = f"iac-kernel acp (pid {os.getpid()})"
-    return SessionManager(settings, holder=holder, origin="acp")
+    return settings
 
 
 def claim_stdout() -> int:
@@ -120,6 +128,8 @@ async def _main(protocol_fd: int) -> int:
     finally:
         if make_manager.cache_info().currsize:
             await make_manager().close_all()
+        else:  # no request needed the agent: bad settings are still named once
+            _settings()
     return 0
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,6 +65,10 @@ class Review:
     #: Called after approval, right before the program starts: a message refuses
     #: (e.g. "the plan file changed after it was reviewed"), None lets it run.
     recheck: Callable[[], str | None] | None = None
+    #: Awaited after the user's approval, before ``recheck``: waits for other people's
+    #: (a team's approval rules), telling the command what it waits for through its
+    #: argument (a line for the command's stderr); a message refuses, None goes on.
+    hold: Callable[[Callable[[str], None]], Awaitable[str | None]] | None = None
     #: Run with this environment instead (e.g. without ``TF_CLI_ARGS`` whose words the
     #: rewritten argv already holds).
     env: dict[str, str] | None = None

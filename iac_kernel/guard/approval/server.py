@@ -28,7 +28,14 @@ from iac_kernel.egress.decide import GuardedRun
 from iac_kernel.egress.proxy import Route
 from iac_kernel.guard.approval import reviews, wire
 from iac_kernel.guard.approval.output_filter import Relay
-from iac_kernel.guard.approval.request import AskExec, AuditSink, ExecRequest, Trail, record
+from iac_kernel.guard.approval.request import (
+    AskExec,
+    AuditSink,
+    ExecRequest,
+    Trail,
+    command_record,
+    record,
+)
 from iac_kernel.guard.policy import git_creds, gitconfig, target
 from iac_kernel.guard.policy.grammar import REFUSE, SKIP, Verdict, program_name
 from iac_kernel.guard.policy.verdict import ORIGINALS, Exec, decide
@@ -146,7 +153,15 @@ class ApprovalServer:
     async def _handle(self, request: dict, fds: list[int], conn: socket.socket) -> int:
         x = self._request(request, peer_pid(conn))
         verdict = await decide(x)
+        trail = Trail()
+        # The audit trail's record of a changing command (refused ones too) and of a push.
+        changing = verdict.changing or (verdict.kind == REFUSE and x.rules.changing)
+        if changing or (x.push and verdict.kind != SKIP):
+            host_cwd = self.layout.host_path(x.cwd) if self.layout else x.cwd
+            reason = verdict.reason or x.rules.reason or "git push: updates a remote"
+            trail.command = command_record(x.program, x.argv, host_cwd, x.run_env, reason)
         if verdict.kind == REFUSE:
+            await record(self.audit, trail, "refused", None, verdict.reason)
             raise Refused(verdict.reason)
         if verdict.kind == SKIP:
             return 0
@@ -157,7 +172,6 @@ class ApprovalServer:
             await asyncio.to_thread(self.cover.watch, x.peer)
         entry = {"argv": x.argv, "cwd": x.cwd, "kind": verdict.kind, "outcome": "run"}
         self.log.append(entry)
-        trail = Trail()
         info = self._exec_info(x)
         argv, env = x.argv, x.run_env
         try:
@@ -166,7 +180,8 @@ class ApprovalServer:
             except reviews.ObserverFailed as exc:
                 raise Refused(str(exc)) from None
             if verdict.changing:
-                argv, env = await self._approve(info, x.cwd, verdict, trail)
+                stderr = dict(zip(request.get("fds", []), fds, strict=False)).get(2)
+                argv, env = await self._approve(info, x.cwd, verdict, trail, conn, stderr)
                 if wire.gone_or_signalled(conn):
                     raise Refused("the command that asked was stopped before it was approved")
             masking = await asyncio.to_thread(reviews.output_filter, info)
@@ -222,9 +237,16 @@ class ApprovalServer:
         )
 
     async def _approve(
-        self, info: reviews.ExecInfo, cwd: str, verdict: Verdict, trail: Trail
+        self,
+        info: reviews.ExecInfo,
+        cwd: str,
+        verdict: Verdict,
+        trail: Trail,
+        conn: socket.socket | None = None,
+        stderr: int | None = None,
     ) -> tuple[list[str], dict]:
-        """Review and ask for one changing exec (``cwd`` as the sandbox sees it)."""
+        """Review and ask for one changing exec (``cwd`` as the sandbox sees it; its
+        launcher's connection and stderr, for a review that holds it)."""
         program, argv, env, host_cwd = info.program, list(info.argv), info.env, info.cwd
         shown = " ".join([program, *argv[1:]])
         review = await asyncio.to_thread(reviews.review, info)
@@ -243,15 +265,21 @@ class ApprovalServer:
         request.retargeted = request.env != target.retargeting_env(self.base_env) or (
             target.trust_store(env) != target.trust_store(self.base_env)
         )
+        problem = None
         async with self._ask_lock:
             self._asking_since = time.monotonic()
             try:
                 allowed, message = await self.ask_exec(request)
+                if allowed and review is not None and review.hold is not None:
+                    # Other people's answers: not counted against the timeout either.
+                    problem = await self._held(review.hold, conn, stderr)
             finally:
                 self.waited += time.monotonic() - self._asking_since
                 self._asking_since = None
         if not allowed:
             raise Refused(f"`{shown}` was not approved: {message}")
+        if problem:
+            raise Refused(problem)
         if review is not None and review.recheck is not None:
             problem = await asyncio.to_thread(review.recheck)
             if problem:
@@ -259,6 +287,34 @@ class ApprovalServer:
         if review is None:
             return list(argv), env
         return list(review.argv or argv), dict(review.env) if review.env is not None else env
+
+    @staticmethod
+    async def _held(
+        hold: Callable[[Callable[[str], None]], Awaitable[str | None]],
+        conn: socket.socket | None,
+        stderr: int | None,
+    ) -> str | None:
+        """A review's hold, its lines written to the command's stderr; it ends (a
+        refusal) when the launcher goes away or relays a signal."""
+
+        def say(text: str) -> None:
+            if stderr is not None:
+                with contextlib.suppress(OSError):
+                    os.write(stderr, text.encode(errors="replace"))
+
+        task = asyncio.ensure_future(hold(say))
+        try:
+            while not task.done():
+                await asyncio.wait({task}, timeout=1.0)
+                if not task.done() and conn is not None and wire.gone_or_signalled(conn):
+                    return "the command that asked was stopped while it waited for approval"
+            try:
+                return task.result()
+            except Exception as exc:  # a wait that cannot end in an approval refuses
+                log.exception("guard: a review's hold failed")
+                return f"the wait for approval failed: {exc}"
+        finally:
+            task.cancel()
 
     def _git_reader(self, invoked: str) -> gitconfig.GitConfigReader:
         """Reads the configuration of the git that ``invoked`` would run."""

@@ -181,7 +181,7 @@ _GIT_READ |= {"upload-pack", "upload-archive", "index-pack", "unpack-objects"}
 _GIT_BUILTINS = _GIT_READ | set(
     (
         "add am apply archive bisect bundle checkout cherry cherry-pick clean clone commit "
-        "config count-objects diff-files diff-index diff-tree difftool fast-export "
+        "commit-tree config count-objects diff-files diff-index diff-tree difftool fast-export "
         "fast-import fetch-pack for-each-ref format-patch fsck gc hash-object init "
         "init-db instaweb interpret-trailers maintenance merge merge-base merge-file "
         "mergetool mktag mktree mv name-rev notes pack-objects pack-refs prune pull push "

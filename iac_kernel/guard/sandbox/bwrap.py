@@ -26,6 +26,7 @@ from types import MappingProxyType
 import iac_kernel
 from iac_kernel.egress import inside
 from iac_kernel.egress.environment import INSTALL_HINT, environment_dir, install_problem
+from iac_kernel.team.rules import RULES_ENV
 
 #: Where the call's private temporary folder appears in the sandbox: its TMPDIR, the only
 #: temporary folder a call can write (a TMPDIR pointing elsewhere is read-only inside and
@@ -224,6 +225,7 @@ class Layout:
                 args += ["--bind", str(path), str(path)]
         for path in own_code_under([*self.writable, self.cwd, Path(TMP_MOUNT)]):
             args += ["--ro-bind", path, path]  # the agent's code, even in a writable folder
+        args += admin_rules_mounts([*self.writable, self.cwd])
         for path in self._hidden():
             args += ["--tmpfs", str(path)]
         args += ["--ro-bind", str(self.guard_dir), GUARD_MOUNT]
@@ -371,6 +373,42 @@ def own_code_under(binds: Sequence[Path]) -> list[str]:
         if under and real not in found and os.path.isdir(real):
             found.append(real)
     return found
+
+
+def admin_rules_mounts(binds: Sequence[Path]) -> list[str]:
+    """bwrap options that keep the admin's approval rules file (``IAC_KERNEL_APPROVAL_RULES``
+    of this process, never the command's: team/rules.py) as it is when it lies in one of
+    ``binds`` (writable folders); elsewhere the read-only root keeps it so already. On the
+    way from the bind to the file, the first folder holding no writable place (else the
+    file itself) is bound read-only over itself; each folder before it (it holds the cwd
+    or a writable path) is bound onto itself, a mount point that cannot be renamed away
+    with the file in it. Not covered, as no mount can hold them: a file the admin named
+    that does not exist yet, or a symbolic link on its way, directly in a folder holding
+    the cwd or a writable path (a call could make the one or replace the other)."""
+    raw = os.environ.get(RULES_ENV, "").strip()
+    if not raw:
+        return []
+    named = Path(os.path.abspath(os.path.expanduser(raw)))
+    roots = [Path(os.path.realpath(b)) for b in binds if os.path.isdir(b)]
+    args: list[str] = []
+    done: set[Path] = set()
+    for target in dict.fromkeys((named, Path(os.path.realpath(named)))):
+        for root in roots:
+            if target == root or not target.is_relative_to(root):
+                continue
+            current = root
+            for part in target.relative_to(root).parts:
+                current = current / part
+                if not os.path.lexists(current) or current in done:
+                    break
+                done.add(current)
+                holds = any(r == current or r.is_relative_to(current) for r in roots)
+                if holds and current.is_dir() and not current.is_symlink():
+                    args += ["--bind", str(current), str(current)]
+                    continue
+                args += ["--ro-bind", str(current), str(current)]
+                break
+    return args
 
 
 @functools.lru_cache(maxsize=1)

@@ -4,12 +4,14 @@ credentials, as paths (hidden under empty mounts) and environment variables (rem
 Two kinds, because they are treated differently:
 
 * control plane (the runtime folder with the kernel endpoint's file and socket, the
-  session store, the MCP trust file, all of ``~/.iac-code``, Jupyter's runtime folder
-  with kernel connection files and the server's configuration files, found by
-  :mod:`jupyter_core.paths`, and the default runtime folder a server started without
-  Jupyter's variables uses, plus whatever the fronts :func:`register`; and every
-  ``JUPYTER_*``, ``JPY_*``, ``JUPYTERHUB_*`` variable): hidden from every process of a
-  call, the guarded programs the guard runs included;
+  session store, the MCP trust file, all of ``~/.iac-code``, the team store's file or
+  its PostgreSQL server's socket folder (:func:`iac_kernel.team.reach.store_paths`: a
+  sandbox runs as the requester and must not write approvals or audit records as them),
+  Jupyter's runtime folder with kernel connection files and the server's configuration
+  files, found by :mod:`jupyter_core.paths`, and the default runtime folder a server
+  started without Jupyter's variables uses, plus whatever the fronts :func:`register`;
+  and every ``JUPYTER_*``, ``JPY_*``, ``JUPYTERHUB_*`` variable): hidden from every
+  process of a call, the guarded programs the guard runs included;
 * credentials (every store of :data:`iac_kernel.egress.stores.STORES` wherever its
   variables move it, the ``sandbox_hidden_paths`` setting, and secret-bearing
   variables): hidden from the shell; a guarded program the guard runs gets each store as
@@ -37,6 +39,7 @@ from iac_kernel.control_paths import registered
 from iac_kernel.control_paths import unregister as unregister
 from iac_kernel.egress import stores
 from iac_kernel.masking.own_names import own_setting
+from iac_kernel.team.reach import store_paths
 
 #: Variables that are never secret whatever their name or value looks like.
 _PLAIN = {"PATH", "HOME", "PWD", "OLDPWD", "SHELL", "USER", "LOGNAME", "TERM", "LANG"}
@@ -95,6 +98,7 @@ def control_plane(settings: Any, env: Mapping[str, str] | None = None) -> list[P
     if sessions:
         sessions = Path(sessions).expanduser()
         paths += [sessions, sessions.parent / "mcp-trust.json"]
+    paths += store_paths(env, sessions or None, make=True)  # there before a record is
     paths += jupyter_paths(env)
     paths += registered()
     # Every kernel's endpoint socket folder when its runtime path was too long (any

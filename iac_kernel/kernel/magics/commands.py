@@ -19,6 +19,7 @@ time it runs, so a runbook run again from the top in the same kernel does what i
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import html
 import os
@@ -41,8 +42,9 @@ from iac_kernel.models.base import ModelError
 from iac_kernel.models.providers import PROVIDERS
 from iac_kernel.models.registry import available_models, create_model, default_model_id
 from iac_kernel.models.scripted import ScriptError
-from iac_kernel.sessions.audit import AuditLog, describe
+from iac_kernel.sessions.audit import AuditLog, describe, in_folder
 from iac_kernel.sessions.store import SessionMeta
+from iac_kernel.tools.pull_request import request_prompt, subcommand_prompt
 
 MODE_HELP = {
     "default": "read-only tools run; edits and commands ask first",
@@ -77,6 +79,8 @@ class MagicOutput:
     displays: list[tuple[dict[str, Any], str]] = field(default_factory=list)
     #: The cell's value (sent as ``execute_result``), not a display: ``%config KEY``.
     value: bool = False
+    #: A prompt the cell then sends to the agent (before the cell's own text): ``%pr``.
+    prompt: str | None = None
 
 
 @dataclass
@@ -416,9 +420,15 @@ class Magics:
             raise MagicError(f"usage: {MAGICS['audit'].usage}")
         everywhere = args.strip() == "all"
         state = self.state
-        records = AuditLog(state.settings.sessions_dir).records(
-            None if everywhere else str(state.cwd)
-        )
+        from iac_kernel.team.audit import trail  # SQLAlchemy: loaded when asked
+        from iac_kernel.team.store import TeamStoreError
+
+        try:  # the older audit.jsonl's records are imported first
+            entries = await asyncio.to_thread(trail(AuditLog(state.settings.sessions_dir)).entries)
+        except TeamStoreError as exc:
+            raise MagicError(str(exc), "AuditError") from None
+        cwd = str(state.cwd)
+        records = [e.public() for e in entries if everywhere or in_folder(e.record, cwd)]
         if not records:
             where = "in the store" if everywhere else f"for {state.cwd}"
             text = f"No audit records {where} yet."
@@ -428,6 +438,30 @@ class Magics:
             f", the last {AUDIT_LIMIT}" if len(records) > AUDIT_LIMIT else ""
         )
         return MagicOutput(f"{head}:\n\n```\n{text}\n```", f"{head}:\n{text}")
+
+    async def pr(self, args: str) -> MagicOutput:
+        """The agent proposes the session's changes for review (the pull_request tool):
+        it writes the summary, the user approves the diff in the tool's question.
+        ``review NUMBER`` plans a request's head and posts the plan to it; ``apply NUMBER``
+        applies the plan it carries, bound to its review (both through the agent's tools)."""
+        self.state.session()  # the session whose changes are proposed
+        prompt = subcommand_prompt(args.strip())
+        if prompt is not None:
+            verb = args.split()[0]
+            text = (
+                f"Asking the agent to plan pull request {args.split()[1]} and post the plan to it."
+                if verb == "review"
+                else f"Asking the agent to apply the plan pull request {args.split()[1]} carries, "
+                "bound to its review; you approve the apply."
+            )
+            return MagicOutput(text, text, prompt=prompt)
+        if args.split()[:1] in (["review"], ["apply"]) and len(args.split()) < 2:
+            raise MagicError(f"usage: {MAGICS['pr'].usage}")
+        text = (
+            "Asking the agent to open a pull request of the files this session changed; "
+            "you approve the diff before anything is pushed."
+        )
+        return MagicOutput(text, text, prompt=request_prompt(args.strip()))
 
 
 def _longest_backtick_run(text: str) -> int:
@@ -572,6 +606,15 @@ SPECS = [
         "| trust [HASH]]",
         "The session's MCP servers (.mcp.json, %mcp add): list, add, remove; trust .mcp.json.",
         _fixed("list", "add", "remove", "trust"),
+    ),
+    MagicSpec(
+        "pr",
+        "%pr [TITLE] | %pr review NUMBER [DIR] | %pr apply NUMBER [PLAN]",
+        "Propose the files this session changed as a pull/merge request (GitHub, GitLab): "
+        "the agent writes the summary, you approve the diff, the address comes back here. "
+        "review: plan a request's head and post the plan to it; apply: apply the plan it "
+        "carries, only as reviewed (approved by another person, merged).",
+        _fixed("review", "apply"),
     ),
     MagicSpec(
         "audit",

@@ -17,7 +17,10 @@ change, to every open comm; every ``kernel_info_reply`` carries the same under
 ``"iac_kernel"``. There the info adds ``pending``, ``questions`` (each waiting question's
 card ``question`` field with its ``callId``, ``title`` and ``command``), ``busy`` and
 ``turns`` (each running turn's ``msgId``, ``cellId`` and ``executionCount``: a page
-loaded mid-turn puts the rest of the turn into that cell); before the first prompt
+loaded mid-turn puts the rest of the turn into that cell) and ``approvals`` (each apply
+of this kernel that waits for other people's approval: ``{id, waiting, rule}``, its
+``waiting`` the record's ``waiting_text()``, :func:`iac_kernel.terraform.gate.waiting`);
+before the first prompt
 ``sessionId`` is null and ``model``/``mode`` are the kernel's defaults. ``turnUsage`` is
 the running turn's so far, else the last turn's. Opening the comm with ``{"renders":
 [MIME, ...]}`` says what the client renders itself: while it is open, turns stream text
@@ -56,6 +59,7 @@ from iac_kernel.kernel.io.paths import sanitize, shown, shown_model
 from iac_kernel.kernel.session.state import KernelState, RunningTurn
 from iac_kernel.models.registry import default_model_id
 from iac_kernel.redact import redact_value
+from iac_kernel.terraform import gate
 from iac_kernel.terraform.summary import row_diff
 
 STATUS_TARGET = "iac-kernel.status"
@@ -162,6 +166,7 @@ def kernel_session_info(
         for t in running
         if t.msg_id
     ]
+    info["approvals"] = gate.waiting()
     return info
 
 
@@ -189,6 +194,7 @@ class StatusChannel:
 
     def register(self, comm_manager: Any) -> None:
         comm_manager.register_target(STATUS_TARGET, self._opened)
+        gate.listeners.append(self.push)  # an apply starts or stops waiting for approvals
 
     def renders(self, mime: str) -> bool:
         """Whether an open comm's client renders ``mime`` itself."""

@@ -191,6 +191,19 @@ test('kernel info keeps the token counts a turn summary gave for the same sessio
   assert.equal(activity.session, null);
 });
 
+test('kernel info says which applies wait for approval, in the record\'s words', () => {
+  const activity = new SessionActivity();
+  const waiting = { id: 'a1b2c3', waiting: 'waiting for 1 approval by platform', rule: 'prod' };
+  activity.setKernelInfo({ ...kernelInfo, approvals: [waiting, { id: 'x' }, 'bad'] });
+  assert.deepEqual(activity.approvals, [waiting]);
+  // The next word from the kernel without it: the wait is over.
+  activity.setKernelInfo({ ...kernelInfo, approvals: [] });
+  assert.deepEqual(activity.approvals, []);
+  activity.setKernelInfo({ ...kernelInfo, approvals: [waiting] });
+  activity.reset();
+  assert.deepEqual(activity.approvals, []);
+});
+
 test('a live pending call counts even before the kernel says so', () => {
   const activity = new SessionActivity();
   activity.handle(display('c1', 'awaiting_permission'));

@@ -43,6 +43,29 @@ export interface ICallState {
 
 const DISPLAY_TYPES = new Set(['display_data', 'update_display_data', 'execute_result']);
 
+/** An apply of the kernel that waits for other people's approval (its team's rules). */
+export interface IWaitingApproval {
+  id: string;
+  /** The record's own words: "waiting for 1 approval by platform". */
+  waiting: string;
+  rule: string;
+}
+
+/** The kernel's `approvals` list; anything malformed is left out. */
+export function parseApprovals(value: unknown): IWaitingApproval[] {
+  if (!Array.isArray(value)) {
+    return [];
+  }
+  return value
+    .filter(isRecord)
+    .filter(item => typeof item.waiting === 'string' && item.waiting !== '')
+    .map(item => ({
+      id: typeof item.id === 'string' ? item.id : '',
+      waiting: item.waiting as string,
+      rule: typeof item.rule === 'string' ? item.rule : ''
+    }));
+}
+
 /** Calls kept in memory per notebook; older ones are forgotten first. */
 const MAX_CALLS = 500;
 
@@ -55,6 +78,7 @@ export class SessionActivity {
   private _kernelPending: number | null = null;
   private _questions: IPendingQuestion[] = [];
   private _busy: boolean | null = null;
+  private _approvals: IWaitingApproval[] = [];
   private _ownRequests = new Set<string>();
 
   /** True once any iac-kernel payload arrived (the kernel is ours). */
@@ -100,6 +124,11 @@ export class SessionActivity {
     return this._busy;
   }
 
+  /** The kernel's applies waiting for other people's approval, as it last said. */
+  get approvals(): IWaitingApproval[] {
+    return this._approvals;
+  }
+
   /** The call to show for "go to the pending question": a live one, else the kernel's. */
   get firstPendingCallId(): string | null {
     return this.pending[0]?.callId ?? this._questions[0]?.callId ?? null;
@@ -136,6 +165,7 @@ export class SessionActivity {
       this._kernelPending = this._questions.length;
     }
     this._busy = typeof info.busy === 'boolean' ? info.busy : null;
+    this._approvals = parseApprovals(info.approvals);
     this._emit();
     return true;
   }
@@ -183,6 +213,7 @@ export class SessionActivity {
     this._kernelPending = null;
     this._questions = [];
     this._busy = null;
+    this._approvals = [];
     if (hadState) {
       this._emit();
     }

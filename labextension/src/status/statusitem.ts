@@ -1,6 +1,7 @@
 /**
  * The status bar item: the current notebook's agent model, mode, session
- * tokens, and tool calls waiting for permission (click to jump to them).
+ * tokens, tool calls waiting for permission (click to jump to them), and applies
+ * waiting for other people's approval (the record's words, from the kernel).
  */
 
 import { Signal } from '@lumino/signaling';
@@ -91,6 +92,11 @@ export class AgentStatusItem extends Widget {
         span('iac-status-pending', `⚠ ${pending} awaiting permission`)
       );
     }
+    const approvals = activity.approvals;
+    if (approvals.length > 0) {
+      const more = approvals.length > 1 ? ` (+${approvals.length - 1} more)` : '';
+      this.node.appendChild(span('iac-status-approval', `${approvals[0].waiting}${more}`));
+    }
     this.node.appendChild(span('iac-status-model', info?.model ?? 'iac-kernel'));
     if (info?.mode) {
       const mode = span(`iac-status-mode iac-mode-${modeClass(info.mode)}`, info.mode);
@@ -120,6 +126,7 @@ export class AgentStatusItem extends Widget {
           `${info.usage.cacheReadTokens} cache read, ${info.usage.cacheWriteTokens} cache write`
         : '',
       info?.turnUsage ? `Tokens (last turn): ${info.turnUsage.totalTokens}` : '',
+      ...approvals.map(a => `Approval ${a.id}: ${a.waiting} (rule: ${a.rule})`),
       `Tool calls since kernel start: ${activity.callCount}`,
       pending > 0 ? 'Click to go to the permission request.' : ''
     ];
@@ -128,6 +135,7 @@ export class AgentStatusItem extends Widget {
       [
         `Agent ${STATE_LABELS[state] || 'status'}`,
         pending > 0 ? `${pending} awaiting permission` : '',
+        approvals.length > 0 ? approvals[0].waiting : '',
         info?.model ?? '',
         info?.mode ?? ''
       ]

@@ -28,6 +28,8 @@ def upgrade() -> None:
         sa.Column("live_key", sa.String(64), unique=True),
         sa.Column("workspace", sa.String(255), nullable=False),
         sa.Column("summary", sa.Text, nullable=False),
+        # The plan card the requester saw (JSON), shown to approvers as it was.
+        sa.Column("card", sa.Text),
         sa.Column("rule", sa.Text, nullable=False),
         sa.Column("required", sa.Integer, nullable=False),
         sa.Column("groups", sa.Text, nullable=False),

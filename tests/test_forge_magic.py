@@ -1,0 +1,92 @@
+"""``%pr`` in a real kernel process: the magic asks the agent (scripted model) for the
+``pull_request`` call, the user approves the diff through stdin, the request is opened on
+the loopback GitHub Enterprise and its address is shown in the cell."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from forge_openapi import GitHubSpec
+from forge_support import PR, PROJECT, TOKEN, Site, forge_site, github_spec, host_git
+from iac_kernel.guard.sandbox.bwrap import unusable_reason
+from iac_kernel.tools.pull_request import request_prompt
+from kernel_harness import KernelHarness, scripted_kernel
+
+pytestmark = [
+    pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed"),
+    pytest.mark.skipif(unusable_reason() is not None, reason="bubblewrap unusable"),
+]
+
+
+@pytest.fixture(scope="module")
+def spec() -> GitHubSpec:
+    return github_spec()
+
+
+@pytest.fixture
+def site(outside_tmp: Path, spec: GitHubSpec, monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:
+    with forge_site(outside_tmp, spec, monkeypatch) as made:
+        yield made
+
+
+def write_script(path: Path) -> Path:
+    edit = {"path": "main.tf", "old_string": '"one"', "new_string": '"two"'}
+    exchanges = [
+        {
+            "match": "open a pull request",
+            "turns": [
+                {"tool_use": [{"name": "pull_request", "input": PR}]},
+                {"text": "The pull request is open."},
+            ],
+        },
+        {
+            "match": "change the input",
+            "turns": [{"tool_use": [{"name": "edit_file", "input": edit}]}, {"text": "Changed."}],
+        },
+    ]
+    path.write_text(json.dumps({"name": "pr", "exchanges": exchanges}))
+    return path
+
+
+def test_pr_magic_opens_the_request_and_shows_its_address(site: Site, outside_tmp: Path):
+    assert "open a pull request" in request_prompt("x").lower()  # what the script matches
+    script = write_script(outside_tmp / "pr.json")
+    env = {
+        name: os.environ.get(name)
+        for name in ("HOME", "GH_HOST", "GH_ENTERPRISE_TOKEN", "GIT_CONFIG_NOSYSTEM")
+    }
+    env.update(
+        IAC_KERNEL_EGRESS_ENV=os.environ["IAC_KERNEL_EGRESS_ENV"],
+        IAC_KERNEL_EGRESS_ALLOW=site.settings.egress_allow,
+        IAC_KERNEL_EGRESS_ALLOW_PRIVATE=site.forge.host,
+        IAC_KERNEL_MODE="accept_edits",
+        IAC_KERNEL_HEADLESS_POLICY="stdin",
+    )
+    kernel: KernelHarness = scripted_kernel(outside_tmp / "k", site.workspace, script, env)
+    try:
+        edited = kernel.execute("change the input")
+        assert edited.status == "ok", edited.reply["content"]
+        prompts: list[str] = []
+
+        def answer(prompt: str) -> str:
+            prompts.append(prompt)
+            return "1"  # allow once
+
+        result = kernel.execute("%pr Bump the input", allow_stdin=True, on_stdin=answer)
+        assert result.status == "ok", result.reply["content"]
+    finally:
+        kernel.stop()
+    assert len(prompts) == 1 and "pull_request" in prompts[0]
+    assert '+  input = "two"' in prompts[0]  # the question carried the diff
+    [pull] = site.forge.pulls
+    url = f"http://{site.forge.host}/{PROJECT}/pull/1"
+    assert url in result.markdown()
+    assert {c for _m, _p, c in site.forge.api_seen} == {f"token {TOKEN}"}
+    bare = site.forge.repos / f"{PROJECT}.git"
+    assert '"two"' in host_git("--git-dir", str(bare), "show", f"{pull['head']}:main.tf")
