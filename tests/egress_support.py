@@ -262,3 +262,24 @@ def agent_proxy(
             shutil.rmtree(folder, ignore_errors=True)
     if previous is not None:  # the proxy runs with that world's table again
         proxy_module.proxy().ensure()
+
+
+def git_http_backend(handler: BaseHTTPRequestHandler, body: bytes, env: dict[str, str]) -> None:
+    """Answer ``handler``'s request with ``git http-backend`` run as CGI in ``env``."""
+    done = subprocess.run(
+        ["git", "http-backend"], input=body, env=env, capture_output=True, check=False
+    )
+    head, _, payload = done.stdout.partition(b"\r\n\r\n")
+    status, headers = 200, []
+    for line in head.decode().split("\r\n"):
+        name, _, value = line.partition(":")
+        if name.lower() == "status":
+            status = int(value.split()[0])
+        elif name:
+            headers.append((name, value.strip()))
+    handler.send_response(status)
+    for name, value in headers:
+        handler.send_header(name, value)
+    handler.send_header("Content-Length", str(len(payload)))
+    handler.end_headers()
+    handler.wfile.write(payload)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -33,7 +34,7 @@ from urllib.parse import unquote
 import pytest
 
 from core_support import make_loop, write_script
-from egress_support import egress_ready
+from egress_support import egress_ready, git_http_backend
 from forge_openapi import GitHubSpec, Unavailable, github_description, pointer
 from guard_support import Asker
 from iac_kernel.agent.permissions import PermissionGate
@@ -41,6 +42,7 @@ from iac_kernel.config import Settings
 from iac_kernel.egress import broker
 from iac_kernel.egress.environment import environment_dir
 from iac_kernel.events import ToolCallResult
+from iac_kernel.guard.sandbox.bwrap import unusable_reason
 from iac_kernel.tools.registry import build_tools
 
 TOKEN = "ghp_" + "Ent3rpr1seT0ken" * 2 + "abcdef"
@@ -199,23 +201,7 @@ class ForgeHandler(BaseHTTPRequestHandler):
             "GIT_CONFIG_NOSYSTEM": "1",
             "HOME": str(self.state.repos),
         }
-        done = subprocess.run(
-            ["git", "http-backend"], input=body, env=env, capture_output=True, check=False
-        )
-        head, _, payload = done.stdout.partition(b"\r\n\r\n")
-        status, headers = 200, []
-        for line in head.decode().split("\r\n"):
-            name, _, value = line.partition(":")
-            if name.lower() == "status":
-                status = int(value.split()[0])
-            elif name:
-                headers.append((name, value.strip()))
-        self.send_response(status)
-        for name, value in headers:
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+        git_http_backend(self, body, env)
 
     # -- GitHub ------------------------------------------------------------------------
     def _github(self, path: str) -> None:
@@ -600,6 +586,19 @@ def github_spec() -> GitHubSpec:
         pytest.skip(f"GitHub's OpenAPI description is unavailable: {exc}")
 
 
+#: The pull-request tests run git on the host and in the guard's sandbox.
+needs_git_sandbox = [
+    pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed"),
+    pytest.mark.skipif(unusable_reason() is not None, reason="bubblewrap unusable"),
+]
+
+
+@pytest.fixture(scope="module", name="spec")
+def spec_fixture() -> GitHubSpec:
+    """GitHub's description, read once a module (import it to use ``spec``)."""
+    return github_spec()
+
+
 @contextmanager
 def forge_site(
     outside_tmp: Path, spec: GitHubSpec, monkeypatch: pytest.MonkeyPatch
@@ -631,6 +630,15 @@ def forge_site(
             yield made
         finally:
             broker.activate(None)
+
+
+@pytest.fixture(name="site")
+def site_fixture(
+    outside_tmp: Path, spec: GitHubSpec, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Site]:
+    """:func:`forge_site` as a fixture (import it to use ``site``)."""
+    with forge_site(outside_tmp, spec, monkeypatch) as made:
+        yield made
 
 
 def script(tmp: Path, pr: dict[str, Any], edit: dict[str, Any] | None = EDIT) -> Path:

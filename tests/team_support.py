@@ -17,19 +17,41 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from iac_kernel.team.store import TeamStore, init_store, open_store
+from iac_kernel.team.approvals import Approval, Approvals
+from iac_kernel.team.rules import RULES_ENV, Requirement
+from iac_kernel.team.store import Identity, TeamStore, init_store, open_store
 
 PG_USER = "iacpg"
 ALICE, BOB = "iacalice", "iacbob"
 PLATFORM = "iacplatform"
 OWNER_ROLE, USERS_ROLE, MEMBER_ROLE = "iac_owner", "iac_kernel_users", "iac_member"
+
+BOB_ID = Identity("bob", groups=frozenset({"platform"}))
+#: Where the test records' plans would apply (no folder of this machine).
+BINDING = {
+    "folder": "/srv/infra",
+    "workspace": "prod",
+    "data_dir": None,
+    "cli_config": None,
+    "var_files": [],
+    "lineage": None,
+}
+#: A rule every change of the test workspace (workspace "default") that destroys matches.
+DEFAULT_RULE = """
+[[rule]]
+name = "default needs platform"
+when = { workspace = "def*", actions = ["delete", "replace"] }
+approvers = 1
+group = "platform"
+"""
 
 
 def initdb() -> Path | None:
@@ -293,3 +315,66 @@ def run_as(user: str | None, code: str, env: dict[str, str], timeout: float = 12
             timeout=timeout,
             cwd="/",
         )
+
+
+def admin_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> Path:
+    """Write ``text`` as the administrator's approval rules and point the kernel at them."""
+    path = tmp_path / "admin" / "approvals.toml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(text)
+    monkeypatch.setenv(RULES_ENV, str(path))
+    return path
+
+
+def new_record(
+    book: Approvals,
+    who: Identity,
+    summary: str,
+    need: Requirement,
+    card: Mapping[str, object] | None = None,
+) -> Approval:
+    """A new pending record of ``who`` for :data:`BINDING` (its own random plan hash, so
+    never an earlier one)."""
+    return book.request(who, secrets.token_hex(32), BINDING, summary, need, card=card)
+
+
+def records(url: str, statuses: tuple[str, ...] | None = None) -> list[Approval]:
+    """The approval records of the store at ``url`` (those in ``statuses``, or all)."""
+    store = open_store(url)
+    try:
+        return Approvals(store).list(statuses)
+    finally:
+        store.close()
+
+
+class Approver(threading.Thread):
+    """Waits (in its own thread, with its own store connection) for the first pending
+    record, then calls ``act(book, record)`` while the apply waits."""
+
+    def __init__(self, url: str, act: Callable[[Approvals, Approval], None]) -> None:
+        super().__init__(daemon=True)
+        self.url, self.act = url, act
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            store = open_store(self.url)
+            try:
+                book = Approvals(store)
+                deadline = time.monotonic() + 120
+                while time.monotonic() < deadline:
+                    pending = book.list(("pending",))
+                    if pending:
+                        self.act(book, pending[0])
+                        return
+                    time.sleep(0.05)
+                raise AssertionError("no pending approval record appeared")
+            finally:
+                store.close()
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+
+    def done(self) -> None:
+        """Wait for the thread; what it raised fails the test."""
+        self.join(30)
+        assert self.error is None, self.error

@@ -11,7 +11,6 @@ default store: ``team.sqlite`` in the session store it was started with).
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from iac_kernel.team.store import DEFAULT_FILE, Identity, open_store, os_identit
 from iac_kernel.team.webhook import LINK_PARAM
 from iac_kernel.terraform.plan import parse_plan
 from iac_kernel.terraform.summary import card_rows
+from team_support import new_record
 
 pytestmark = BROWSER_MARKS
 
@@ -75,16 +75,7 @@ def book(lab: Folder) -> Iterator[Approvals]:
 
 
 def ask(book: Approvals, who: Identity = ALICE, card: dict = CARD) -> Approval:
-    binding = {
-        "folder": "/srv/infra",
-        "workspace": "prod",
-        "data_dir": None,
-        "cli_config": None,
-        "var_files": [],
-        "lineage": None,
-    }
-    plan = secrets.token_hex(32)
-    return book.request(who, plan, binding, PLAN["summary"], ONE, card=card)
+    return new_record(book, who, PLAN["summary"], ONE, card=card)
 
 
 def show_panel(page) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from egress_support import broker_args, egress_ready, running_mitmdump
+from egress_support import broker_args, egress_ready, git_http_backend, running_mitmdump
 from guard_support import Asker, Harness, make_fakes
 from iac_kernel.agent.permissions import ALLOW_ONCE
 from iac_kernel.egress import broker
@@ -65,24 +65,7 @@ class GitBackend(BaseHTTPRequestHandler):
             "GIT_CONFIG_NOSYSTEM": "1",
             "HOME": str(self.root),
         }
-        done = subprocess.run(
-            ["git", "http-backend"], input=body, env=env, capture_output=True, check=False
-        )
-        head, _, payload = done.stdout.partition(b"\r\n\r\n")
-        status = 200
-        headers = []
-        for line in head.decode().split("\r\n"):
-            name, _, value = line.partition(":")
-            if name.lower() == "status":
-                status = int(value.split()[0])
-            elif name:
-                headers.append((name, value.strip()))
-        self.send_response(status)
-        for name, value in headers:
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+        git_http_backend(self, body, env)
 
     do_GET = do_POST = _serve
 

@@ -5,33 +5,22 @@ readable line, through the real agent loop, and nothing stays pushed."""
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
-from forge_openapi import GitHubSpec
-from forge_support import PR, PROJECT, Site, forge_site, github_spec, host_git, run_session
+from forge_support import (
+    PR,
+    PROJECT,
+    Site,
+    host_git,
+    needs_git_sandbox,
+    run_session,
+    site_fixture,  # noqa: F401 (the site fixture)
+    spec_fixture,  # noqa: F401 (the spec fixture)
+)
 from guard_support import Asker
 from iac_kernel.agent.permissions import ALLOW_ONCE
-from iac_kernel.guard.sandbox.bwrap import unusable_reason
 
-pytestmark = [
-    pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed"),
-    pytest.mark.skipif(unusable_reason() is not None, reason="bubblewrap unusable"),
-]
-
-
-@pytest.fixture(scope="module")
-def spec() -> GitHubSpec:
-    return github_spec()
-
-
-@pytest.fixture
-def site(outside_tmp: Path, spec: GitHubSpec, monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:
-    with forge_site(outside_tmp, spec, monkeypatch) as made:
-        yield made
+pytestmark = needs_git_sandbox
 
 
 async def refused(site: Site, pr: dict | None = None, ask: Asker | None = None, **kw) -> str:

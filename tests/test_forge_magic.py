@@ -6,33 +6,22 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from forge_openapi import GitHubSpec
-from forge_support import PR, PROJECT, TOKEN, Site, forge_site, github_spec, host_git
-from iac_kernel.guard.sandbox.bwrap import unusable_reason
+from forge_support import (
+    PR,
+    PROJECT,
+    TOKEN,
+    Site,
+    host_git,
+    needs_git_sandbox,
+    site_fixture,  # noqa: F401 (the site fixture)
+    spec_fixture,  # noqa: F401 (the spec fixture)
+)
 from iac_kernel.tools.pull_request import request_prompt
 from kernel_harness import KernelHarness, scripted_kernel
 
-pytestmark = [
-    pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed"),
-    pytest.mark.skipif(unusable_reason() is not None, reason="bubblewrap unusable"),
-]
-
-
-@pytest.fixture(scope="module")
-def spec() -> GitHubSpec:
-    return github_spec()
-
-
-@pytest.fixture
-def site(outside_tmp: Path, spec: GitHubSpec, monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:
-    with forge_site(outside_tmp, spec, monkeypatch) as made:
-        yield made
+pytestmark = needs_git_sandbox
 
 
 def write_script(path: Path) -> Path:

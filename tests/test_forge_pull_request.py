@@ -8,43 +8,26 @@ each request and answer against GitHub's published OpenAPI description."""
 from __future__ import annotations
 
 import hashlib
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from forge_openapi import GitHubSpec
 from forge_support import (
     PR,
     PROJECT,
     TOKEN,
     Site,
-    forge_site,
-    github_spec,
     host_git,
+    needs_git_sandbox,
     pr_question,
     run_session,
+    site_fixture,  # noqa: F401 (the site fixture)
+    spec_fixture,  # noqa: F401 (the spec fixture)
 )
 from iac_kernel.egress import broker
-from iac_kernel.guard.sandbox.bwrap import unusable_reason
 from terraform_support import needs_terraform, tf
 
-pytestmark = [
-    pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed"),
-    pytest.mark.skipif(unusable_reason() is not None, reason="bubblewrap unusable"),
-]
-
-
-@pytest.fixture(scope="module")
-def spec() -> GitHubSpec:
-    return github_spec()
-
-
-@pytest.fixture
-def site(outside_tmp: Path, spec: GitHubSpec, monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:
-    with forge_site(outside_tmp, spec, monkeypatch) as made:
-        yield made
+pytestmark = needs_git_sandbox
 
 
 async def test_a_session_change_becomes_a_pull_request(site: Site):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,27 +19,18 @@ from forge_support import (
     PROJECT,
     Site,
     forge_site,
-    github_spec,
     host_git,
+    needs_git_sandbox,
     push_commit,
     reviewer,
+    spec_fixture,  # noqa: F401 (the spec fixture)
 )
 from iac_kernel.forge.body import plan_markers
-from iac_kernel.guard.sandbox.bwrap import unusable_reason
 from iac_kernel.tools.pull_request import subcommand_prompt
 from kernel_harness import KernelHarness, scripted_kernel
 from terraform_support import needs_terraform
 
-pytestmark = [
-    needs_terraform,
-    pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed"),
-    pytest.mark.skipif(unusable_reason() is not None, reason="bubblewrap unusable"),
-]
-
-
-@pytest.fixture(scope="module")
-def spec() -> GitHubSpec:
-    return github_spec()
+pytestmark = [needs_terraform, *needs_git_sandbox]
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ change nothing in the store."""
 from __future__ import annotations
 
 import json
-import secrets
 import subprocess
 import sys
 import urllib.error
@@ -24,6 +23,7 @@ from iac_kernel.team.approvals import Approval, Approvals
 from iac_kernel.team.rules import Requirement
 from iac_kernel.team.store import Identity, open_store, os_identity
 from server_support import SCRIPT, JupyterServer, server_env
+from team_support import new_record
 from test_server_sandbox_peer import _bwrap_sharing_the_network
 
 ALICE = Identity("alice", groups=frozenset({"dev"}))
@@ -65,16 +65,7 @@ def book(team: tuple[JupyterServer, str]) -> Iterator[Approvals]:
 
 def ask(book: Approvals, who: Identity = ALICE, need: Requirement = ONE) -> Approval:
     """A new pending record of ``who`` (its own plan, so never an earlier one)."""
-    binding = {
-        "folder": "/srv/infra",
-        "workspace": "prod",
-        "data_dir": None,
-        "cli_config": None,
-        "var_files": [],
-        "lineage": None,
-    }
-    plan = secrets.token_hex(32)
-    return book.request(who, plan, binding, PLAN["summary"], need, card=CARD)
+    return new_record(book, who, PLAN["summary"], need, card=CARD)
 
 
 def call(

@@ -19,6 +19,7 @@ from iac_kernel.team import webhook
 from iac_kernel.team.approvals import Approval, Approvals
 from iac_kernel.team.rules import Requirement
 from iac_kernel.team.store import Identity, open_store
+from team_support import new_record
 
 ALICE = Identity("alice")
 RULE = Requirement(approvers=1, groups={"platform": 1}, rules=("prod needs platform",))
@@ -82,15 +83,7 @@ def book(tmp_path: Path) -> Iterator[Approvals]:
 
 
 def ask(book: Approvals) -> Approval:
-    binding = {
-        "folder": "/srv/infra",
-        "workspace": "prod",
-        "data_dir": None,
-        "cli_config": None,
-        "var_files": [],
-        "lineage": None,
-    }
-    return book.request(ALICE, secrets.token_hex(32), binding, SUMMARY, RULE)
+    return new_record(book, ALICE, SUMMARY, RULE)
 
 
 def test_a_pending_record_posts_its_summary_wait_and_panel_link(hook: Hook, book) -> None:

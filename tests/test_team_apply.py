@@ -10,9 +10,7 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +29,16 @@ from iac_kernel.tools.tf_apply import TerraformApplyTool, change_of
 from iac_kernel.tools.tf_plans import TerraformPlanTool
 from team_support import (  # noqa: F401 (fixtures)
     BOB,
+    BOB_ID,
+    DEFAULT_RULE,
     PLATFORM,
+    Approver,
+    admin_rules,
     ensure_user,
     needs_root,
     pg_cluster,
     pg_database,
+    records,
     run_as,
 )
 from terraform_support import (
@@ -53,16 +56,7 @@ from terraform_support import (
 
 pytestmark = needs_terraform
 
-BOB_ID = Identity("bob", groups=frozenset({"platform"}))
 CAROL_ID = Identity("carol", groups=frozenset({"platform"}))
-#: A rule every plan of the test workspace (workspace "default") matches.
-DEFAULT_RULE = """
-[[rule]]
-name = "default needs platform"
-when = { workspace = "def*", actions = ["delete", "replace"] }
-approvers = 1
-group = "platform"
-"""
 
 
 @pytest.fixture
@@ -78,50 +72,6 @@ def team(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("IAC_KERNEL_TEAM_STORE", url)
     monkeypatch.setattr(tf_apply, "POLL_SECONDS", 0.05)
     return url
-
-
-def admin_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> Path:
-    path = tmp_path / "admin" / "approvals.toml"
-    path.parent.mkdir(exist_ok=True)
-    path.write_text(text)
-    monkeypatch.setenv("IAC_KERNEL_APPROVAL_RULES", str(path))
-    return path
-
-
-def records(url: str, statuses: tuple[str, ...] | None = None) -> list[Approval]:
-    store = open_store(url)
-    try:
-        return Approvals(store).list(statuses)
-    finally:
-        store.close()
-
-
-class Approver(threading.Thread):
-    """Waits (in its own thread, with its own store connection) for the first pending
-    record, then calls ``act(book, record)`` while the apply waits."""
-
-    def __init__(self, url: str, act: Callable[[Approvals, Approval], None]) -> None:
-        super().__init__(daemon=True)
-        self.url, self.act = url, act
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            store = open_store(self.url)
-            try:
-                book = Approvals(store)
-                deadline = time.monotonic() + 120
-                while time.monotonic() < deadline:
-                    pending = book.list(("pending",))
-                    if pending:
-                        self.act(book, pending[0])
-                        return
-                    time.sleep(0.05)
-                raise AssertionError("no pending approval record appeared")
-            finally:
-                store.close()
-        except BaseException as exc:  # reported by the test
-            self.error = exc
 
 
 class Turn:

@@ -22,10 +22,11 @@ from iac_kernel.kernel.ask.questions import PendingQuestions
 from iac_kernel.kernel.session.state import KernelState
 from iac_kernel.kernel.session.status import StatusChannel, kernel_session_info
 from iac_kernel.team.approvals import Approval, ApprovalError, Approvals
-from iac_kernel.team.store import Identity, open_store, os_identity
+from iac_kernel.team.store import open_store, os_identity
 from iac_kernel.terraform import gate
 from iac_kernel.tools.base import ToolContext
 from iac_kernel.tools.tf_apply import GatedPlan, TerraformApplyTool
+from team_support import BOB_ID, DEFAULT_RULE, Approver, admin_rules, records
 from terraform_support import (
     STAGE1,
     STAGE2,
@@ -39,15 +40,6 @@ from terraform_support import (
 
 pytestmark = needs_terraform
 
-BOB_ID = Identity("bob", groups=frozenset({"platform"}))
-#: A rule every change of the test workspace (workspace "default") that destroys matches.
-DEFAULT_RULE = """
-[[rule]]
-name = "default needs platform"
-when = { workspace = "def*", actions = ["delete", "replace"] }
-approvers = 1
-group = "platform"
-"""
 PROD_ONLY = '[[rule]]\nname = "prod"\nwhen = { workspace = "prod*" }\napprovers = 1\n'
 APPLY = "terraform apply -input=false -no-color p.tfplan"
 
@@ -92,54 +84,6 @@ def hook(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[str, Any]]]:
     finally:
         server.shutdown()
         server.server_close()
-
-
-def admin_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> Path:
-    path = tmp_path / "admin" / "approvals.toml"
-    path.parent.mkdir(exist_ok=True)
-    path.write_text(text)
-    monkeypatch.setenv("IAC_KERNEL_APPROVAL_RULES", str(path))
-    return path
-
-
-def records(url: str) -> list[Approval]:
-    store = open_store(url)
-    try:
-        return Approvals(store).list(None)
-    finally:
-        store.close()
-
-
-class Approver(threading.Thread):
-    """Waits (with its own store connection) for the first pending record, then calls
-    ``act(book, record)`` while the apply waits."""
-
-    def __init__(self, url: str, act: Callable[[Approvals, Approval], None]) -> None:
-        super().__init__(daemon=True)
-        self.url, self.act = url, act
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            store = open_store(self.url)
-            try:
-                book = Approvals(store)
-                deadline = time.monotonic() + 120
-                while time.monotonic() < deadline:
-                    pending = book.list(("pending",))
-                    if pending:
-                        self.act(book, pending[0])
-                        return
-                    time.sleep(0.05)
-                raise AssertionError("no pending approval record appeared")
-            finally:
-                store.close()
-        except BaseException as exc:  # reported by the test
-            self.error = exc
-
-    def done(self) -> None:
-        self.join(30)
-        assert self.error is None, self.error
 
 
 class StatusComms:

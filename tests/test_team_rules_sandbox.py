@@ -31,8 +31,9 @@ from iac_kernel.team.store import Identity
 from iac_kernel.tools import tf_apply
 from iac_kernel.tools.base import ToolContext
 from iac_kernel.tools.bash import BashTool
+from team_support import Approver, records
 from terraform_support import needs_terraform, no_checkov_by_default, tf  # noqa: F401
-from test_team_apply import Approver, Turn, records
+from test_team_apply import Turn
 
 pytestmark = pytest.mark.skipif(unusable_reason() is not None, reason="no bubblewrap")
 

@@ -223,7 +223,7 @@ def test_the_paths_a_url_names(monkeypatch: pytest.MonkeyPatch) -> None:
 
     def paths(url: str, **env: str) -> set[Path]:
         found = set(reach.store_paths({STORE_ENV: url, **env}, "/nowhere"))
-        return found - {Path("/nowhere/team.sqlite"), *_side()}  # this process's default
+        return found - {Path("/nowhere/team.sqlite")}  # this process's default
 
     assert paths("postgresql://me@/iac?host=/srv/pg/sock") == {Path("/srv/pg/sock")}
     assert paths("postgresql://me@/iac?host=/a,db.example.com&host=/b") == {Path("/a"), Path("/b")}
@@ -231,15 +231,8 @@ def test_the_paths_a_url_names(monkeypatch: pytest.MonkeyPatch) -> None:
     assert paths("postgresql://me@db.example.com/iac") == set()  # TCP: no path
     assert paths("postgresql://me@/iac") == {Path("/var/run/postgresql"), Path("/run/postgresql")}
     assert paths("postgresql://me@/iac", PGHOST="/opt/pg") == {Path("/opt/pg")}
-    assert paths("sqlite:////srv/team/t.db") == {
-        Path("/srv/team/t.db"),
-        *(Path(f"/srv/team/t.db{s}") for s in reach.SQLITE_SIDECARS),
-    }
+    assert paths("sqlite:////srv/team/t.db") == {Path("/srv/team/t.db")}
     assert paths("::no url::") == set()  # no one can use that store
-
-
-def _side() -> list[Path]:
-    return [Path(f"/nowhere/team.sqlite{s}") for s in reach.SQLITE_SIDECARS]
 
 
 def test_a_custom_store_is_there_to_hide_before_its_first_record(

@@ -14,6 +14,8 @@
   and ``config/set`` with ``configId = mode``, and a ``/mode bypass`` slash command;
 * requests for a session a running kernel holds (after ``session/load`` attached to it)
   go to that kernel as they are (:class:`~iac_kernel.acp.attach.proxy.RemoteSession`);
+* ``_iac/approvals/*`` go to the connection's approver when it has one
+  (:mod:`iac_kernel.acp.approvals`: the Jupyter server's route and stdio), before the agent;
 * a request with ``_meta.operationId`` seen before is not run again: it gets the first
   run's answer, waiting for it if that run still goes, whichever connection it comes
   on (the process remembers the last :data:`KEEP`). A client that lost the answer to
@@ -32,6 +34,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from iac_kernel import __version__
+from iac_kernel.acp.approvals import METHODS as APPROVAL_METHODS
+from iac_kernel.acp.approvals import Decisions
 from iac_kernel.acp.protocol import errors
 from iac_kernel.acp.protocol.client_features import from_initialize
 from iac_kernel.acp.wire.channel import ClientChannel
@@ -63,11 +67,19 @@ CAPABILITIES: dict[str, Any] = {
 
 class Dispatcher:
     """The connection's handler: the handshake, then the agent ``make_agent(channel)``
-    makes (``allow_bypass=False``: requests that set bypass mode are refused)."""
+    makes (``allow_bypass=False``: requests that set bypass mode are refused);
+    ``approvals`` answers ``_iac/approvals/*`` (:class:`~iac_kernel.acp.approvals.Decisions`)."""
 
-    def __init__(self, make_agent: Callable[[ClientChannel], Any], *, allow_bypass: bool = True):
+    def __init__(
+        self,
+        make_agent: Callable[[ClientChannel], Any],
+        *,
+        allow_bypass: bool = True,
+        approvals: Decisions | None = None,
+    ):
         self.make_agent = make_agent
         self.allow_bypass = allow_bypass
+        self.approvals = approvals
         self.channel: ClientChannel | None = None
         self.initialized = False
         self._agent: Any = None
@@ -99,6 +111,11 @@ class Dispatcher:
                 log.warning("notification %s setting bypass mode ignored", method)
                 return None
             raise errors.invalid_field(field, BYPASS_REFUSED)
+        if self.approvals is not None and method in APPROVAL_METHODS:
+            if is_notification:
+                log.warning("notification %s ignored (it is a request)", method)
+                return None
+            return await self.approvals(method, params)
         key = None if is_notification else operation_key(method, params)
         if key is not None:
             return await OPERATIONS.run(key, lambda: self._dispatch(method, params, False))

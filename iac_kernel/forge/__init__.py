@@ -11,5 +11,7 @@ token belongs to the API host). Never imports the agent or a front.
 * :mod:`.gitrun`: git through the guard (inspect, commit, push);
 * :mod:`.body`: the reviewer's body, within the forge's limits;
 * :mod:`.notebook`: the session as a notebook, committed beside the change;
-* :mod:`.clients`: the token for the API host and the PyGithub / python-gitlab calls.
+* :mod:`.clients`: the token for the API host and the PyGithub / python-gitlab calls;
+* :mod:`.review`: an apply bound to a reviewed request (item 2), and a request's head
+  checked out and its plan posted (item 3).
 """

@@ -59,6 +59,7 @@ from iac_kernel.forge.remote import GITHUB, GITLAB, ForgeError, Remote
 from iac_kernel.redact import redact
 from iac_kernel.team.rules import Requirement
 from iac_kernel.terraform import gate
+from iac_kernel.terraform.cli import errors_of
 from iac_kernel.terraform.plan import Plan, summary_line
 from iac_kernel.terraform.review import ApprovedPlan, counts_line
 from iac_kernel.terraform.sensitive import mask_text
@@ -591,8 +592,6 @@ class PullRequestApply:
 
 
 def _errors(text: str) -> list[str]:
-    from iac_kernel.terraform.cli import errors_of
-
     return errors_of(text) or [_first_line(text)]
 
 
@@ -614,11 +613,12 @@ class PullRequestGate(gate.Gate):
         refusal = await self._check(bound)
         if refusal:
             return refusal
-        refusal = await asyncio.to_thread(self._vote, bound)
+        refusal, waits = await asyncio.to_thread(self._vote, bound)
         if refusal:
             return refusal
         refusal = await super().wait(say, poll)
-        return refusal or await self._check(bound)
+        # After a wait (it may have been long) the request is read again.
+        return refusal or (await self._check(bound) if waits else None)
 
     async def _check(self, bound: PullRequestApply) -> str | None:
         try:
@@ -627,8 +627,9 @@ class PullRequestGate(gate.Gate):
             refusal = str(exc)
         return f"Not applied: {refusal}. Nothing was run." if refusal else None
 
-    def _vote(self, bound: PullRequestApply) -> str | None:
-        """The request's approvers approve the plan's record (made here if it is new)."""
+    def _vote(self, bound: PullRequestApply) -> tuple[str | None, bool]:
+        """The request's approvers approve the plan's record (made here if it is new);
+        (why not, whether the record still waits for someone)."""
         from iac_kernel.team.approvals import ApprovalError, Approvals
         from iac_kernel.team.store import Identity, TeamStoreError, open_store, process_identity
 
@@ -636,7 +637,7 @@ class PullRequestGate(gate.Gate):
         try:
             store = open_store()
         except TeamStoreError as exc:
-            return f"Not applied: the approval record needs the team store, and {exc}."
+            return f"Not applied: the approval record needs the team store, and {exc}.", False
         try:
             book = Approvals(store)
             record = book.request(
@@ -660,11 +661,12 @@ class PullRequestGate(gate.Gate):
                         note=note,
                         plan_sha256=approved.sha256,
                     )
+            waits = book.get(record.id).status == "pending"
         except (ApprovalError, TeamStoreError) as exc:
-            return f"Not applied: {exc}. Nothing was run."
+            return f"Not applied: {exc}. Nothing was run.", False
         finally:
             store.close()
-        return None
+        return None, waits
 
     def spend(self) -> str | None:
         bound = self.bound

@@ -5,6 +5,7 @@ from __future__ import annotations
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Bool, Float
 
+from iac_kernel.acp.approvals import Decisions
 from iac_kernel.server import approvals, link
 from iac_kernel.server.handler import AcpSocket
 from iac_kernel.server.sessions import RootedManager, make_manager
@@ -49,14 +50,15 @@ class IacKernelServer(ExtensionApp):
         return self._links
 
     def initialize_handlers(self) -> None:
+        self._approvals = book = approvals.Book()
         options = {
             "manager": self.manager,
             "links": self.links(),
             "allow_bypass": lambda: self.allow_remote_bypass,
+            "decisions": lambda user: Decisions(lambda: approvals.approver(user), book.approvals),
         }
         self.handlers.append((rf"/{PATH}", AcpSocket, options))
-        self._approvals = approvals.Book()
-        self.handlers.extend(approvals.handlers(self._approvals))
+        self.handlers.extend(approvals.handlers(book))
 
     async def stop_extension(self) -> None:
         """End the connections, then close the sessions this server opened (histories

@@ -32,6 +32,7 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
+from iac_kernel.acp.approvals import NOTE_CHARS
 from iac_kernel.guard.sandbox import processes
 from iac_kernel.server.handler import AUTH_RESOURCE
 
@@ -43,8 +44,6 @@ if TYPE_CHECKING:
 PATH = "iac-kernel/approvals"
 STATUSES = ("pending", "approved", "rejected", "expired", "cancelled", "spent")
 DECISIONS = ("approve", "reject")
-#: Longest note kept with a decision (characters).
-NOTE_CHARS = 2000
 _ID = r"[0-9A-Za-z_-]{1,32}"
 
 T = TypeVar("T")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from collections.abc import Callable
 from typing import Any
 
 from jupyter_server.base.handlers import JupyterHandler
@@ -24,6 +25,7 @@ from jupyter_server.base.websocket import WebSocketMixin
 from tornado import web
 from tornado.websocket import WebSocketHandler
 
+from iac_kernel.acp.approvals import Decisions
 from iac_kernel.acp.remote.resume import (
     CONNECTION_HEADER,
     NORMAL_CLOSE,
@@ -45,13 +47,21 @@ class AcpSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
 
     auth_resource = AUTH_RESOURCE
 
-    def initialize(self, manager: Any, links: Links, allow_bypass: Any = lambda: False) -> None:
+    def initialize(
+        self,
+        manager: Any,
+        links: Links,
+        allow_bypass: Any = lambda: False,
+        decisions: Callable[[Any], Decisions] | None = None,
+    ) -> None:
         """``manager`` returns the server's session manager (made on first use);
         ``links`` are the server's logical connections (:mod:`iac_kernel.server.link`);
-        ``allow_bypass`` the owner's ``allow_remote_bypass`` setting."""
+        ``allow_bypass`` the owner's ``allow_remote_bypass`` setting; ``decisions`` the
+        approver of an authenticated user (``_iac/approvals/*``)."""
         self._manager = manager
         self._links = links
         self._allow_bypass = allow_bypass
+        self._decisions = decisions
         self._link: Link | None = None
         self._client_has = 0
         #: The link and event stream a GET serves (the HTTP profile).
@@ -195,9 +205,17 @@ class AcpSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
 
         manager = self._manager()
         claims = manager.connection()
+        # The link's approver is the user who opened it, never one named in a request.
+        decisions = self._decisions(self.current_user) if self._decisions else None
         try:
             serve = await load_server()
-            await serve(link.frames.reader, link, manager, allow_bypass=bool(self._allow_bypass()))
+            await serve(
+                link.frames.reader,
+                link,
+                manager,
+                allow_bypass=bool(self._allow_bypass()),
+                approvals=decisions,
+            )
         except asyncio.CancelledError:
             pass
         except Exception:

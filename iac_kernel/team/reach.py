@@ -2,7 +2,8 @@
 sandbox hides (:func:`iac_kernel.guard.sandbox.hidden.control_plane`).
 
 A sandbox runs as the requester, so a store it could open it could write as the requester.
-SQLite is a file, with the journal SQLite keeps beside it while it writes; a PostgreSQL on
+SQLite is a file (in a folder of its own, the folder: SQLite keeps a journal beside it
+while it writes); a PostgreSQL on
 this machine is a Unix socket, connectable through a read-only mount, in the folders its URL
 names (``?host=/path``, or a ``host`` that is a path), else those of ``PGHOST``, else
 libpq's default folders. A store reached over TCP has no path here: a sandbox's network is
@@ -102,13 +103,15 @@ def make_sqlite_file(path: Path) -> None:
 
 
 def sqlite_paths(database: str | os.PathLike[str]) -> list[Path]:
-    """A SQLite file (relative: to this process's folder, as SQLite opens it), the
-    journals beside it, and its folder when the folder holds nothing else: a sandbox
-    that may write that folder (a store inside the working folder) then sees an empty
-    one and cannot leave a journal there that SQLite would replay into the store."""
+    """A SQLite file (relative: to this process's folder, as SQLite opens it) and its
+    folder when the folder holds nothing else: a sandbox that may write that folder (a
+    store inside the working folder) then sees an empty one and cannot leave a journal
+    there that SQLite would replay into the store. The journals are not hidden one by
+    one: one there when a sandbox starts may be gone when it mounts (the sandbox would
+    fail), and hiding one never stops a sandbox that may write the folder from making it."""
     path = Path(os.path.abspath(os.path.expanduser(database)))
     own = {path.name, *(path.name + suffix for suffix in SQLITE_SIDECARS)}
-    found = [path, *(path.with_name(path.name + suffix) for suffix in SQLITE_SIDECARS)]
+    found = [path]
     try:
         if set(os.listdir(path.parent)) <= own:
             found.append(path.parent)

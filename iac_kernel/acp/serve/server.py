@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from iac_kernel.acp.approvals import Decisions
 from iac_kernel.acp.routes import Dispatcher
 from iac_kernel.acp.wire.channel import ClientChannel
 from iac_kernel.acp.wire.connection import Connection
@@ -27,13 +28,16 @@ async def serve(
     manager: SessionManager | Callable[[], SessionManager],
     *,
     allow_bypass: bool = True,
+    approvals: Decisions | None = None,
 ) -> None:
     """Answer ACP messages from ``reader`` on ``writer`` until the input ends.
 
     ``manager`` is the session manager, or what makes it when the agent is made (after
     the ``initialize`` answer: ``iac-kernel acp``'s own). ``allow_bypass=False`` refuses
-    every request that would set bypass mode. Turns this connection started are
-    cancelled (and end with a valid history) when it ends; the sessions stay open.
+    every request that would set bypass mode; ``approvals`` is the connection's approver
+    (``_iac/approvals/*``, :mod:`iac_kernel.acp.approvals`), if it has one. Turns this
+    connection started are cancelled (and end with a valid history) when it ends; the
+    sessions stay open.
     """
 
     def make_agent(channel: ClientChannel) -> IacAgent:
@@ -41,7 +45,7 @@ async def serve(
 
         return IacAgent(manager() if callable(manager) else manager, channel)
 
-    dispatcher = Dispatcher(make_agent, allow_bypass=allow_bypass)
+    dispatcher = Dispatcher(make_agent, allow_bypass=allow_bypass, approvals=approvals)
     conn = Connection(dispatcher, LineTransport(reader, writer))
     dispatcher.channel = ClientChannel(conn)
     try:

@@ -26,6 +26,7 @@ import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
+from iac_kernel.acp import approvals
 from iac_kernel.acp.attach.runtime import RuntimeDirError, remove_dead
 from iac_kernel.acp.serve.server import serve
 from iac_kernel.acp.wire.transport import READ_LIMIT
@@ -112,7 +113,9 @@ async def _main(protocol_fd: int) -> int:
     except (ValueError, OSError) as exc:
         log.error("%s", exc)
         return 2
-    server = asyncio.ensure_future(serve(reader, writer, make_manager))
+    # A local editor approves as the person who runs this process (``_iac/approvals/*``).
+    decisions = approvals.local()
+    server = asyncio.ensure_future(serve(reader, writer, make_manager, approvals=decisions))
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(sig, server.cancel)
@@ -126,6 +129,7 @@ async def _main(protocol_fd: int) -> int:
     except asyncio.CancelledError:
         log.info("stopping on a signal")
     finally:
+        decisions.close()
         if make_manager.cache_info().currsize:
             await make_manager().close_all()
         else:  # no request needed the agent: bad settings are still named once
