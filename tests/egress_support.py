@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import SimpleNamespace
+from urllib.parse import unquote
 
 import pytest
 
@@ -264,8 +265,24 @@ def agent_proxy(
         proxy_module.proxy().ensure()
 
 
-def git_http_backend(handler: BaseHTTPRequestHandler, body: bytes, env: dict[str, str]) -> None:
-    """Answer ``handler``'s request with ``git http-backend`` run as CGI in ``env``."""
+def git_http_backend(handler: BaseHTTPRequestHandler, body: bytes, root: Path) -> None:
+    """Answer ``handler``'s request (``body`` read) with ``git http-backend`` run as CGI
+    over the repositories in ``root``, the user authenticated as ``bob``."""
+    path, _, query = handler.path.partition("?")
+    env = {
+        "PATH": os.environ["PATH"],
+        "GIT_PROJECT_ROOT": str(root),
+        "GIT_HTTP_EXPORT_ALL": "1",
+        "PATH_INFO": unquote(path),
+        "QUERY_STRING": query,
+        "REQUEST_METHOD": handler.command,
+        "CONTENT_TYPE": handler.headers.get("Content-Type", ""),
+        "CONTENT_LENGTH": str(len(body)),
+        "REMOTE_USER": "bob",
+        "REMOTE_ADDR": "127.0.0.1",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "HOME": str(root),
+    }
     done = subprocess.run(
         ["git", "http-backend"], input=body, env=env, capture_output=True, check=False
     )

@@ -186,22 +186,7 @@ class ForgeHandler(BaseHTTPRequestHandler):
                 self.end_headers()
                 return
         body = self._body()
-        path, _, query = self.path.partition("?")
-        env = {
-            "PATH": os.environ["PATH"],
-            "GIT_PROJECT_ROOT": str(self.state.repos),
-            "GIT_HTTP_EXPORT_ALL": "1",
-            "PATH_INFO": unquote(path),
-            "QUERY_STRING": query,
-            "REQUEST_METHOD": self.command,
-            "CONTENT_TYPE": self.headers.get("Content-Type", ""),
-            "CONTENT_LENGTH": str(len(body)),
-            "REMOTE_USER": "bob",
-            "REMOTE_ADDR": "127.0.0.1",
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "HOME": str(self.state.repos),
-        }
-        git_http_backend(self, body, env)
+        git_http_backend(self, body, self.state.repos)
 
     # -- GitHub ------------------------------------------------------------------------
     def _github(self, path: str) -> None:

@@ -28,6 +28,7 @@ import pytest
 from acp import spawn_agent_process
 
 from iac_kernel.sessions.store import SessionStore
+from iac_kernel.team.store import STORE_ENV
 from test_acp_support import STREAM_LIMIT, WAIT, RecordingClient, Wire
 
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -361,3 +362,17 @@ class WsClient:
     def close(self) -> None:
         self._reader.cancel()
         self.conn.close()
+
+
+@contextlib.contextmanager
+def team_server(base: Path) -> Iterator[tuple[JupyterServer, str]]:
+    """A started ``jupyter server`` in ``base`` on a SQLite team store of its own; the
+    store's URL."""
+    root = base / "root"
+    root.mkdir()
+    url = f"sqlite:///{base / 'team.sqlite'}"
+    jupyter = JupyterServer(root, server_env(base, base / "run", SCRIPT, **{STORE_ENV: url}))
+    try:
+        yield jupyter.start(), url
+    finally:
+        jupyter.stop()

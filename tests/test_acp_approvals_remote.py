@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import secrets
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -20,7 +19,8 @@ from iac_kernel.acp.approvals import APPROVE, LIST, REFUSED, REJECT
 from iac_kernel.team.approvals import Approval, Approvals
 from iac_kernel.team.rules import Requirement
 from iac_kernel.team.store import Identity, open_store, os_identity
-from server_support import SCRIPT, WAIT, JupyterServer, WsClient, bridge, server_env
+from server_support import SCRIPT, WAIT, JupyterServer, WsClient, bridge, server_env, team_server
+from team_support import new_record
 
 ALICE = Identity("alice", groups=frozenset({"dev"}))
 ME = os_identity()
@@ -31,15 +31,8 @@ SUMMARY = "Plan: 0 to add, 0 to change, 1 to destroy."
 @pytest.fixture(scope="module")
 def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[JupyterServer, str]]:
     """One server for the module, on a team store of its own (each test its own records)."""
-    base = tmp_path_factory.mktemp("acp-approvals")
-    root = base / "root"
-    root.mkdir()
-    url = f"sqlite:///{base / 'team.sqlite'}"
-    jupyter = JupyterServer(root, server_env(base, base / "run", SCRIPT, IAC_KERNEL_TEAM_STORE=url))
-    try:
-        yield jupyter.start(), url
-    finally:
-        jupyter.stop()
+    with team_server(tmp_path_factory.mktemp("acp-approvals")) as made:
+        yield made
 
 
 @pytest.fixture
@@ -63,15 +56,7 @@ async def client(team: tuple[JupyterServer, str]) -> AsyncIterator[WsClient]:
 
 def ask(book: Approvals, who: Identity = ALICE) -> Approval:
     """A new pending record of ``who`` (its own plan, so never an earlier one)."""
-    binding = {
-        "folder": "/srv/infra",
-        "workspace": "prod",
-        "data_dir": None,
-        "cli_config": None,
-        "var_files": [],
-        "lineage": None,
-    }
-    return book.request(who, secrets.token_hex(32), binding, SUMMARY, ONE)
+    return new_record(book, who, SUMMARY, ONE)
 
 
 def refusal(answer: dict[str, Any], code: int, words: str) -> str:

@@ -50,22 +50,7 @@ class GitBackend(BaseHTTPRequestHandler):
             self.end_headers()
             return
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        path, _, query = self.path.partition("?")
-        env = {
-            "PATH": os.environ["PATH"],
-            "GIT_PROJECT_ROOT": str(self.root),
-            "GIT_HTTP_EXPORT_ALL": "1",
-            "PATH_INFO": path,
-            "QUERY_STRING": query,
-            "REQUEST_METHOD": self.command,
-            "CONTENT_TYPE": self.headers.get("Content-Type", ""),
-            "CONTENT_LENGTH": str(len(body)),
-            "REMOTE_USER": "bob",
-            "REMOTE_ADDR": "127.0.0.1",
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "HOME": str(self.root),
-        }
-        git_http_backend(self, body, env)
+        git_http_backend(self, body, self.root)
 
     do_GET = do_POST = _serve
 

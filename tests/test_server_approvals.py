@@ -22,7 +22,7 @@ from iac_kernel.kernel.render import plan_card
 from iac_kernel.team.approvals import Approval, Approvals
 from iac_kernel.team.rules import Requirement
 from iac_kernel.team.store import Identity, open_store, os_identity
-from server_support import SCRIPT, JupyterServer, server_env
+from server_support import SCRIPT, JupyterServer, server_env, team_server
 from team_support import new_record
 from test_server_sandbox_peer import _bwrap_sharing_the_network
 
@@ -44,16 +44,8 @@ CARD = plan_card.bundle(PLAN, "toolu_apply_1", "s1")[plan_card.PLAN_MIME]
 @pytest.fixture(scope="module")
 def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[JupyterServer, str]]:
     """One server for the module, on a team store of its own (each test its own records)."""
-    base = tmp_path_factory.mktemp("approvals-server")
-    root = base / "root"
-    root.mkdir()
-    url = f"sqlite:///{base / 'team.sqlite'}"
-    env = server_env(base, base / "run", SCRIPT, IAC_KERNEL_TEAM_STORE=url)
-    jupyter = JupyterServer(root, env)
-    try:
-        yield jupyter.start(), url
-    finally:
-        jupyter.stop()
+    with team_server(tmp_path_factory.mktemp("approvals-server")) as made:
+        yield made
 
 
 @pytest.fixture
