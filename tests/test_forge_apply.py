@@ -42,7 +42,7 @@ from iac_kernel.guard.sandbox.bwrap import unusable_reason
 from iac_kernel.team.approvals import Approvals
 from iac_kernel.team.audit import entries
 from iac_kernel.team.store import Identity, open_store
-from iac_kernel.tools import tf_apply
+from iac_kernel.terraform import gate
 from terraform_support import (
     needs_terraform,
     no_checkov_by_default,  # noqa: F401 (autouse fixture)
@@ -335,7 +335,7 @@ async def test_pull_request_approvals_are_votes_beside_the_teams(
     rules = outside_tmp / "rules.toml"
     rules.write_text('[[rule]]\nname = "two people"\nwhen = { workspace = "*" }\napprovers = 2\n')
     monkeypatch.setenv("IAC_KERNEL_APPROVAL_RULES", str(rules))
-    monkeypatch.setattr(tf_apply, "POLL_SECONDS", 0.05)
+    monkeypatch.setattr(gate, "POLL_SECONDS", 0.05)
     await opened_with_plan(site)
     reviewer(site).get_pull(1).create_review(event="APPROVE")
     reviewer(site).get_pull(1).merge()

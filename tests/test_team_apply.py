@@ -23,9 +23,10 @@ from iac_kernel.events import ToolCallOutput, ToolCallResult
 from iac_kernel.team import rules
 from iac_kernel.team.approvals import Approval, ApprovalError, Approvals
 from iac_kernel.team.store import Identity, open_store, os_identity
+from iac_kernel.terraform import gate
+from iac_kernel.terraform.gate import change_of
 from iac_kernel.terraform.plan import Plan, ResourceChange
-from iac_kernel.tools import tf_apply
-from iac_kernel.tools.tf_apply import TerraformApplyTool, change_of
+from iac_kernel.tools.tf_apply import TerraformApplyTool
 from iac_kernel.tools.tf_plans import TerraformPlanTool
 from team_support import (  # noqa: F401 (fixtures)
     BOB,
@@ -70,7 +71,7 @@ def team(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     """A SQLite team store of this test; the waiting apply looks at it often."""
     url = f"sqlite:///{tmp_path / 'team.sqlite'}"
     monkeypatch.setenv("IAC_KERNEL_TEAM_STORE", url)
-    monkeypatch.setattr(tf_apply, "POLL_SECONDS", 0.05)
+    monkeypatch.setattr(gate, "POLL_SECONDS", 0.05)
     return url
 
 
@@ -217,9 +218,10 @@ import asyncio, sys
 from pathlib import Path
 from iac_kernel.config import Settings
 from iac_kernel.tools import tf_apply
+from iac_kernel.terraform import gate
 from iac_kernel.tools.base import ToolContext
 
-tf_apply.POLL_SECONDS = 0.05
+gate.POLL_SECONDS = 0.05
 
 async def main():
     ws = Path(sys.argv[1])
@@ -421,7 +423,7 @@ def test_a_second_os_user_approves_from_a_terminal_against_postgresql(
     cluster = request.getfixturevalue("pg_cluster")
     url = pg_database(cluster)[1]
     monkeypatch.setenv("IAC_KERNEL_TEAM_STORE", url)
-    monkeypatch.setattr(tf_apply, "POLL_SECONDS", 0.1)
+    monkeypatch.setattr(gate, "POLL_SECONDS", 0.1)
     admin_rules(
         tmp_path,
         monkeypatch,

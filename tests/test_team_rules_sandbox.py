@@ -28,7 +28,7 @@ from iac_kernel.team import rules
 from iac_kernel.team.approvals import Approval, Approvals
 from iac_kernel.team.rules import RULES_ENV, WORKSPACE_FILE, Change
 from iac_kernel.team.store import Identity
-from iac_kernel.tools import tf_apply
+from iac_kernel.terraform import gate
 from iac_kernel.tools.base import ToolContext
 from iac_kernel.tools.bash import BashTool
 from team_support import Approver, records
@@ -196,7 +196,7 @@ def planned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv(RULES_ENV, str(admin))
     monkeypatch.setenv("IAC_KERNEL_TEAM_STORE", f"sqlite:///{tmp_path / 'team.sqlite'}")
     monkeypatch.setenv("TF_CLI_CONFIG_FILE", "/dev/null")
-    monkeypatch.setattr(tf_apply, "POLL_SECONDS", 0.05)
+    monkeypatch.setattr(gate, "POLL_SECONDS", 0.05)
     return ws
 
 

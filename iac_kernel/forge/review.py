@@ -607,7 +607,7 @@ class PullRequestGate(gate.Gate):
 
     bound: PullRequestApply | None = field(default=None, kw_only=True)
 
-    async def wait(self, say: gate.Say, poll: float | None = None) -> str | None:
+    async def wait(self, say: gate.Say) -> str | None:
         bound = self.bound
         assert bound is not None
         refusal = await self._check(bound)
@@ -616,7 +616,7 @@ class PullRequestGate(gate.Gate):
         refusal, waits = await asyncio.to_thread(self._vote, bound)
         if refusal:
             return refusal
-        refusal = await super().wait(say, poll)
+        refusal = await super().wait(say)
         # After a wait (it may have been long) the request is read again.
         return refusal or (await self._check(bound) if waits else None)
 

@@ -77,14 +77,9 @@ def approver(user: Any) -> Identity:
     """Who the authenticated ``user`` is: a JupyterHub user (the hub's identity provider
     hands the hub's user model, with the user's groups when its scopes include them), else
     the OS user this server runs as: a plain server's token or password is its owner's."""
-    from iac_kernel.team.store import Identity, os_identity
+    from iac_kernel.team.store import hub_identity, os_identity
 
-    hub = getattr(user, "hub_user", None)
-    if isinstance(hub, dict) and isinstance(hub.get("name"), str) and hub["name"]:
-        groups = hub.get("groups") or ()
-        names = frozenset(str(g) for g in groups) if isinstance(groups, list) else frozenset()
-        return Identity(hub["name"], "jupyterhub", names)
-    return os_identity()
+    return hub_identity(getattr(user, "hub_user", None)) or os_identity()
 
 
 def shown(record: Approval, me: Identity, card: bool = False) -> dict[str, Any]:

@@ -163,10 +163,19 @@ def process_identity() -> Identity:
             model = json.load(answer)
     except (OSError, ValueError) as exc:
         raise TeamStoreError(f"could not ask JupyterHub who this is ({api}): {exc}") from None
+    found = hub_identity(model)
+    if found is None:
+        raise TeamStoreError(f"JupyterHub ({api}) did not say whose token this server holds")
+    return found
+
+
+def hub_identity(model: object) -> Identity | None:
+    """The identity in a JupyterHub user model (its name, with its groups when the token's
+    scopes show them); None when the model names no user."""
     name = model.get("name") if isinstance(model, dict) else None
     if not isinstance(name, str) or not name:
-        raise TeamStoreError(f"JupyterHub ({api}) did not say whose token this server holds")
-    groups = model.get("groups")
+        return None
+    groups = model.get("groups")  # type: ignore[union-attr]
     names = frozenset(str(g) for g in groups) if isinstance(groups, list) else frozenset()
     return Identity(name, "jupyterhub", names)
 

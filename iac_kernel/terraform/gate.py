@@ -149,7 +149,7 @@ class Gate:
     card: Mapping[str, Any] | None = None
     record: Approval | None = field(default=None, init=False)
 
-    async def wait(self, say: Say, poll: float | None = None) -> str | None:
+    async def wait(self, say: Say) -> str | None:
         """Make or find the record of this plan and binding (asked by this process's
         user) and wait while it is pending; None once approved, else why not (one line).
         A cancel ends the wait and leaves the record: the same plan applied again finds it."""
@@ -181,7 +181,7 @@ class Gate:
             )
             if record.created_at >= asked_at and not record.votes:
                 _announce(record)  # made now, not found: the team hears of it once
-            record = await self._wait(book, record, say, POLL_SECONDS if poll is None else poll)
+            record = await self._wait(book, record, say, POLL_SECONDS)
         except (ApprovalError, TeamStoreError) as exc:
             return f"Not applied: {exc}. Nothing was run."
         finally:

@@ -41,7 +41,7 @@ from iac_kernel.guard.sandbox.bwrap import GUARD_MOUNT, unusable_reason
 from iac_kernel.team.rules import Requirement
 from iac_kernel.terraform import cli, gate
 from iac_kernel.terraform.binding import bind, lineage_check
-from iac_kernel.terraform.gate import change_of, requirement_of  # noqa: F401 (their home before)
+from iac_kernel.terraform.gate import requirement_of
 from iac_kernel.terraform.review import ApprovedPlan, review_plan_file, stale_message
 from iac_kernel.terraform.sensitive import mask_text, mask_value
 from iac_kernel.terraform.workspace import is_plan_file, remember, sensitive_values
@@ -67,8 +67,6 @@ NO_REVIEW = (
     "Not applied: no reviewed plan backs this call (the plan file could not be read before "
     "the question: {why}). Make a plan with " + TerraformPlanTool.name + " and apply that file."
 )
-#: Seconds between two looks at the team store while an apply waits for its approvals.
-POLL_SECONDS = gate.POLL_SECONDS
 
 
 @dataclass
@@ -300,7 +298,7 @@ async def _team_approval(approved: GatedPlan, ctx: ToolContext) -> str | None:
     card = await asyncio.to_thread(_card, approved, ctx)
     pull = approved.pull
     held = pull.gate(approved, card) if pull else gate.Gate(approved, approved.requirement, card)
-    refusal = await held.wait(lambda text: _say(ctx, text), POLL_SECONDS)
+    refusal = await held.wait(lambda text: _say(ctx, text))
     if refusal:
         return refusal
     # The wait may have been long: what the approvers saw must still be what runs.
