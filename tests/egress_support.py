@@ -19,9 +19,12 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import SimpleNamespace
-from urllib.parse import unquote
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks" / "tools"))
+
+from stand_in_forge import git_http_backend  # noqa: F401  (the runbooks' git server)
 
 from iac_kernel.egress import addon_table, broker, ca
 from iac_kernel.egress import proxy as proxy_module
@@ -263,40 +266,3 @@ def agent_proxy(
             shutil.rmtree(folder, ignore_errors=True)
     if previous is not None:  # the proxy runs with that world's table again
         proxy_module.proxy().ensure()
-
-
-def git_http_backend(handler: BaseHTTPRequestHandler, body: bytes, root: Path) -> None:
-    """Answer ``handler``'s request (``body`` read) with ``git http-backend`` run as CGI
-    over the repositories in ``root``, the user authenticated as ``bob``."""
-    path, _, query = handler.path.partition("?")
-    env = {
-        "PATH": os.environ["PATH"],
-        "GIT_PROJECT_ROOT": str(root),
-        "GIT_HTTP_EXPORT_ALL": "1",
-        "PATH_INFO": unquote(path),
-        "QUERY_STRING": query,
-        "REQUEST_METHOD": handler.command,
-        "CONTENT_TYPE": handler.headers.get("Content-Type", ""),
-        "CONTENT_LENGTH": str(len(body)),
-        "REMOTE_USER": "bob",
-        "REMOTE_ADDR": "127.0.0.1",
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "HOME": str(root),
-    }
-    done = subprocess.run(
-        ["git", "http-backend"], input=body, env=env, capture_output=True, check=False
-    )
-    head, _, payload = done.stdout.partition(b"\r\n\r\n")
-    status, headers = 200, []
-    for line in head.decode().split("\r\n"):
-        name, _, value = line.partition(":")
-        if name.lower() == "status":
-            status = int(value.split()[0])
-        elif name:
-            headers.append((name, value.strip()))
-    handler.send_response(status)
-    for name, value in headers:
-        handler.send_header(name, value)
-    handler.send_header("Content-Length", str(len(payload)))
-    handler.end_headers()
-    handler.wfile.write(payload)

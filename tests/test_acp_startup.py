@@ -200,10 +200,14 @@ asyncio.run(main())
 
 
 def test_the_kernel_and_the_acp_package_start_without_the_sdk():
+    """Nor the libraries only some calls need: nbformat's jsonschema import alone takes a
+    second and a half (the pull request's notebook), the forges' clients as long."""
     code = (
         "import sys\n"
         "import iac_kernel.acp, iac_kernel.acp.serve.stdio, iac_kernel.kernel.kernel\n"
-        "print(sorted({m.split('.')[0] for m in sys.modules} & {'acp', 'anthropic'}))\n"
+        "import iac_kernel.tools.registry\n"
+        "late = {'acp', 'anthropic', 'openai', 'nbformat', 'jsonschema', 'github', 'gitlab'}\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & late))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=120)  # fmt: skip

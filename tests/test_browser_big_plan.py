@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pytest
 
-from browser.contrast import CONTRAST, MINIMUM
+from browser.contrast import MINIMUM, contrast
 from browser.jupyter import BROWSER_MARKS, write_notebook
 from browser.lab import our_errors, run_prompt, server_env, wait_kernel_idle
 from browser.pictures import doc_picture
@@ -149,7 +149,7 @@ def _readable(question, review, theme: str) -> None:
         "plan row action": review.locator(".iac-plan-vrow .iac-plan-action").first,
         "group header": review.locator(".iac-plan-vgroup").first,
     }
-    ratios = {what: node.evaluate(CONTRAST) for what, node in texts.items()}
+    ratios = {what: contrast(node) for what, node in texts.items()}
     low = {what: round(r, 2) for what, r in ratios.items() if r < MINIMUM}
     assert not low, f"{theme}: contrast below {MINIMUM}:1: {low}"
 

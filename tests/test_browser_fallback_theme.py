@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from browser.contrast import CONTRAST, MINIMUM
+from browser.contrast import MINIMUM, contrast
 from browser.jupyter import BROWSER_MARKS
 from iac_kernel.agent.permissions import PermissionRequest
 from iac_kernel.events import Diff, Usage
@@ -157,7 +157,7 @@ def test_fallback_html_is_readable_on_a_dark_page(
             node = page.locator(selector).first
             assert node.count() == 1, f"{page_kind}: nothing matches {what} ({selector})"
             assert node.inner_text().strip(), f"{page_kind}: {what} is empty"
-            ratios[what] = node.evaluate(CONTRAST)
+            ratios[what] = contrast(node)
         page.screenshot(path=str(screenshots / f"fallback-theme-{page_kind}.png"), full_page=True)
         command = page.locator("div.iac-danger:not(.iac-toolcall) pre").first.inner_text()
         assert COMMAND in command
@@ -180,6 +180,6 @@ def test_the_old_light_card_would_fail_the_check(browser) -> None:
             "<body style='background:#111;color:#fff'>"
             "<div style='background:#ffebe9'><pre id='cmd'>terraform destroy</pre></div></body>"
         )
-        assert page.locator("#cmd").evaluate(CONTRAST) < 1.5
+        assert contrast(page.locator("#cmd")) < 1.5
     finally:
         page.close()

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from browser.apply import apply_env, apply_workspace
-from browser.contrast import CONTRAST, MINIMUM
+from browser.contrast import MINIMUM, contrast
 from browser.jupyter import BROWSER_MARKS, write_notebook
 from browser.lab import our_errors, run_prompt, server_env, wait_kernel_idle
 from browser.themes import APPS, THEMES, slug, switch_theme
@@ -32,17 +32,6 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "tests" / "scripts" / "browser_reload.json"
 #: The themes each front end is read in (switched in place; Notebook 7 in its default).
 FRONT_THEMES = {"jupyterlab": THEMES, "notebook": THEMES[:1]}
-
-
-def _contrast(page, node) -> float:
-    """The node's contrast ratio; read again if the card was drawn anew (a detached node
-    has no computed colour)."""
-    for _ in range(20):
-        ratio = node.evaluate(f"n => n.isConnected ? ({CONTRAST})(n) : null")
-        if ratio is not None:
-            return ratio
-        page.wait_for_timeout(100)
-    raise AssertionError("the node stayed detached")
 
 
 @pytest.mark.parametrize("app", APPS)
@@ -105,7 +94,7 @@ def test_a_destroy_needs_the_typed_workspace_name(
         for theme in FRONT_THEMES[app]:
             name = f"{app}-{slug(theme)}"
             switch_theme(page, theme)
-            ratios = {what: _contrast(page, node) for what, node in texts.items()}
+            ratios = {what: contrast(node) for what, node in texts.items()}
             page.screenshot(path=str(screenshots / f"browser-form-{name}.png"))
             low = {what: round(r, 2) for what, r in ratios.items() if r < MINIMUM}
             assert not low, f"{theme}: contrast below {MINIMUM}:1: {low}"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import nbformat
 
-from browser.contrast import CONTRAST, MINIMUM
+from browser.contrast import MINIMUM, contrast
 from browser.jupyter import BROWSER_MARKS, write_notebook
 from browser.lab import our_errors, server_env
 from browser.themes import slug, switch_theme
@@ -91,7 +91,7 @@ def test_the_plan_card_is_framed_readable_and_its_columns_stay(
             for row in card.locator(".iac-plan-vrow").all():
                 action = row.get_attribute("data-action")
                 for part in ("iac-plan-action", "iac-plan-address", "iac-plan-reason"):
-                    ratios[f"{action} {part}"] = row.locator(f".{part}").evaluate(CONTRAST)
+                    ratios[f"{action} {part}"] = contrast(row.locator(f".{part}"))
             low = {what: round(r, 2) for what, r in ratios.items() if r < MINIMUM}
             assert not low, f"{theme}: contrast below {MINIMUM}:1: {low}"
 

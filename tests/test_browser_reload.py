@@ -27,10 +27,10 @@ import nbformat
 import pytest
 
 from browser.apply import apply_env, apply_workspace
-from browser.contrast import MINIMUM
+from browser.contrast import MINIMUM, contrast
 from browser.jupyter import BROWSER_MARKS, Folder, write_notebook
 from browser.lab import our_errors, wait_kernel_idle
-from browser.themes import APPS, THEMES, contrast, reload_page, slug, switch_theme
+from browser.themes import APPS, THEMES, reload_page, slug, switch_theme
 
 pytestmark = BROWSER_MARKS
 

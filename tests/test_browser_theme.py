@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from browser.contrast import CONTRAST, MINIMUM
+from browser.contrast import MINIMUM, contrast
 from browser.jupyter import BROWSER_MARKS, write_notebook
 from browser.lab import our_errors, run_prompt, server_env, wait_kernel_idle
 from browser.themes import THEMES, slug, switch_theme
@@ -58,7 +58,7 @@ def test_the_danger_question_is_readable(jupyter, tmp_path: Path, screenshots: P
         for theme in THEMES:
             name = slug(theme)
             switch_theme(page, theme)
-            ratios = {what: node.evaluate(CONTRAST) for what, node in texts.items()}
+            ratios = {what: contrast(node) for what, node in texts.items()}
             page.screenshot(path=str(screenshots / f"browser-theme-{name}.png"))
             low = {what: round(r, 2) for what, r in ratios.items() if r < MINIMUM}
             assert not low, f"{theme}: contrast below {MINIMUM}:1: {low}"

@@ -133,7 +133,7 @@ def test_ci_installs_into_a_new_environment_each_run() -> None:
     install = ci.index(TOP_COMMANDS[0])
     assert venv < activate < install and "mktemp -d" in " ".join(ci[:venv])
     assert any("-p randomly" in line for line in ci[: install + 40])
-    assert "bash .ci/lowest" in ci
+    assert any(line.startswith("bash .ci/lowest") for line in ci)
     lowest = (REPO / ".ci" / "lowest").read_text()
     assert "--resolution lowest-direct pyproject.toml --extra test" in lowest
     assert "python -m venv" in lowest and "tests/test_acp_prompt.py" in lowest

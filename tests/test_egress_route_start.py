@@ -1,7 +1,8 @@
 """A sandboxed call need not wait for the egress proxy's first start (issue 42: the
 first ``terraform_plan`` of an agent waited about a second for mitmdump): a route opens
-while mitmdump starts, and a connection made meanwhile is served once it is up, or
-closed (not left hanging) when it cannot start. Real mitmdump, a loopback API."""
+at once, mitmdump starts at its first connection (a call that never connects never starts
+it), and a connection made meanwhile is served once it is up, or closed (not left
+hanging) when it cannot start. Real mitmdump, a loopback API."""
 
 from __future__ import annotations
 
@@ -105,3 +106,30 @@ async def test_a_connection_is_closed_when_mitmdump_cannot_start(
     assert fresh._starting.result() is False and "engine broken here" in (fresh.failure or "")
     # The next route knows it at once: no route (the bash card says why).
     assert await proxy_module.open_route(tmp_path / "again.sock", SETTINGS, Answers()) is None
+
+
+async def test_a_call_that_never_connects_never_starts_mitmdump(fresh, tmp_path: Path):
+    """An offline call (a plan of local resources) pays no mitmdump start; the first
+    connection of a later call starts it."""
+    quiet = await proxy_module.open_route(tmp_path / "quiet.sock", SETTINGS, Answers())
+    assert quiet is not None
+    await asyncio.sleep(0.5)
+    await quiet.close()
+    pending = fresh._starting
+    assert fresh.process is None and pending is not None and not pending.done()
+    path = tmp_path / "busy.sock"
+    with recording_api() as api:
+        route = await proxy_module.open_route(path, SETTINGS, Answers())
+        assert route is not None and fresh._starting is pending  # the same start
+        answer = await asyncio.to_thread(_get, path, api.server_address[1])
+        await route.close()
+    assert answer.endswith(b"ok\n") and pending.result() is True and fresh.process is not None
+
+
+async def test_a_start_left_for_a_connection_is_answered_when_the_proxy_stops(fresh, tmp_path):
+    route = await proxy_module.open_route(tmp_path / "quiet.sock", SETTINGS, Answers())
+    assert route is not None
+    pending = fresh._starting
+    await route.close()
+    fresh.stop()
+    assert pending is not None and pending.result(timeout=1) is False

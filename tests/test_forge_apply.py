@@ -9,35 +9,36 @@ PyGithub clients with their own tokens."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import os
 import shutil
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from forge_openapi import GitHubSpec
 from forge_support import (
     BOB_TOKEN,
     CAROL_TOKEN,
+    ONE,
     PR,
     PROJECT,
     TOKEN,
     Site,
-    forge_site,
-    github_spec,
     host_git,
+    opened_with_plan,
     push_commit,
     reviewer,
     run_calls,
     run_session,
+    sha_of,
+    spec_fixture,  # noqa: F401 (the spec fixture)
+    team_site_fixture,  # noqa: F401 (the site fixture)
 )
 from guard_support import Asker
+from iac_kernel.forge import review
 from iac_kernel.guard.sandbox.bwrap import unusable_reason
 from iac_kernel.team.approvals import Approvals
 from iac_kernel.team.audit import entries
@@ -55,47 +56,8 @@ pytestmark = [
     pytest.mark.skipif(unusable_reason() is not None, reason="bubblewrap unusable"),
 ]
 
-ONE = 'resource "terraform_data" "a" {\n  input = "one"\n}\n'
-TWO = ONE.replace('"one"', '"two"')
 THREE = ONE.replace('"one"', '"three"')
 APPLY = "terraform_apply"
-
-
-@pytest.fixture(scope="module")
-def spec() -> GitHubSpec:
-    return github_spec()
-
-
-@pytest.fixture
-def site(outside_tmp: Path, spec: GitHubSpec, monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:
-    monkeypatch.setenv("TF_CLI_CONFIG_FILE", "/dev/null")
-    monkeypatch.setenv("CHECKPOINT_DISABLE", "1")
-    # A folder of its own: the sandboxes hide it whole (a journal file hidden on its own
-    # can vanish between the sandbox's layout and its mount while another process writes).
-    (outside_tmp / "store").mkdir()
-    store = outside_tmp / "store" / "team.sqlite"
-    monkeypatch.setenv("IAC_KERNEL_TEAM_STORE", f"sqlite:///{store}")
-    monkeypatch.delenv("IAC_KERNEL_APPROVAL_RULES", raising=False)
-    with forge_site(outside_tmp, spec, monkeypatch) as made:
-        made.forge.tokens |= {BOB_TOKEN, CAROL_TOKEN}
-        yield made
-
-
-async def opened_with_plan(site: Site) -> str:
-    """The engineer plans the change (main.tf "two") into tfplan and opens pull request #1
-    of it with that plan; the plan's SHA-256."""
-    ws = site.workspace
-    (ws / "main.tf").write_text(TWO)
-    tf(ws, "init", "-input=false")
-    tf(ws, "plan", "-input=false", "-out=tfplan")
-    (ws / "main.tf").write_text(ONE)  # the session's edit makes it "two" again
-    result, _, _ = await run_session(site, {**PR, "plan": "tfplan"})
-    assert result.status == "completed", result.output
-    return sha_of(ws / "tfplan")
-
-
-def sha_of(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 async def apply(site: Site, args: dict[str, Any], ask: Asker | None = None) -> Any:
@@ -366,6 +328,48 @@ async def test_pull_request_approvals_are_votes_beside_the_teams(
     assert applied_input(site.workspace) == "two"
     comment = comments(site)[-1]["body"]
     assert "approved by bob, carol" in comment
+
+
+async def test_an_approval_given_on_the_request_while_the_apply_waits_counts(
+    site: Site, outside_tmp: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Two approvals wanted, bob's on the request: the apply waits; carol approves on the
+    forge meanwhile (nobody touches the record): the wait reads it and the apply goes on."""
+    rules = outside_tmp / "rules.toml"
+    rules.write_text('[[rule]]\nname = "two people"\nwhen = { workspace = "*" }\napprovers = 2\n')
+    monkeypatch.setenv("IAC_KERNEL_APPROVAL_RULES", str(rules))
+    monkeypatch.setattr(gate, "POLL_SECONDS", 0.05)
+    monkeypatch.setattr(review, "FORGE_POLL_SECONDS", 0.2)
+    await opened_with_plan(site)
+    reviewer(site).get_pull(1).create_review(event="APPROVE")
+    reviewer(site).get_pull(1).merge()
+    waited: list[str] = []
+
+    def carol_on_the_forge() -> None:
+        store = open_store(os.environ["IAC_KERNEL_TEAM_STORE"])
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not waited:
+                waited.extend(r.id for r in Approvals(store).list(("pending",)) if r.approvals)
+                time.sleep(0.05)
+        finally:
+            store.close()
+        reviewer(site, CAROL_TOKEN).get_pull(1).create_review(event="APPROVE")
+
+    approver = threading.Thread(target=carol_on_the_forge, daemon=True)
+    approver.start()
+    result = await asyncio.wait_for(apply(site, {"plan": "tfplan", "pull_request": 1}), 120)
+    approver.join(30)
+    assert waited, "the apply never waited with bob's vote on its record"
+    assert result.status == "completed", result.output
+    assert applied_input(site.workspace) == "two"
+    store = open_store(os.environ["IAC_KERNEL_TEAM_STORE"])
+    try:
+        record = Approvals(store).get(waited[0])
+    finally:
+        store.close()
+    assert [v.approver for v in record.approvals] == ["bob", "carol"]
+    assert "approved by bob, carol" in comments(site)[-1]["body"]
 
 
 async def test_a_gitlab_merge_request_is_applied_as_reviewed(

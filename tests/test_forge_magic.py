@@ -4,16 +4,15 @@ the loopback GitHub Enterprise and its address is shown in the cell."""
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 from forge_support import (
-    PR,
     PROJECT,
     TOKEN,
     Site,
     host_git,
+    kernel_script,
     needs_git_sandbox,
     site_fixture,  # noqa: F401 (the site fixture)
     spec_fixture,  # noqa: F401 (the spec fixture)
@@ -24,28 +23,9 @@ from kernel_harness import KernelHarness, scripted_kernel
 pytestmark = needs_git_sandbox
 
 
-def write_script(path: Path) -> Path:
-    edit = {"path": "main.tf", "old_string": '"one"', "new_string": '"two"'}
-    exchanges = [
-        {
-            "match": "open a pull request",
-            "turns": [
-                {"tool_use": [{"name": "pull_request", "input": PR}]},
-                {"text": "The pull request is open."},
-            ],
-        },
-        {
-            "match": "change the input",
-            "turns": [{"tool_use": [{"name": "edit_file", "input": edit}]}, {"text": "Changed."}],
-        },
-    ]
-    path.write_text(json.dumps({"name": "pr", "exchanges": exchanges}))
-    return path
-
-
 def test_pr_magic_opens_the_request_and_shows_its_address(site: Site, outside_tmp: Path):
     assert "open a pull request" in request_prompt("x").lower()  # what the script matches
-    script = write_script(outside_tmp / "pr.json")
+    script = kernel_script(outside_tmp / "pr.json")
     env = {
         name: os.environ.get(name)
         for name in ("HOME", "GH_HOST", "GH_ENTERPRISE_TOKEN", "GIT_CONFIG_NOSYSTEM")

@@ -75,15 +75,20 @@ class EgressProxy:
         self.bundle: Path | None = None
         #: mitmdump's start (True once it serves): relays wait for it (:meth:`ensure`).
         self._starting: Future[bool] | None = None
+        #: A start :meth:`ensure` made but left to the first connection (:meth:`launch`);
+        #: its own lock, as a relay on the loop launches it while ``ensure`` may wait.
+        self._deferred: tuple[Path, broker.Brokered, Future[bool]] | None = None
+        self._deferred_lock = threading.Lock()
 
     # -- life cycle -------------------------------------------------------------
     def ensure(self, wait: bool = True) -> bool:
         """Start the proxy if it is not running (again when the credential broker
         changed); False (see :attr:`failure`) when it cannot run. Blocking: call it from
         a thread. ``wait=False`` returns once the relays can be opened (the loop and the
-        CA bundle are ready) while mitmdump starts (about a second): their connections
-        wait for it, so a first sandboxed call starts meanwhile (after a failed start it
-        waits: the call then knows it has no proxy)."""
+        CA bundle are ready) and leaves mitmdump's start (about a second of CPU) to the
+        first connection a relay gets: a call that never connects (an offline plan) never
+        pays for it (after a failed start it waits: the call then knows it has no
+        proxy)."""
         with self._lock:
             try:  # installed on first use (one progress line in the log)
                 python = environment.ensure_environment(progress=log.warning)
@@ -94,8 +99,9 @@ class EgressProxy:
             made = broker.current()
             starting = self._starting
             failed = starting is not None and starting.done() and not starting.result()
-            if starting is not None and not starting.done() and made is not self._broker:
-                starting.result()  # one start at a time
+            if self._deferred is None and starting is not None and not starting.done():
+                if made is not self._broker:
+                    starting.result()  # one start at a time
             running = self.process is not None and self.process.poll() is None
             busy = starting is not None and not starting.done()
             serving = starting is not None and starting.done() and starting.result() and running
@@ -104,12 +110,26 @@ class EgressProxy:
                 self._start_loop()
                 self._trust(made)
                 self._broker = made
+                self._cancel_deferred()
                 starting = self._starting = Future()
-                program = python.parent / "mitmdump"
-                threading.Thread(
-                    target=self._launch_all, args=(program, made, starting), daemon=True
-                ).start()
+                self._deferred = (python.parent / "mitmdump", made, starting)
+            if wait or failed:
+                self.launch()
         return starting.result() if wait or failed else True  # a known failure: tell it
+
+    def launch(self) -> None:
+        """Launch the start :meth:`ensure` left for the first connection (if it did)."""
+        with self._deferred_lock:
+            deferred, self._deferred = self._deferred, None
+        if deferred is not None:
+            threading.Thread(target=self._launch_all, args=deferred, daemon=True).start()
+
+    def _cancel_deferred(self) -> None:
+        """A start never launched answers its waiters as failed."""
+        with self._deferred_lock:
+            deferred, self._deferred = self._deferred, None
+        if deferred is not None and not deferred[2].done():
+            deferred[2].set_result(False)
 
     def _launch_all(self, program: Path, made: broker.Brokered, done: Future[bool]) -> None:
         for _ in range(3):  # a port taken between choosing and binding: try again
@@ -227,6 +247,7 @@ class EgressProxy:
 
     def stop(self) -> None:
         with self._lock:
+            self._cancel_deferred()
             self._starting = None
             self._stop_process()
 
@@ -329,6 +350,7 @@ class EgressProxy:
             if not first:
                 return
             starting = self._starting  # shielded: a relay closing never cancels the start
+            self.launch()
             if starting is None or not await asyncio.shield(asyncio.wrap_future(starting)):
                 return  # mitmdump did not start (``failure`` says why)
             port = self.ports["socks5" if first == b"\x05" else "http"]

@@ -19,9 +19,12 @@ it left out and links the notebook, which holds the whole table.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from iac_kernel.terraform.plan import Plan, ResourceChange, reason_text, summary_line
@@ -98,6 +101,14 @@ def counts_text(plan: Plan) -> str:
     return f"{text}, {counts.get('update', 0)} to change, {add} to add"
 
 
+def plan_line(plan: Plan) -> str:
+    """``Plan: 2 to destroy (1 replaced), 3 to change, 5 to add.``, or terraform's own line
+    for a plan with nothing to count (failed, refresh-only, no changes)."""
+    if plan.errored or plan.refresh_only or not plan.changed:
+        return summary_line(plan)
+    return f"Plan: {counts_text(plan)}."
+
+
 def row(resource: ResourceChange) -> str:
     symbol = SYMBOLS.get(resource.action, resource.action)
     return (
@@ -113,7 +124,7 @@ def plan_section(plan: Plan, budget: int, notebook: str | None) -> list[str]:
     lines = [
         "## Plan",
         "",
-        f"{summary_line(plan)} {counts_text(plan)}.",
+        plan_line(plan),
         "",
         f"- Plan file: `{cell(shown)}`, SHA-256 `{sha}`",
     ]
@@ -195,20 +206,28 @@ def build(parts: BodyParts, limit: int = MAX_BODY) -> str:
     return body
 
 
-def bound_lines(
-    binding: Any, var_digests: Mapping[str, str | None] | None = None
-) -> list[tuple[str, str]]:
-    """What a :class:`~iac_kernel.terraform.binding.Binding` fixes, as body lines."""
+def bound_lines(binding: Any, root: Path | None = None) -> list[tuple[str, str]]:
+    """What a :class:`~iac_kernel.terraform.binding.Binding` fixes, as body lines; paths in
+    the repository at ``root`` relative to it (what a reviewer on the forge knows)."""
     if binding is None:
         return []
+
+    def shown(path: str | Path) -> str:
+        if root is not None:
+            with contextlib.suppress(ValueError):
+                return str(Path(os.path.realpath(path)).relative_to(os.path.realpath(root)))
+        return str(path)
+
     lines = [
-        ("Folder", f"`{cell(binding.workdir)}`"),
+        ("Folder", f"`{cell(shown(binding.host_workdir))}`"),
         ("Workspace", f"`{cell(binding.workspace)}`"),
-        ("Data folder", f"`{cell(binding.data_dir)}`"),
+        ("Data folder", f"`{cell(shown(binding.host_data_dir))}`"),
     ]
     state = binding.state or {}
     if state.get("path") is None:
         lines.append(("State", "a remote backend's (not read here)"))
+    elif state.get("lineage") is None:  # no state file yet: the first apply makes it
+        lines.append(("State", f"`{cell(state.get('path'))}`, none yet (the first apply)"))
     else:
         serial = state.get("serial")
         lineage = state.get("lineage")
@@ -217,6 +236,8 @@ def bound_lines(
         )
     if binding.cli_config:
         lines.append(("CLI configuration", f"`{cell(binding.cli_config)}`"))
-    for path, digest in sorted((var_digests or binding.files).items()):
-        lines.append(("Input file", f"`{cell(path)}` sha256 `{digest or '(absent)'}`"))
+    watched = set(binding.watched)  # the CLI configuration, the backend's settings
+    for path, digest in sorted(binding.files.items()):
+        if path not in watched:
+            lines.append(("Input file", f"`{cell(shown(path))}` sha256 `{digest or '(absent)'}`"))
     return lines

@@ -4,7 +4,10 @@ Enterprise, python-gitlab for GitLab (the ``forge`` extra). No hand-written REST
 Besides opening a request, a client reads one (:meth:`ForgeClient.pull`: its state, head,
 merge commit, reviews, body and comments, and who the token belongs to, as
 :class:`PullFacts`) and comments on it (:meth:`ForgeClient.comment`), for the apply of a
-reviewed plan and the plans of others' requests (:mod:`iac_kernel.forge.review`).
+reviewed plan and the plans of others' requests (:mod:`iac_kernel.forge.review`), and
+says which of a rule's groups an approver belongs to (:meth:`ForgeClient.groups_of`: on
+GitHub the teams of the repository's owner organization by slug, on GitLab the groups by
+full path, inherited membership included).
 
 The token is the one the credential broker binds to the API's host
 (:func:`api_token`): the broker's table already says which host each credential may be
@@ -13,13 +16,19 @@ sent to (``GITHUB_TOKEN`` to GitHub's hosts, ``GH_ENTERPRISE_TOKEN`` to ``GH_HOS
 gh ``hosts.yml`` token to its own host), so the API client gets no token but that one
 and sends it nowhere else: the clients talk to the API base only (PyGithub refuses a
 redirect to another host; python-gitlab's session here refuses any request off it).
+
+The requests this process opened are kept (:func:`note_opened`, :func:`opened_here`,
+:data:`listeners`) for the notebook's status item, as the gate keeps the applies waiting
+for approval.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
-from dataclasses import dataclass
+import logging
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -39,6 +48,8 @@ PREFERRED = (
 TIMEOUT = 30
 INSTALL_HINT = 'pip install "iac-kernel[forge]"'
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class Token:
@@ -57,6 +68,32 @@ class Opened:
     url: str
     #: ``pull request`` or ``merge request``
     noun: str
+
+
+# -- the requests this process opened (the notebook's status item) ----------------------
+
+#: How many opened requests :func:`opened_here` keeps (the newest).
+KEPT_OPENED = 20
+_opened: list[Opened] = []
+#: Called (in the opening call's event loop) whenever a request is added to
+#: :func:`opened_here`.
+listeners: list[Callable[[], None]] = []
+
+
+def opened_here() -> list[dict[str, Any]]:
+    """The requests this process opened, newest last: ``{"number", "url", "noun"}``."""
+    return [asdict(opened) for opened in _opened]
+
+
+def note_opened(opened: Opened) -> None:
+    """Record a request this process just opened and tell the listeners."""
+    _opened.append(opened)
+    del _opened[:-KEPT_OPENED]
+    for listener in list(listeners):
+        try:
+            listener()
+        except Exception:  # a front end's bug must not fail the opened request
+            log.exception("opened request listener failed")
 
 
 def api_host(api_url: str) -> tuple[str, int]:
@@ -127,6 +164,18 @@ class PullFacts:
     viewer: str
 
 
+@dataclass(frozen=True)
+class Membership:
+    """What the forge says of one user and the groups an approval record wants."""
+
+    login: str
+    #: The groups asked that the user is an active member of.
+    groups: frozenset[str] = frozenset()
+    #: Each other group asked -> why it does not count (not a member, or a team or group
+    #: that does not exist or cannot be read: never counted).
+    not_counted: Mapping[str, str] = field(default_factory=dict)
+
+
 class ForgeClient:
     """One forge project, through its client (see the module doc)."""
 
@@ -152,11 +201,34 @@ class ForgeClient:
         """Comment ``text`` on request ``number``; the comment's address."""
         raise NotImplementedError
 
+    def groups_of(self, login: str, groups: Iterable[str]) -> Membership:
+        """Which of ``groups`` (the rules' group names) ``login`` is an active member of
+        on the forge; one that cannot be read counts as not, with the reason. Never
+        raises: each group is asked on its own."""
+        member: set[str] = set()
+        why: dict[str, str] = {}
+        for group in sorted(set(groups)):
+            try:
+                reason = self._not_member(login, group)
+            except ForgeError as exc:
+                reason = str(exc)
+            if reason is None:
+                member.add(group)
+            else:
+                why[group] = reason
+        return Membership(login, frozenset(member), why)
+
+    def _not_member(self, login: str, group: str) -> str | None:
+        """None when ``login`` is an active member of ``group``, else why not."""
+        raise NotImplementedError
+
 
 #: GitHub review states that decide (a later COMMENTED review leaves the decision).
 _DECIDING = ("APPROVED", "CHANGES_REQUESTED", "DISMISSED")
 #: GitHub's ``mergeable_state`` values of a request that can be merged now.
 _MERGEABLE = ("clean", "has_hooks", "unstable")
+#: A GitHub team's slug (what a rule's ``group`` names on GitHub).
+_SLUG = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
 class GitHubClient(ForgeClient):
@@ -174,7 +246,20 @@ class GitHubClient(ForgeClient):
             seconds_between_writes=None,
             seconds_between_requests=None,
         )
+        # Objects made without a request, so a membership is one request (PyGithub 2.1
+        # has no lazy client: it reads the organization and the team first).
+        lazy = getattr(self._gh, "withLazy", None)
+        self._lazy_gh = lazy(True) if lazy is not None else self._gh
         self._repo: Any = None
+
+    def _repository(self) -> Any:
+        """The repository, read by :meth:`check` or made without a request."""
+        if self._repo is None:
+            if self._lazy_gh is not self._gh:
+                self._repo = self._lazy_gh.get_repo(self.remote.project)
+            else:  # PyGithub before the lazy client
+                self._repo = self._gh.get_repo(self.remote.project, lazy=True)
+        return self._repo
 
     def check(self) -> str:
         with self._api("reading the repository"):
@@ -183,13 +268,13 @@ class GitHubClient(ForgeClient):
 
     def open(self, head: str, base: str, title: str, body: str, draft: bool) -> Opened:
         with self._api("opening the pull request"):
-            repo = self._repo or self._gh.get_repo(self.remote.project, lazy=True)
+            repo = self._repository()
             pull = repo.create_pull(base=base, head=head, title=title, body=body, draft=draft)
             return Opened(int(pull.number), str(pull.html_url), self.noun)
 
     def pull(self, number: int) -> PullFacts:
         with self._api(f"reading pull request #{number}", number):
-            repo = self._repo or self._gh.get_repo(self.remote.project, lazy=True)
+            repo = self._repository()
             pull = repo.get_pull(number)
             decided: dict[str, tuple[str, str | None]] = {}
             for review in pull.get_reviews():
@@ -226,9 +311,40 @@ class GitHubClient(ForgeClient):
 
     def comment(self, number: int, text: str) -> str:
         with self._api(f"commenting on pull request #{number}", number):
-            repo = self._repo or self._gh.get_repo(self.remote.project, lazy=True)
+            repo = self._repository()
             made = repo.get_pull(number).create_issue_comment(text)
             return str(made.html_url)
+
+    def _not_member(self, login: str, group: str) -> str | None:
+        """The team with slug ``group`` of the repository's owner organization:
+        ``GET /orgs/{org}/teams/{team_slug}/memberships/{username}``, state active."""
+        org = self.remote.project.partition("/")[0]
+        team = f"the GitHub team {org}/{group}"
+        if not _SLUG.match(group):
+            return f"{group!r} is not a GitHub team's slug (the teams of {org} are named by slug)"
+        try:
+            state = str(self._team(org, group).get_team_membership(login).state)
+        except self._errors as exc:
+            status = getattr(exc, "status", None)
+            if status != 404:
+                return f"{team} cannot be read with the token {self.token.name} ({_status(exc)})"
+            # Not a member, or no team the token can see: GitHub answers 404 to both.
+            try:
+                self._team(org, group).update()  # reads the team
+            except self._errors as missing:
+                return (
+                    f"{team} does not exist or the token {self.token.name} cannot see it "
+                    f"({_status(missing)})"
+                )
+            return f"{login} is not a member of {team}"
+        except (OSError, RuntimeError) as exc:
+            return f"reading {team} on {self.remote.api_url} failed: {exc}"
+        if state != "active":
+            return f"{login}'s membership of {team} is {state}, not active"
+        return None
+
+    def _team(self, org: str, slug: str) -> Any:
+        return self._lazy_gh.get_organization(org).get_team_by_slug(slug)
 
     @contextlib.contextmanager
     def _api(self, what: str, number: int | None = None) -> Iterator[None]:
@@ -243,6 +359,13 @@ class GitHubClient(ForgeClient):
             raise ForgeError(_github_line(exc, what, self.remote, self.token)) from None
         except (OSError, RuntimeError) as exc:  # connection refused, a redirect off the host
             raise ForgeError(f"{what} on {self.remote.api_url} failed: {exc}") from None
+
+
+def _status(exc: Any) -> str:
+    """``404 Not Found``: a PyGithub error's status and GitHub's message."""
+    data = getattr(exc, "data", None)
+    message = data.get("message") if isinstance(data, dict) else None
+    return f"{getattr(exc, 'status', None)} {message or type(exc).__name__}"
 
 
 def _github_line(exc: Any, what: str, remote: Remote, token: Token) -> str:
@@ -339,6 +462,49 @@ class GitLabClient(ForgeClient):
             note = merge.notes.create({"body": text})
             return f"{self.remote.web_url}/-/merge_requests/{number}#note_{note.id}"
 
+    def _not_member(self, login: str, group: str) -> str | None:
+        """The group at full path ``group`` (a subgroup's ``a/b`` too), membership
+        inherited from the groups above it included (``members/all``), state active."""
+        where = f"the GitLab group {group}"
+        user_id = self._user_id(login)
+        try:
+            member = self._gl.groups.get(group, lazy=True).members_all.get(user_id)
+        except self._errors as exc:
+            if getattr(exc, "response_code", None) != 404:
+                return f"{where} cannot be read with the token {self.token.name} ({_code(exc)})"
+            # Not a member, or no group the token can see: the group itself says which.
+            try:
+                self._gl.groups.get(group)
+            except self._errors as missing:
+                return (
+                    f"{where} does not exist or the token {self.token.name} cannot see it "
+                    f"({_code(missing)})"
+                )
+            return f"{login} is not a member of {where} (nor of a group above it)"
+        except OSError as exc:
+            return f"reading {where} on {self.remote.api_url} failed: {exc}"
+        for name in ("state", "membership_state"):  # the user's, and the membership's
+            state = getattr(member, name, None)
+            if state not in (None, "active"):
+                return f"{login}'s membership of {where} is {state}, not active"
+        return None
+
+    def _user_id(self, login: str) -> int:
+        """The id of the user ``login`` (``GET /users?username=``); ForgeError when none."""
+        try:
+            found = self._gl.users.list(username=login, get_all=False)
+        except self._errors as exc:
+            raise ForgeError(
+                f"GitLab's user {login} cannot be read with the token {self.token.name} "
+                f"({_code(exc)})"
+            ) from None
+        except OSError as exc:
+            raise ForgeError(f"reading GitLab's user {login} failed: {exc}") from None
+        for user in found:
+            if getattr(user, "username", None) == login:
+                return int(user.id)
+        raise ForgeError(f"GitLab has no user {login}")
+
     @contextlib.contextmanager
     def _api(self, what: str, number: int | None = None) -> Iterator[None]:
         try:
@@ -364,6 +530,12 @@ class GitLabClient(ForgeClient):
             raise ForgeError(line) from None
         except OSError as exc:
             raise ForgeError(f"{what} on {self.remote.api_url} failed: {exc}") from None
+
+
+def _code(exc: Any) -> str:
+    """``404 Group Not Found``: a python-gitlab error's code and GitLab's message."""
+    message = getattr(exc, "error_message", None) or type(exc).__name__
+    return f"{getattr(exc, 'response_code', None)} {message}"
 
 
 def _username(user: Any) -> str:

@@ -17,12 +17,10 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import nbformat
-
 from iac_kernel.events import TextDelta, ToolCallInput, ToolCallResult, UserMessage
-from iac_kernel.forge.body import cell, counts_text, fenced, row
+from iac_kernel.forge.body import cell, fenced, plan_line, row
 from iac_kernel.redact import redact
-from iac_kernel.terraform.plan import Plan, summary_line
+from iac_kernel.terraform.plan import Plan
 from iac_kernel.terraform.sensitive import mask_text
 from iac_kernel.textsafe import readable
 
@@ -45,6 +43,8 @@ def session_notebook(
     title: str = "",
 ) -> bytes:
     """The notebook's bytes (nbformat 4, validated); see the module doc."""
+    import nbformat  # here: its jsonschema import takes a second and a half
+
     sensitive = frozenset(values)
 
     def clean(text: str) -> str:
@@ -98,7 +98,7 @@ def plan_table(plan: Plan) -> str:
     lines = [
         "## The plan this change was proposed with",
         "",
-        f"{summary_line(plan)} {counts_text(plan)}. Plan file SHA-256 `{sha}`.",
+        f"{plan_line(plan)} Plan file SHA-256 `{sha}`.",
         "",
         "| action | address | why |",
         "|---|---|---|",
@@ -113,6 +113,8 @@ def plan_table(plan: Plan) -> str:
 
 
 def _markdown_output(text: str) -> Any:
+    import nbformat
+
     return nbformat.v4.new_output("display_data", data={"text/markdown": text, "text/plain": text})
 
 

@@ -24,7 +24,13 @@ the approval is spent), in this order, the first that fails being the one reason
 The request's approvals count as the team's: the plan's approval record (the same
 :class:`~iac_kernel.terraform.gate.Gate`, record and audit trail as approvals given in a
 terminal or the panel) gets one vote per approver, ``Identity(login, via=forge)``, and
-the apply needs at least one of them besides what the team's rules ask. The result
+the apply needs at least one of them besides what the team's rules ask; while it waits
+for more, the request's approvals are read again every :data:`FORGE_POLL_SECONDS` (of the
+same head). When the record
+wants approvers from groups, the forge says (:meth:`~.clients.ForgeClient.groups_of`, the
+record's groups only) which of them each approver belongs to: the vote carries those,
+and an approver in none of them does not vote; why (not a member, a team that does not
+exist or cannot be read) is said while the apply waits and in its refusal. The result
 (applied, failed, or refused once the user had allowed the apply, with the plan's hash
 and the record's id) is posted to the request as a comment; a refusal before the
 question is only the call's one line (nothing the user approved speaks to the team).
@@ -33,7 +39,12 @@ question is only the call's one line (nothing the user approved speaks to the te
 is fetched and checked out (``git worktree add --detach``, through the guard) in a
 scratch folder inside the repository's git folder, :data:`REVIEWS_DIR`;
 ``terraform_plan`` plans there and the plan is posted as a comment with its marker, so an
-apply of that plan file is bound the same way.
+apply of that plan file is bound the same way. A request's scratch worktrees are removed
+(:func:`remove_scratch`, git through the guard) once the request is applied through one's
+plan, and when a later review finds the request closed or merged (an older head's, when
+it plans a new one); each checkout prunes the worktrees whose folder vanished. A worktree
+holding what neither the request nor its plan made (a local state above all) is kept,
+and the result says so.
 """
 
 from __future__ import annotations
@@ -45,6 +56,8 @@ import hashlib
 import json
 import os
 import re
+import stat
+import time
 import zipfile
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
@@ -59,14 +72,19 @@ from iac_kernel.forge.remote import GITHUB, GITLAB, ForgeError, Remote
 from iac_kernel.redact import redact
 from iac_kernel.team.rules import Requirement
 from iac_kernel.terraform import gate
-from iac_kernel.terraform.cli import errors_of
+from iac_kernel.terraform.cli import errors_of, is_plan_file
 from iac_kernel.terraform.plan import Plan, summary_line
 from iac_kernel.terraform.review import ApprovedPlan, counts_line
 from iac_kernel.terraform.sensitive import mask_text
 from iac_kernel.terraform.workspace import sensitive_values
 
+#: Seconds between readings of a request's approvals while its apply waits for more.
+FORGE_POLL_SECONDS = 10.0
 #: Where the heads of reviewed requests are checked out, inside the git folder.
 REVIEWS_DIR = "iac-kernel/reviews"
+#: What ``terraform init`` leaves in a scratch worktree (a saved plan besides): anything
+#: else git does not track keeps the worktree (:func:`leftovers`).
+MADE_BY_INIT = (".terraform", ".terraform.lock.hcl")
 #: What ``pull_request`` accepts: the number (``7``, ``"#7"``, ``"!7"``) or its address.
 PULL_REQUEST_SCHEMA: dict[str, Any] = {
     "anyOf": [{"type": "integer", "minimum": 1}, {"type": "string", "minLength": 1}],
@@ -466,6 +484,8 @@ class PullRequestApply:
     held: PullRequestGate | None = None
     #: The address of the result's comment, once posted.
     posted: str | None = None
+    #: The request's scratch worktree the plan was made in (:func:`checkout`), if it was.
+    scratch: Path | None = None
 
     @classmethod
     async def bind(
@@ -478,6 +498,7 @@ class PullRequestApply:
         allow = bool(getattr(where.settings, "pr_apply_before_merge", False))
         top = gitrun.find_root(workdir)  # the worktree the plan was made in
         made = cls(pull, folder_in(top, workdir), with_review(requirement, label), allow)
+        made.scratch = scratch_of(top, pull)
         refusal = await made.check(approved)
         if refusal:
             raise ForgeError(refusal)
@@ -555,8 +576,21 @@ class PullRequestApply:
         problem = await self.report(outcome, result.content, approved)
         where = self.posted or ""
         said = f"The result was posted to {self.pull.name}: {where}" if not problem else problem
+        if outcome == "applied" and self.scratch is not None:
+            said += f"\n\n{await self.tidy_scratch(self.scratch)}"
         result.content = f"{result.content}\n\n{said}"
         return result
+
+    async def tidy_scratch(self, scratch: Path) -> str:
+        """After an apply of a plan made in ``scratch``: remove it; what became of it."""
+        try:
+            async with self.pull.git() as git:
+                why = await remove_scratch(git, scratch)
+        except ForgeError as exc:
+            why = f"the scratch worktree {scratch} is kept: {exc}"
+        if why is None:
+            return f"The scratch worktree {scratch} was removed."
+        return f"{why[:1].upper()}{why[1:]}."
 
     async def report(self, outcome: str, text: str, approved: ApprovedPlan) -> str | None:
         """Post the comment of ``outcome``; why it could not be posted, or None."""
@@ -606,6 +640,8 @@ class PullRequestGate(gate.Gate):
     it and before the spend, and its approvers vote on the record first."""
 
     bound: PullRequestApply | None = field(default=None, kw_only=True)
+    #: When the request's approvals were last read (:meth:`look`).
+    _read_at: float = field(default=0.0, init=False)
 
     async def wait(self, say: gate.Say) -> str | None:
         bound = self.bound
@@ -613,10 +649,15 @@ class PullRequestGate(gate.Gate):
         refusal = await self._check(bound)
         if refusal:
             return refusal
-        refusal, waits = await asyncio.to_thread(self._vote, bound)
+        self._read_at = time.monotonic()
+        refusal, waits, uncounted = await asyncio.to_thread(self._vote, bound)
         if refusal:
             return refusal
+        if uncounted:
+            say(f"Not counted: {'; '.join(uncounted)}.\n")
         refusal = await super().wait(say)
+        if refusal and uncounted:
+            refusal = f"{refusal} Not counted: {'; '.join(uncounted)}."
         # After a wait (it may have been long) the request is read again.
         return refusal or (await self._check(bound) if waits else None)
 
@@ -627,9 +668,26 @@ class PullRequestGate(gate.Gate):
             refusal = str(exc)
         return f"Not applied: {refusal}. Nothing was run." if refusal else None
 
-    def _vote(self, bound: PullRequestApply) -> tuple[str | None, bool]:
-        """The request's approvers approve the plan's record (made here if it is new);
-        (why not, whether the record still waits for someone)."""
+    def look(self, book: Any, record_id: str) -> Any:
+        """While the apply waits, every :data:`FORGE_POLL_SECONDS` the request's approvals
+        are read again and vote (of the same head only: a new commit is refused after the
+        wait), then the record as it is now."""
+        bound = self.bound
+        if bound is not None and time.monotonic() - self._read_at >= FORGE_POLL_SECONDS:
+            self._read_at = time.monotonic()
+            try:
+                facts = bound.pull.client.pull(bound.pull.number)
+            except ForgeError:
+                facts = None  # read again next time; the wait goes on
+            if facts is not None and bound.facts is not None and facts.head == bound.facts.head:
+                bound.approvers = tuple(approvers(facts))
+                self._vote(bound)
+        return super().look(book, record_id)
+
+    def _vote(self, bound: PullRequestApply) -> tuple[str | None, bool, list[str]]:
+        """The request's approvers approve the plan's record (made here if it is new),
+        each with the record's groups the forge says they belong to; (why not, whether
+        the record still waits for someone, why approvals did not count)."""
         from iac_kernel.team.approvals import ApprovalError, Approvals
         from iac_kernel.team.store import Identity, TeamStoreError, open_store, process_identity
 
@@ -637,7 +695,8 @@ class PullRequestGate(gate.Gate):
         try:
             store = open_store()
         except TeamStoreError as exc:
-            return f"Not applied: the approval record needs the team store, and {exc}.", False
+            return f"Not applied: the approval record needs the team store, and {exc}.", False, []
+        uncounted: list[str] = []
         try:
             book = Approvals(store)
             record = book.request(
@@ -648,25 +707,38 @@ class PullRequestGate(gate.Gate):
                 self.requirement,
                 self.card,
             )
-            forge = bound.pull.remote.forge
+            remote = bound.pull.remote
             head = bound.facts.head[:12] if bound.facts else ""
-            note = f"approved {bound.pull.name} ({head}) on {bound.pull.remote.forge_name}"
+            note = f"approved {bound.pull.name} ({head}) on {remote.forge_name}"
+            voted = {vote.approver for vote in record.votes}
             for login in bound.approvers:
-                # One already given, a record no longer pending, a group the rules want:
-                # the record says what it still waits for.
+                if record.status != "pending" or login in voted:
+                    continue
+                groups: frozenset[str] = frozenset()
+                if record.groups:  # the forge is asked of the record's groups only
+                    membership = bound.pull.client.groups_of(login, record.groups)
+                    groups = membership.groups
+                    uncounted += [
+                        f"{login}'s approval on {remote.forge_name} does not count for {group} "
+                        f"({why})"
+                        for group, why in sorted(membership.not_counted.items())
+                    ]
+                    if not groups:
+                        continue  # in none of them: not a vote the record would count
+                # A record decided meanwhile: it says what it still waits for.
                 with contextlib.suppress(ApprovalError):
                     book.approve(
                         record.id,
-                        Identity(login, via=forge),
+                        Identity(login, via=remote.forge, groups=groups),
                         note=note,
                         plan_sha256=approved.sha256,
                     )
             waits = book.get(record.id).status == "pending"
         except (ApprovalError, TeamStoreError) as exc:
-            return f"Not applied: {exc}. Nothing was run.", False
+            return f"Not applied: {exc}. Nothing was run.", False, uncounted
         finally:
             store.close()
-        return None, waits
+        return None, waits, uncounted
 
     def spend(self) -> str | None:
         bound = self.bound
@@ -709,21 +781,28 @@ async def checkout(ref: Any, folder: Path, where: Where) -> Checkout:
     pull = await open_pull_request(ref, folder, where)
     relative = folder_in(gitrun.find_root(folder), folder)
     facts = await pull.facts()
-    if facts.state != "open":
-        raise ForgeError(f"{pull.name} is {facts.state}: only an open one is planned")
     async with pull.git() as git:
-        await fetch_commit(git, pull, facts.head, facts)
         common = await git.check(
             "rev-parse", "--path-format=absolute", "--git-common-dir", what="finding the git folder"
         )
-        name = f"{pull.remote.forge}-{pull.number}-{facts.head[:12]}"
-        scratch = Path(common) / REVIEWS_DIR / name
+        reviews = Path(common) / REVIEWS_DIR
+        name = f"{scratch_prefix(pull)}{facts.head[:12]}"
+        # Another head's worktree (all of them once the request is closed) is done with.
+        removed, kept = await tidy(git, reviews, pull, name if facts.state == "open" else None)
+        if facts.state != "open":
+            said = [f"its scratch worktree {p.name} was removed" for p in removed] + kept
+            more = f" ({'; '.join(said)})" if said else ""
+            raise ForgeError(f"{pull.name} is {facts.state}: only an open one is planned{more}")
+        await fetch_commit(git, pull, facts.head, facts)
+        scratch = reviews / name
         current = (
             await git.run("-C", str(scratch), "rev-parse", "HEAD") if scratch.is_dir() else None
         )
         if current is None or current.code != 0 or current.out.strip() != facts.head:
             if scratch.exists():
-                await git.run("worktree", "remove", "--force", str(scratch))
+                why = await remove_scratch(git, scratch)
+                if why:
+                    raise ForgeError(why)
             await git.run("worktree", "prune")
             await git.check(
                 "worktree", "add", "--detach", "--quiet", str(scratch), facts.head,
@@ -733,6 +812,103 @@ async def checkout(ref: Any, folder: Path, where: Where) -> Checkout:
     if not target.is_dir():
         raise ForgeError(f"the head {facts.head[:12]} of {pull.name} has no folder {relative}")
     return Checkout(pull, facts, scratch, target)
+
+
+def scratch_prefix(pull: PullRequest) -> str:
+    """The start of the name of each of ``pull``'s scratch worktrees (the head follows)."""
+    return f"{pull.remote.forge}-{pull.number}-"
+
+
+def scratch_of(top: Path, pull: PullRequest) -> Path | None:
+    """``top`` when it is one of ``pull``'s scratch worktrees (in :data:`REVIEWS_DIR` of
+    the repository at ``pull.root``), else None (read here, no git run)."""
+    top = Path(os.path.realpath(top))
+    inside = tuple(REVIEWS_DIR.split("/"))
+    if top.parent.parts[-len(inside) :] != inside or not top.name.startswith(scratch_prefix(pull)):
+        return None
+    main = main_top(top)
+    if main == top or os.path.realpath(main) != os.path.realpath(pull.root):
+        return None
+    return top
+
+
+def leftovers(status: str, top: Path) -> list[str]:
+    """What keeps the scratch worktree ``top``, from its ``git status --porcelain=v1 -z
+    --ignored`` (``status``): a changed tracked file, or an untracked or ignored one that
+    neither ``terraform init`` (:data:`MADE_BY_INIT`) nor a plan (a saved plan file)
+    made: a local state, above all, is the only copy of what an apply did."""
+    kept: list[str] = []
+    entries = iter(status.split("\0"))
+    for entry in entries:
+        if len(entry) < 4:
+            continue
+        code, path = entry[:2], entry[3:]
+        if code[0] in "RC":
+            next(entries, None)  # the path it was renamed or copied from
+        parts = Path(path.rstrip("/")).parts
+        if any(part in MADE_BY_INIT for part in parts):
+            continue
+        if code in ("??", "!!") and _saved_plan(top / path):
+            continue
+        kept.append(path)
+    return kept
+
+
+def _saved_plan(path: Path) -> bool:
+    try:
+        regular = stat.S_ISREG(os.lstat(path).st_mode)  # never a link's target
+    except OSError:
+        return False
+    return regular and is_plan_file(path)
+
+
+async def remove_scratch(git: gitrun.Git, scratch: Path) -> str | None:
+    """Remove the scratch worktree ``scratch`` (``git worktree remove --force``, then
+    ``git worktree prune``) unless :func:`leftovers` keep it; None once it is gone, else
+    why it stays (one line)."""
+    if await asyncio.to_thread(scratch.is_dir):
+        listed = await git.run("-C", str(scratch), "status", "--porcelain=v1", "-z", "--ignored")
+        if listed.code != 0:
+            why = gitrun.last_line(listed.err) or f"git exit {listed.code}"
+            return f"the scratch worktree {scratch} is kept: git cannot read its status ({why})"
+        kept = leftovers(listed.out, scratch)
+        if kept:
+            more = f" and {len(kept) - 1} more" if len(kept) > 1 else ""
+            return (
+                f"the scratch worktree {scratch} is kept: it holds {kept[0]}{more}, which "
+                "neither the request nor its plan made (`git worktree remove --force "
+                f"{scratch}` removes it)"
+            )
+        done = await git.run("worktree", "remove", "--force", str(scratch))
+        if done.code != 0:
+            why = gitrun.last_line(done.err) or f"git exit {done.code}"
+            return f"the scratch worktree {scratch} could not be removed ({why})"
+    await git.run("worktree", "prune")
+    return None
+
+
+async def tidy(
+    git: gitrun.Git, reviews: Path, pull: PullRequest, keep: str | None
+) -> tuple[list[Path], list[str]]:
+    """Remove ``pull``'s scratch worktrees in ``reviews`` but the one named ``keep``, and
+    prune every worktree whose folder vanished; (those removed, why others stay)."""
+    removed: list[Path] = []
+    kept: list[str] = []
+    prefix = scratch_prefix(pull)
+    for folder in await asyncio.to_thread(_listed, reviews):
+        if not folder.name.startswith(prefix) or folder.name == keep:
+            continue
+        why = await remove_scratch(git, folder)
+        if why is None:
+            removed.append(folder)
+        else:
+            kept.append(why)
+    await git.run("worktree", "prune")
+    return removed, kept
+
+
+def _listed(folder: Path) -> list[Path]:
+    return sorted(folder.iterdir()) if folder.is_dir() else []
 
 
 def plan_comment(made: Checkout, plan: Plan, values: set[str]) -> str:

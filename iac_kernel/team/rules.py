@@ -51,7 +51,8 @@ _WHEN_KEYS = (
     "failed_checks",
     "operations",
 )
-_GROUP = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.\-]*$")
+#: A group's name; ``/`` separates a GitLab subgroup's path (``infra/platform``).
+_GROUP = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_.\-]*(?:/[A-Za-z0-9_.][A-Za-z0-9_.\-]*)*$")
 
 
 class RulesError(ValueError):

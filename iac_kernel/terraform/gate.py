@@ -211,10 +211,15 @@ class Gate:
                 shown = text
                 _show(key, record)
                 await asyncio.sleep(poll)
-                record = await asyncio.to_thread(book.get, record.id)
+                record = await asyncio.to_thread(self.look, book, record.id)
         finally:
             _show(key, None)
         return record
+
+    def look(self, book: Approvals, record_id: str) -> Approval:
+        """The record as it is now, read while the apply waits (a gate bound to a pull
+        request first adds the approvals given on it meanwhile)."""
+        return book.get(record_id)
 
     def spend(self) -> str | None:
         """Spend the approval :meth:`wait` found on this apply (the caller re-checked the

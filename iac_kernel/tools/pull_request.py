@@ -28,7 +28,14 @@ from typing import Any
 
 from iac_kernel.forge import body as bodies
 from iac_kernel.forge import gitrun
-from iac_kernel.forge.clients import ForgeClient, Opened, Token, api_token, client_for
+from iac_kernel.forge.clients import (
+    ForgeClient,
+    Opened,
+    Token,
+    api_token,
+    client_for,
+    note_opened,
+)
 from iac_kernel.forge.notebook import session_notebook
 from iac_kernel.forge.remote import GITLAB, ForgeError
 from iac_kernel.redact import redact
@@ -318,7 +325,7 @@ class PullRequestTool(Tool):
                     summary=_masked(args["summary"], values),
                     files=files,
                     plan=plan.plan if plan else None,
-                    bound=bodies.bound_lines(plan.binding) if plan else (),
+                    bound=bodies.bound_lines(plan.binding, root) if plan else (),
                     rule=rule,
                     notebook=link,
                     commit=commit,  # the plan marker: an apply given this request reads it
@@ -384,6 +391,7 @@ class PullRequestTool(Tool):
                     raise ToolError(f"{exc}; {after}") from None
         except ForgeError as exc:
             raise ToolError(str(exc)) from None
+        note_opened(opened)  # the status item shows it
         return _opened_result(review, opened)
 
 

@@ -33,7 +33,8 @@ from run_notebooks import execute  # this directory (scripts run from here)
 NOTEBOOKS = Path(__file__).resolve().parent.parent
 TAG = "approve-in-recording"
 ALLOW = "Allow once"
-PATH_SECTIONS = ("session-stores", "checkout-paths")
+#: Sanitized in the saved outputs: machine paths, and the stand-in forge's port (08).
+PATH_SECTIONS = ("session-stores", "checkout-paths", "forge-ports")
 
 
 class ApprovingClient(NotebookClient):
@@ -51,10 +52,10 @@ class ApprovingClient(NotebookClient):
 
     def process_message(self, msg: dict[str, Any], cell: Any, cell_index: int) -> Any:
         output = super().process_message(msg, cell, cell_index)
-        typed = _typed_confirmation(msg) if self._approving else None
+        typed = typed_confirmation(msg) if self._approving else None
         if typed is not None:  # the form's field comes before the buttons
             self._send(msg, {"method": "update", "state": {"value": typed}, "buffer_paths": []})
-        if self._approving and _button(msg, ALLOW):
+        if self._approving and button_named(msg, ALLOW):
             self._send(msg, {"method": "custom", "content": {"event": "click"}})
             self.clicked += 1
         return output
@@ -65,7 +66,7 @@ class ApprovingClient(NotebookClient):
         self.kc.shell_channel.send(self.kc.session.msg("comm_msg", content))
 
 
-def _typed_confirmation(msg: dict[str, Any]) -> str | None:
+def typed_confirmation(msg: dict[str, Any]) -> str | None:
     """The name a typed confirmation's Text field asks for ("type NAME to approve": a
     destroy, or an apply that deletes), as a person reads it off the field."""
     if msg.get("msg_type") != "comm_open":
@@ -75,7 +76,7 @@ def _typed_confirmation(msg: dict[str, Any]) -> str | None:
     return found.group(1) if state.get("_model_name") == "TextModel" and found else None
 
 
-def _button(msg: dict[str, Any], description: str) -> bool:
+def button_named(msg: dict[str, Any], description: str) -> bool:
     if msg.get("msg_type") != "comm_open":
         return False
     state = msg["content"].get("data", {}).get("state", {})
@@ -111,6 +112,8 @@ def record(path: Path, timeout: int) -> int:
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs = nbformat.from_dict(sanitize(cell.outputs, rules))
+    if "widgets" in nb.metadata:  # the questions' saved widget state says them too
+        nb.metadata["widgets"] = sanitize(nb.metadata["widgets"], rules)
     nbformat.write(nb, path)
     return client.clicked
 

@@ -13,12 +13,16 @@ its outputs. Commit those: they are what ``pytest --nbval`` compares against.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from stand_in_forge import runbook_forge  # this directory (scripts run from here)
 
 from iac_kernel.models.providers import CREDENTIAL_ENV as CREDENTIALS
 
@@ -27,34 +31,45 @@ NOTEBOOKS = Path(__file__).resolve().parent.parent
 RUNBOOK_ENV = {"IAC_KERNEL_CHECKOV": "off", "TF_CLI_CONFIG_FILE": os.devnull}
 
 
-def execute(nb: Any, path: Path, timeout: int, client_class: type | None = None) -> Any:
-    """Execute ``nb`` (read from ``path``) headless, as nbval runs it: fresh session store,
-    no Anthropic credentials, :data:`RUNBOOK_ENV`; returns the client (``client_class``,
-    an nbclient ``NotebookClient`` by default). The environment is restored afterwards."""
-    from nbclient import NotebookClient
-
-    store = tempfile.mkdtemp(prefix="iac-kernel-run-sessions-")
-    names = (*CREDENTIALS, "IAC_KERNEL_SESSIONS_DIR", *RUNBOOK_ENV)
-    saved = {name: os.environ.get(name) for name in names}
+@contextlib.contextmanager
+def environ(values: dict[str, str], drop: tuple[str, ...] = ()) -> Iterator[None]:
+    """``os.environ`` with ``values`` set and ``drop`` removed, as it was afterwards."""
+    saved = {name: os.environ.get(name) for name in (*drop, *values)}
     try:
-        for name in CREDENTIALS:
+        for name in drop:
             os.environ.pop(name, None)
-        os.environ.update(RUNBOOK_ENV)  # as notebooks/conftest.py sets for nbval
-        os.environ["IAC_KERNEL_SESSIONS_DIR"] = store
-        client = (client_class or NotebookClient)(
-            nb,
-            kernel_name="iac-kernel",
-            timeout=timeout,
-            allow_errors=False,
-            resources={"metadata": {"path": str(path.parent)}},
-        )
-        client.execute()
+        os.environ.update(values)
+        yield
     finally:
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+def execute(nb: Any, path: Path, timeout: int, client_class: type | None = None) -> Any:
+    """Execute ``nb`` (read from ``path``) headless, as nbval runs it: fresh session store,
+    no Anthropic credentials, :data:`RUNBOOK_ENV`, the stand-in forge for a runbook that
+    needs one (``stand_in_forge.runbook_forge``); returns the client (``client_class``,
+    an nbclient ``NotebookClient`` by default). The environment is restored afterwards."""
+    from nbclient import NotebookClient
+
+    store = tempfile.mkdtemp(prefix="iac-kernel-run-sessions-")
+    try:
+        # The stand-in forge 08 needs (none for the others); as notebooks/conftest.py sets up.
+        with runbook_forge(path) as forge_env:
+            env = {**RUNBOOK_ENV, **forge_env, "IAC_KERNEL_SESSIONS_DIR": store}
+            with environ(env, drop=tuple(CREDENTIALS)):
+                client = (client_class or NotebookClient)(
+                    nb,
+                    kernel_name="iac-kernel",
+                    timeout=timeout,
+                    allow_errors=False,
+                    resources={"metadata": {"path": str(path.parent)}},
+                )
+                client.execute()
+    finally:
         shutil.rmtree(store, ignore_errors=True)
     return client
 

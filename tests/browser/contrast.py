@@ -2,7 +2,9 @@
 browser computes it: the backgrounds of the element and its ancestors blended (translucent
 tints included), the text's own alpha and every ancestor's opacity applied.
 
-``node.evaluate(CONTRAST)`` in Playwright gives the ratio (1 to 21).
+``node.evaluate(CONTRAST)`` in Playwright gives the ratio (1 to 21), or null when the node
+left the page before it was read (a virtual list re-draws its rows on a theme switch):
+:func:`contrast` asks again then.
 """
 
 #: WCAG AA for normal text.
@@ -32,6 +34,7 @@ CONTRAST = """node => {
   // Muted text is drawn at a lower opacity: the text's alpha is multiplied by it.
   const opacity = chain.reduce((o, n) => o * Number(getComputedStyle(n).opacity || 1), 1);
   const f = parse(getComputedStyle(node).color);
+  if (!node.isConnected || !f) return null;  // re-drawn meanwhile (a virtual row): ask again
   const a = f[3] * opacity;
   const fg = [0, 1, 2].map(i => f[i] * a + bg[i] * (1 - a));
   const lum = c => {
@@ -44,3 +47,14 @@ CONTRAST = """node => {
   const [hi, lo] = [lum(fg), lum(bg)].sort((a, b) => b - a);
   return (hi + 0.05) / (lo + 0.05);
 }"""
+
+
+def contrast(locator) -> float:
+    """The WCAG contrast ratio of the first element's text on what it is drawn on (asked
+    again while the element is being re-drawn)."""
+    for _ in range(50):
+        ratio = locator.first.evaluate(CONTRAST)
+        if ratio is not None:
+            return float(ratio)
+        locator.page.wait_for_timeout(100)
+    raise AssertionError(f"{locator} never stayed on the page long enough to be read")

@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from browser.contrast import CONTRAST
-
 THEMES = ["JupyterLab Light", "JupyterLab Dark", "JupyterLab Dark High Contrast"]
 APPS = ["jupyterlab", "notebook"]
 #: Whether the page's main background (``--jp-layout-color0``) is as light as asked.
@@ -55,11 +53,6 @@ def switch_theme(page, theme: str) -> None:
         "t => window.jupyterapp.commands.execute('apputils:change-theme', {theme: t})", theme
     )
     wait_theme(page, theme)
-
-
-def contrast(locator) -> float:
-    """The WCAG contrast ratio of the first element's text on what it is drawn on."""
-    return float(locator.first.evaluate(CONTRAST))
 
 
 def reload_page(page, idle: bool = True) -> None:

@@ -19,8 +19,10 @@ card ``question`` field with its ``callId``, ``title`` and ``command``), ``busy`
 ``turns`` (each running turn's ``msgId``, ``cellId`` and ``executionCount``: a page
 loaded mid-turn puts the rest of the turn into that cell) and ``approvals`` (each apply
 of this kernel that waits for other people's approval: ``{id, waiting, rule}``, its
-``waiting`` the record's ``waiting_text()``, :func:`iac_kernel.terraform.gate.waiting`);
-before the first prompt
+``waiting`` the record's ``waiting_text()``, :func:`iac_kernel.terraform.gate.waiting`)
+and ``pullRequests`` (the pull or merge requests this kernel opened, newest last:
+``{number, url, noun}``, :func:`iac_kernel.forge.clients.opened_here`; a new one is
+pushed at once); before the first prompt
 ``sessionId`` is null and ``model``/``mode`` are the kernel's defaults. ``turnUsage`` is
 the running turn's so far, else the last turn's. Opening the comm with ``{"renders":
 [MIME, ...]}`` says what the client renders itself: while it is open, turns stream text
@@ -54,6 +56,7 @@ from typing import Any
 
 from iac_kernel.agent.session import AgentSession
 from iac_kernel.events import Usage
+from iac_kernel.forge import clients as forge_clients
 from iac_kernel.kernel.ask.questions import PendingQuestions, question_state
 from iac_kernel.kernel.io.paths import sanitize, shown, shown_model
 from iac_kernel.kernel.session.state import KernelState, RunningTurn
@@ -167,6 +170,7 @@ def kernel_session_info(
         if t.msg_id
     ]
     info["approvals"] = gate.waiting()
+    info["pullRequests"] = forge_clients.opened_here()
     return info
 
 
@@ -195,6 +199,7 @@ class StatusChannel:
     def register(self, comm_manager: Any) -> None:
         comm_manager.register_target(STATUS_TARGET, self._opened)
         gate.listeners.append(self.push)  # an apply starts or stops waiting for approvals
+        forge_clients.listeners.append(self.push)  # a pull or merge request was opened
 
     def renders(self, mime: str) -> bool:
         """Whether an open comm's client renders ``mime`` itself."""

@@ -1,7 +1,12 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { SessionActivity } from '../status/activity';
+import {
+  SessionActivity,
+  parsePullRequests,
+  requestLabel,
+  requestLine
+} from '../status/activity';
 import { answerOrder, parseQuestions } from '../questions/model';
 import { SESSION_MIME, TOOLCALL_MIME } from '../cards/payload';
 
@@ -202,6 +207,43 @@ test('kernel info says which applies wait for approval, in the record\'s words',
   activity.setKernelInfo({ ...kernelInfo, approvals: [waiting] });
   activity.reset();
   assert.deepEqual(activity.approvals, []);
+});
+
+test('kernel info lists the requests the kernel opened, newest last, bad ones left out', () => {
+  const activity = new SessionActivity();
+  const first = { number: 3, url: 'http://forge.test/octo/infra/pull/3', noun: 'pull request' };
+  const second = { number: 7, url: 'https://gitlab.test/g/p/-/merge_requests/7', noun: 'merge request' };
+  const malformed = [
+    { ...first, url: 'javascript:alert(1)' }, // never a link that runs code
+    { ...first, url: 'data:text/html,hi' },
+    { ...first, url: 'not a url' },
+    { ...first, number: 0 },
+    { ...first, number: 2.5 },
+    { ...first, number: '3' },
+    { ...first, noun: 'issue' },
+    { url: first.url, noun: first.noun },
+    'bad',
+    null
+  ];
+  activity.setKernelInfo({ ...kernelInfo, pullRequests: [first, ...malformed, second] });
+  assert.deepEqual(activity.pullRequests, [first, second]);
+  activity.setKernelInfo({ ...kernelInfo, pullRequests: 'nope' });
+  assert.deepEqual(activity.pullRequests, []);
+  activity.setKernelInfo({ ...kernelInfo, pullRequests: [first] });
+  activity.reset();
+  assert.deepEqual(activity.pullRequests, []);
+  assert.deepEqual(parsePullRequests(undefined), []);
+});
+
+test('a request is named as its forge names it: PR #N, MR !N', () => {
+  const [pull, merge] = parsePullRequests([
+    { number: 12, url: 'https://github.test/o/r/pull/12', noun: 'pull request' },
+    { number: 4, url: 'https://gitlab.test/g/p/-/merge_requests/4', noun: 'merge request' }
+  ]);
+  assert.equal(requestLabel(pull), 'PR #12');
+  assert.equal(requestLabel(merge), 'MR !4');
+  assert.equal(requestLine(pull), 'Pull request #12: https://github.test/o/r/pull/12');
+  assert.equal(requestLine(merge), 'Merge request !4: https://gitlab.test/g/p/-/merge_requests/4');
 });
 
 test('a live pending call counts even before the kernel says so', () => {

@@ -7,8 +7,8 @@
  * messages feed it: cards restored from a saved notebook are history, and a
  * stale "awaiting_permission" in a file must not show as pending. The kernel's own
  * word (session info from its status comm or kernel_info_reply) comes in through
- * `setKernelInfo`: it knows the model and mode before the first answer, and the
- * questions still waiting after a page reload.
+ * `setKernelInfo`: it knows the model and mode before the first answer, the
+ * questions still waiting after a page reload, and the pull or merge requests it opened.
  */
 
 import {
@@ -66,6 +66,63 @@ export function parseApprovals(value: unknown): IWaitingApproval[] {
     }));
 }
 
+/** A pull or merge request the kernel opened (its `pull_request` tool). */
+export interface IOpenedRequest {
+  number: number;
+  /** The request's page on its forge (http or https only). */
+  url: string;
+  noun: 'pull request' | 'merge request';
+}
+
+const REQUEST_NOUNS = new Set(['pull request', 'merge request']);
+
+/** The kernel's `pullRequests` list, newest last; anything malformed is left out. */
+export function parsePullRequests(value: unknown): IOpenedRequest[] {
+  if (!Array.isArray(value)) {
+    return [];
+  }
+  return value
+    .filter(isRecord)
+    .filter(
+      item =>
+        Number.isInteger(item.number) &&
+        (item.number as number) > 0 &&
+        typeof item.noun === 'string' &&
+        REQUEST_NOUNS.has(item.noun) &&
+        isWebUrl(item.url)
+    )
+    .map(item => ({
+      number: item.number as number,
+      url: item.url as string,
+      noun: item.noun as IOpenedRequest['noun']
+    }));
+}
+
+/** Only a page's address becomes a link (never `javascript:` or `data:`). */
+function isWebUrl(value: unknown): boolean {
+  if (typeof value !== 'string') {
+    return false;
+  }
+  try {
+    const url = new URL(value);
+    return url.protocol === 'https:' || url.protocol === 'http:';
+  } catch {
+    return false;
+  }
+}
+
+/** How the status bar names a request: `PR #12`, or `MR !7` on GitLab. */
+export function requestLabel(request: IOpenedRequest): string {
+  return request.noun === 'merge request' ? `MR !${request.number}` : `PR #${request.number}`;
+}
+
+/** One line of the status item's tooltip: `Pull request #12: https://...`. */
+export function requestLine(request: IOpenedRequest): string {
+  const sign = request.noun === 'merge request' ? '!' : '#';
+  const noun = request.noun.charAt(0).toUpperCase() + request.noun.slice(1);
+  return `${noun} ${sign}${request.number}: ${request.url}`;
+}
+
 /** Calls kept in memory per notebook; older ones are forgotten first. */
 const MAX_CALLS = 500;
 
@@ -79,6 +136,7 @@ export class SessionActivity {
   private _questions: IPendingQuestion[] = [];
   private _busy: boolean | null = null;
   private _approvals: IWaitingApproval[] = [];
+  private _pullRequests: IOpenedRequest[] = [];
   private _ownRequests = new Set<string>();
 
   /** True once any iac-kernel payload arrived (the kernel is ours). */
@@ -129,6 +187,11 @@ export class SessionActivity {
     return this._approvals;
   }
 
+  /** The pull or merge requests the kernel opened, newest last, as it last said. */
+  get pullRequests(): IOpenedRequest[] {
+    return this._pullRequests;
+  }
+
   /** The call to show for "go to the pending question": a live one, else the kernel's. */
   get firstPendingCallId(): string | null {
     return this.pending[0]?.callId ?? this._questions[0]?.callId ?? null;
@@ -166,6 +229,7 @@ export class SessionActivity {
     }
     this._busy = typeof info.busy === 'boolean' ? info.busy : null;
     this._approvals = parseApprovals(info.approvals);
+    this._pullRequests = parsePullRequests(info.pullRequests);
     this._emit();
     return true;
   }
@@ -214,6 +278,7 @@ export class SessionActivity {
     this._questions = [];
     this._busy = null;
     this._approvals = [];
+    this._pullRequests = [];
     if (hadState) {
       this._emit();
     }

@@ -1,14 +1,15 @@
 /**
  * The status bar item: the current notebook's agent model, mode, session
- * tokens, tool calls waiting for permission (click to jump to them), and applies
- * waiting for other people's approval (the record's words, from the kernel).
+ * tokens, tool calls waiting for permission (click to jump to them), applies
+ * waiting for other people's approval (the record's words, from the kernel), and the
+ * newest pull or merge request the kernel opened (a link to it; all in the tooltip).
  */
 
 import { Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
 import { formatTokens } from '../cards/format';
-import { SessionActivity } from './activity';
+import { IOpenedRequest, SessionActivity, requestLabel, requestLine } from './activity';
 
 /** The agent's state from the kernel's own info: a question waits, a turn runs, or idle. */
 export function agentState(activity: SessionActivity): 'waiting' | 'running' | 'idle' | 'unknown' {
@@ -32,6 +33,31 @@ function span(className: string, text: string): HTMLSpanElement {
   const node = document.createElement('span');
   node.className = className;
   node.textContent = text;
+  return node;
+}
+
+/**
+ * The newest request as a link opening its page in a new tab, "(+K more)" after it. The
+ * link's click and keys are its own: the item's go to the pending question.
+ */
+function requestLink(newest: IOpenedRequest, others: number): HTMLSpanElement {
+  const node = span('iac-status-pr', '');
+  const link = document.createElement('a');
+  link.href = newest.url;
+  link.target = '_blank';
+  link.rel = 'noopener noreferrer';
+  link.textContent = requestLabel(newest);
+  link.title = requestLine(newest);
+  link.addEventListener('click', event => event.stopPropagation());
+  link.addEventListener('keydown', event => {
+    if (event.key === 'Enter' || event.key === ' ') {
+      event.stopPropagation(); // Enter opens the link, never the item's question
+    }
+  });
+  node.appendChild(link);
+  if (others > 0) {
+    node.appendChild(document.createTextNode(` (+${others} more)`));
+  }
   return node;
 }
 
@@ -97,6 +123,11 @@ export class AgentStatusItem extends Widget {
       const more = approvals.length > 1 ? ` (+${approvals.length - 1} more)` : '';
       this.node.appendChild(span('iac-status-approval', `${approvals[0].waiting}${more}`));
     }
+    const requests = activity.pullRequests;
+    const newest = requests.length > 0 ? requests[requests.length - 1] : null;
+    if (newest) {
+      this.node.appendChild(requestLink(newest, requests.length - 1));
+    }
     this.node.appendChild(span('iac-status-model', info?.model ?? 'iac-kernel'));
     if (info?.mode) {
       const mode = span(`iac-status-mode iac-mode-${modeClass(info.mode)}`, info.mode);
@@ -127,6 +158,7 @@ export class AgentStatusItem extends Widget {
         : '',
       info?.turnUsage ? `Tokens (last turn): ${info.turnUsage.totalTokens}` : '',
       ...approvals.map(a => `Approval ${a.id}: ${a.waiting} (rule: ${a.rule})`),
+      ...requests.map(requestLine),
       `Tool calls since kernel start: ${activity.callCount}`,
       pending > 0 ? 'Click to go to the permission request.' : ''
     ];
@@ -136,6 +168,7 @@ export class AgentStatusItem extends Widget {
         `Agent ${STATE_LABELS[state] || 'status'}`,
         pending > 0 ? `${pending} awaiting permission` : '',
         approvals.length > 0 ? approvals[0].waiting : '',
+        newest ? requestLabel(newest) : '',
         info?.model ?? '',
         info?.mode ?? ''
       ]
