@@ -64,7 +64,12 @@ PR = {"title": "Bump the input", "summary": "The input goes from one to two."}
 #: The seed commit of every project the tests' forge serves.
 SEED = {"main.tf": 'resource "terraform_data" "a" {\n  input = "one"\n}\n'}
 #: GitHub's example of a schema, where its name differs from the schema's.
-EXAMPLES = {"full-repository": "full-repository-default-response"}
+EXAMPLES = {
+    "full-repository": "full-repository-default-response",
+    "repository-collaborator-permission": (
+        "repository-collaborator-permission-response-if-user-has-admin-permissions"
+    ),
+}
 
 
 def _merged(example: Any, made: Any) -> Any:

@@ -209,7 +209,11 @@ class ForgeClient:
         why: dict[str, str] = {}
         for group in sorted(set(groups)):
             try:
-                reason = self._not_member(login, group)
+                # A "." or ".." segment would be resolved away in the API's path.
+                if any(part in ("", ".", "..") for part in group.split("/")):
+                    reason = f"{group!r} is not a team or group name (a path segment . or ..)"
+                else:
+                    reason = self._not_member(login, group)
             except ForgeError as exc:
                 reason = str(exc)
             if reason is None:
@@ -280,7 +284,15 @@ class GitHubClient(ForgeClient):
             for review in pull.get_reviews():
                 login = review.user.login if review.user is not None else ""
                 if login and review.state in _DECIDING:
-                    decided[login] = (str(review.state), review.commit_id)
+                    # No commit_id: the reviewed commit is gone, so not the head.
+                    decided[login] = (str(review.state), review.commit_id or "")
+            # As GitHub's required reviews: only those who may write to the repository
+            # approve (anyone who can see it may submit an approving review).
+            decided = {
+                login: (st, commit)
+                for login, (st, commit) in decided.items()
+                if st != "APPROVED" or self._may_write(repo, login)
+            }
             notes = [Note(pull.user.login, pull.body or "")]
             notes += [
                 Note(c.user.login if c.user else "", c.body or "")
@@ -308,6 +320,14 @@ class GitHubClient(ForgeClient):
                 notes=tuple(notes),
                 viewer=str(viewer),
             )
+
+    def _may_write(self, repo: Any, login: str) -> bool:
+        """Whether ``login`` has write access (write, maintain or admin) to the repository;
+        not when it cannot be read."""
+        try:
+            return str(repo.get_collaborator_permission(login)) in ("admin", "maintain", "write")
+        except self._errors:
+            return False
 
     def comment(self, number: int, text: str) -> str:
         with self._api(f"commenting on pull request #{number}", number):

@@ -42,7 +42,8 @@ scratch folder inside the repository's git folder, :data:`REVIEWS_DIR`;
 apply of that plan file is bound the same way. A request's scratch worktrees are removed
 (:func:`remove_scratch`, git through the guard) once the request is applied through one's
 plan, and when a later review finds the request closed or merged (an older head's, when
-it plans a new one); each checkout prunes the worktrees whose folder vanished. A worktree
+it plans a new one); each checkout forgets the scratch worktrees whose folder
+vanished (:func:`prune_scratch`: never the user's own). A worktree
 holding what neither the request nor its plan made (a local state above all) is kept,
 and the result says so.
 """
@@ -247,13 +248,15 @@ def folder_in(root: Path, folder: Path) -> str:
 
 
 def carried_plan(facts: PullFacts) -> tuple[str, str] | None:
-    """``(sha256, commit)`` of the latest plan marker the token's user wrote (the body
-    counts only when they opened the request): anyone can comment, and only this user's
-    markers say which plan their reviewed request carries."""
+    """``(sha256, commit)`` of the plan marker of the latest note the token's user wrote
+    (the body counts only when they opened the request): anyone can comment, and only this
+    user's markers say which plan their reviewed request carries. In a note only its first
+    marker counts: ours comes before anything the note quotes (a resource key, terraform's
+    error text), which could carry one of its own."""
     found = None
     for note in facts.notes:
         if note.author == facts.viewer:
-            found = next(reversed(bodies.plan_markers(note.body)), found)
+            found = next(iter(bodies.plan_markers(note.body)), found)
     return found
 
 
@@ -796,14 +799,16 @@ async def checkout(ref: Any, folder: Path, where: Where) -> Checkout:
         await fetch_commit(git, pull, facts.head, facts)
         scratch = reviews / name
         current = (
-            await git.run("-C", str(scratch), "rev-parse", "HEAD") if scratch.is_dir() else None
+            await git.run("-C", str(scratch), "rev-parse", "HEAD")
+            if scratch.is_dir() and not scratch.is_symlink()
+            else None
         )
         if current is None or current.code != 0 or current.out.strip() != facts.head:
-            if scratch.exists():
+            if scratch.exists() or scratch.is_symlink():
                 why = await remove_scratch(git, scratch)
                 if why:
                     raise ForgeError(why)
-            await git.run("worktree", "prune")
+            await prune_scratch(git, reviews)
             await git.check(
                 "worktree", "add", "--detach", "--quiet", str(scratch), facts.head,
                 what=f"checking out {pull.name}",
@@ -863,9 +868,11 @@ def _saved_plan(path: Path) -> bool:
 
 
 async def remove_scratch(git: gitrun.Git, scratch: Path) -> str | None:
-    """Remove the scratch worktree ``scratch`` (``git worktree remove --force``, then
-    ``git worktree prune``) unless :func:`leftovers` keep it; None once it is gone, else
-    why it stays (one line)."""
+    """Remove the scratch worktree ``scratch`` (``git worktree remove --force``, which
+    also forgets one whose folder vanished) unless :func:`leftovers` keep it; None once it
+    is gone, else why it stays (one line)."""
+    if await asyncio.to_thread(scratch.is_symlink):  # git would remove what it points to
+        return f"the scratch worktree {scratch} is kept: it is a symbolic link, left alone"
     if await asyncio.to_thread(scratch.is_dir):
         listed = await git.run("-C", str(scratch), "status", "--porcelain=v1", "-z", "--ignored")
         if listed.code != 0:
@@ -883,15 +890,36 @@ async def remove_scratch(git: gitrun.Git, scratch: Path) -> str | None:
         if done.code != 0:
             why = gitrun.last_line(done.err) or f"git exit {done.code}"
             return f"the scratch worktree {scratch} could not be removed ({why})"
-    await git.run("worktree", "prune")
+    else:  # gone by hand: git forgets it (nothing else, unlike `git worktree prune`)
+        await git.run("worktree", "remove", "--force", str(scratch))
     return None
+
+
+async def prune_scratch(git: gitrun.Git, reviews: Path) -> None:
+    """Forget the worktrees in ``reviews`` whose folder vanished. Never ``git worktree
+    prune``: in the sandbox the user's own linked worktrees elsewhere look vanished too,
+    and pruning them would drop their index and break their checkout."""
+    listed = await git.run("worktree", "list", "--porcelain", "-z")
+    if listed.code == 0:
+        for path in await asyncio.to_thread(_vanished_in, reviews, listed.out):
+            await git.run("worktree", "remove", "--force", str(path))
+
+
+def _vanished_in(reviews: Path, listed: str) -> list[Path]:
+    """The worktrees of ``git worktree list --porcelain -z`` (``listed``) directly in
+    ``reviews`` whose folder is gone."""
+    inside = os.path.realpath(reviews)
+    paths = [
+        Path(e.removeprefix("worktree ")) for e in listed.split("\0") if e.startswith("worktree ")
+    ]
+    return [p for p in paths if os.path.realpath(p.parent) == inside and not os.path.lexists(p)]
 
 
 async def tidy(
     git: gitrun.Git, reviews: Path, pull: PullRequest, keep: str | None
 ) -> tuple[list[Path], list[str]]:
     """Remove ``pull``'s scratch worktrees in ``reviews`` but the one named ``keep``, and
-    prune every worktree whose folder vanished; (those removed, why others stay)."""
+    forget every scratch worktree whose folder vanished; (those removed, why others stay)."""
     removed: list[Path] = []
     kept: list[str] = []
     prefix = scratch_prefix(pull)
@@ -903,7 +931,7 @@ async def tidy(
             removed.append(folder)
         else:
             kept.append(why)
-    await git.run("worktree", "prune")
+    await prune_scratch(git, reviews)
     return removed, kept
 
 

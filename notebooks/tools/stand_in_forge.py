@@ -53,6 +53,7 @@ GITHUB_ROUTES = (
     "/repos/{owner}/{repo}/pulls/{pull_number}/reviews",
     "/repos/{owner}/{repo}/pulls/{pull_number}/merge",
     "/repos/{owner}/{repo}/issues/{issue_number}/comments",
+    "/repos/{owner}/{repo}/collaborators/{username}/permission",
 )
 _ROUTES = [
     (re.compile("^" + re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(t)) + "$"), t)
@@ -100,6 +101,8 @@ class ForgeState:
     default_login: str = "alice"
     #: Teams and groups -> {login: membership state}, for a handler that answers them.
     teams: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: login -> repository permission (``read``, ``write``, ...); anyone else may write.
+    permissions: dict[str, str] = field(default_factory=dict)
     port: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -286,6 +289,12 @@ class ForgeHandler(BaseHTTPRequestHandler):
             return self._answer(200, self._repository(project))
         if template == "/repos/{owner}/{repo}/pulls" and self.command == "POST":
             return self._open_pull(project, body, login)
+        if template == "/repos/{owner}/{repo}/collaborators/{username}/permission":
+            name = parts[4]
+            level = self.state.permissions.get(name, "write")
+            made = {"permission": level, "role_name": level}
+            made["user"] = {"login": name, "id": 7, "type": "User"}
+            return self._answer(200, self._shaped("repository-collaborator-permission", made))
         pull = self.state.pull(project, int(parts[4])) if len(parts) > 4 else None
         if pull is None:
             return self._answer(404, {"message": "Not Found", "documentation_url": "x"})
