@@ -382,6 +382,26 @@ def kernel_script(path: Path) -> Path:
     return path
 
 
+def forge_kernel(site: Site, outside_tmp: Path) -> Any:
+    """A scripted kernel (:func:`kernel_script`) in the site's clone, talking to its forge
+    through the egress proxy, that asks for no edit and answers questions on stdin."""
+    from kernel_harness import scripted_kernel
+
+    script = kernel_script(outside_tmp / "pr.json")
+    env = {
+        name: os.environ.get(name)
+        for name in ("HOME", "GH_HOST", "GH_ENTERPRISE_TOKEN", "GIT_CONFIG_NOSYSTEM")
+    }
+    env.update(
+        IAC_KERNEL_EGRESS_ENV=os.environ["IAC_KERNEL_EGRESS_ENV"],
+        IAC_KERNEL_EGRESS_ALLOW=site.settings.egress_allow,
+        IAC_KERNEL_EGRESS_ALLOW_PRIVATE=site.forge.host,
+        IAC_KERNEL_MODE="accept_edits",
+        IAC_KERNEL_HEADLESS_POLICY="stdin",
+    )
+    return scripted_kernel(outside_tmp / "k", site.workspace, script, env)
+
+
 def script(tmp: Path, pr: dict[str, Any], edit: dict[str, Any] | None = EDIT) -> Path:
     turns: list[dict[str, Any]] = []
     if edit is not None:

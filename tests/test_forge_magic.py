@@ -4,40 +4,27 @@ the loopback GitHub Enterprise and its address is shown in the cell."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from forge_support import (
     PROJECT,
     TOKEN,
     Site,
+    forge_kernel,
     host_git,
-    kernel_script,
     needs_git_sandbox,
     site_fixture,  # noqa: F401 (the site fixture)
     spec_fixture,  # noqa: F401 (the spec fixture)
 )
 from iac_kernel.tools.pull_request import request_prompt
-from kernel_harness import KernelHarness, scripted_kernel
+from kernel_harness import KernelHarness
 
 pytestmark = needs_git_sandbox
 
 
 def test_pr_magic_opens_the_request_and_shows_its_address(site: Site, outside_tmp: Path):
     assert "open a pull request" in request_prompt("x").lower()  # what the script matches
-    script = kernel_script(outside_tmp / "pr.json")
-    env = {
-        name: os.environ.get(name)
-        for name in ("HOME", "GH_HOST", "GH_ENTERPRISE_TOKEN", "GIT_CONFIG_NOSYSTEM")
-    }
-    env.update(
-        IAC_KERNEL_EGRESS_ENV=os.environ["IAC_KERNEL_EGRESS_ENV"],
-        IAC_KERNEL_EGRESS_ALLOW=site.settings.egress_allow,
-        IAC_KERNEL_EGRESS_ALLOW_PRIVATE=site.forge.host,
-        IAC_KERNEL_MODE="accept_edits",
-        IAC_KERNEL_HEADLESS_POLICY="stdin",
-    )
-    kernel: KernelHarness = scripted_kernel(outside_tmp / "k", site.workspace, script, env)
+    kernel: KernelHarness = forge_kernel(site, outside_tmp)
     try:
         edited = kernel.execute("change the input")
         assert edited.status == "ok", edited.reply["content"]

@@ -7,7 +7,6 @@ completes."""
 
 from __future__ import annotations
 
-import os
 import uuid
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from forge_support import (
     PR,
     PROJECT,
     Site,
-    kernel_script,
+    forge_kernel,
     needs_git_sandbox,
     run_session,
     site_fixture,  # noqa: F401 (the site fixture)
@@ -29,7 +28,7 @@ from iac_kernel.forge import clients
 from iac_kernel.forge.clients import Opened
 from iac_kernel.kernel.session.status import STATUS_TARGET
 from iac_kernel.tools.pull_request import request_prompt
-from kernel_harness import KernelHarness, scripted_kernel
+from kernel_harness import KernelHarness
 from kernel_support import SecondClient
 
 
@@ -126,19 +125,7 @@ def test_the_kernel_says_which_requests_it_opened_and_pushes_a_new_one(
     site: Site, outside_tmp: Path
 ):
     assert "open a pull request" in request_prompt("x").lower()  # what the script matches
-    script = kernel_script(outside_tmp / "pr.json")
-    env = {
-        name: os.environ.get(name)
-        for name in ("HOME", "GH_HOST", "GH_ENTERPRISE_TOKEN", "GIT_CONFIG_NOSYSTEM")
-    }
-    env.update(
-        IAC_KERNEL_EGRESS_ENV=os.environ["IAC_KERNEL_EGRESS_ENV"],
-        IAC_KERNEL_EGRESS_ALLOW=site.settings.egress_allow,
-        IAC_KERNEL_EGRESS_ALLOW_PRIVATE=site.forge.host,
-        IAC_KERNEL_MODE="accept_edits",
-        IAC_KERNEL_HEADLESS_POLICY="stdin",
-    )
-    kernel: KernelHarness = scripted_kernel(outside_tmp / "k", site.workspace, script, env)
+    kernel: KernelHarness = forge_kernel(site, outside_tmp)
     other = SecondClient(kernel)
     try:
         info = other.reply(other.shell("kernel_info_request", {}), 10)["content"]["iac_kernel"]
