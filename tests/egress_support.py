@@ -24,7 +24,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks" / "tools"))
 
-from stand_in_forge import git_http_backend  # noqa: F401  (the runbooks' git server)
+from stand_in_forge import ForgeHandler, ForgeState  # noqa: F401  (the runbooks' git server)
 
 from iac_kernel.egress import addon_table, broker, ca
 from iac_kernel.egress import proxy as proxy_module

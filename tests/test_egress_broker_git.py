@@ -7,19 +7,24 @@ real password and nothing in the sandbox ever holds it."""
 
 from __future__ import annotations
 
-import base64
 import os
 import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
-from egress_support import broker_args, egress_ready, git_http_backend, running_mitmdump
+from egress_support import (
+    ForgeHandler,
+    ForgeState,
+    broker_args,
+    egress_ready,
+    running_mitmdump,
+)
 from guard_support import Asker, Harness, make_fakes
 from iac_kernel.agent.permissions import ALLOW_ONCE
 from iac_kernel.egress import broker
@@ -29,33 +34,6 @@ from iac_kernel.guard.sandbox.bwrap import unusable_reason
 PASSWORD = "realGitPassw0rd-5e6f7a8b9c"
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 sandboxed = pytest.mark.skipif(unusable_reason() is not None, reason="bubblewrap unusable")
-
-
-class GitBackend(BaseHTTPRequestHandler):
-    """``git http-backend`` as CGI, behind basic auth with the real password; every
-    ``Authorization`` header it gets is kept (decoded) in ``seen``."""
-
-    root: Path
-    seen: list[str]
-
-    def _serve(self) -> None:
-        header = self.headers.get("Authorization") or ""
-        if header.startswith("Basic "):
-            self.seen.append(base64.b64decode(header[6:]).decode(errors="replace"))
-        expected = "Basic " + base64.b64encode(f"bob:{PASSWORD}".encode()).decode()
-        if header != expected:
-            self.send_response(401)
-            self.send_header("WWW-Authenticate", 'Basic realm="git"')
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-            return
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        git_http_backend(self, body, self.root)
-
-    do_GET = do_POST = _serve
-
-    def log_message(self, *args: object) -> None:
-        pass
 
 
 @dataclass
@@ -81,12 +59,13 @@ def _host_git(*args: str, cwd: Path | None = None, home: Path) -> str:
 
 
 def serve_git(repos: Path) -> tuple[ThreadingHTTPServer, GitServer]:
-    """Start a :class:`GitBackend` over ``repos`` (a thread); stop it with ``shutdown``."""
-    seen: list[str] = []
-    handler = type("Backend", (GitBackend,), {"root": repos, "seen": seen})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    """Start the stand-in forge's git server over ``repos`` (``git http-backend`` as CGI,
+    behind basic auth for ``bob`` with the real password; every ``Authorization`` header
+    it gets kept, decoded, in ``seen``) in a thread; stop it with ``shutdown``."""
+    state = ForgeState(repos, git_password=PASSWORD)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), type("Git", (ForgeHandler,), {"state": state}))
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, GitServer(server.server_address[1], repos, seen)
+    return server, GitServer(server.server_address[1], repos, state.git_seen)
 
 
 @pytest.fixture
