@@ -376,3 +376,22 @@ def team_server(base: Path) -> Iterator[tuple[JupyterServer, str]]:
         yield jupyter.start(), url
     finally:
         jupyter.stop()
+
+
+@pytest.fixture(scope="module", name="team")
+def team_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[JupyterServer, str]]:
+    """:func:`team_server` for a module, each test its own records (import it to use
+    ``team``)."""
+    with team_server(tmp_path_factory.mktemp("team-server")) as made:
+        yield made
+
+
+@pytest.fixture(name="book")
+def book_fixture(team: tuple[JupyterServer, str]) -> Iterator[Any]:
+    """The ``team`` server's approval records (``team.approvals.Approvals``)."""
+    from iac_kernel.team.approvals import Approvals
+    from iac_kernel.team.store import open_store
+
+    store = open_store(team[1])
+    yield Approvals(store)
+    store.close()

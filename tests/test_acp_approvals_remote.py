@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -19,27 +19,22 @@ from iac_kernel.acp.approvals import APPROVE, LIST, REFUSED, REJECT
 from iac_kernel.team.approvals import Approval, Approvals
 from iac_kernel.team.rules import Requirement
 from iac_kernel.team.store import Identity, open_store, os_identity
-from server_support import SCRIPT, WAIT, JupyterServer, WsClient, bridge, server_env, team_server
+from server_support import (
+    SCRIPT,
+    WAIT,
+    JupyterServer,
+    WsClient,
+    book_fixture,  # noqa: F401 (the book fixture)
+    bridge,
+    server_env,
+    team_fixture,  # noqa: F401 (the team fixture)
+)
 from team_support import new_record
 
 ALICE = Identity("alice", groups=frozenset({"dev"}))
 ME = os_identity()
 ONE = Requirement(approvers=1, rules=("production needs a second person",))
 SUMMARY = "Plan: 0 to add, 0 to change, 1 to destroy."
-
-
-@pytest.fixture(scope="module")
-def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[JupyterServer, str]]:
-    """One server for the module, on a team store of its own (each test its own records)."""
-    with team_server(tmp_path_factory.mktemp("acp-approvals")) as made:
-        yield made
-
-
-@pytest.fixture
-def book(team: tuple[JupyterServer, str]) -> Iterator[Approvals]:
-    store = open_store(team[1])
-    yield Approvals(store)
-    store.close()
 
 
 @pytest.fixture

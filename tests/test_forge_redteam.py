@@ -326,12 +326,8 @@ def test_look_counts_no_approval_of_a_new_head(monkeypatch):
 # -- (a) the scratch worktree removal -----------------------------------------------------
 
 
-@needs_git
-@needs_sandbox
-async def test_a_link_in_the_reviews_folder_removes_nothing_it_points_to(tmp_path: Path):
-    """Anyone who can write the git folder (the sandbox can: it is the scratch worktrees'
-    place) puts a link named like a request's worktree in :data:`REVIEWS_DIR`, pointing at
-    the user's own linked worktree: the next review's tidy must not remove that."""
+def _repository_with_my_worktree(tmp_path: Path) -> tuple[Path, Path]:
+    """A repository with one commit, and the user's own linked worktree outside it."""
     from forge_support import host_git
 
     repo = tmp_path / "repo"
@@ -341,6 +337,18 @@ async def test_a_link_in_the_reviews_folder_removes_nothing_it_points_to(tmp_pat
     host_git("commit", "-qm", "one", cwd=repo)
     mine = tmp_path / "my-feature"
     host_git("worktree", "add", "-q", "-b", "feature", str(mine), cwd=repo)
+    return repo, mine
+
+
+@needs_git
+@needs_sandbox
+async def test_a_link_in_the_reviews_folder_removes_nothing_it_points_to(tmp_path: Path):
+    """Anyone who can write the git folder (the sandbox can: it is the scratch worktrees'
+    place) puts a link named like a request's worktree in :data:`REVIEWS_DIR`, pointing at
+    the user's own linked worktree: the next review's tidy must not remove that."""
+    from forge_support import host_git
+
+    repo, mine = _repository_with_my_worktree(tmp_path)
     reviews = repo / ".git" / REVIEWS_DIR
     reviews.mkdir(parents=True)
     (reviews / "github-1-aaaaaaaaaaaa").symlink_to(mine)
@@ -367,13 +375,7 @@ async def test_a_review_never_prunes_the_users_own_worktrees(tmp_path: Path):
     worktrees whose folder really vanished are forgotten."""
     from forge_support import host_git
 
-    repo = tmp_path / "repo"
-    host_git("init", "-q", "-b", "main", str(repo))
-    (repo / "main.tf").write_text('resource "terraform_data" "a" {}\n')
-    host_git("add", "main.tf", cwd=repo)
-    host_git("commit", "-qm", "one", cwd=repo)
-    mine = tmp_path / "my-feature"
-    host_git("worktree", "add", "-q", "-b", "feature", str(mine), cwd=repo)
+    repo, mine = _repository_with_my_worktree(tmp_path)
     (mine / "staged.tf").write_text("# staged\n")
     host_git("add", "staged.tf", cwd=mine)
     reviews = repo / ".git" / REVIEWS_DIR

@@ -11,7 +11,6 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +20,14 @@ from iac_kernel.guard.sandbox.bwrap import unusable_reason
 from iac_kernel.kernel.render import plan_card
 from iac_kernel.team.approvals import Approval, Approvals
 from iac_kernel.team.rules import Requirement
-from iac_kernel.team.store import Identity, open_store, os_identity
-from server_support import SCRIPT, JupyterServer, server_env, team_server
+from iac_kernel.team.store import Identity, os_identity
+from server_support import (
+    SCRIPT,
+    JupyterServer,
+    book_fixture,  # noqa: F401 (the book fixture)
+    server_env,
+    team_fixture,  # noqa: F401 (the team fixture)
+)
 from team_support import new_record
 from test_server_sandbox_peer import _bwrap_sharing_the_network
 
@@ -39,20 +44,6 @@ PLAN = {
     "checks": [{"check_id": "CKV_AWS_18", "name": "logging", "address": "aws_s3_bucket.logs"}],
 }
 CARD = plan_card.bundle(PLAN, "toolu_apply_1", "s1")[plan_card.PLAN_MIME]
-
-
-@pytest.fixture(scope="module")
-def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[JupyterServer, str]]:
-    """One server for the module, on a team store of its own (each test its own records)."""
-    with team_server(tmp_path_factory.mktemp("approvals-server")) as made:
-        yield made
-
-
-@pytest.fixture
-def book(team: tuple[JupyterServer, str]) -> Iterator[Approvals]:
-    store = open_store(team[1])
-    yield Approvals(store)
-    store.close()
 
 
 def ask(book: Approvals, who: Identity = ALICE, need: Requirement = ONE) -> Approval:
